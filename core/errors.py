@@ -1,0 +1,25 @@
+"""Errors with messages meant for the person using the tool.
+
+Every error that can reach a user (bad upload, missing data, bad setting) is one of these,
+so the pages and the CLI can show ``str(err)`` instead of a traceback.
+"""
+
+
+class RimscopeError(Exception):
+    """Base class: the message is written for the user, not the developer."""
+
+
+class DataUnavailableError(RimscopeError):
+    """A data set could not be found or fetched from any source."""
+
+
+class CheckpointError(RimscopeError):
+    """A checkpoint (safetensors + JSON) is missing, malformed, unsafe or does not fit."""
+
+
+class InputImageError(RimscopeError):
+    """An uploaded or drawn image cannot be turned into model input."""
+
+
+class ConfigError(RimscopeError, ValueError):
+    """A hyperparameter or setting is out of range."""
