@@ -1,0 +1,183 @@
+"""Checkpoints: weights as safetensors, everything else as JSON. Never pickle.
+
+A checkpoint is two files side by side: ``<stem>.safetensors`` and ``<stem>.json``. The JSON
+names the model and its config, so loading builds the model through the registry and then
+checks that the stored tensors fit it exactly (names, shapes, dtypes, finite values).
+Every problem is reported as a ``CheckpointError`` whose message names it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load as st_load_bytes
+from safetensors.torch import save as st_save_bytes
+
+from . import __version__
+from .errors import CheckpointError
+from .models import build_model, list_models, model_config_dict
+
+FORMAT = "rimscope-checkpoint/1"
+MAX_WEIGHTS_BYTES = 64 * 1024 * 1024
+MAX_META_BYTES = 8 * 1024 * 1024
+PICKLE_MAGIC = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05", b"PK\x03\x04")
+_SAFE_TEXT = re.compile(r"^[\w .,:;()+\-/=%'\"#\[\]!?&*<>@|~^{}]*$")
+
+
+def _stem(path) -> Path:
+    p = Path(path)
+    return p.with_suffix("") if p.suffix in (".safetensors", ".json") else p
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write via a temporary file in the same folder plus rename: readers never see half."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_json(path: Path, obj) -> None:
+    atomic_write_bytes(Path(path), json.dumps(obj, indent=1, allow_nan=False, default=_json_default).encode())
+
+
+def _json_default(o):
+    if hasattr(o, "item"):
+        return o.item()
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def _finite_json(obj):
+    """Replace NaN/inf floats (e.g. a diverged loss) by None so the JSON stays strict."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite_json(v) for v in obj]
+    return obj
+
+
+def checkpoint_bytes(model: torch.nn.Module, metadata: dict) -> tuple[bytes, bytes]:
+    """The two files of a checkpoint as bytes (for downloads and for saving)."""
+    meta = dict(metadata)
+    meta.setdefault("format", FORMAT)
+    meta.setdefault("model", getattr(model, "model_name", None))
+    meta["config"] = model_config_dict(model)
+    meta.setdefault("code_version", __version__)
+    state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+    weights = st_save_bytes(state, metadata={"format": FORMAT, "model": str(meta["model"])})
+    meta_bytes = json.dumps(_finite_json(meta), indent=1, allow_nan=False, default=_json_default).encode()
+    return weights, meta_bytes
+
+
+def save_checkpoint(model: torch.nn.Module, metadata: dict, path) -> Path:
+    """Save ``<stem>.safetensors`` + ``<stem>.json`` atomically; returns the weights path."""
+    stem = _stem(path)
+    weights, meta = checkpoint_bytes(model, metadata)
+    atomic_write_bytes(stem.with_suffix(".safetensors"), weights)
+    atomic_write_bytes(stem.with_suffix(".json"), meta)
+    return stem.with_suffix(".safetensors")
+
+
+def load_checkpoint(path, *, expected_dataset: str | None = None):
+    """Load ``(model, metadata)`` from ``<stem>.safetensors`` + ``<stem>.json``."""
+    stem = _stem(path)
+    w, m = stem.with_suffix(".safetensors"), stem.with_suffix(".json")
+    if not w.is_file():
+        raise CheckpointError(f"Weights file {w.name} is missing.")
+    if not m.is_file():
+        raise CheckpointError(f"Metadata file {m.name} is missing: a checkpoint needs both "
+                              ".safetensors and .json.")
+    return load_checkpoint_bytes(w.read_bytes(), m.read_bytes(), expected_dataset=expected_dataset)
+
+
+def parse_metadata(meta_bytes: bytes) -> dict:
+    """Parse and validate checkpoint JSON; raises CheckpointError naming the problem."""
+    if not meta_bytes:
+        raise CheckpointError("The metadata file is empty.")
+    if len(meta_bytes) > MAX_META_BYTES:
+        raise CheckpointError("The metadata file is too large (over 8 MB).")
+    try:
+        meta = json.loads(meta_bytes.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"The metadata is not valid JSON ({exc}).") from None
+    if not isinstance(meta, dict):
+        raise CheckpointError("The metadata must be a JSON object.")
+    name = meta.get("model")
+    if not isinstance(name, str) or name not in list_models():
+        raise CheckpointError(f"The metadata names an unknown model {name!r}; known models: "
+                              f"{', '.join(list_models())}.")
+    cfg = meta.get("config")
+    if not isinstance(cfg, dict):
+        raise CheckpointError("The metadata has no 'config' object for the model.")
+    for key in ("dataset", "run_name", "title"):
+        val = meta.get(key)
+        if val is None:
+            continue
+        if not isinstance(val, str) or len(val) > 200 or ".." in val or "/" in val or "\\" in val \
+                or not _SAFE_TEXT.match(val):
+            raise CheckpointError(f"The metadata field {key!r} holds an unsafe or malformed value "
+                                  f"{str(val)[:60]!r}.")
+    return meta
+
+
+def load_checkpoint_bytes(weights: bytes, meta_bytes: bytes, *, expected_dataset: str | None = None):
+    """Validate and load a checkpoint given as bytes (e.g. an upload)."""
+    if not weights:
+        raise CheckpointError("The weights file is empty.")
+    if weights[:2] in PICKLE_MAGIC or weights[:4] == b"PK\x03\x04":
+        raise CheckpointError("This looks like a pickle/PyTorch .pt file. RIMscope never unpickles "
+                              "files (they can run code); export the weights as .safetensors.")
+    if len(weights) > MAX_WEIGHTS_BYTES:
+        raise CheckpointError("The weights file is too large (over 64 MB).")
+    meta = parse_metadata(meta_bytes)
+    ds = meta.get("dataset")
+    if expected_dataset is not None and ds != expected_dataset:
+        raise CheckpointError(f"This checkpoint was trained on {ds!r}, not on {expected_dataset!r}.")
+    try:
+        tensors = st_load_bytes(weights)
+    except (SafetensorError, Exception) as exc:
+        raise CheckpointError(f"The weights are not a valid safetensors file ({exc}).") from None
+    cfg = dict(meta["config"])
+    try:
+        input_dim = cfg.pop("input_dim")
+        num_classes = cfg.pop("num_classes")
+        model = build_model(meta["model"], input_dim=input_dim, num_classes=num_classes, **cfg)
+    except (KeyError, ValueError, TypeError) as exc:
+        raise CheckpointError(f"The model config in the metadata is not valid ({exc}).") from None
+    expected = model.state_dict()
+    missing = sorted(set(expected) - set(tensors))
+    extra = sorted(set(tensors) - set(expected))
+    if missing:
+        raise CheckpointError(f"The weights lack {len(missing)} tensor(s) the model needs, e.g. {missing[0]}.")
+    if extra:
+        raise CheckpointError(f"The weights hold {len(extra)} tensor(s) the model does not have, e.g. {extra[0]}.")
+    for key, ref in expected.items():
+        t = tensors[key]
+        if t.shape != ref.shape:
+            raise CheckpointError(f"Tensor {key} has shape {list(t.shape)}, the model needs {list(ref.shape)}.")
+        if t.dtype != ref.dtype:
+            raise CheckpointError(f"Tensor {key} has dtype {t.dtype}, the model needs {ref.dtype}.")
+        if t.is_floating_point() and not torch.isfinite(t).all():
+            raise CheckpointError(f"Tensor {key} holds NaN or infinite values (a diverged run?).")
+    model.load_state_dict(tensors, strict=True)
+    model.eval()
+    return model, meta

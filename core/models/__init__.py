@@ -1,0 +1,117 @@
+"""Model registry: every model is built by name from one set of keyword arguments.
+
+``build_model(name, input_dim=D, num_classes=C, **overrides)`` returns an ``nn.Module`` whose
+``forward(x [B,T,D], return_trace=False)`` gives logits ``[B,C]`` or ``(logits, trace)``.
+Every trace has ``"activity"`` ``[B,T,U]`` (a per-unit view the pages draw for any model)
+plus the model's own tensors; ``model.unit_names`` labels the U axis.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch.nn as nn
+
+from .entnet import EntNet
+from .indrnn import IndRNN
+from .parallel_lstm import ParallelLSTM
+from .rim import RIM
+from .rmc import RMC
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    title: str
+    cls: type
+    description: str
+    activity_label: str  # what the "activity" trace means for this model
+
+
+_REGISTRY: dict[str, ModelSpec] = {
+    s.name: s
+    for s in [
+        ModelSpec("rim", "RIM (paper's method)", RIM,
+                  "6 LSTMs x 32 units; input attention activates 4 per row; active ones read 1/10 from the others",
+                  "active (1) / inactive (0)"),
+        ModelSpec("parallel_lstm", "Parallel LSTMs", ParallelLSTM,
+                  "4 independent LSTMs x 32 units, all active, no communication",
+                  "hidden-state norm"),
+        ModelSpec("entnet", "EntNet", EntNet,
+                  "Recurrent entity network: gated memory slots with keys", "write gate"),
+        ModelSpec("rmc", "RMC", RMC,
+                  "Relational memory core: memory slots updated by multi-head attention", "mean input gate"),
+        ModelSpec("indrnn", "IndRNN", IndRNN,
+                  "Independently recurrent network: element-wise recurrence, 2 layers",
+                  "fraction of units firing"),
+    ]
+}
+
+
+def list_models() -> list[str]:
+    return list(_REGISTRY)
+
+
+def get_spec(name: str) -> ModelSpec:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"Unknown model {name!r}; choose one of {', '.join(_REGISTRY)}") from None
+
+
+def config_fields(name: str) -> dict[str, object]:
+    """The config fields of a model with their defaults."""
+    cfg_cls = get_spec(name).cls.config_class
+    return {f.name: f.default for f in dataclasses.fields(cfg_cls)}
+
+
+def make_config(name: str, **kwargs):
+    """Build a model's config, refusing unknown or mistyped fields with a clear message."""
+    fields = config_fields(name)
+    unknown = sorted(set(kwargs) - set(fields))
+    if unknown:
+        raise ValueError(f"Unknown setting(s) for {name}: {', '.join(unknown)}")
+    clean = {}
+    for key, value in kwargs.items():
+        default = fields[key]
+        if isinstance(default, bool):
+            ok = isinstance(value, bool)
+        elif isinstance(default, int):
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif isinstance(default, float):
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            value = float(value) if ok else value
+        else:
+            ok = True
+        if not ok:
+            raise ValueError(f"Setting {key} of {name} must be {type(default).__name__}, got {value!r}")
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
+            raise ValueError(f"Setting {key} of {name} must not be negative, got {value!r}")
+        clean[key] = value
+    return get_spec(name).cls.config_class(**clean)
+
+
+def build_model(name: str, input_dim: int = 28, num_classes: int = 10, **overrides) -> nn.Module:
+    """Build model ``name`` for rows of ``input_dim`` features and ``num_classes`` classes."""
+    cfg = make_config(name, input_dim=input_dim, num_classes=num_classes, **overrides)
+    model = get_spec(name).cls(cfg)
+    model.model_name = name
+    return model
+
+
+def model_config_dict(model: nn.Module) -> dict:
+    """The config a model was built with, as plain JSON-able values."""
+    return dataclasses.asdict(model.config)
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+def parameter_counts(input_dim: int = 28, num_classes: int = 10) -> dict[str, int]:
+    return {n: count_parameters(build_model(n, input_dim, num_classes)) for n in _REGISTRY}
+
+
+__all__ = ["build_model", "list_models", "get_spec", "count_parameters", "parameter_counts",
+           "make_config", "config_fields", "model_config_dict", "ModelSpec"]

@@ -1,0 +1,43 @@
+"""Baseline: parallel LSTMs, all active at every step, no communication.
+
+The paper's main comparison: 4 independent LSTMs of 32 units, the same number of units as
+the 4 active LSTMs of the method. Each LSTM is a fused ``nn.LSTM`` (fast C++ loop); they
+differ only in their weights.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+
+
+@dataclass
+class ParallelLSTMConfig:
+    input_dim: int = 28
+    num_classes: int = 10
+    num_units: int = 4
+    hidden_size: int = 32
+
+
+class ParallelLSTM(nn.Module):
+    config_class = ParallelLSTMConfig
+
+    def __init__(self, config: ParallelLSTMConfig):
+        super().__init__()
+        self.config = c = config
+        self.unit_names = [f"LSTM {i + 1}" for i in range(c.num_units)]
+        self.lstms = nn.ModuleList(
+            nn.LSTM(c.input_dim, c.hidden_size, batch_first=True) for _ in range(c.num_units)
+        )
+        self.readout = nn.Linear(c.num_units * c.hidden_size, c.num_classes)
+
+    def forward(self, x: torch.Tensor, return_trace: bool = False):
+        outs = [lstm(x)[0] for lstm in self.lstms]  # each [B,T,H]
+        logits = self.readout(torch.cat([o[:, -1] for o in outs], dim=-1))
+        if not return_trace:
+            return logits
+        norms = torch.stack([o.norm(dim=-1) for o in outs], dim=-1).detach()  # [B,T,n]
+        active = torch.ones_like(norms)
+        return logits, {"active": active, "hidden_norm": norms, "activity": norms}

@@ -1,0 +1,372 @@
+"""The one training loop, for every model and every caller (CLI, pages, reproduction).
+
+Paper protocol by default: cross-entropy, plain SGD with learning rate 0.1, batch 100,
+1,000 iterations. Seeded (weights and batch order), optional gradient clipping, a progress
+callback, a stop signal, a record per iteration (loss, batch accuracy) and a periodic test
+accuracy on a fixed test subset. A NaN or infinite loss stops the run as "diverged".
+
+CLI::
+
+    python -m core.train --dataset mnist --model rim --seed 0 --out runs/mnist_rim_s0
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from . import __version__
+from .data import DATASETS, MNIST_SAMPLE_TRAIN_INDICES, LoadedData, get_info, load_dataset, to_sequence
+from .errors import ConfigError
+from .evaluate import evaluate, noisy_accuracy
+from .models import build_model, count_parameters, list_models
+
+MAX_ITERATIONS = 1_000_000
+
+
+@dataclass
+class TrainConfig:
+    dataset: str = "mnist"
+    model: str = "rim"
+    seed: int = 0
+    iterations: int = 1000
+    batch_size: int = 100
+    lr: float = 0.1
+    momentum: float = 0.0
+    grad_clip: float | None = None  # max global gradient norm; None = no clipping
+    eval_every: int = 100  # periodic test accuracy every this many iterations
+    eval_samples: int = 1000  # size of the fixed test subset used for periodic accuracy
+    class_weighting: str = "auto"  # "none", "balanced", or "auto" (balanced if classes are unbalanced)
+    holdout_sample: bool = True  # MNIST: leave out train images 0..9,999 (the bundled sample)
+    noise_var: float = 0.01  # Gaussian noise variance for the final noisy test
+    noise_draws: int = 3  # noise draws averaged in the final noisy test
+    threads: int | None = None  # torch threads; None = number of cores, at most 2 per run
+    model_overrides: dict = field(default_factory=dict)
+
+    def validate(self, n_train: int | None = None) -> "TrainConfig":
+        """Raise ConfigError naming the first out-of-range setting."""
+        def bad(msg):
+            raise ConfigError(msg)
+
+        if self.dataset not in DATASETS:
+            bad(f"Unknown data set {self.dataset!r}; choose one of {', '.join(DATASETS)}.")
+        if self.model not in list_models():
+            bad(f"Unknown model {self.model!r}; choose one of {', '.join(list_models())}.")
+        if not isinstance(self.seed, int) or self.seed < 0:
+            bad("Seed must be a whole number >= 0.")
+        if not isinstance(self.iterations, int) or not 1 <= self.iterations <= MAX_ITERATIONS:
+            bad(f"Iterations must be between 1 and {MAX_ITERATIONS:,}.")
+        if not isinstance(self.batch_size, int) or self.batch_size < 1:
+            bad("Batch size must be at least 1.")
+        if n_train is not None and self.batch_size > n_train:
+            bad(f"Batch size {self.batch_size} is larger than the training set ({n_train} images).")
+        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and 0 < self.lr <= 10):
+            bad("Learning rate must be a number in (0, 10].")
+        if not (math.isfinite(self.momentum) and 0 <= self.momentum < 1):
+            bad("Momentum must be in [0, 1).")
+        if self.grad_clip is not None and not (math.isfinite(self.grad_clip) and self.grad_clip > 0):
+            bad("Gradient clipping must be a positive number (or off).")
+        if not isinstance(self.eval_every, int) or self.eval_every < 1:
+            bad("Evaluate-every must be at least 1 iteration.")
+        if not isinstance(self.eval_samples, int) or self.eval_samples < 1:
+            bad("Evaluation samples must be at least 1.")
+        if self.class_weighting not in ("none", "balanced", "auto"):
+            bad("Class weighting must be 'none', 'balanced' or 'auto'.")
+        if not (math.isfinite(self.noise_var) and 0 <= self.noise_var <= 1):
+            bad("Noise variance must be in [0, 1].")
+        if not isinstance(self.noise_draws, int) or self.noise_draws < 0:
+            bad("Noise draws must be >= 0.")
+        if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
+            bad("Threads must be at least 1.")
+        if not isinstance(self.model_overrides, dict):
+            bad("Model overrides must be a mapping of config fields.")
+        return self
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TrainConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ConfigError(f"Unknown training setting(s): {', '.join(unknown)}")
+        return cls(**d)
+
+
+@dataclass
+class TrainResult:
+    status: str  # "completed", "stopped" or "diverged"
+    model: torch.nn.Module
+    history: dict  # per iteration: iteration, loss, batch_acc
+    evals: dict  # periodic: iteration, test_acc, test_loss
+    metrics: dict  # final: test_accuracy, test_error, noisy_test_accuracy, ...
+    wall_time_s: float
+    message: str = ""
+
+
+def set_threads(threads: int | None) -> int:
+    n = threads or max(1, min(2, os.cpu_count() or 1))
+    torch.set_num_threads(n)
+    return n
+
+
+def _class_weights(cfg: TrainConfig, labels: np.ndarray, num_classes: int) -> tuple[torch.Tensor | None, str]:
+    counts = np.bincount(labels, minlength=num_classes).astype(np.float64)
+    mode = cfg.class_weighting
+    if mode == "auto":
+        present = counts[counts > 0]
+        mode = "balanced" if len(present) and present.max() > 2 * present.min() else "none"
+    if mode == "none":
+        return None, mode
+    w = np.where(counts > 0, counts.sum() / (num_classes * np.maximum(counts, 1)), 0.0)
+    return torch.tensor(w, dtype=torch.float32), mode
+
+
+def prepare_training_data(cfg: TrainConfig, data_dir=None) -> tuple[LoadedData, LoadedData, str]:
+    """Train and test data for a config, with MNIST's bundled sample held out if asked."""
+    train = load_dataset(cfg.dataset, "train", data_dir=data_dir, allow_sample=False)
+    test = load_dataset(cfg.dataset, "test", data_dir=data_dir, allow_sample=False)
+    note = ""
+    if cfg.dataset == "mnist" and cfg.holdout_sample:
+        if train.indices is None:
+            note = "holdout requested but the source has no image indices; nothing held out"
+        else:
+            lo, hi = MNIST_SAMPLE_TRAIN_INDICES.start, MNIST_SAMPLE_TRAIN_INDICES.stop
+            keep = (train.indices < lo) | (train.indices >= hi)
+            train = dataclasses.replace(train, images=train.images[keep], labels=train.labels[keep],
+                                        indices=train.indices[keep])
+            note = f"train images {lo}..{hi - 1} held out (the bundled sample comes from them)"
+    return train, test, note
+
+
+def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
+          callback: Callable[[dict], None] | None = None,
+          should_stop: Callable[[], bool] | None = None) -> TrainResult:
+    """Train ``cfg.model`` on ``train_data``; evaluate on ``test_data``.
+
+    ``callback`` gets a dict per iteration (``kind='iter'``) and per periodic evaluation
+    (``kind='eval'``). ``should_stop()`` is polled every iteration; when it returns true the
+    run ends with status "stopped" and keeps what it learned so far.
+    """
+    cfg.validate(n_train=len(train_data))
+    set_threads(cfg.threads)
+    info = get_info(cfg.dataset)
+    C = len(info.classes)
+    x_train, y_train = train_data.images, np.asarray(train_data.labels, dtype=np.int64)
+    weights, weighting = _class_weights(cfg, y_train, C)
+
+    torch.manual_seed(cfg.seed)
+    model = build_model(cfg.model, input_dim=info.input_dim, num_classes=C, **cfg.model_overrides)
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+    rng = np.random.default_rng(cfg.seed)
+
+    # fixed periodic-evaluation subset, the same for every model with this seed
+    n_eval = min(cfg.eval_samples, len(test_data))
+    eval_idx = np.sort(np.random.default_rng(10_000 + cfg.seed).choice(len(test_data), n_eval, replace=False))
+    x_eval, y_eval = test_data.images[eval_idx], test_data.labels[eval_idx]
+
+    history = {"iteration": [], "loss": [], "batch_acc": []}
+    evals = {"iteration": [], "test_acc": [], "test_loss": []}
+    status, message = "completed", ""
+    order, pos = rng.permutation(len(y_train)), 0
+    t0 = time.perf_counter()
+
+    def periodic_eval(it: int):
+        r = evaluate(model, x_eval, y_eval, C)
+        model.train()
+        evals["iteration"].append(it)
+        evals["test_acc"].append(r.accuracy)
+        evals["test_loss"].append(r.loss)
+        if callback:
+            callback({"kind": "eval", "iteration": it, "test_acc": r.accuracy, "test_loss": r.loss})
+
+    for it in range(1, cfg.iterations + 1):
+        if should_stop is not None and should_stop():
+            status, message = "stopped", f"stopped by the user after {it - 1} iterations"
+            break
+        if pos + cfg.batch_size > len(order):  # new epoch: reshuffle
+            order, pos = rng.permutation(len(y_train)), 0
+        idx = order[pos : pos + cfg.batch_size]
+        pos += cfg.batch_size
+        xb = to_sequence(x_train[idx])
+        yb = torch.from_numpy(y_train[idx])
+
+        logits = model(xb)
+        loss = F.cross_entropy(logits, yb, weight=weights)
+        loss_val = float(loss.item())
+        acc = float((logits.argmax(1) == yb).float().mean().item())
+        history["iteration"].append(it)
+        history["loss"].append(loss_val)
+        history["batch_acc"].append(acc)
+        if not math.isfinite(loss_val):
+            status = "diverged"
+            message = f"loss became {loss_val} at iteration {it}; the run was stopped (try a smaller learning rate or gradient clipping)"
+            if callback:
+                callback({"kind": "iter", "iteration": it, "total": cfg.iterations, "loss": loss_val, "batch_acc": acc})
+            break
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if cfg.grad_clip is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+        if callback:
+            callback({"kind": "iter", "iteration": it, "total": cfg.iterations, "loss": loss_val,
+                      "batch_acc": acc, "elapsed_s": time.perf_counter() - t0})
+        if it % cfg.eval_every == 0 or it == cfg.iterations:
+            periodic_eval(it)
+
+    train_time = time.perf_counter() - t0
+    metrics = {"iterations_done": len(history["iteration"]), "train_time_s": train_time,
+               "class_weighting": weighting, "parameters": count_parameters(model)}
+    if status != "diverged":
+        final = evaluate(model, test_data.images, test_data.labels, C)
+        metrics.update(test_accuracy=final.accuracy, test_error=final.error, test_loss=final.loss,
+                       test_n=final.n, per_class_accuracy=final.summary()["per_class_accuracy"],
+                       confusion=final.confusion.tolist())
+        if cfg.noise_draws > 0:
+            accs = noisy_accuracy(model, test_data.images, test_data.labels, "gaussian",
+                                  cfg.noise_var, draws=cfg.noise_draws, seed=1000)
+            metrics.update(noise_var=cfg.noise_var, noise_draws=cfg.noise_draws,
+                           noisy_test_accuracy=float(accs.mean()),
+                           noisy_test_accuracy_std=float(accs.std()),
+                           noisy_test_error=float(1 - accs.mean()))
+    return TrainResult(status, model, history, evals, metrics, time.perf_counter() - t0, message)
+
+
+def run_metadata(cfg: TrainConfig, result: TrainResult, train_data: LoadedData, test_data: LoadedData,
+                 note: str = "") -> dict:
+    """The JSON metadata stored beside the weights of a run."""
+    info = get_info(cfg.dataset)
+    return {
+        "model": cfg.model,
+        "dataset": cfg.dataset,
+        "classes": list(info.classes),
+        "image_shape": list(info.image_shape),
+        "seed": cfg.seed,
+        "status": result.status,
+        "message": result.message,
+        "train_config": cfg.to_dict(),
+        "data_source": {"train": train_data.source, "test": test_data.source,
+                        "n_train": len(train_data), "n_test": len(test_data), "note": note},
+        "metrics": result.metrics,
+        "history": result.history,
+        "evals": result.evals,
+        "code_version": __version__,
+        "torch_version": torch.__version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+# ---------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    d = TrainConfig()
+    p = argparse.ArgumentParser(
+        prog="python -m core.train",
+        description="Train one model on one data set with the paper protocol (SGD lr 0.1, "
+                    "batch 100, 1,000 iterations) and save a safetensors + JSON checkpoint.")
+    p.add_argument("--dataset", default=d.dataset, choices=list(DATASETS), help="data set (default %(default)s)")
+    p.add_argument("--model", default=d.model, choices=list_models(), help="model (default %(default)s)")
+    p.add_argument("--seed", type=int, default=d.seed, help="seed for weights and batch order (default %(default)s)")
+    p.add_argument("--iterations", type=int, default=d.iterations, help="training iterations (default %(default)s)")
+    p.add_argument("--batch-size", type=int, default=d.batch_size, help="batch size (default %(default)s)")
+    p.add_argument("--lr", type=float, default=d.lr, help="SGD learning rate (default %(default)s)")
+    p.add_argument("--momentum", type=float, default=d.momentum, help="SGD momentum (default %(default)s, the paper's plain SGD)")
+    p.add_argument("--grad-clip", type=float, default=None, help="clip the global gradient norm to this value (default: off)")
+    p.add_argument("--eval-every", type=int, default=d.eval_every, help="test accuracy on a fixed subset every N iterations (default %(default)s)")
+    p.add_argument("--eval-samples", type=int, default=d.eval_samples, help="size of that test subset (default %(default)s)")
+    p.add_argument("--class-weighting", default=d.class_weighting, choices=["none", "balanced", "auto"],
+                   help="class-weighted loss; auto = balanced when the classes are unbalanced (default %(default)s)")
+    p.add_argument("--no-holdout-sample", action="store_true",
+                   help="MNIST: also train on images 0..9,999 (by default they are held out because the bundled sample comes from them)")
+    p.add_argument("--noise-var", type=float, default=d.noise_var, help="Gaussian noise variance of the final noisy test (default %(default)s)")
+    p.add_argument("--noise-draws", type=int, default=d.noise_draws, help="noise draws averaged in the final noisy test (default %(default)s)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: cores, at most 2)")
+    p.add_argument("--data-dir", default=None, help="folder with <dataset>/{train,test}.npz (default: $RIMSCOPE_DATA_DIR or ./data)")
+    p.add_argument("--out", default=None, help="checkpoint path stem (default runs/<dataset>_<model>_s<seed>)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="model config override, e.g. --set k_active=3 (repeatable)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
+
+
+def _parse_overrides(items: list[str]) -> dict:
+    import json
+
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        try:
+            out[k.strip()] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k.strip()] = v
+    return out
+
+
+def main(argv=None) -> int:
+    from tqdm import tqdm
+
+    from .checkpoint import save_checkpoint
+    from .errors import RimscopeError
+
+    args = build_parser().parse_args(argv)
+    try:
+        cfg = TrainConfig(dataset=args.dataset, model=args.model, seed=args.seed, iterations=args.iterations,
+                          batch_size=args.batch_size, lr=args.lr, momentum=args.momentum,
+                          grad_clip=args.grad_clip, eval_every=args.eval_every, eval_samples=args.eval_samples,
+                          class_weighting=args.class_weighting, holdout_sample=not args.no_holdout_sample,
+                          noise_var=args.noise_var, noise_draws=args.noise_draws, threads=args.threads,
+                          model_overrides=_parse_overrides(args.set)).validate()
+        train_data, test_data, note = prepare_training_data(cfg, args.data_dir)
+        cfg.validate(n_train=len(train_data))
+        print(f"train: {train_data.source} ({len(train_data)} images); test: {test_data.source} ({len(test_data)})",
+              file=sys.stderr)
+        if note:
+            print(note, file=sys.stderr)
+        bar = tqdm(total=cfg.iterations, disable=args.quiet, desc=f"{cfg.model} on {cfg.dataset}", unit="it")
+
+        def cb(ev):
+            if ev["kind"] == "iter":
+                bar.update(1)
+                bar.set_postfix(loss=f"{ev['loss']:.3f}", acc=f"{ev['batch_acc']:.2f}")
+            else:
+                bar.write(f"iteration {ev['iteration']}: test accuracy {ev['test_acc']:.4f} (subset)")
+
+        result = train(cfg, train_data, test_data, callback=cb)
+        bar.close()
+    except RimscopeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    out = Path(args.out or f"runs/{cfg.dataset}_{cfg.model}_s{cfg.seed}")
+    meta = run_metadata(cfg, result, train_data, test_data, note)
+    if result.status == "diverged":
+        print(f"DIVERGED: {result.message}; no checkpoint saved", file=sys.stderr)
+        return 3
+    path = save_checkpoint(result.model, meta, out)
+    m = result.metrics
+    noisy = f", noisy error {m['noisy_test_error']:.4f} (var {cfg.noise_var}, {cfg.noise_draws} draws)" if "noisy_test_error" in m else ""
+    print(f"{cfg.model} on {cfg.dataset} seed {cfg.seed}: {result.status}, {m['iterations_done']} iterations "
+          f"in {result.wall_time_s:.1f} s; test accuracy {m['test_accuracy']:.4f} (error {m['test_error']:.4f}, "
+          f"n={m['test_n']}){noisy}; {m['parameters']:,} parameters; saved {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
