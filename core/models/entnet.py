@@ -44,15 +44,16 @@ class EntNet(nn.Module):
         B, T, _ = x.shape
         c = self.config
         s = self.encoder(x)  # [B,T,d]
-        s_keys = torch.einsum("btd,md->btm", s, self.keys)  # s^T w_j for all t
-        ws = self.W(s).unsqueeze(2)  # [B,T,1,d]
+        s_keys = torch.einsum("btd,md->btm", s, self.keys).unbind(1)  # s^T w_j, per step
+        ws = self.W(s).unsqueeze(2).unbind(1)  # T x [B,1,d]
+        s_steps = s.unbind(1)
         vw = self.V(self.keys)  # [m,d], constant over time
         # memory starts at the keys (as in the paper's reference setup), normalised
         h = F.normalize(self.keys, dim=-1).expand(B, -1, -1)
         gates = []
         for t in range(T):
-            g = torch.sigmoid(torch.einsum("bmd,bd->bm", h, s[:, t]) + s_keys[:, t])
-            cand = self.prelu(self.U(h) + vw + ws[:, t])
+            g = torch.sigmoid(torch.bmm(h, s_steps[t].unsqueeze(-1)).squeeze(-1) + s_keys[t])
+            cand = self.prelu(self.U(h) + vw + ws[t])
             h = F.normalize(h + g.unsqueeze(-1) * cand, dim=-1)
             gates.append(g)
         logits = self.readout(h.reshape(B, c.num_slots * c.slot_size))

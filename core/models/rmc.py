@@ -54,26 +54,29 @@ class RMC(nn.Module):
         m, d, nh = c.num_slots, c.slot_size, c.num_heads
         dh = d // nh
         inp = self.input_proj(x)  # [B,T,d]
-        inp_qkv = self.qkv(inp)  # the input row's q/k/v for all t (its query is unused)
-        inp_gate = self.gate_in(inp).unsqueeze(2)  # [B,T,1,2d]
+        # the input row's k/v and gate terms for all t, split per step with unbind (indexing a
+        # big tensor per step makes autograd build a full-size zero gradient each time)
+        inp_kv = self.qkv(inp)[..., d:].unsqueeze(2).unbind(1)  # T x [B,1,2d]
+        inp_gate = self.gate_in(inp).unsqueeze(2).unbind(1)  # T x [B,1,2d]
         mem = self.initial_memory.expand(B, m, d)
         attns, gates = [], []
         for t in range(T):
             qkv = self.qkv(mem)  # [B,m,3d]
-            q = qkv[..., :d].view(B, m, nh, dh).transpose(1, 2)
-            kv = torch.cat([qkv[..., d:], inp_qkv[:, t, None, d:]], dim=1)  # [B,m+1,2d]
-            k = kv[..., :d].view(B, m + 1, nh, dh).transpose(1, 2)
-            v = kv[..., d:].view(B, m + 1, nh, dh).transpose(1, 2)
-            a = torch.softmax(q @ k.transpose(-1, -2) / dh**0.5, dim=-1)  # [B,nh,m,m+1]
-            read = (a @ v).transpose(1, 2).reshape(B, m, d)
+            q = qkv[..., :d].view(B, m, 1, nh, dh)
+            kv = torch.cat([qkv[..., d:], inp_kv[t]], dim=1)  # [B,m+1,2d]
+            k = kv[..., :d].view(B, 1, m + 1, nh, dh)
+            v = kv[..., d:].view(B, 1, m + 1, nh, dh)
+            # tiny per-example attention as broadcast products (faster than batched matmul)
+            a = torch.softmax((q * k).sum(-1) * dh**-0.5, dim=2)  # [B,m,m+1,nh]
+            read = (a.unsqueeze(-1) * v).sum(2).reshape(B, m, d)
             new = self.norm1(mem + self.attn_out(read))
             new = self.norm2(new + self.mlp(new))
-            g = inp_gate[:, t] + self.gate_mem(torch.tanh(mem))
+            g = inp_gate[t] + self.gate_mem(torch.tanh(mem))
             i_gate = torch.sigmoid(g[..., :d] + c.input_bias)
             f_gate = torch.sigmoid(g[..., d:] + c.forget_bias)
             mem = i_gate * torch.tanh(new) + f_gate * mem
             if return_trace:
-                attns.append(a.mean(1))
+                attns.append(a.mean(-1))
                 gates.append(i_gate.mean(-1))
         logits = self.readout(mem.reshape(B, m * d))
         if not return_trace:

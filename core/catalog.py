@@ -1,0 +1,92 @@
+"""Every model a user can pick: shipped pretrained ones and the user's own runs.
+
+``list_entries(dataset)`` merges ``pretrained/manifest.json`` with completed runs in the run
+store (trained in the app or uploaded), and ``load_entry`` loads one through the validating
+checkpoint loader. Pages call only these two.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .checkpoint import load_checkpoint
+from .data import ROOT
+from .errors import CheckpointError
+
+PRETRAINED_DIR = Path(os.environ.get("RIMSCOPE_PRETRAINED_DIR") or ROOT / "pretrained")
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    key: str  # "pretrained:<dataset>/<model>" or "run:<run id>"
+    dataset: str
+    model: str
+    source: str  # "pretrained", "trained" or "uploaded"
+    stem: Path  # checkpoint path without suffix
+    seed: int | None = None
+    label: str = ""
+    created: str = ""
+    metrics: dict = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def display(self) -> str:
+        return self.label or f"{self.model} ({self.source})"
+
+
+def read_manifest(pretrained_dir: Path = PRETRAINED_DIR) -> dict:
+    path = Path(pretrained_dir) / "manifest.json"
+    if not path.is_file():
+        return {"models": []}
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return {"models": []}
+
+
+def pretrained_entries(dataset: str | None = None, pretrained_dir: Path = PRETRAINED_DIR) -> list[ModelEntry]:
+    out = []
+    for m in read_manifest(pretrained_dir).get("models", []):
+        if dataset and m.get("dataset") != dataset:
+            continue
+        stem = Path(pretrained_dir) / Path(m["weights"]).with_suffix("")
+        out.append(ModelEntry(f"pretrained:{m['dataset']}/{m['model']}", m["dataset"], m["model"], "pretrained",
+                              stem, m.get("seed"), f"{m['model']} (pretrained)", "",
+                              {k: m.get(k) for k in ("test_accuracy", "test_error", "noisy_test_error",
+                                                     "parameters", "iterations")}))
+    return out
+
+
+def run_entries(dataset: str | None = None, store=None) -> list[ModelEntry]:
+    """Completed runs (trained or uploaded) from the run store, newest first."""
+    try:
+        from .runs import RunStore
+    except ImportError:  # run store not available: pretrained only
+        return []
+    store = store or RunStore()
+    out = []
+    for run in store.list_runs():
+        if run.status not in ("completed", "uploaded"):
+            continue
+        if dataset and run.dataset != dataset:
+            continue
+        stem = store.checkpoint_stem(run.run_id)
+        if stem is None:
+            continue
+        source = "uploaded" if run.status == "uploaded" else "trained"
+        out.append(ModelEntry(f"run:{run.run_id}", run.dataset, run.model, source, stem, run.seed,
+                              f"{run.model} ({source} {run.run_id})", run.created, dict(run.metrics or {})))
+    return out
+
+
+def list_entries(dataset: str | None = None, store=None) -> list[ModelEntry]:
+    return pretrained_entries(dataset) + run_entries(dataset, store)
+
+
+def load_entry(entry: ModelEntry):
+    """``(model, metadata)``; raises CheckpointError with a clear message."""
+    if not Path(entry.stem).with_suffix(".safetensors").is_file():
+        raise CheckpointError(f"The checkpoint for {entry.display} is missing on disk.")
+    return load_checkpoint(entry.stem, expected_dataset=entry.dataset)

@@ -1,0 +1,382 @@
+"""Reproduce the paper's tables: a grid of data set x model x seed, then the statistics.
+
+::
+
+    # train the grid (resumable: finished runs are skipped), 2 processes
+    python -m core.reproduce run --seeds 0 1 2 --workers 2 --out results/paper
+    # rebuild tables (Markdown, CSV, JSON for the Compare page) from what is there
+    python -m core.reproduce tables --out results/paper
+    # copy seed 0 of every data set x model into pretrained/ with a manifest
+    python -m core.reproduce export-pretrained --out results/paper --seed 0
+
+Each run stores ``runs/<dataset>/<model>_s<seed>.json`` (metadata, history, metrics) and the
+weights beside it. Statistics: mean and sample standard deviation over seeds; a 95% Welch
+t-interval for each difference of means (unpaired: seeds are independent draws).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+import numpy as np
+
+from .data import DATASETS
+from .models import list_models
+
+BASELINES = ["entnet", "rmc", "indrnn"]
+DATASET_ORDER = ["mnist", "fashion_mnist", "cifar10", "animals10"]
+
+# The paper's claims, as listed in ../shared/METHOD.md (test-error points, i.e. percent).
+PAPER = {
+    "vs_parallel_gap": {"mnist": 0.35, "fashion_mnist": 1.0, "cifar10": 1.0, "animals10": 3.03},
+    "vs_parallel_gap_note": {"fashion_mnist": "about 1", "cifar10": "about 1"},
+    "vs_runner_up_gap": {"mnist": 0.02, "fashion_mnist": 0.21, "cifar10": 0.25, "animals10": 0.37},
+    "runner_up": {"mnist": "rmc"},
+    "noise_growth_gap": {"mnist": 0.35, "fashion_mnist": 0.62, "cifar10": 0.77, "animals10": 1.19},
+}
+
+
+def run_path(out: Path, dataset: str, model: str, seed: int) -> Path:
+    return Path(out) / "runs" / dataset / f"{model}_s{seed}.json"
+
+
+def _train_one(job: dict) -> dict:
+    """Train one grid cell in a worker process and store it. Returns a short summary."""
+    import torch
+
+    from .checkpoint import atomic_write_json, save_checkpoint
+    from .train import TrainConfig, prepare_training_data, run_metadata, train
+
+    torch.set_num_threads(job["threads"])
+    cfg = TrainConfig(dataset=job["dataset"], model=job["model"], seed=job["seed"],
+                      iterations=job["iterations"], noise_draws=job["noise_draws"],
+                      threads=job["threads"], eval_every=job["eval_every"])
+    train_data, test_data, note = prepare_training_data(cfg, job.get("data_dir"))
+    result = train(cfg, train_data, test_data)
+    meta = run_metadata(cfg, result, train_data, test_data, note)
+    path = Path(job["path"])
+    if result.status == "completed":
+        save_checkpoint(result.model, meta, path.with_suffix(""))
+    else:  # diverged: keep the record (it counts as a result) but no usable weights
+        atomic_write_json(path, meta)
+    return {"dataset": cfg.dataset, "model": cfg.model, "seed": cfg.seed, "status": result.status,
+            "test_error": result.metrics.get("test_error"), "wall_s": result.wall_time_s}
+
+
+def run_grid(out: Path, datasets, models, seeds, iterations: int = 1000, workers: int = 2,
+             noise_draws: int = 10, eval_every: int = 50, data_dir=None, log=print) -> list[dict]:
+    """Train every missing cell of the grid in up to ``workers`` processes (1 thread each)."""
+    out = Path(out)
+    jobs = []
+    for seed in seeds:  # seed-major: a full first seed (the pretrained set) comes first
+        for ds in datasets:
+            for model in models:
+                p = run_path(out, ds, model, seed)
+                if p.is_file():
+                    continue
+                jobs.append(dict(dataset=ds, model=model, seed=seed, iterations=iterations, path=str(p),
+                                 noise_draws=noise_draws, eval_every=eval_every, data_dir=data_dir,
+                                 threads=max(1, (os.cpu_count() or 1) // max(1, workers))))
+    log(f"{len(jobs)} runs to train ({workers} workers); finished runs are skipped")
+    done = []
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = {pool.submit(_train_one, j): j for j in jobs}
+        for i, fut in enumerate(as_completed(futures), 1):
+            j = futures[fut]
+            try:
+                r = fut.result()
+                err = r["test_error"]
+                log(f"[{i}/{len(jobs)}] {j['dataset']} {j['model']} s{j['seed']}: {r['status']}, "
+                    f"test error {err if err is None else f'{err:.4f}'}, {r['wall_s']:.0f} s "
+                    f"(elapsed {time.perf_counter() - t0:.0f} s)")
+                done.append(r)
+            except Exception as exc:  # one failed cell must not lose the others
+                log(f"[{i}/{len(jobs)}] {j['dataset']} {j['model']} s{j['seed']}: FAILED {exc!r}")
+    return done
+
+
+# ---------------------------------------------------------------------------------------
+# statistics
+def load_results(out: Path) -> list[dict]:
+    rows = []
+    for p in sorted((Path(out) / "runs").glob("*/*.json")):
+        try:
+            meta = json.loads(p.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        m = meta.get("metrics", {})
+        rows.append({"dataset": meta["dataset"], "model": meta["model"], "seed": meta["seed"],
+                     "status": meta.get("status"), "test_error": m.get("test_error"),
+                     "noisy_test_error": m.get("noisy_test_error"),
+                     "iterations": meta.get("train_config", {}).get("iterations"),
+                     "train_time_s": m.get("train_time_s"), "parameters": m.get("parameters")})
+    return rows
+
+
+def _t_quantile(df: float) -> float:
+    from scipy.stats import t
+
+    return float(t.ppf(0.975, df))
+
+
+def mean_sd(values) -> tuple[float, float, int]:
+    v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=float)
+    if len(v) == 0:
+        return math.nan, math.nan, 0
+    return float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else math.nan, len(v)
+
+
+def welch_ci(a, b) -> tuple[float, float, float]:
+    """Mean of ``a - b`` (independent samples) and its 95% Welch t-interval."""
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    diff = float(a.mean() - b.mean())
+    if len(a) < 2 or len(b) < 2:
+        return diff, math.nan, math.nan
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return diff, diff, diff
+    df = (va + vb) ** 2 / ((va**2) / (len(a) - 1) + (vb**2) / (len(b) - 1))
+    h = _t_quantile(df) * se
+    return diff, diff - h, diff + h
+
+
+def verdict(lo: float, hi: float) -> str:
+    """'holds' when the interval of (other - rim) lies above 0, 'does not hold' below."""
+    if math.isnan(lo) or math.isnan(hi):
+        return "cannot tell (fewer than 2 seeds)"
+    if lo > 0:
+        return "holds"
+    if hi < 0:
+        return "does not hold (the other method is better)"
+    return "cannot tell at this number of seeds"
+
+
+def _values(rows, ds, model, key):
+    return [r[key] * 100 for r in rows
+            if r["dataset"] == ds and r["model"] == model and r[key] is not None and r["status"] == "completed"]
+
+
+def _diverged(rows, ds, model):
+    return sum(1 for r in rows if r["dataset"] == ds and r["model"] == model and r["status"] == "diverged")
+
+
+def build_tables(rows: list[dict]) -> dict:
+    """The three tables as lists of dicts (errors in percent points)."""
+    datasets = [d for d in DATASET_ORDER if any(r["dataset"] == d for r in rows)]
+    t2, t3, t4 = [], [], []
+    for ds in datasets:
+        rim = _values(rows, ds, "rim", "test_error")
+        pl = _values(rows, ds, "parallel_lstm", "test_error")
+        if rim and pl:
+            d, lo, hi = welch_ci(pl, rim)
+            m_r, s_r, n_r = mean_sd(rim)
+            m_p, s_p, n_p = mean_sd(pl)
+            t2.append({"dataset": ds, "rim_error": m_r, "rim_sd": s_r, "parallel_lstm_error": m_p,
+                       "parallel_lstm_sd": s_p, "seeds": min(n_r, n_p), "gap": d, "gap_ci_low": lo,
+                       "gap_ci_high": hi, "paper_gap": PAPER["vs_parallel_gap"][ds], "verdict": verdict(lo, hi)})
+        # table 3: runner-up among EntNet, RMC, IndRNN by mean clean error
+        base = {b: _values(rows, ds, b, "test_error") for b in BASELINES}
+        base = {b: v for b, v in base.items() if v}
+        if rim and base:
+            runner = min(base, key=lambda b: np.mean(base[b]))
+            d, lo, hi = welch_ci(base[runner], rim)
+            row = {"dataset": ds, "rim_error": mean_sd(rim)[0], "rim_sd": mean_sd(rim)[1]}
+            for b in BASELINES:
+                m, s, _ = mean_sd(base.get(b, []))
+                row[f"{b}_error"], row[f"{b}_sd"] = m, s
+                row[f"{b}_diverged"] = _diverged(rows, ds, b)
+            row.update(runner_up=runner, gap=d, gap_ci_low=lo, gap_ci_high=hi,
+                       paper_gap=PAPER["vs_runner_up_gap"][ds], paper_runner_up=PAPER["runner_up"].get(ds, ""),
+                       verdict=verdict(lo, hi), rim_lowest=bool(all(np.mean(rim) < np.mean(v) for v in base.values())))
+            t3.append(row)
+        # table 4: noisy error, change from clean, runner-up by noisy error among all baselines
+        rim_n = _values(rows, ds, "rim", "noisy_test_error")
+        others = {m: _values(rows, ds, m, "noisy_test_error") for m in ["parallel_lstm"] + BASELINES}
+        others = {m: v for m, v in others.items() if v}
+        if rim_n and others:
+            runner = min(others, key=lambda m: np.mean(others[m]))
+
+            def growth(model):
+                clean = {r["seed"]: r["test_error"] for r in rows if r["dataset"] == ds and r["model"] == model
+                         and r["status"] == "completed"}
+                return [(r["noisy_test_error"] - clean[r["seed"]]) * 100 for r in rows
+                        if r["dataset"] == ds and r["model"] == model and r["status"] == "completed"
+                        and r["noisy_test_error"] is not None]
+
+            g_rim, g_run = growth("rim"), growth(runner)
+            d, lo, hi = welch_ci(g_run, g_rim)
+            dn, lon, hin = welch_ci(others[runner], rim_n)
+            row = {"dataset": ds}
+            for m in ["rim", "parallel_lstm"] + BASELINES:
+                vals = rim_n if m == "rim" else others.get(m, [])
+                row[f"{m}_noisy_error"], row[f"{m}_noisy_sd"] = mean_sd(vals)[:2]
+                row[f"{m}_change"] = mean_sd(growth(m))[0] if vals else math.nan
+            row.update(runner_up=runner, noisy_gap=dn, noisy_gap_ci_low=lon, noisy_gap_ci_high=hin,
+                       noisy_verdict=verdict(lon, hin), growth_gap=d, growth_gap_ci_low=lo,
+                       growth_gap_ci_high=hi, paper_growth_gap=PAPER["noise_growth_gap"][ds],
+                       growth_verdict=verdict(lo, hi))
+            t4.append(row)
+    return {"table2": t2, "table3": t3, "table4": t4}
+
+
+def _fmt(m, s=None):
+    if m is None or (isinstance(m, float) and math.isnan(m)):
+        return "n/a"
+    return f"{m:.2f}" if s is None or math.isnan(s) else f"{m:.2f} ± {s:.2f}"
+
+
+def _ci(d, lo, hi):
+    return f"{d:+.2f} [{lo:+.2f}, {hi:+.2f}]" if not math.isnan(lo) else f"{d:+.2f}"
+
+
+def tables_markdown(t: dict, rows: list[dict]) -> str:
+    seeds = sorted({r["seed"] for r in rows})
+    its = sorted({r["iterations"] for r in rows if r["iterations"]})
+    out = [f"Test error in percent, mean ± sd over seeds {seeds} ({', '.join(map(str, its))} iterations). "
+           "Gap = other − RIM (positive: RIM better), with a 95% Welch t-interval. "
+           "Animals-10 is a small unbalanced real subset (1,320 images): not comparable with the full data set.", ""]
+    out += ["### Table 2: RIM vs parallel LSTMs", "",
+            "| data set | RIM | parallel LSTMs | gap (ours) [95% CI] | paper's gap | verdict |", "|---|---|---|---|---|---|"]
+    for r in t["table2"]:
+        out.append(f"| {r['dataset']} | {_fmt(r['rim_error'], r['rim_sd'])} | {_fmt(r['parallel_lstm_error'], r['parallel_lstm_sd'])} "
+                   f"| {_ci(r['gap'], r['gap_ci_low'], r['gap_ci_high'])} | {r['paper_gap']:.2f} | {r['verdict']} |")
+    out += ["", "### Table 3: RIM vs EntNet, RMC, IndRNN", "",
+            "| data set | RIM | EntNet | RMC | IndRNN | runner-up | gap to runner-up [95% CI] | paper's gap | verdict |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for r in t["table3"]:
+        cells = []
+        for b in BASELINES:
+            c = _fmt(r[f"{b}_error"], r[f"{b}_sd"])
+            if r[f"{b}_diverged"]:
+                c += f" ({r[f'{b}_diverged']} diverged)"
+            cells.append(c)
+        paper_ru = f" ({r['paper_runner_up']})" if r["paper_runner_up"] else ""
+        out.append(f"| {r['dataset']} | {_fmt(r['rim_error'], r['rim_sd'])} | {' | '.join(cells)} | {r['runner_up']} "
+                   f"| {_ci(r['gap'], r['gap_ci_low'], r['gap_ci_high'])} | {r['paper_gap']:.2f}{paper_ru} | {r['verdict']} |")
+    out += ["", "### Table 4: Gaussian noise (variance 0.01, 10 draws per seed)", "",
+            "| data set | RIM noisy (change) | parallel LSTMs | EntNet | RMC | IndRNN | runner-up | noisy gap [95% CI] "
+            "| growth gap (runner-up − RIM) [95% CI] | paper's growth gap | verdict (growth) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in t["table4"]:
+        cells = [f"{_fmt(r[f'{m}_noisy_error'], r[f'{m}_noisy_sd'])} ({r[f'{m}_change']:+.2f})"
+                 for m in ["rim", "parallel_lstm"] + BASELINES]
+        out.append(f"| {r['dataset']} | {' | '.join(cells)} | {r['runner_up']} | {_ci(r['noisy_gap'], r['noisy_gap_ci_low'], r['noisy_gap_ci_high'])} "
+                   f"| {_ci(r['growth_gap'], r['growth_gap_ci_low'], r['growth_gap_ci_high'])} | {r['paper_growth_gap']:.2f} | {r['growth_verdict']} |")
+    return "\n".join(out) + "\n"
+
+
+def _clean(o):
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    if isinstance(o, dict):
+        return {k: _clean(v) for k, v in o.items()}
+    if isinstance(o, list):
+        return [_clean(v) for v in o]
+    if isinstance(o, (np.floating, np.integer, np.bool_)):
+        return o.item()
+    return o
+
+
+def write_tables(out: Path) -> dict:
+    out = Path(out)
+    rows = load_results(out)
+    t = build_tables(rows)
+    (out / "tables.md").write_text(tables_markdown(t, rows))
+    for name, table in t.items():
+        if table:
+            with open(out / f"{name}.csv", "w", newline="") as f:
+                w = csv.DictWriter(f, fieldnames=list(table[0]))
+                w.writeheader()
+                w.writerows(table)
+    with open(out / "runs.csv", "w", newline="") as f:
+        if rows:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    summary = _clean({"tables": t, "runs": rows, "paper": PAPER})
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    return t
+
+
+def export_pretrained(out: Path, seed: int, dest: Path) -> dict:
+    """Copy seed ``seed`` of every cell to ``dest/<dataset>/<model>.*`` and write a manifest."""
+    import shutil
+
+    dest = Path(dest)
+    manifest = {"models": [], "protocol": "SGD lr 0.1, batch 100, 1,000 iterations (paper protocol)",
+                "rebuild": f"python -m core.reproduce run --seeds {seed} && python -m core.reproduce export-pretrained --seed {seed}"}
+    for p in sorted((Path(out) / "runs").glob(f"*/*_s{seed}.json")):
+        meta = json.loads(p.read_text())
+        w = p.with_suffix(".safetensors")
+        if meta.get("status") != "completed" or not w.is_file():
+            continue
+        target = dest / meta["dataset"] / f"{meta['model']}"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(w, target.with_suffix(".safetensors"))
+        shutil.copyfile(p, target.with_suffix(".json"))
+        m = meta["metrics"]
+        manifest["models"].append({
+            "dataset": meta["dataset"], "model": meta["model"], "seed": meta["seed"],
+            "weights": f"{meta['dataset']}/{meta['model']}.safetensors",
+            "metadata": f"{meta['dataset']}/{meta['model']}.json",
+            "parameters": m.get("parameters"), "test_accuracy": m.get("test_accuracy"),
+            "test_error": m.get("test_error"), "noisy_test_error": m.get("noisy_test_error"),
+            "noise_var": m.get("noise_var"), "iterations": meta["train_config"]["iterations"],
+            "data_source": meta["data_source"]["train"].split(" (")[0],
+            "class_weighting": m.get("class_weighting"),
+            "holdout": meta["data_source"].get("note", ""),
+        })
+    (dest / "manifest.json").write_text(json.dumps(_clean(manifest), indent=1))
+    return manifest
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m core.reproduce", description=__doc__.split("::")[0].strip(),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="train the grid (skips finished runs), then write the tables")
+    r.add_argument("--datasets", nargs="+", default=DATASET_ORDER, choices=list(DATASETS))
+    r.add_argument("--models", nargs="+", default=list_models(), choices=list_models())
+    r.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    r.add_argument("--iterations", type=int, default=1000)
+    r.add_argument("--workers", type=int, default=max(1, os.cpu_count() or 1))
+    r.add_argument("--noise-draws", type=int, default=10)
+    r.add_argument("--eval-every", type=int, default=50)
+    r.add_argument("--data-dir", default=None, help="folder with <dataset>/{train,test}.npz (default $RIMSCOPE_DATA_DIR)")
+    r.add_argument("--out", default="results/paper")
+    t = sub.add_parser("tables", help="rebuild the tables from stored runs")
+    t.add_argument("--out", default="results/paper")
+    e = sub.add_parser("export-pretrained", help="copy one seed's runs into pretrained/ with a manifest")
+    e.add_argument("--out", default="results/paper")
+    e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--dest", default="pretrained")
+    args = p.parse_args(argv)
+    if args.cmd == "run":
+        t0 = time.perf_counter()
+        run_grid(Path(args.out), args.datasets, args.models, args.seeds, args.iterations, args.workers,
+                 args.noise_draws, args.eval_every, args.data_dir, log=lambda s: print(s, flush=True))
+        print(f"grid wall time {time.perf_counter() - t0:.0f} s", flush=True)
+        write_tables(Path(args.out))
+        print((Path(args.out) / "tables.md").read_text())
+    elif args.cmd == "tables":
+        write_tables(Path(args.out))
+        print((Path(args.out) / "tables.md").read_text())
+    else:
+        m = export_pretrained(Path(args.out), args.seed, Path(args.dest))
+        print(f"exported {len(m['models'])} models to {args.dest}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
