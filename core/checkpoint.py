@@ -117,8 +117,10 @@ def parse_metadata(meta_bytes: bytes) -> dict:
         raise CheckpointError("The metadata file is too large (over 8 MB).")
     try:
         meta = json.loads(meta_bytes.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, ValueError) as exc:  # ValueError: bad JSON, or an int too long
         raise CheckpointError(f"The metadata is not valid JSON ({exc}).") from None
+    except RecursionError:
+        raise CheckpointError("The metadata is nested too deeply to be a checkpoint.") from None
     if not isinstance(meta, dict):
         raise CheckpointError("The metadata must be a JSON object.")
     name = meta.get("model")
@@ -156,13 +158,7 @@ def load_checkpoint_bytes(weights: bytes, meta_bytes: bytes, *, expected_dataset
         tensors = st_load_bytes(weights)
     except (SafetensorError, Exception) as exc:
         raise CheckpointError(f"The weights are not a valid safetensors file ({exc}).") from None
-    cfg = dict(meta["config"])
-    try:
-        input_dim = cfg.pop("input_dim")
-        num_classes = cfg.pop("num_classes")
-        model = build_model(meta["model"], input_dim=input_dim, num_classes=num_classes, **cfg)
-    except (KeyError, ValueError, TypeError) as exc:
-        raise CheckpointError(f"The model config in the metadata is not valid ({exc}).") from None
+    model = _build_checked(meta["model"], meta["config"])
     expected = model.state_dict()
     missing = sorted(set(expected) - set(tensors))
     extra = sorted(set(tensors) - set(expected))
@@ -181,3 +177,48 @@ def load_checkpoint_bytes(weights: bytes, meta_bytes: bytes, *, expected_dataset
     model.load_state_dict(tensors, strict=True)
     model.eval()
     return model, meta
+
+
+# Bounds on the model config of a checkpoint, checked before anything is allocated: a
+# checkpoint's JSON is user input, and "hidden_size": 1000000 would otherwise make the loader
+# try to allocate terabytes (or be killed for memory) before the weights are even compared.
+MAX_CONFIG_INT = 65_536
+MAX_CONFIG_FLOAT = 1e6
+
+
+def _build_checked(name: str, config: dict) -> torch.nn.Module:
+    """Build the model a checkpoint's config describes, refusing configs that are malformed,
+    out of range, or too large for any weights file we accept (sized on the meta device,
+    so nothing is allocated), with a CheckpointError that names the problem."""
+    cfg = dict(config)
+    for key, val in cfg.items():
+        if isinstance(val, bool):
+            continue
+        if isinstance(val, int) and not 0 <= val <= MAX_CONFIG_INT:
+            raise CheckpointError(f"The model config value {key}={val} is out of range "
+                                  f"(0..{MAX_CONFIG_INT}).")
+        if isinstance(val, float) and not (math.isfinite(val) and abs(val) <= MAX_CONFIG_FLOAT):
+            raise CheckpointError(f"The model config value {key}={val} is not a finite number "
+                                  "in a sane range.")
+    try:
+        input_dim = cfg.pop("input_dim")
+        num_classes = cfg.pop("num_classes")
+    except KeyError as exc:
+        raise CheckpointError(f"The model config in the metadata lacks {exc}.") from None
+
+    def build():
+        return build_model(name, input_dim=input_dim, num_classes=num_classes, **cfg)
+
+    try:
+        with torch.device("meta"):  # shapes only: how big would this model be?
+            sized = build()
+        n_bytes = sum(t.numel() * t.element_size() for t in sized.state_dict().values())
+    except Exception as exc:  # a model constructor refusing the config, in whatever way
+        raise CheckpointError(f"The model config in the metadata is not valid ({exc}).") from None
+    if n_bytes > MAX_WEIGHTS_BYTES:
+        raise CheckpointError(f"The model config describes a model of {n_bytes / 2**20:,.0f} MB, "
+                              f"larger than any checkpoint accepted ({MAX_WEIGHTS_BYTES // 2**20} MB).")
+    try:
+        return build()
+    except Exception as exc:
+        raise CheckpointError(f"The model config in the metadata is not valid ({exc}).") from None

@@ -116,7 +116,7 @@ def load_results(out: Path) -> list[dict]:
         m = meta.get("metrics", {})
         rows.append({"dataset": meta["dataset"], "model": meta["model"], "seed": meta["seed"],
                      "status": meta.get("status"), "test_error": m.get("test_error"),
-                     "noisy_test_error": m.get("noisy_test_error"),
+                     "noisy_test_error": m.get("noisy_test_error"), "noise_draws": m.get("noise_draws"),
                      "iterations": meta.get("train_config", {}).get("iterations"),
                      "train_time_s": m.get("train_time_s"), "parameters": m.get("parameters")})
     return rows
@@ -264,7 +264,8 @@ def tables_markdown(t: dict, rows: list[dict]) -> str:
         paper_ru = f" ({r['paper_runner_up']})" if r["paper_runner_up"] else ""
         out.append(f"| {r['dataset']} | {_fmt(r['rim_error'], r['rim_sd'])} | {' | '.join(cells)} | {r['runner_up']} "
                    f"| {_ci(r['gap'], r['gap_ci_low'], r['gap_ci_high'])} | {r['paper_gap']:.2f}{paper_ru} | {r['verdict']} |")
-    out += ["", "### Table 4: Gaussian noise (variance 0.01, 10 draws per seed)", "",
+    draws = sorted({r["noise_draws"] for r in rows if r.get("noise_draws")})
+    out += ["", f"### Table 4: Gaussian noise (variance 0.01, {'/'.join(map(str, draws)) or '?'} draws per seed)", "",
             "| data set | RIM noisy (change) | parallel LSTMs | EntNet | RMC | IndRNN | runner-up | noisy gap [95% CI] "
             "| growth gap (runner-up − RIM) [95% CI] | paper's growth gap | verdict (growth) |",
             "|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -30,7 +30,7 @@ from . import __version__
 from .data import DATASETS, MNIST_SAMPLE_TRAIN_INDICES, LoadedData, get_info, load_dataset, to_sequence
 from .errors import ConfigError
 from .evaluate import evaluate, noisy_accuracy
-from .models import build_model, count_parameters, list_models
+from .models import build_model, count_parameters, list_models, make_config
 
 MAX_ITERATIONS = 1_000_000
 
@@ -63,34 +63,47 @@ class TrainConfig:
             bad(f"Unknown data set {self.dataset!r}; choose one of {', '.join(DATASETS)}.")
         if self.model not in list_models():
             bad(f"Unknown model {self.model!r}; choose one of {', '.join(list_models())}.")
-        if not isinstance(self.seed, int) or self.seed < 0:
+        def number(v):  # a real number (bool is not one here)
+            return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+        def whole(v):
+            return isinstance(v, int) and not isinstance(v, bool)
+
+        if not whole(self.seed) or self.seed < 0:
             bad("Seed must be a whole number >= 0.")
-        if not isinstance(self.iterations, int) or not 1 <= self.iterations <= MAX_ITERATIONS:
+        if not whole(self.iterations) or not 1 <= self.iterations <= MAX_ITERATIONS:
             bad(f"Iterations must be between 1 and {MAX_ITERATIONS:,}.")
-        if not isinstance(self.batch_size, int) or self.batch_size < 1:
+        if not whole(self.batch_size) or self.batch_size < 1:
             bad("Batch size must be at least 1.")
         if n_train is not None and self.batch_size > n_train:
             bad(f"Batch size {self.batch_size} is larger than the training set ({n_train} images).")
-        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and 0 < self.lr <= 10):
+        if not (number(self.lr) and math.isfinite(self.lr) and 0 < self.lr <= 10):
             bad("Learning rate must be a number in (0, 10].")
-        if not (math.isfinite(self.momentum) and 0 <= self.momentum < 1):
+        if not (number(self.momentum) and math.isfinite(self.momentum) and 0 <= self.momentum < 1):
             bad("Momentum must be in [0, 1).")
-        if self.grad_clip is not None and not (math.isfinite(self.grad_clip) and self.grad_clip > 0):
+        if self.grad_clip is not None and not (number(self.grad_clip) and math.isfinite(self.grad_clip) and self.grad_clip > 0):
             bad("Gradient clipping must be a positive number (or off).")
-        if not isinstance(self.eval_every, int) or self.eval_every < 1:
+        if not whole(self.eval_every) or self.eval_every < 1:
             bad("Evaluate-every must be at least 1 iteration.")
-        if not isinstance(self.eval_samples, int) or self.eval_samples < 1:
+        if not whole(self.eval_samples) or self.eval_samples < 1:
             bad("Evaluation samples must be at least 1.")
         if self.class_weighting not in ("none", "balanced", "auto"):
             bad("Class weighting must be 'none', 'balanced' or 'auto'.")
-        if not (math.isfinite(self.noise_var) and 0 <= self.noise_var <= 1):
+        if not (number(self.noise_var) and math.isfinite(self.noise_var) and 0 <= self.noise_var <= 1):
             bad("Noise variance must be in [0, 1].")
-        if not isinstance(self.noise_draws, int) or self.noise_draws < 0:
+        if not whole(self.noise_draws) or self.noise_draws < 0:
             bad("Noise draws must be >= 0.")
-        if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
+        if self.threads is not None and (not whole(self.threads) or self.threads < 1):
             bad("Threads must be at least 1.")
         if not isinstance(self.model_overrides, dict):
             bad("Model overrides must be a mapping of config fields.")
+        fixed = sorted({"input_dim", "num_classes"} & set(self.model_overrides))
+        if fixed:
+            bad(f"Model setting(s) {', '.join(fixed)} follow from the data set and cannot be overridden.")
+        try:  # unknown, mistyped or negative model settings
+            make_config(self.model, **self.model_overrides)
+        except (KeyError, ValueError, TypeError) as exc:
+            bad(str(exc).strip("'\""))
         return self
 
     def to_dict(self) -> dict:
@@ -168,7 +181,10 @@ def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
     weights, weighting = _class_weights(cfg, y_train, C)
 
     torch.manual_seed(cfg.seed)
-    model = build_model(cfg.model, input_dim=info.input_dim, num_classes=C, **cfg.model_overrides)
+    try:
+        model = build_model(cfg.model, input_dim=info.input_dim, num_classes=C, **cfg.model_overrides)
+    except (KeyError, ValueError, TypeError, ZeroDivisionError) as exc:  # e.g. k_active > num_units
+        raise ConfigError(f"The model settings are not valid: {exc}") from None
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
     rng = np.random.default_rng(cfg.seed)

@@ -51,3 +51,325 @@ def show_error(exc: Exception, what: str = "") -> None:
         st.error(prefix + str(exc))
     else:
         st.error(f"{prefix}unexpected problem ({type(exc).__name__}: {exc}).")
+
+
+# --- helpers for the per-input pages (Mechanisms, Robustness) ---------------------------
+
+
+def entry_mtime(entry: catalog.ModelEntry) -> float:
+    """Modification time of an entry's weights: part of every cache key of its results."""
+    path = entry.stem.with_suffix(".safetensors")
+    return path.stat().st_mtime if path.is_file() else 0.0
+
+
+def _preferred(candidates: list[catalog.ModelEntry]) -> catalog.ModelEntry:
+    return next((e for e in candidates if e.source == "pretrained"), candidates[0])
+
+
+def main_model_picker(all_entries: list[catalog.ModelEntry], key: str, prefer: str = "rim",
+                      label: str = "Model") -> catalog.ModelEntry:
+    """A selectbox over ``all_entries``; the default is the pretrained ``prefer`` model."""
+    preferred = [e for e in all_entries if e.model == prefer]
+    default = _preferred(preferred) if preferred else all_entries[0]
+    if st.session_state.get(key) not in [e.key for e in all_entries]:
+        st.session_state.pop(key, None)
+    by_key = {e.key: e for e in all_entries}
+    chosen = st.selectbox(label, list(by_key), index=list(by_key).index(default.key), key=key,
+                          format_func=lambda k: by_key[k].display)
+    return by_key[chosen]
+
+
+def method_models_picker(all_entries: list[catalog.ModelEntry], key_prefix: str,
+                         main: catalog.ModelEntry | None = None, label: str = "Models compared") -> dict:
+    """One model per method (pretrained preferred; the user may pick others in an expander).
+
+    Returns ``{method: ModelEntry}`` in the registry's method order; ``main`` stands for its
+    own method.
+    """
+    from core.models import list_models
+
+    by_method: dict[str, list] = {}
+    for e in all_entries:
+        by_method.setdefault(e.model, []).append(e)
+    chosen = {}
+    with st.expander(f"{label}: one model per method", expanded=False):
+        for method in [m for m in list_models() if m in by_method]:
+            cands = by_method[method]
+            if main is not None and main.model == method:
+                chosen[method] = main
+                st.caption(f"{method}: {main.display} (the model chosen above)")
+                continue
+            key = f"{key_prefix}_{method}"
+            keys = [e.key for e in cands]
+            if st.session_state.get(key) not in keys:
+                st.session_state.pop(key, None)
+            default = _preferred(cands).key
+            if len(cands) == 1:
+                chosen[method] = cands[0]
+                st.caption(f"{method}: {cands[0].display}")
+                continue
+            k = st.selectbox(method, keys, index=keys.index(default), key=key,
+                             format_func=lambda kk, c=cands: next(e.display for e in c if e.key == kk))
+            chosen[method] = next(e for e in cands if e.key == k)
+    return chosen
+
+
+def load_or_report(entry: catalog.ModelEntry):
+    """``(model, meta)`` from the cache, or ``None`` after showing why it failed."""
+    try:
+        return load_entry_cached(entry)
+    except Exception as exc:  # a broken or vanished checkpoint must not take the page down
+        show_error(exc, f"Could not load {entry.display}")
+        return None
+
+
+def prepare_upload(data: bytes, dataset: str):
+    """Uploaded bytes -> ``PreparedImage`` for ``dataset``; raises ``InputImageError``."""
+    from core.preprocess import load_image, prepare_for_dataset
+
+    info = DATASETS[dataset]
+    mode = "plain" if dataset == "fashion_mnist" else "digit"
+    return prepare_for_dataset(load_image(data), info.image_shape, mode=mode)
+
+
+def show_preprocessing(prepared, expanded: bool = False) -> None:
+    """The intermediate images of ``core.preprocess`` in an expander."""
+    with st.expander("Preprocessing steps", expanded=expanded):
+        names = {"gray": "grey", "rgb": "as uploaded", "cropped": "cropped", "fitted": "fitted"}
+        steps = list(prepared.steps.items())
+        cols = st.columns(len(steps) + 1)
+        for col, (name, arr) in zip(cols, steps):
+            col.image(arr, caption=f"{names.get(name, name)} ({arr.shape[1]}x{arr.shape[0]})",
+                      width=min(160, max(56, arr.shape[1])) if arr.shape[1] < 160 else 160)
+        cols[-1].image(upscaled(prepared.array), caption="model input", width=160)
+        notes = []
+        if prepared.inverted:
+            notes.append("inverted (a light background became black, as in MNIST)")
+        if prepared.warning:
+            notes.append(prepared.warning)
+        if notes:
+            st.caption("; ".join(notes))
+
+
+def upscaled(image, side: int = 168):
+    """Nearest-neighbour enlargement of a small image, so pixels stay crisp on screen."""
+    import numpy as np
+
+    arr = np.asarray(image)
+    f = max(1, side // max(arr.shape[:2]))
+    return np.repeat(np.repeat(arr, f, axis=0), f, axis=1)
+
+
+# --- Overview / Models / Compare helpers ------------------------------------------------
+# Paths are read from the environment at call time (tests and deployments move them):
+# RIMSCOPE_PRETRAINED_DIR (pretrained/ with manifest.json) and RIMSCOPE_RESULTS_DIR (the
+# folder holding paper/ and long/ reproduction outputs; default results/).
+
+import json  # noqa: E402
+import math  # noqa: E402
+import os  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from core.data import ROOT  # noqa: E402
+from core.errors import CheckpointError  # noqa: E402
+
+SCHEDULES = {"paper": "paper schedule", "long": "longer schedule"}
+MAX_UPLOAD_MB = 20  # per file; server.maxUploadSize is 20 as well
+PICKLE_SUFFIXES = (".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".bin", ".tar", ".joblib", ".npy", ".npz", ".zip")
+
+
+def pretrained_dir() -> Path:
+    return Path(os.environ.get("RIMSCOPE_PRETRAINED_DIR") or ROOT / "pretrained")
+
+
+def results_root() -> Path:
+    return Path(os.environ.get("RIMSCOPE_RESULTS_DIR") or ROOT / "results")
+
+
+def mtime(path) -> float:
+    try:
+        return Path(path).stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def run_store():
+    """The user's run store, or ``None`` while ``core.runs`` is unavailable or broken."""
+    try:
+        from core.runs import RunStore
+
+        return RunStore()
+    except (ImportError, AttributeError):
+        return None
+    except Exception:  # a broken store must not take the page down; callers say so
+        return None
+
+
+def model_entries(dataset: str | None = None) -> tuple[list[catalog.ModelEntry], list[str]]:
+    """Pretrained entries plus the user's runs, and any problems met while listing them."""
+    problems = []
+    try:
+        pre = catalog.pretrained_entries(dataset, pretrained_dir=pretrained_dir())
+    except Exception as exc:  # malformed manifest rows
+        pre, _ = [], problems.append(f"pretrained/manifest.json could not be read ({type(exc).__name__}: {exc})")
+    runs = []
+    store = run_store()
+    if store is not None:
+        try:
+            runs = catalog.run_entries(dataset, store)
+        except Exception as exc:
+            problems.append(f"your runs could not be listed ({type(exc).__name__}: {exc})")
+    return pre + runs, problems
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def read_json(path: str, mtime_: float) -> dict | None:
+    """A JSON file as a dict, or None when missing or malformed; ``mtime_`` keys the cache."""
+    try:
+        obj = json.loads(Path(path).read_text())
+    except (OSError, ValueError, RecursionError):
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def entry_metadata(entry: catalog.ModelEntry) -> dict | None:
+    p = Path(entry.stem).with_suffix(".json")
+    return read_json(str(p), mtime(p))
+
+
+def manifest() -> dict:
+    p = pretrained_dir() / "manifest.json"
+    m = read_json(str(p), mtime(p))
+    return m if m and isinstance(m.get("models"), list) else {"models": []}
+
+
+def schedules_available() -> dict[str, Path]:
+    """Reproduction outputs present: ``{"paper": results/paper, "long": results/long}``."""
+    root = results_root()
+    out = {}
+    for name in SCHEDULES:
+        d = root / name
+        if (d / "summary.json").is_file() or any((d / "runs").glob("*/*.json")):
+            out[name] = d
+    return out
+
+
+def load_summary(out_dir: Path) -> dict | None:
+    p = Path(out_dir) / "summary.json"
+    return read_json(str(p), mtime(p))
+
+
+def _runs_signature(out_dir: Path) -> tuple:
+    return tuple(sorted((str(p), mtime(p)) for p in (Path(out_dir) / "runs").glob("*/*.json")))
+
+
+@st.cache_data(show_spinner="Reading training curves…", max_entries=8)
+def _load_curves(out_dir: str, signature: tuple) -> dict:
+    from core.plots import curves_from_metadata
+
+    out: dict = {}
+    for path, _ in signature:
+        meta = read_json(path, mtime(path))
+        if not meta or "dataset" not in meta:
+            continue
+        for metric, curve in curves_from_metadata(meta).items():
+            out.setdefault(str(meta["dataset"]), {}).setdefault(metric, []).append(curve)
+    return out
+
+
+def load_curves(out_dir: Path) -> dict:
+    """``{dataset: {metric: [curve, ...]}}`` from every run JSON of a reproduction output."""
+    return _load_curves(str(out_dir), _runs_signature(out_dir))
+
+
+def reproduce_hint(out_dir: Path | str = "results/paper") -> str:
+    return (f"Produce it with `python -m core.reproduce run --seeds 0 1 2 --out {out_dir}` (trains the grid "
+            f"and writes the tables), or `python -m core.reproduce tables --out {out_dir}` if the runs are "
+            "already there. A longer schedule goes to `results/long` (add `--iterations 5000`).")
+
+
+def fmt_pct(v) -> str:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return "n/a"
+    return f"{100 * f:.2f} %" if math.isfinite(f) else "n/a"
+
+
+def png_export_ready() -> bool:
+    """Whether plotly can render PNGs here (kaleido plus a Chromium it can find)."""
+    return _png_export_ready()
+
+
+@st.cache_resource(show_spinner=False)
+def _png_export_ready() -> bool:
+    try:
+        import kaleido  # noqa: F401
+        from choreographer.browsers.chromium import Chromium
+
+        return bool(os.environ.get("BROWSER_PATH") or Chromium.find_browser(skip_local=False))
+    except Exception:
+        return False
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _figure_png(fig_json: str, width: int, height: int) -> bytes:
+    import plotly.io as pio
+
+    return pio.from_json(fig_json).to_image(format="png", width=width, height=height, scale=2)
+
+
+def figure_downloads(fig, name: str, key: str, width: int = 1400) -> None:
+    """PNG (rendered only when clicked, via kaleido) and standalone HTML download buttons."""
+    fig_json = fig.to_json()
+    height = int(fig.layout.height or 500)
+    c1, c2, _ = st.columns([1, 1, 4])
+    if png_export_ready():
+        c1.download_button("⬇ PNG", data=lambda: _figure_png(fig_json, width, height), file_name=f"{name}.png",
+                           mime="image/png", key=f"{key}_png", on_click="ignore",
+                           help="Rendered on click with kaleido (takes a few seconds).")
+    else:
+        c1.caption("PNG export needs kaleido and Chromium; use HTML.")
+
+    def _html() -> bytes:
+        import plotly.io as pio
+
+        return pio.from_json(fig_json).to_html(include_plotlyjs=True, full_html=True).encode()
+
+    c2.download_button("⬇ HTML", data=_html, file_name=f"{name}.html", mime="text/html", key=f"{key}_html",
+                       on_click="ignore", help="Interactive figure, opens offline in any browser.")
+
+
+def check_upload(weights_name: str, weights: bytes, meta_name: str, meta: bytes,
+                 expected_dataset: str | None = None) -> dict:
+    """Refuse bad checkpoint uploads before anything is stored; returns the parsed metadata.
+
+    Pickle-based files (.pt, .pth, .ckpt, …) are refused by name and never opened. Raises
+    ``CheckpointError`` whose message names the problem. ``expected_dataset=None`` takes
+    the data set stated in the metadata (it must be a known one).
+    """
+    from core.checkpoint import load_checkpoint_bytes, parse_metadata
+
+    wn, mn = (weights_name or "").lower(), (meta_name or "").lower()
+    for n, shown in ((wn, weights_name), (mn, meta_name)):
+        if n.endswith(PICKLE_SUFFIXES):
+            raise CheckpointError(
+                f"{shown} is a pickle-based file (PyTorch .pt/.pth/.ckpt and similar). RIMscope never opens "
+                "pickle files, because loading one can run arbitrary code. Save the weights with safetensors "
+                "(safetensors.torch.save_file(model.state_dict(), 'model.safetensors')) and upload that "
+                "together with its .json metadata.")
+    if not wn.endswith(".safetensors"):
+        raise CheckpointError(f"The weights file must be a .safetensors file; got {weights_name!r}.")
+    if not mn.endswith(".json"):
+        raise CheckpointError(f"The metadata file must be a .json file; got {meta_name!r}.")
+    for data, shown in ((weights, weights_name), (meta, meta_name)):
+        if len(data) > MAX_UPLOAD_MB * 1024 * 1024:
+            raise CheckpointError(f"{shown} is {len(data) / 2**20:.1f} MB; the limit is {MAX_UPLOAD_MB} MB per file.")
+    parsed = parse_metadata(meta)
+    if expected_dataset is None:
+        expected_dataset = parsed.get("dataset")
+        if expected_dataset not in DATASETS:
+            raise CheckpointError(f"The metadata names no known data set ({expected_dataset!r}); "
+                                  f"choose the data set it was trained on ({', '.join(DATASETS)}).")
+    load_checkpoint_bytes(weights, meta, expected_dataset=expected_dataset)
+    return parsed

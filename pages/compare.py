@@ -1,0 +1,192 @@
+"""Compare: every method side by side — curves, final errors over seeds, the paper's tables."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import streamlit as st
+
+from core.data import DATASETS
+from core.plots import (
+    ERROR_METRICS,
+    curves_overlay,
+    curves_small_multiples,
+    error_bar_figure,
+    method_order,
+    method_title,
+    reproduction_tables,
+    runs_frame,
+)
+from pages.common import SCHEDULES, figure_downloads, load_curves, load_summary, reproduce_hint, schedules_available
+
+SMALL_MULTIPLE_METRICS = {"loss": "training loss", "batch_acc": "training-batch accuracy",
+                          "test_acc": "periodic test accuracy"}
+TABLE_INFO = {
+    "table2": ("Table 2 · RIM vs parallel LSTMs",
+               "Paper: RIM has a lower test error than parallel LSTMs on all four sets; gaps 0.35 (MNIST), about 1 "
+               "(Fashion-MNIST, CIFAR-10) and 3.03 (Animals-10) points, about 1.39 on average. Gap = parallel − RIM "
+               "(positive: RIM better)."),
+    "table3": ("Table 3 · RIM vs EntNet, RMC, IndRNN",
+               "Paper: RIM has the lowest test error on all four sets, ahead of the runner-up by 0.02 (MNIST, runner-up "
+               "RMC), 0.21, 0.25 and 0.37 points; about 0.21 on average. Gap = runner-up − RIM."),
+    "table4": ("Table 4 · Gaussian noise (variance 0.01)",
+               "Paper: with noise RIM still has the lowest error everywhere, and its error grows less than the "
+               "runner-up's by 0.35, 0.62, 0.77 and 1.19 points (about 0.73 on average). In brackets: change from "
+               "the clean error. Growth gap = runner-up's growth − RIM's growth."),
+}
+
+
+def _ds_title(ds: str) -> str:
+    return DATASETS[ds].title if ds in DATASETS else str(ds)
+
+
+def _ordered(datasets) -> list[str]:
+    order = list(DATASETS)
+    return sorted(set(datasets), key=lambda d: order.index(d) if d in order else len(order))
+
+
+def _spread_table(rows: list[dict]) -> pd.DataFrame:
+    """Mean ± sd (and n) of clean and noisy error per data set and method, in percent."""
+    out = []
+    for ds in _ordered(r["dataset"] for r in rows):
+        for m in method_order():
+            sel = [r for r in rows if r["dataset"] == ds and r["model"] == m]
+            if not sel:
+                continue
+            row = {"data set": _ds_title(ds), "method": method_title(m),
+                   "diverged": sum(1 for r in sel if r.get("status") == "diverged")}
+            for key in ERROR_METRICS:
+                vals = [100 * float(r[key]) for r in sel if r.get("status") == "completed" and r.get(key) is not None]
+                vals = [v for v in vals if math.isfinite(v)]
+                row[f"{key} mean (%)"] = round(sum(vals) / len(vals), 2) if vals else None
+                row[f"{key} sd (%)"] = round(pd.Series(vals).std(ddof=1), 2) if len(vals) > 1 else None
+                row[f"{key} seeds"] = len(vals)
+            out.append(row)
+    return pd.DataFrame(out)
+
+
+st.title("Compare the methods")
+
+available = schedules_available()
+if not available:
+    st.info("No reproduction results yet: this page reads `results/paper/summary.json` and the runs beside it. "
+            + reproduce_hint("results/paper"))
+    st.stop()
+
+names = list(available)
+if len(names) > 1:
+    sched = st.radio("Training schedule", names, horizontal=True, key="cmp_schedule",
+                     format_func=lambda n: f"{SCHEDULES.get(n, n)} · results/{n}")
+else:
+    sched = names[0]
+    st.caption(f"Showing the {SCHEDULES.get(sched, sched)} (results/{sched}). A longer-schedule comparison appears "
+               "here once `results/long` exists (`python -m core.reproduce run --iterations 5000 --out results/long`).")
+out_dir = available[sched]
+summary = load_summary(out_dir)
+curves = load_curves(out_dir)
+rows = (summary or {}).get("runs") or []
+if summary is None:
+    st.warning(f"`{out_dir}/summary.json` is missing or unreadable, so the final errors and tables are not shown. "
+               f"Rebuild it from the runs with `python -m core.reproduce tables --out {out_dir}`.")
+else:
+    seeds = sorted({r.get("seed") for r in rows if r.get("seed") is not None})
+    its = sorted({r.get("iterations") for r in rows if r.get("iterations")})
+    st.caption(f"{len(rows)} runs · seeds {', '.join(map(str, seeds)) or 'none'} · "
+               f"{', '.join(f'{i:,}' for i in its) or '?'} iterations · SGD lr 0.1, batch 100. "
+               "Errors are in percent of the test split.")
+
+tab_curves, tab_err, tab_tables, tab_runs = st.tabs(
+    ["Training curves", "Final errors over seeds", "Paper's claims vs ours", "Runs"])
+
+# ---- curves ----------------------------------------------------------------------------------
+with tab_curves:
+    if not curves:
+        st.info(f"No training curves under `{out_dir}/runs`. " + reproduce_hint(out_dir))
+    else:
+        ds_list = _ordered(curves)
+        c1, c2, c3 = st.columns([1, 2, 1])
+        ds = c1.selectbox("Data set", ds_list, key="cmp_curves_ds", format_func=_ds_title)
+        smoothing = c2.slider("Loss smoothing (exponential moving average weight)", 0.0, 0.99, 0.6, 0.01,
+                              key="cmp_smoothing", help="0 = raw per-iteration loss; 0.9 averages roughly the last "
+                                                        "10 iterations. Applies to the loss and batch accuracy.")
+        log_y = c3.toggle("Log scale for loss", value=True, key="cmp_logy",
+                          help="Diverging runs reach huge losses; a log axis keeps the others readable.")
+        per_ds = curves.get(ds, {})
+        n_runs = len(per_ds.get("loss", []))
+        st.caption(f"{_ds_title(ds)}: {n_runs} runs. Thin lines are seeds, bold lines their mean.")
+
+        st.subheader("Overlaid")
+        o1, o2 = st.columns(2)
+        fig_loss = curves_overlay(per_ds.get("loss", []), "loss", smoothing=smoothing, log_y=log_y,
+                                  title=f"{_ds_title(ds)}: training loss" + (f" (EMA {smoothing:g})" if smoothing else ""))
+        fig_acc = curves_overlay(per_ds.get("test_acc", []), "test_acc",
+                                 title=f"{_ds_title(ds)}: periodic test accuracy")
+        with o1:
+            st.plotly_chart(fig_loss, width="stretch", key="cmp_fig_loss")
+            figure_downloads(fig_loss, f"{sched}_{ds}_loss_overlay", key="cmp_dl_loss")
+        with o2:
+            st.plotly_chart(fig_acc, width="stretch", key="cmp_fig_acc")
+            figure_downloads(fig_acc, f"{sched}_{ds}_test_accuracy_overlay", key="cmp_dl_acc")
+
+        st.subheader("One panel per method")
+        metric = st.radio("Quantity", list(SMALL_MULTIPLE_METRICS), horizontal=True, key="cmp_sm_metric",
+                          format_func=SMALL_MULTIPLE_METRICS.get)
+        fig_sm = curves_small_multiples(per_ds.get(metric, []), metric,
+                                        smoothing=smoothing if metric != "test_acc" else 0.0,
+                                        log_y=log_y and metric == "loss",
+                                        title=f"{_ds_title(ds)}: {SMALL_MULTIPLE_METRICS[metric]} per method")
+        st.plotly_chart(fig_sm, width="stretch", key="cmp_fig_sm")
+        figure_downloads(fig_sm, f"{sched}_{ds}_{metric}_per_method", key="cmp_dl_sm")
+        st.caption("The paper notes that the parallel LSTMs' training loss fluctuates more than RIM's: compare the "
+                   "raw loss (smoothing 0) of the two panels.")
+
+# ---- final errors --------------------------------------------------------------------------------
+with tab_err:
+    if not rows:
+        st.info("No finished runs in the summary. " + reproduce_hint(out_dir))
+    else:
+        metric = st.radio("Test", list(ERROR_METRICS), horizontal=True, key="cmp_err_metric",
+                          format_func=lambda k: "clean test images" if k == "test_error" else "Gaussian noise, variance 0.01")
+        fig_err = error_bar_figure(rows, metric)
+        st.plotly_chart(fig_err, width="stretch", key="cmp_fig_err")
+        figure_downloads(fig_err, f"{sched}_final_{metric}", key="cmp_dl_err")
+        spread = _spread_table(rows)
+        st.dataframe(spread, hide_index=True, width="stretch")
+        st.download_button("⬇ Mean ± sd as CSV", spread.to_csv(index=False).encode(), file_name=f"{sched}_errors_mean_sd.csv",
+                           mime="text/csv", key="cmp_csv_spread")
+        st.caption("sd = sample standard deviation over training seeds. Diverged runs (loss became NaN or infinite) "
+                   "are counted but left out of the mean.")
+
+# ---- tables --------------------------------------------------------------------------------------
+with tab_tables:
+    if summary is None:
+        st.info(f"No summary to show. Rebuild it with `python -m core.reproduce tables --out {out_dir}`.")
+    else:
+        frames = reproduction_tables(summary)
+        raw = summary.get("tables") or {}
+        st.markdown("Errors in percent, mean ± sd over seeds; gaps in percentage points with a 95% Welch t-interval. "
+                    "**Verdict**: ✅ holds (the interval lies above 0), ❌ does not hold (below 0), ❔ cannot tell at "
+                    "this number of seeds.")
+        for name, (title, claim) in TABLE_INFO.items():
+            st.subheader(title)
+            st.caption(claim)
+            df = frames[name]
+            if df.empty:
+                st.info("Not enough runs for this table yet (it needs RIM and the compared methods on a data set).")
+                continue
+            st.dataframe(df, hide_index=True, width="stretch")
+            st.download_button(f"⬇ {name} as CSV (all numbers)", pd.DataFrame(raw.get(name) or []).to_csv(index=False).encode(),
+                               file_name=f"{sched}_{name}.csv", mime="text/csv", key=f"cmp_csv_{name}")
+        if any(r.get("dataset") == "animals10" for r in rows):
+            st.caption("Animals-10 here is a small, unbalanced subset: its numbers are not comparable with the paper's.")
+
+# ---- runs ----------------------------------------------------------------------------------------
+with tab_runs:
+    df_runs = runs_frame(summary or {})
+    if df_runs.empty:
+        st.info("No runs recorded. " + reproduce_hint(out_dir))
+    else:
+        st.dataframe(df_runs, hide_index=True, width="stretch")
+        st.download_button("⬇ Runs as CSV", df_runs.to_csv(index=False).encode(), file_name=f"{sched}_runs.csv",
+                           mime="text/csv", key="cmp_csv_runs")

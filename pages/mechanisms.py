@@ -1,0 +1,340 @@
+"""Mechanisms: which LSTMs work on which row, for one input and across the test set."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from core import analysis, plots
+from core.data import DATASETS
+from core.errors import DataUnavailableError, InputImageError
+from core.models import get_spec
+from pages import common
+
+STATS_SIZES = (200, 500, 1000)
+MISCLASSIFIED_POOL = 1000  # misclassified images are searched among this fixed test subset
+PLAY_SECONDS = 0.6
+CHART = {"displayModeBar": False}
+
+
+# --------------------------------------------------------------------------- cached compute
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def _trace(_model, model_key: str, mtime: float, image: np.ndarray):
+    """Probabilities and the full per-timestep trace of one image (sliced per step later)."""
+    from core.evaluate import trace_one
+
+    return trace_one(_model, image)
+
+
+@st.cache_data(max_entries=512, show_spinner=False)
+def _proba(_model, model_key: str, mtime: float, image: np.ndarray) -> np.ndarray:
+    from core.evaluate import predict_proba
+
+    return predict_proba(_model, np.asarray(image)[None])[0]
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _subset_probs(_model, model_key: str, mtime: float, data_key: str, _images, n: int):
+    idx = analysis.fixed_subset(len(_images), n, seed=0)
+    probs, _ = analysis.run_batched(_model, _images[idx])
+    return idx, probs
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _stats(_model, model_key: str, mtime: float, data_key: str, _images, _labels, n: int, num_classes: int):
+    idx = analysis.fixed_subset(len(_images), n, seed=0)
+    return analysis.activation_stats(_model, _images[idx], _labels[idx], num_classes)
+
+
+def _data_key(dataset: str, data) -> str:
+    return f"{dataset}|{data.source}|{len(data)}"
+
+
+# --------------------------------------------------------------------------- input choice
+
+
+def _pick_test_image(dataset: str, model, entry, data):
+    """A test image chosen at random, by class, or among the model's mistakes."""
+    classes = list(data.classes)
+    n = len(data)
+    st.session_state.setdefault("mech_idx", 0)
+    st.session_state["mech_idx"] = int(min(max(0, st.session_state["mech_idx"]), n - 1))
+    how = st.radio("Which test image", ["Random", "By class", "Misclassified"], horizontal=True, key="mech_how",
+                   help="Misclassified: images of a fixed test subset that the chosen model gets wrong, "
+                        "the most confident mistakes first.")
+    rng = np.random.default_rng()
+
+    if how == "Random":
+        st.button("🎲 Another image", key="mech_rand",
+                  on_click=lambda: st.session_state.update(mech_idx=int(rng.integers(n))))
+    elif how == "By class":
+        cls = st.selectbox("Class", range(len(classes)), format_func=lambda c: classes[c], key="mech_cls")
+        members = np.flatnonzero(data.labels == cls)
+        if len(members) == 0:
+            st.warning(f"No test image of class {classes[cls]} in {data.source}.")
+            return None
+        if data.labels[st.session_state["mech_idx"]] != cls:
+            st.session_state["mech_idx"] = int(members[0])
+        st.button(f"🎲 Another {classes[cls]}", key="mech_rand_cls",
+                  on_click=lambda: st.session_state.update(mech_idx=int(rng.choice(members))))
+    else:
+        with st.spinner(f"Finding the mistakes of {entry.display} on {min(n, MISCLASSIFIED_POOL)} test images…"):
+            idx, probs = _subset_probs(model, entry.key, common.entry_mtime(entry), _data_key(dataset, data),
+                                       data.images, MISCLASSIFIED_POOL)
+        wrong = idx[analysis.misclassified(probs, data.labels[idx])]
+        if len(wrong) == 0:
+            st.success(f"{entry.display} classifies all {len(idx)} images of the subset correctly.")
+            return None
+        k = st.number_input(f"Mistake number (1 = most confident; {len(wrong)} of {len(idx)} images are wrong)",
+                            1, len(wrong), 1, key="mech_wrong")
+        st.session_state["mech_idx"] = int(wrong[int(k) - 1])
+    i = st.number_input(f"Test image number (0-{n - 1})", 0, n - 1, key="mech_idx", disabled=how == "Misclassified")
+    st.caption(f"From {data.source}.")
+    return np.asarray(data.images[int(i)]), int(data.labels[int(i)]), None, f"test image #{int(i)}"
+
+
+def _drawn_image(dataset: str):
+    try:
+        from streamlit_drawable_canvas import st_canvas
+    except Exception as exc:  # the optional canvas package is missing or broken
+        st.error(f"The drawing canvas is not available ({type(exc).__name__}); upload an image instead.")
+        return None
+    st.caption("Draw with the mouse (white on black, like MNIST). The canvas's toolbar clears it.")
+    canvas = st_canvas(stroke_width=18, stroke_color="#FFFFFF", background_color="#000000", height=280, width=280,
+                       drawing_mode="freedraw", return_image_data=True, key=f"mech_canvas_{dataset}")
+    objects = (canvas.json_data or {}).get("objects", []) if canvas is not None else []
+    pixels = canvas.image_data if canvas is not None and objects else None
+    if pixels is None:
+        st.info("The canvas is empty: draw a " + ("digit" if dataset == "mnist" else "piece of clothing") + ".")
+        return None
+    try:
+        from core.preprocess import prepare_for_dataset
+
+        mode = "plain" if dataset == "fashion_mnist" else "digit"
+        return prepare_for_dataset(pixels, DATASETS[dataset].image_shape, mode=mode)
+    except InputImageError as exc:
+        common.show_error(exc, "The drawing cannot be used")
+    return None
+
+
+def _uploaded_image(dataset: str):
+    up = st.file_uploader("Image (PNG, JPEG, GIF, BMP or WebP)", type=["png", "jpg", "jpeg", "gif", "bmp", "webp"],
+                          key="mech_upload")
+    if up is None:
+        st.info("Upload an image: it is cropped, scaled and centred like the training images "
+                "(see the preprocessing steps below the image).")
+        return None
+    try:
+        return common.prepare_upload(up.getvalue(), dataset)
+    except InputImageError as exc:
+        common.show_error(exc, f"{up.name} cannot be used")
+    except Exception as exc:  # anything else: a message, not a traceback
+        common.show_error(exc, f"{up.name} cannot be used")
+    return None
+
+
+# --------------------------------------------------------------------------- per-step view
+
+
+def _step_text(trace: dict, unit_names: list, model_name: str, t: int, T: int, activity_label: str) -> str:
+    if model_name == "rim" and "active" in trace:
+        act = trace["active"][t - 1] > 0.5
+        w = trace["input_attention"][t - 1]
+        on = ", ".join(f"{unit_names[i]} ({w[i]:.2f})" for i in np.flatnonzero(act))
+        off = ", ".join(f"{unit_names[i]} ({w[i]:.2f})" for i in np.flatnonzero(~act))
+        return (f"**Step {t} of {T}** (image row {t}). Active: {on}. Inactive (state kept): {off}. "
+                "Numbers: input-attention weight on the row.")
+    vals = trace["activity"][t - 1]
+    parts = ", ".join(f"{u} {v:.2f}" for u, v in zip(unit_names, vals))
+    return f"**Step {t} of {T}** (image row {t}). {activity_label}: {parts}."
+
+
+def _timestep_view(image: np.ndarray, trace: dict, unit_names: list, model_name: str, activity_label: str,
+                   playing: bool) -> None:
+    T = image.shape[0]
+    t_now = int(st.session_state.get("mech_t", 1))
+    if playing:
+        t_now = t_now % T + 1
+    st.session_state["mech_t"] = min(max(1, t_now), T)
+
+    def step(d: int) -> None:
+        st.session_state["mech_t"] = (int(st.session_state.get("mech_t", 1)) - 1 + d) % T + 1
+
+    c_prev, c_slider, c_next = st.columns([1, 10, 1], vertical_alignment="bottom")
+    c_prev.button("◀", key="mech_prev", on_click=step, args=(-1,), help="previous row")
+    t = c_slider.slider("Timestep = image row", 1, T, key="mech_t")
+    c_next.button("▶", key="mech_next", on_click=step, args=(1,), help="next row")
+    st.markdown(_step_text(trace, unit_names, model_name, t, T, activity_label))
+
+    heads = False
+    if model_name == "rim":
+        heads = st.checkbox("Show each input-attention head", key="mech_heads")
+    left, right = st.columns([3, 2])
+    panels = plots.trace_panels(trace, unit_names, model_name, activity_label, heads=heads)
+    left.plotly_chart(plots.timeline_figure(image, panels, t=t), key="mech_timeline", config=CHART)
+    with right:
+        st.plotly_chart(plots.image_figure(image, row=t, title=f"input, row {t} framed", height=260),
+                        key="mech_row_image", config=CHART)
+        if model_name == "rim" and "comm_attention" in trace:
+            st.plotly_chart(plots.comm_attention_figure(trace["comm_attention"][t - 1], unit_names,
+                                                        trace["active"][t - 1], t=t),
+                            key="mech_comm", config=CHART)
+            st.caption("Each active LSTM adds 1/10 of what it reads to its state; inactive rows are blank.")
+
+
+# --------------------------------------------------------------------------- views
+
+
+def one_input_view(dataset: str, entry, model, compared: dict) -> None:
+    info = DATASETS[dataset]
+    grey = info.channels == 1
+    sources = ["Test image", "Draw", "Upload"] if grey else ["Test image", "Upload"]
+    source = st.radio("Input", sources, horizontal=True, key="mech_source",
+                      help=None if grey else "Drawing is offered for the grey data sets (MNIST, Fashion-MNIST).")
+
+    image = label = prepared = None
+    what = ""
+    left, right = st.columns([1, 2])
+    with left:
+        if source == "Test image":
+            try:
+                data = common.test_data(dataset)
+            except DataUnavailableError as exc:
+                st.warning(f"{exc} Uploading an image works without the data set.")
+                data = None
+            if data is not None:
+                picked = _pick_test_image(dataset, model, entry, data)
+                if picked is not None:
+                    image, label, prepared, what = picked
+        elif source == "Draw":
+            prepared = _drawn_image(dataset)
+            what = "your drawing"
+        else:
+            prepared = _uploaded_image(dataset)
+            what = "your image"
+        if prepared is not None:
+            if prepared.warning:
+                st.info(prepared.warning)
+                common.show_preprocessing(prepared)
+                return
+            image = prepared.array
+    if image is None:
+        return
+
+    classes = list(DATASETS[dataset].classes)
+    with right:
+        rows = []
+        for method, e in compared.items():
+            loaded = model if e.key == entry.key else common.load_or_report(e)
+            if loaded is None:
+                continue
+            m = loaded if e.key == entry.key else loaded[0]
+            rows.append({"label": e.display, "method": method, "probs": _proba(m, e.key, common.entry_mtime(e), image)})
+        c_img, c_pred = st.columns([1, 2])
+        with c_img:
+            st.image(common.upscaled(image), caption=f"What the model sees: {what}, "
+                     f"{info.image_shape[0]}x{info.image_shape[1]}" + ("" if grey else " RGB")
+                     + (f", true class {classes[label]}" if label is not None else ""))
+        with c_pred:
+            st.plotly_chart(plots.probability_figure(rows, classes, true_class=label, height=300),
+                            key="mech_probs", config=CHART)
+        if rows:
+            st.caption(" · ".join(f"{r['label']}: **{classes[int(np.argmax(r['probs']))]}** "
+                                  f"({np.max(r['probs']) * 100:.0f}%)" for r in rows))
+        if prepared is not None:
+            common.show_preprocessing(prepared)
+
+    probs, trace = _trace(model, entry.key, common.entry_mtime(entry), image)
+    unit_names = list(getattr(model, "unit_names", [f"unit {i + 1}" for i in range(trace["activity"].shape[-1])]))
+    spec = get_spec(entry.model)
+    st.subheader(f"Inside {entry.display}, row by row")
+    if entry.model != "rim":
+        st.caption(f"{spec.title} has no active mask or input attention; shown is its activity: "
+                   f"{spec.activity_label}. Pick a RIM model above to see the mechanisms.")
+    playing = st.toggle(f"▶ Play (one row every {PLAY_SECONDS} s)", key="mech_play")
+    view = st.fragment(run_every=PLAY_SECONDS if playing else None)(_timestep_view)
+    view(image, trace, unit_names, entry.model, spec.activity_label, playing)
+
+
+def dataset_view(dataset: str, entry, model) -> None:
+    info = DATASETS[dataset]
+    try:
+        data = common.test_data(dataset)
+    except DataUnavailableError as exc:
+        st.warning(str(exc))
+        return
+    spec = get_spec(entry.model)
+    c1, c2 = st.columns([2, 3])
+    n = c1.select_slider("Test images", STATS_SIZES, value=min(1000, STATS_SIZES[-1]), key="mech_stats_n")
+    relative = c2.toggle("Relative to each unit's average (shows preferences)", key="mech_stats_rel", value=True)
+    with st.spinner(f"Running {entry.display} on {min(n, len(data))} test images…"):
+        stats = _stats(model, entry.key, common.entry_mtime(entry), _data_key(dataset, data), data.images,
+                       data.labels, n, len(info.classes))
+    what = "fraction of rows active" if entry.model == "rim" else f"mean {spec.activity_label}"
+    st.caption(f"{stats.n} images from {data.source} (fixed subset, seed 0); model accuracy on them "
+               f"{stats.accuracy * 100:.1f}%. Colour: {what}.")
+    units = stats.unit_names or [f"unit {i + 1}" for i in range(stats.by_row.shape[1])]
+    classes = list(info.classes)
+    if relative:
+        z, cb, div = stats.class_deviation(), f"{what}, minus the unit's average", True
+    else:
+        z, cb, div = stats.by_class, what, False
+    left, right = st.columns(2)
+    left.plotly_chart(plots.unit_heatmap(z, classes, units, x_title="class", colorbar=cb, diverging=div,
+                                         zmin=0 if entry.model == "rim" else None,
+                                         zmax=1 if entry.model == "rim" else None, annotate=True,
+                                         title="per class"), key="mech_stats_class", config=CHART)
+    row_z = stats.by_row - stats.overall[None, :] if relative else stats.by_row
+    right.plotly_chart(plots.unit_heatmap(row_z, list(range(1, row_z.shape[0] + 1)), units,
+                                          x_title=plots.TIMESTEP_AXIS, colorbar=cb, diverging=div,
+                                          zmin=0 if entry.model == "rim" else None,
+                                          zmax=1 if entry.model == "rim" else None, title="per row"),
+                       key="mech_stats_row", config=CHART)
+    prefs = stats.preferences(classes)
+    if prefs:
+        import pandas as pd
+
+        df = pd.DataFrame(prefs).rename(columns={"unit": "unit", "mean": "average", "most": "most for",
+                                                 "most_value": "value (most)", "least": "least for",
+                                                 "least_value": "value (least)", "spread": "spread"})
+        st.dataframe(df, hide_index=True, column_config={
+            c: st.column_config.NumberColumn(format="%.2f")
+            for c in ("average", "value (most)", "value (least)", "spread")})
+        top = max(prefs, key=lambda p: p["spread"])
+        st.caption(f"Largest class preference: {top['unit']} ({top['most']} {top['most_value']:.2f} vs "
+                   f"{top['least']} {top['least_value']:.2f}). A spread near 0 for every unit means the "
+                   "units do not specialise by class.")
+
+
+# --------------------------------------------------------------------------- page
+
+st.title("🧩 Mechanisms")
+st.caption("Which of the 6 LSTMs the input attention activates at each image row, what the active ones read "
+           "from each other, and whether they specialise by class or row.")
+
+c_ds, c_model = st.columns(2)
+with c_ds:
+    dataset = common.dataset_picker(key="mech_dataset")
+all_entries = common.entries(dataset)
+if not all_entries:
+    st.info(f"No model for {DATASETS[dataset].title} yet. Train one on the Train page, upload one on the "
+            "Models page, or install the pretrained models (pretrained/manifest.json).")
+    st.stop()
+with c_model:
+    entry = common.main_model_picker(all_entries, key=f"mech_model_{dataset}")
+compared = common.method_models_picker(all_entries, f"mech_cmp_{dataset}", main=entry,
+                                       label="Predictions compared")
+loaded = common.load_or_report(entry)
+if loaded is None:
+    st.stop()
+model, _meta = loaded
+
+tab_one, tab_data = st.tabs(["One input", "Across the test set"], key="mech_tab", on_change="rerun")
+if tab_one.open:
+    with tab_one:
+        one_input_view(dataset, entry, model, compared)
+if tab_data.open:
+    with tab_data:
+        dataset_view(dataset, entry, model)

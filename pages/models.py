@@ -1,0 +1,208 @@
+"""Models: every pretrained model and the user's own runs; inspect, download, upload, delete."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from core.data import DATASETS
+from core.errors import CheckpointError
+from core.plots import method_title, run_curves_figure
+from pages.common import (
+    MAX_UPLOAD_MB,
+    check_upload,
+    entry_metadata,
+    figure_downloads,
+    fmt_pct,
+    model_entries,
+    run_store,
+    show_error,
+)
+
+ALL = "All data sets"
+
+
+def _ds_title(ds: str) -> str:
+    return DATASETS[ds].title if ds in DATASETS else str(ds)
+
+
+def _pct(v):
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return round(100 * f, 2) if math.isfinite(f) else None
+
+
+def _row(entry, meta: dict | None) -> dict:
+    """One table row: metadata first (the full record), catalog metrics as fallback."""
+    metrics = dict(entry.metrics or {})
+    if meta and isinstance(meta.get("metrics"), dict):
+        metrics = {**metrics, **{k: v for k, v in meta["metrics"].items() if v is not None}}
+    created = entry.created or (meta or {}).get("created") or ""
+    its = (meta or {}).get("train_config", {}).get("iterations") if meta else metrics.get("iterations")
+    return {
+        "data set": _ds_title(entry.dataset),
+        "model": method_title(entry.model),
+        "source": entry.source,
+        "parameters": metrics.get("parameters"),
+        "seed": entry.seed,
+        "clean error (%)": _pct(metrics.get("test_error")),
+        "noisy error (%)": _pct(metrics.get("noisy_test_error")),
+        "iterations": its if its is None else int(its),
+        "date": str(created)[:16].replace("T", " "),
+        "key": entry.key,
+    }
+
+
+st.title("Models")
+st.caption("The shipped pretrained models and your own runs (trained on the Train page or uploaded here), "
+           "in one table. Errors are on the full test split of each data set; noisy = Gaussian noise, "
+           "variance 0.01.")
+
+flash = st.session_state.pop("models_flash", None)
+if flash:
+    st.success(flash)
+
+entries, problems = model_entries()
+for p in problems:
+    st.warning(p)
+store = run_store()
+
+# ---- the table -----------------------------------------------------------------------------
+f1, f2 = st.columns([1, 2])
+ds_filter = f1.selectbox("Data set", [ALL] + list(DATASETS), key="models_ds",
+                         format_func=lambda d: d if d == ALL else _ds_title(d))
+sources = sorted({e.source for e in entries}) or ["pretrained"]
+src_filter = f2.multiselect("Source", sources, default=sources, key="models_src")
+shown = [e for e in entries if (ds_filter == ALL or e.dataset == ds_filter) and e.source in src_filter]
+metas = {e.key: entry_metadata(e) for e in shown}
+table = pd.DataFrame([_row(e, metas[e.key]) for e in shown])
+
+if not entries:
+    st.info("No models yet. Pretrained models appear once `pretrained/manifest.json` exists "
+            "(`python -m core.reproduce run --seeds 0` then `python -m core.reproduce export-pretrained --seed 0`); "
+            "you can also train one on the Train page or upload a checkpoint below.")
+elif table.empty:
+    st.info("No model matches these filters.")
+else:
+    st.dataframe(
+        table.drop(columns=["key"]), hide_index=True, width="stretch",
+        column_config={
+            "parameters": st.column_config.NumberColumn("parameters", format="%d"),
+            "clean error (%)": st.column_config.NumberColumn("clean error (%)", format="%.2f"),
+            "noisy error (%)": st.column_config.NumberColumn("noisy error (%)", format="%.2f"),
+        })
+    st.download_button("⬇ Table as CSV", table.drop(columns=["key"]).to_csv(index=False).encode(),
+                       file_name="rimscope_models.csv", mime="text/csv", key="models_csv")
+
+# ---- inspect one ---------------------------------------------------------------------------
+if shown:
+    st.header("Inspect a model")
+    by_key = {e.key: e for e in shown}
+    if st.session_state.get("models_pick") not in by_key:
+        st.session_state.pop("models_pick", None)
+    pick = st.selectbox("Model", list(by_key), key="models_pick",
+                        format_func=lambda k: f"{_ds_title(by_key[k].dataset)} · {by_key[k].display}")
+    entry = by_key[pick]
+    meta = metas.get(pick)
+    if meta is None:
+        st.error(f"The metadata of {entry.display} ({Path(entry.stem).name}.json) is missing or not valid JSON.")
+    else:
+        row = _row(entry, meta)
+        c = st.columns(5)
+        c[0].metric("Clean test error", fmt_pct((meta.get("metrics") or {}).get("test_error")))
+        c[1].metric("Noisy test error", fmt_pct((meta.get("metrics") or {}).get("noisy_test_error")))
+        c[2].metric("Parameters", f"{row['parameters']:,}" if row["parameters"] else "n/a")
+        c[3].metric("Iterations", row["iterations"] if row["iterations"] is not None else "n/a")
+        c[4].metric("Seed", entry.seed if entry.seed is not None else "n/a")
+        if meta.get("status") not in (None, "completed"):
+            st.warning(f"This run's status is {meta.get('status')!r}: {meta.get('message', '')}")
+        fig = run_curves_figure(meta, title=f"{method_title(entry.model)} on {_ds_title(entry.dataset)}")
+        st.plotly_chart(fig, width="stretch", key="models_curves")
+        figure_downloads(fig, f"curves_{entry.dataset}_{entry.model}", key="models_curves_dl")
+        st.caption("Loss and batch accuracy are per training iteration (one SGD step on 100 images); test accuracy "
+                   "is measured every few iterations on a fixed subset of the test split.")
+        left, right = st.columns(2)
+        with left:
+            st.markdown("**Model config**")
+            st.json(meta.get("config") or {}, expanded=True)
+        with right:
+            st.markdown("**Training setup and data**")
+            st.json({"train_config": meta.get("train_config"), "data_source": meta.get("data_source"),
+                     "code_version": meta.get("code_version"), "torch_version": meta.get("torch_version")},
+                    expanded=False)
+
+        # downloads: the two files of the checkpoint, straight from disk
+        w_path, m_path = Path(entry.stem).with_suffix(".safetensors"), Path(entry.stem).with_suffix(".json")
+        base = f"{entry.dataset}_{entry.model}" + (f"_s{entry.seed}" if entry.seed is not None else "")
+        d1, d2, _ = st.columns([1, 1, 3])
+        try:
+            d1.download_button("⬇ Weights (.safetensors)", w_path.read_bytes(), file_name=f"{base}.safetensors",
+                               mime="application/octet-stream", key="models_dl_w")
+            d2.download_button("⬇ Metadata (.json)", m_path.read_bytes(), file_name=f"{base}.json",
+                               mime="application/json", key="models_dl_m")
+        except OSError as exc:
+            st.error(f"The checkpoint files of {entry.display} cannot be read ({exc.strerror or exc}).")
+
+        # delete: own runs only, after an explicit confirmation
+        if entry.source != "pretrained" and entry.key.startswith("run:"):
+            run_id = entry.key.split(":", 1)[1]
+            with st.expander("Delete this run"):
+                sure = st.checkbox(f"Yes, delete run {run_id} and its files for good", key=f"models_del_ok_{run_id}")
+                if st.button("Delete run", type="primary", disabled=not sure, key=f"models_del_{run_id}"):
+                    if store is None:
+                        st.error("The run store is not available, so nothing was deleted.")
+                    else:
+                        try:
+                            store.delete(run_id)
+                        except Exception as exc:
+                            show_error(exc, f"Could not delete run {run_id}")
+                        else:
+                            st.session_state["models_flash"] = f"Run {run_id} was deleted."
+                            st.session_state.pop("models_pick", None)
+                            st.rerun()
+        elif entry.source == "pretrained":
+            st.caption("Pretrained models ship with RIMscope and cannot be deleted here.")
+
+# ---- upload ----------------------------------------------------------------------------------
+st.header("Upload a checkpoint")
+st.markdown(
+    f"A checkpoint is two files saved by RIMscope: the weights as **.safetensors** and the metadata as **.json** "
+    f"(both at most {MAX_UPLOAD_MB} MB). They are checked (model, config, every tensor's name, shape and "
+    "values) before anything is stored; nothing already stored is changed. **Pickle files such as PyTorch `.pt` "
+    "are refused and never opened**, because loading one can run arbitrary code.")
+u1, u2, u3 = st.columns([2, 2, 1])
+up_w = u1.file_uploader("Weights (.safetensors)", key="models_up_w", max_upload_size=MAX_UPLOAD_MB)
+up_m = u2.file_uploader("Metadata (.json)", key="models_up_m", max_upload_size=MAX_UPLOAD_MB)
+AS_STATED = "(as stated in the metadata)"
+up_ds = u3.selectbox("Trained on", [AS_STATED] + list(DATASETS), key="models_up_ds",
+                     format_func=lambda d: d if d == AS_STATED else _ds_title(d))
+if st.button("Check and import", key="models_import", disabled=not (up_w and up_m), type="primary"):
+    expected = None if up_ds == AS_STATED else up_ds
+    try:
+        meta_up = check_upload(up_w.name, up_w.getvalue(), up_m.name, up_m.getvalue(), expected)
+    except CheckpointError as exc:
+        st.error(f"Upload refused: {exc}")
+    except Exception as exc:
+        show_error(exc, "Upload refused")
+    else:
+        ds_up = expected or meta_up.get("dataset")
+        if store is None:
+            st.warning(f"The checkpoint is valid ({meta_up.get('model')} on {_ds_title(ds_up)}), but the run store "
+                       "is not available in this installation, so it was not saved.")
+        else:
+            try:
+                run_id = store.import_checkpoint(up_w.getvalue(), up_m.getvalue(), ds_up)
+            except CheckpointError as exc:
+                st.error(f"Upload refused: {exc}")
+            except Exception as exc:
+                show_error(exc, "Could not store the upload")
+            else:
+                st.session_state["models_flash"] = (f"Imported {method_title(str(meta_up.get('model')))} on "
+                                                    f"{_ds_title(ds_up)} as run {run_id}.")
+                st.session_state["models_pick"] = f"run:{run_id}"
+                st.rerun()

@@ -1,0 +1,192 @@
+"""Overview: what the method is, the five methods and their sizes, what is loaded, where to start."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from core.data import DATASETS, ROOT, SOURCES, available_sources
+from core.models import config_fields, get_spec, list_models, parameter_counts
+from core.plots import INPUT_SHAPES, method_color, method_title, parameter_bar_figure
+from pages.common import entry_metadata, manifest, model_entries, schedules_available, show_error
+
+DIAGRAM = ROOT / "assets" / "diagram.svg"
+
+RIM_KNOBS = {
+    "num_units": "n: number of parallel LSTMs (mechanisms)",
+    "hidden_size": "hidden units per LSTM",
+    "k_active": "k: LSTMs activated per row by the input attention",
+    "embed_dim": "size of the row encoding e_t = W_e x_t + b_e (computed before attention)",
+    "input_heads": "heads of the input attention",
+    "input_key_size": "key/query size per input-attention head",
+    "input_value_size": "value size per input-attention head (LSTM input = heads x this)",
+    "comm_heads": "heads of the communication attention",
+    "comm_key_size": "key/query size per communication head",
+    "comm_value_size": "value size per communication head",
+    "alpha": "share of the communication read added to an active LSTM's state (paper: 1/10)",
+}
+SOURCE_NAMES = {"npz": "npz folder", "folder": "image folder", "torchvision": "torchvision cache",
+                "sample": "bundled sample"}
+
+
+@st.cache_data(show_spinner=False)
+def _parameter_counts() -> dict[str, dict[str, int]]:
+    return {label: parameter_counts(input_dim=d) for label, d in INPUT_SHAPES.items()}
+
+
+@st.cache_data(show_spinner="Checking data sources…", ttl=300)
+def _sources(dataset: str) -> dict[str, bool]:
+    return available_sources(dataset)
+
+
+st.title("RIMscope")
+st.markdown(
+    "Does a set of **small LSTMs that take turns** generalise better than plain parallel LSTMs? "
+    "The paper studied here (2021, *a method for improving generalization of neural networks based on "
+    "multi-head attention*, a close relative of Recurrent Independent Mechanisms) says yes: on MNIST, "
+    "Fashion-MNIST, CIFAR-10 and Animals-10, read **one image row per timestep**, its method has a lower "
+    "test error than parallel LSTMs, EntNet, RMC and IndRNN, and its error grows less under Gaussian noise. "
+    "RIMscope lets you look inside the models and measures those claims with several seeds."
+)
+
+# ---- the method --------------------------------------------------------------------------
+st.header("How the method works")
+if DIAGRAM.is_file():
+    st.image(str(DIAGRAM), width="stretch")
+else:
+    st.info("The diagram (assets/diagram.svg) is missing from this installation.")
+with st.expander("The six steps in words", expanded=False):
+    st.markdown(
+        """
+1. **Read a row.** An image `[C, H, W]` scaled to [0, 1] is read row by row: `T = H` timesteps, each one
+   row flattened to `W·C` numbers (28 for MNIST/Fashion-MNIST, 96 for 32x32 RGB). The row is encoded,
+   `e_t = W_e x_t + b_e`, *before* attention, so an all-black row does not look like "no input".
+2. **Input attention.** The encoded row is stacked with a **null row** of zeros, `X = [e_t; 0]`. Each LSTM
+   asks with its own query from its previous state, `q_i = W_q,i h[t-1, i]`; keys and values are `X W_k`,
+   `X W_v`. A softmax over the two rows (per head, then averaged) says how much LSTM *i* attends to the
+   real row rather than to the null row.
+3. **Top-k activation.** The `k = 4` LSTMs with the largest attention on the real row are **active**
+   (`m[t, i] = 1`); the other two are inactive (`m[t, i] = 0`).
+4. **Independent update.** An active LSTM runs its own LSTM cell on its attended input. An inactive one
+   keeps its state unchanged, `h[t, i] = h[t-1, i]`, `c[t, i] = c[t-1, i]`.
+5. **Communication.** Each active LSTM reads from all six through a second multi-head attention and adds
+   a fixed share: `h[t, i] = h~[t, i] + 1/10 · MHA(q = h~[t, i], K = V = h~[t, :])`.
+6. **Output.** After the last row, the six hidden states are concatenated and a fully connected layer
+   gives the 10 logits.
+"""
+    )
+
+# ---- the five methods ----------------------------------------------------------------------
+st.header("The five methods")
+try:
+    counts = _parameter_counts()
+except Exception as exc:  # a model that fails to build must not hide the rest of the page
+    counts = {}
+    show_error(exc, "Could not count parameters")
+rows = []
+for name in list_models():
+    spec = get_spec(name)
+    row = {"method": method_title(name), "what it is": spec.description}
+    for label, per_model in counts.items():
+        row[f"parameters, input {label.split(' (')[0]}"] = per_model.get(name)
+    rows.append(row)
+c1, c2 = st.columns([3, 2])
+with c1:
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    if counts:
+        first = next(iter(counts.values()))
+        if first.get("rim") and first.get("parallel_lstm"):
+            ratio = first["rim"] / first["parallel_lstm"]
+            st.caption(
+                f"The paper matches RIM with parallel LSTMs by **neuron count** (4 LSTMs x 32 units, as many as "
+                f"RIM's 4 active ones), not by parameters: here RIM has {ratio:.1f}x the parameters of the "
+                "parallel LSTMs (six LSTMs plus two attentions). Keep this in mind when reading the comparisons. "
+                "EntNet, RMC and IndRNN are sized to be in the same range as the parallel LSTMs."
+            )
+    st.markdown("**Knobs of the paper's method (defaults used everywhere here)**")
+    knobs = [{"setting": k, "default": str(v), "meaning": RIM_KNOBS.get(k, "")}
+             for k, v in config_fields("rim").items() if k not in ("input_dim", "num_classes")]
+    st.dataframe(pd.DataFrame(knobs), hide_index=True, width="stretch")
+with c2:
+    if counts:
+        st.plotly_chart(parameter_bar_figure(counts), width="stretch", key="param_bars")
+    legend = " ".join(
+        f"<span style='color:{method_color(m)};font-size:1.3em'>■</span> {method_title(m)}&nbsp;&nbsp;"
+        for m in list_models())
+    st.markdown(legend, unsafe_allow_html=True)
+    st.caption("These colours stand for the same method on every page.")
+
+# ---- what is loaded ------------------------------------------------------------------------
+st.header("What is loaded")
+entries, problems = model_entries()
+for p in problems:
+    st.warning(p)
+man = manifest()
+pretrained_by_ds: dict[str, list[str]] = {}
+for m in man["models"]:
+    if isinstance(m, dict) and m.get("dataset"):
+        pretrained_by_ds.setdefault(m["dataset"], []).append(str(m.get("model")))
+own = [e for e in entries if e.source != "pretrained"]
+check_sources = st.toggle("Check which data sources are available (reads the test splits)", value=True,
+                          key="check_sources")
+loaded = []
+for ds, info in DATASETS.items():
+    row = {"data set": info.title, "pretrained models": f"{len(pretrained_by_ds.get(ds, []))} of {len(list_models())}",
+           "your runs": sum(1 for e in own if e.dataset == ds)}
+    if check_sources:
+        try:
+            avail = _sources(ds)
+        except Exception as exc:
+            avail = {}
+            st.warning(f"Could not check the data sources of {info.title}: {exc}")
+        for src in SOURCES:
+            row[SOURCE_NAMES.get(src, src)] = "✅" if avail.get(src) else "—"
+    loaded.append(row)
+st.dataframe(pd.DataFrame(loaded), hide_index=True, width="stretch")
+m1, m2, m3 = st.columns(3)
+m1.metric("Pretrained models", len(man["models"]))
+m2.metric("Your runs (trained or uploaded)", len(own))
+sched = schedules_available()
+m3.metric("Reproduction results", ", ".join(sched) if sched else "none yet")
+if not man["models"]:
+    st.info("No pretrained models are installed yet. They are produced by "
+            "`python -m core.reproduce run --seeds 0` followed by `python -m core.reproduce export-pretrained "
+            "--seed 0` (writes `pretrained/manifest.json`).")
+elif man.get("protocol"):
+    st.caption(f"Pretrained models: seed 0 of the reproduction grid, {man['protocol']}.")
+st.caption("Data sources, in the order they are tried: an npz folder (`RIMSCOPE_DATA_DIR` or `./data`), an "
+           "image folder (Animals-10), torchvision's cache or download (MNIST, Fashion-MNIST, CIFAR-10), and a "
+           "bundled sample of about 1,000 test images (MNIST, Fashion-MNIST) so the per-image pages work offline.")
+
+# Animals-10: say honestly what it is here.
+animals = next((e for e in entries if e.dataset == "animals10" and e.source == "pretrained"), None)
+meta = entry_metadata(animals) if animals else None
+sizes = ""
+if meta and isinstance(meta.get("data_source"), dict):
+    dsrc = meta["data_source"]
+    if dsrc.get("n_train") and dsrc.get("n_test"):
+        sizes = f" ({dsrc['n_train']:,} training and {dsrc['n_test']:,} test images in the pretrained runs)"
+st.warning(
+    f"**Animals-10 here is a small, unbalanced subset**{sizes}, not the full Kaggle set of about 26,000 photos; "
+    "its classes have very different sizes, and images are resized to 32x32. Errors on it are noisy and are "
+    "not comparable with the paper's Animals-10 numbers.",
+    icon="⚠️",
+)
+
+# ---- where to start ------------------------------------------------------------------------
+st.header("Where to start")
+LINKS = [
+    ("pages/compare.py", "Compare", "📊", "the paper's claims against our measurements: curves, errors over seeds, tables"),
+    ("pages/mechanisms.py", "Mechanisms", "🧩", "which LSTMs switch on for each row of an image, and who reads from whom"),
+    ("pages/robustness.py", "Robustness", "🌫️", "how each method's error grows with noise"),
+    ("pages/models.py", "Models", "📦", "every pretrained model and your runs: curves, downloads, uploads"),
+    ("pages/train.py", "Train", "🏋️", "train a model yourself with the paper's protocol"),
+]
+cols = st.columns(len(LINKS))
+for col, (path, label, icon, what) in zip(cols, LINKS):
+    with col:
+        try:
+            st.page_link(path, label=label, icon=icon)
+        except Exception:  # page not registered (e.g. this file run on its own)
+            st.markdown(f"{icon} **{label}**")
+        st.caption(what)

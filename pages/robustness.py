@@ -1,0 +1,384 @@
+"""Robustness: test error under input noise (the paper's test) and under vertical stretching."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from core import analysis, plots
+from core.data import DATASETS, add_noise, stretch_rows
+from core.errors import DataUnavailableError, InputImageError
+from pages import common
+
+SUBSET = 500  # test images every method is scored on (fixed subset, seed 0)
+SEED = 0  # one noise draw, shared by all methods
+PAPER_VAR = 0.01
+GRID = tuple(round(0.01 * i, 2) for i in range(21))  # slider positions = curve points: 0 .. 0.20
+NOISES = {
+    "gaussian": ("Gaussian", "variance", "mean 0, variance σ² added to every pixel (the paper's test)"),
+    "salt_pepper": ("Salt & pepper", "fraction of pixels", "that fraction of pixels set to 0 or 1"),
+    "speckle": ("Speckle", "variance", "multiplicative: x + x·n, n ~ N(0, σ²)"),
+    "poisson": ("Poisson", None, "shot noise from the pixel values; no strength parameter"),
+}
+FACTORS = (0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0)
+CHART = {"displayModeBar": False}
+
+
+# --------------------------------------------------------------------------- cached compute
+
+
+def _clean_key(kind: str, strength: float) -> tuple[str, float]:
+    """Strength 0 is the clean test set whatever the kind: one cache entry for all kinds."""
+    if kind != "poisson" and strength <= 0:
+        return "gaussian", 0.0
+    return kind, (1.0 if kind == "poisson" else round(float(strength), 4))
+
+
+@st.cache_data(max_entries=4000, show_spinner=False)
+def _noise_point(_model, model_key: str, mtime: float, data_key: str, _images, _labels, kind: str,
+                 strength: float, with_activity: bool) -> analysis.EvalPoint:
+    return analysis.noisy_eval(_model, _images, _labels, kind, strength, SEED, with_activity=with_activity)
+
+
+@st.cache_data(max_entries=1000, show_spinner=False)
+def _stretch_point(_model, model_key: str, mtime: float, data_key: str, _images, _labels,
+                   factor: float) -> analysis.EvalPoint:
+    return analysis.stretch_eval(_model, _images, _labels, factor)
+
+
+@st.cache_data(max_entries=512, show_spinner=False)
+def _proba(_model, model_key: str, mtime: float, image: np.ndarray) -> np.ndarray:
+    from core.evaluate import predict_proba
+
+    return predict_proba(_model, np.asarray(image)[None])[0]
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def _active(_model, model_key: str, mtime: float, image: np.ndarray) -> np.ndarray:
+    from core.evaluate import trace_one
+
+    return trace_one(_model, image)[1]["activity"]
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _subset(data_key: str, _data) -> tuple[np.ndarray, np.ndarray]:
+    idx = analysis.fixed_subset(len(_data), SUBSET, seed=0)
+    return np.ascontiguousarray(_data.images[idx]), np.ascontiguousarray(_data.labels[idx])
+
+
+class Scorer:
+    """Errors of the compared models on the fixed test subset, cached point by point."""
+
+    def __init__(self, dataset: str, data, models: dict):
+        self.key = f"{dataset}|{data.source}|{len(data)}|{SUBSET}"
+        self.images, self.labels = _subset(self.key, data)
+        self.models = models  # method -> (entry, model)
+
+    def noise(self, method: str, kind: str, strength: float) -> analysis.EvalPoint:
+        entry, model = self.models[method]
+        kind, strength = _clean_key(kind, strength)
+        return _noise_point(model, entry.key, common.entry_mtime(entry), self.key, self.images, self.labels,
+                            kind, strength, method == "rim")
+
+    def stretch(self, method: str, factor: float) -> analysis.EvalPoint:
+        entry, model = self.models[method]
+        return _stretch_point(model, entry.key, common.entry_mtime(entry), self.key, self.images, self.labels,
+                              float(factor))
+
+    def fill(self, jobs: list, label: str) -> None:
+        """Compute (or fetch) ``jobs`` = [(callable, args)], with a progress bar when slow."""
+        bar = None
+        for i, (fn, args) in enumerate(jobs):
+            if bar is None and i == 0 and len(jobs) > 1:
+                bar = st.progress(0.0, text=label)
+            fn(*args)
+            if bar is not None:
+                bar.progress((i + 1) / len(jobs), text=f"{label} ({i + 1}/{len(jobs)})")
+        if bar is not None:
+            bar.empty()
+
+
+# --------------------------------------------------------------------------- widgets
+
+
+def _pick_image(dataset: str, data, key: str):
+    """A test image (by number or at random) or an uploaded one: ``(image, label, caption)``."""
+    options = ["Test image", "Upload"] if data is not None else ["Upload"]
+    src = st.radio("Image", options, horizontal=True, key=f"{key}_src")
+    if src == "Upload":
+        up = st.file_uploader("Image (PNG, JPEG, GIF, BMP or WebP)", key=f"{key}_upload",
+                              type=["png", "jpg", "jpeg", "gif", "bmp", "webp"])
+        if up is None:
+            st.info("Upload an image to see it with noise.")
+            return None
+        try:
+            prepared = common.prepare_upload(up.getvalue(), dataset)
+        except InputImageError as exc:
+            common.show_error(exc, f"{up.name} cannot be used")
+            return None
+        except Exception as exc:
+            common.show_error(exc, f"{up.name} cannot be used")
+            return None
+        if prepared.warning:
+            st.info(prepared.warning)
+            return None
+        return prepared.array, None, "your image"
+    n = len(data)
+    st.session_state.setdefault(f"{key}_idx", 0)
+    rng = np.random.default_rng()
+    c1, c2 = st.columns([3, 2], vertical_alignment="bottom")
+    i = c1.number_input(f"Test image number (0-{n - 1})", 0, n - 1, key=f"{key}_idx")
+    c2.button("🎲 Random", key=f"{key}_rand",
+              on_click=lambda: st.session_state.update({f"{key}_idx": int(rng.integers(n))}))
+    return np.asarray(data.images[int(i)]), int(data.labels[int(i)]), f"test image #{int(i)}"
+
+
+def _prediction_table(rows_clean: list, rows_other: list, classes: list, what: str):
+    import pandas as pd
+
+    out = []
+    for rc, ro in zip(rows_clean, rows_other):
+        pc, po = int(np.argmax(rc["probs"])), int(np.argmax(ro["probs"]))
+        out.append({"model": rc["label"], "clean": f"{classes[pc]} ({rc['probs'][pc] * 100:.0f}%)",
+                    what: f"{classes[po]} ({ro['probs'][po] * 100:.0f}%)",
+                    "changed": "yes" if pc != po else ""})
+    df = pd.DataFrame(out)
+    st.dataframe(df, hide_index=True)
+
+
+def _error_metrics(points: dict, clean: dict, names: dict, suffix: str, versus: str = "clean") -> None:
+    cols = st.columns(max(1, len(points)))
+    for col, (method, p) in zip(cols, points.items()):
+        lo, hi = p.interval
+        col.metric(names[method], f"{p.error * 100:.1f}%",
+                   delta=f"{(p.error - clean[method].error) * 100:+.1f} pts vs {versus}",
+                   delta_color="inverse", help=f"95% interval {lo * 100:.1f}-{hi * 100:.1f}% ({p.n} images){suffix}")
+
+
+# --------------------------------------------------------------------------- noise tab
+
+
+def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
+    info = DATASETS[dataset]
+    classes = list(info.classes)
+    c_kind, c_level, c_btn = st.columns([1, 3, 1], vertical_alignment="bottom")
+    kind = c_kind.selectbox("Noise", list(NOISES), key="rb_kind", format_func=lambda k: NOISES[k][0])
+    title, param, desc = NOISES[kind]
+    if param is None:
+        strength = 1.0
+        c_level.caption(f"{title}: {desc}.")
+    else:
+        skey = f"rb_strength_{kind}"
+        st.session_state.setdefault(skey, PAPER_VAR)
+        strength = c_level.select_slider(f"{title} noise: {param}", GRID, key=skey,
+                                         format_func=lambda v: f"{v:.2f}" + (" (paper)" if v == PAPER_VAR else ""),
+                                         help=f"{desc}. 0.01 (Gaussian variance) is the paper's noise test. "
+                                              "Images are in [0, 1] and clipped after the noise.")
+
+        def to_paper() -> None:
+            st.session_state["rb_kind"] = "gaussian"
+            st.session_state["rb_strength_gaussian"] = PAPER_VAR
+
+        c_btn.button("Paper's test (Gaussian 0.01)", key="rb_paper", on_click=to_paper)
+    level = f"{title} {param} {strength:.2f}" if param else title
+
+    # one image, clean and noisy
+    st.subheader("One image")
+    left, right = st.columns([1, 2])
+    with left:
+        picked = _pick_image(dataset, data, "rb_img")
+    if picked is not None:
+        image, label, what = picked
+        noisy = add_noise(image[None], kind, strength, seed=SEED)[0]
+        with right:
+            c1, c2 = st.columns(2)
+            c1.plotly_chart(plots.image_figure(image, title=f"clean: {what}", height=240), key="rb_clean_img",
+                            config=CHART)
+            c2.plotly_chart(plots.image_figure((noisy * 255).round().astype(np.uint8), title=f"noisy: {level}",
+                                               height=240), key="rb_noisy_img", config=CHART)
+        rows_c, rows_n = [], []
+        for method, (entry, model) in models.items():
+            rows_c.append({"label": entry.display, "method": method, "probs": _proba(model, entry.key,
+                           common.entry_mtime(entry), image)})
+            rows_n.append({"label": entry.display, "method": method, "probs": _proba(model, entry.key,
+                           common.entry_mtime(entry), noisy)})
+        pc, pt = st.columns([3, 2])
+        pc.plotly_chart(plots.probability_figure(rows_n, classes, true_class=label, height=280),
+                        key="rb_probs", config=CHART)
+        with pt:
+            st.caption("Prediction per model, clean → noisy" + (f" (true class: {classes[label]})"
+                                                                 if label is not None else ""))
+            _prediction_table(rows_c, rows_n, classes, "noisy")
+
+    if scorer is None:
+        st.info("Test errors need the test set; " + _data_message(dataset))
+        return
+
+    # test error at this level
+    st.subheader(f"Test error at {level}")
+    names = {m: e.display for m, (e, _) in models.items()}
+    with st.spinner("Scoring the models at this noise level…"):
+        clean = {m: scorer.noise(m, "gaussian", 0.0) for m in models}
+        here = {m: scorer.noise(m, kind, strength) for m in models}
+    _error_metrics(here, clean, names, f"; one noise draw (seed {SEED}) shared by all models")
+    st.caption(f"{scorer.images.shape[0]} test images (fixed subset, seed 0) from {data.source}. One noise draw; "
+               "the Compare page reports means over seeds and draws.")
+
+    # curve
+    if param is not None:
+        st.subheader("Error against noise strength")
+        jobs = [(scorer.noise, (m, kind, s)) for s in GRID for m in models]
+        scorer.fill(jobs, f"Scoring {len(models)} models at {len(GRID)} noise levels")
+        curves = []
+        for m, (e, _) in models.items():
+            pts = [scorer.noise(m, kind, s) for s in GRID]
+            c = analysis.curve_from_points(GRID, pts)
+            curves.append({"label": e.display, "method": m, "x": c.x, "y": c.error, "low": c.low, "high": c.high})
+        st.plotly_chart(plots.error_curve_figure(curves, x_title=f"{title} noise {param}", current=strength,
+                                                 reference=PAPER_VAR if kind == "gaussian" else None,
+                                                 reference_label="paper (0.01)"),
+                        key="rb_curve", config=CHART)
+        st.caption("Bands: 95% intervals (Wilson) of each error on this subset.")
+
+    # RIM's activation pattern
+    if "rim" in models:
+        _rim_shift(scorer, models["rim"], picked, kind, strength, param, level)
+
+
+def _rim_shift(scorer, rim, picked, kind, strength, param, level) -> None:
+    entry, model = rim
+    st.subheader("How RIM's active mask shifts under noise")
+    mt = common.entry_mtime(entry)
+    clean_pt = scorer.noise("rim", "gaussian", 0.0)
+    here_pt = scorer.noise("rim", kind, strength)
+    subset_change = analysis.activation_change(clean_pt.activity, here_pt.activity)
+    c1, c2 = st.columns([3, 1])
+    with c2:
+        if picked is not None:
+            image = picked[0]
+            noisy = add_noise(image[None], kind, strength, seed=SEED)[0]
+            a_clean = _active(model, entry.key, mt, image)
+            a_noisy = _active(model, entry.key, mt, noisy)
+            one = analysis.activation_change(a_clean, a_noisy)
+            st.metric("Changed on this image", f"{one.fraction * 100:.1f}%",
+                      help="share of (row, LSTM) activations that differ between clean and noisy input")
+        st.metric(f"Changed over {here_pt.n} test images", f"{subset_change.fraction * 100:.1f}%",
+                  help="share of (image, row, LSTM) activations that differ from the clean run")
+        worst = int(np.argmax(subset_change.per_row)) + 1
+        st.caption(f"Most changes at row {worst} ({subset_change.per_row[worst - 1] * 100:.0f}% of activations).")
+    with c1:
+        if picked is not None:
+            st.plotly_chart(plots.mask_shift_figure(a_clean, a_noisy, list(model.unit_names),
+                                                    labels=("clean", level)), key="rb_mask", config=CHART)
+    if param is not None:
+        pts = [scorer.noise("rim", kind, s) for s in GRID]
+        c = analysis.curve_from_points(GRID, pts, reference=clean_pt)
+        if c.flips is not None:
+            st.plotly_chart(plots.error_curve_figure(
+                [{"label": f"{entry.display}: activations changed", "method": "rim", "x": c.x, "y": c.flips}],
+                x_title=f"noise {param}", current=strength, y_title="activations changed vs clean (%)",
+                reference=PAPER_VAR if kind == "gaussian" else None, reference_label="paper (0.01)", height=280),
+                key="rb_flips", config=CHART)
+
+
+# --------------------------------------------------------------------------- stretch tab
+
+
+def stretch_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
+    info = DATASETS[dataset]
+    classes = list(info.classes)
+    H = info.image_shape[0]
+    st.caption(f"Beyond the paper: the models were trained on {H} rows; stretching the image vertically changes "
+               "the number of timesteps (T) without changing the row width.")
+    factor = st.select_slider("Vertical stretch factor", FACTORS, value=1.0, key="rb_factor",
+                              format_func=lambda f: f"{f:g}× ({max(1, round(H * f))} rows)")
+    left, right = st.columns([1, 2])
+    with left:
+        picked = _pick_image(dataset, data, "rb_simg")
+    if picked is not None:
+        image, label, what = picked
+        stretched = stretch_rows(image[None], factor)[0]
+        shown = (stretched * 255).round().astype(np.uint8)
+        with right:
+            c1, c2 = st.columns(2)
+            c1.plotly_chart(plots.image_figure(image, title=f"original ({H} rows)", height=260), key="rb_s_orig",
+                            config=CHART)
+            c2.plotly_chart(plots.image_figure(shown, title=f"stretched ×{factor:g} ({shown.shape[0]} rows)",
+                                               height=260), key="rb_s_img", config=CHART)
+        rows_o, rows_s = [], []
+        for method, (entry, model) in models.items():
+            mt = common.entry_mtime(entry)
+            rows_o.append({"label": entry.display, "method": method, "probs": _proba(model, entry.key, mt, image)})
+            rows_s.append({"label": entry.display, "method": method, "probs": _proba(model, entry.key, mt, stretched)})
+        pc, pt = st.columns([3, 2])
+        pc.plotly_chart(plots.probability_figure(rows_s, classes, true_class=label, height=280), key="rb_s_probs",
+                        config=CHART)
+        with pt:
+            st.caption("Prediction per model, original → stretched")
+            _prediction_table(rows_o, rows_s, classes, "stretched")
+    if scorer is None:
+        st.info("Test errors need the test set; " + _data_message(dataset))
+        return
+    st.subheader(f"Test error at stretch ×{factor:g}")
+    names = {m: e.display for m, (e, _) in models.items()}
+    with st.spinner("Scoring the models at this stretch…"):
+        base = {m: scorer.stretch(m, 1.0) for m in models}
+        here = {m: scorer.stretch(m, factor) for m in models}
+    _error_metrics(here, base, names, "", versus="unstretched")
+    st.subheader("Error against stretch factor")
+    scorer.fill([(scorer.stretch, (m, f)) for f in FACTORS for m in models],
+                f"Scoring {len(models)} models at {len(FACTORS)} stretch factors")
+    curves = []
+    for m, (e, _) in models.items():
+        c = analysis.curve_from_points(FACTORS, [scorer.stretch(m, f) for f in FACTORS])
+        curves.append({"label": e.display, "method": m, "x": c.x, "y": c.error, "low": c.low, "high": c.high})
+    st.plotly_chart(plots.error_curve_figure(curves, x_title="vertical stretch factor (1 = training length)",
+                                             current=factor, reference=1.0, reference_label="training length"),
+                    key="rb_s_curve", config=CHART)
+
+
+def _data_message(dataset: str) -> str:
+    try:
+        common.test_data(dataset)
+    except DataUnavailableError as exc:
+        return str(exc)
+    return "the test set could not be loaded."
+
+
+# --------------------------------------------------------------------------- page
+
+st.title("🌫️ Robustness")
+st.caption("The paper's noise test, live: Gaussian noise on the test images only (training unchanged), and, beyond "
+           "the paper, images stretched to other numbers of rows. Every method is scored on the same test images "
+           "and the same noise draw.")
+
+dataset = common.dataset_picker(key="rb_dataset")
+all_entries = common.entries(dataset)
+if not all_entries:
+    st.info(f"No model for {DATASETS[dataset].title} yet. Train one on the Train page, upload one on the "
+            "Models page, or install the pretrained models (pretrained/manifest.json).")
+    st.stop()
+chosen = common.method_models_picker(all_entries, f"rb_cmp_{dataset}")
+models = {}
+for method, entry in chosen.items():
+    loaded = common.load_or_report(entry)
+    if loaded is not None:
+        models[method] = (entry, loaded[0])
+if not models:
+    st.stop()
+st.caption("Models: " + ", ".join(f"{e.display}" for e, _ in models.values()) + ".")
+
+try:
+    data = common.test_data(dataset)
+except DataUnavailableError as exc:
+    st.warning(f"{exc} Uploading an image still works for the single-image views.")
+    data = None
+scorer = Scorer(dataset, data, models) if data is not None else None
+
+tab_noise, tab_stretch = st.tabs(["Noise", "Stretch (other sequence lengths)"], key="rb_tab", on_change="rerun")
+if tab_noise.open:
+    with tab_noise:
+        noise_view(dataset, data, scorer, models)
+if tab_stretch.open:
+    with tab_stretch:
+        stretch_view(dataset, data, scorer, models)

@@ -1,0 +1,293 @@
+"""Train: start training runs in the background and watch them live.
+
+The page only queues runs (core.runs.RunStore) and draws what the workers write to disk;
+training happens in worker processes, so the page never blocks and runs survive reloads.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+
+import plotly.graph_objects as go
+import streamlit as st
+from streamlit.errors import StreamlitAPIException
+
+from core.data import DATASETS
+from core.errors import ConfigError, DataUnavailableError, RimscopeError
+from core.models import list_models
+from core.plots import method_color, method_title
+from core.runs import RunInfo, RunStore, parse_seeds, training_data_plan, validate_config
+from core.train import TrainConfig
+from pages.common import dataset_picker, show_error
+
+MAX_RUNS_PER_START = 20
+SHOWN_OWN_RUNS = 8  # finished runs of this session shown with curves; older ones in a table
+MAX_POINTS = 1500  # per curve (longer loss curves are thinned)
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+STATUS_ICONS = {"queued": "⏳", "running": "🏃", "completed": "✅", "stopped": "⏹️", "diverged": "💥",
+                "interrupted": "⚠️", "failed": "❌", "uploaded": "📤"}
+
+
+def session_owner() -> str:
+    """This browser session's id; kept in the URL (``?owner=``) so a reload keeps its runs."""
+    owner = st.session_state.get("rimscope_owner")
+    if not owner:
+        q = st.query_params.get("owner", "")
+        owner = q if re.fullmatch(r"[0-9a-f]{16}", q or "") else secrets.token_hex(8)
+        st.session_state["rimscope_owner"] = owner
+    if st.query_params.get("owner") != owner:
+        st.query_params["owner"] = owner
+    return owner
+
+
+def md_escape(text: str) -> str:
+    return re.sub(r"([\\`*_{}\[\]()#+\-.!|<>~$])", r"\\\1", text)
+
+
+def pct(v) -> str:
+    return f"{100 * v:.1f}%" if isinstance(v, (int, float)) else "–"
+
+
+def num(v) -> str:
+    return f"{v:.3f}" if isinstance(v, (int, float)) else "–"
+
+
+def thin(x: list, y: list) -> tuple[list, list]:
+    if len(x) <= MAX_POINTS:
+        return x, y
+    step = -(-len(x) // MAX_POINTS)
+    return x[::step] + x[-1:], y[::step] + y[-1:]
+
+
+def curves(runs: list[RunInfo], metrics: dict, kind: str) -> go.Figure:
+    fig = go.Figure()
+    for r in runs:
+        m = metrics[r.run_id]
+        if kind == "loss":
+            x, y = thin(m["iteration"], m["loss"])
+        else:
+            x, y = m["eval_iteration"], [None if a is None else 100 * a for a in m["test_acc"]]
+        fig.add_trace(go.Scatter(
+            x=x, y=y, mode="lines" if kind == "loss" else "lines+markers",
+            name=f"{r.model} s{r.seed} · {r.run_id[-8:]}", legendgroup=r.model,
+            line={"color": method_color(r.model), "dash": DASHES[(r.seed or 0) % len(DASHES)]}))
+    if kind == "loss":
+        fig.update_layout(title="Training loss", xaxis_title="Iteration (SGD steps)",
+                          yaxis_title="Cross-entropy loss (nats, per batch)")
+    else:
+        fig.update_layout(title="Test accuracy (fixed test subset)", xaxis_title="Iteration (SGD steps)",
+                          yaxis_title="Test accuracy (%)", yaxis_range=[0, 100])
+    fig.update_layout(height=330, margin={"l": 10, "r": 10, "t": 40, "b": 10}, legend_title_text="Run")
+    return fig
+
+
+def models_link() -> None:
+    try:
+        st.page_link("pages/models.py", label="Open in Models", icon="📦")
+    except StreamlitAPIException:  # the page is not registered (e.g. this page run on its own)
+        st.caption("Find it on the Models page.")
+
+
+def run_card(store: RunStore, r: RunInfo, editable: bool) -> None:
+    with st.container(border=True):
+        head, ctl = st.columns([5, 1])
+        title = f"**{method_title(r.model)}** on {DATASETS[r.dataset].title if r.dataset in DATASETS else r.dataset}"
+        head.markdown(f"{STATUS_ICONS.get(r.status, '')} {title} · seed {r.seed} · `{r.run_id}`"
+                      + (f" · {md_escape(r.label)}" if r.label else ""))
+        head.progress(r.progress, text=f"{r.status} · {r.iteration:,} / {r.total:,} iterations")
+        lt = r.latest or {}
+        if r.status in ("completed", "stopped") and r.metrics.get("test_accuracy") is not None:
+            head.caption(f"final test accuracy {pct(r.metrics.get('test_accuracy'))} "
+                         f"(n={r.metrics.get('test_n', '?')}) · noisy {pct(r.metrics.get('noisy_test_accuracy'))} · "
+                         f"last loss {num(lt.get('loss'))}")
+        elif lt:
+            head.caption(f"loss {num(lt.get('loss'))} · batch accuracy {pct(lt.get('batch_acc'))} · "
+                         f"test accuracy (subset) {pct(lt.get('test_acc'))}")
+        if r.message:
+            if r.status in ("failed", "diverged", "interrupted"):
+                head.warning(r.message)
+            else:
+                head.caption(r.message)
+        with ctl:
+            if editable and r.active:
+                if st.button("Stop", key=f"stop_{r.run_id}", help="Stop after the current iteration and keep "
+                             "what the model learned so far"):
+                    try:
+                        store.request_stop(r.run_id)
+                        st.toast(f"Stop requested for {r.run_id}")
+                    except RimscopeError as exc:
+                        show_error(exc)
+            if r.status in ("completed", "uploaded"):
+                models_link()
+            if editable and not r.active:
+                with st.popover("Delete"):
+                    st.caption("Removes the run, its curves and its weights.")
+                    if st.button("Delete for good", key=f"del_{r.run_id}"):
+                        try:
+                            store.delete(r.run_id)
+                            st.rerun(scope="fragment")
+                        except RimscopeError as exc:
+                            show_error(exc)
+
+
+def show_runs(store: RunStore, runs: list[RunInfo], editable: bool, key: str) -> None:
+    for r in runs:
+        run_card(store, r, editable)
+    if runs:
+        metrics = {r.run_id: store.read_metrics(r.run_id) for r in runs}
+        c1, c2 = st.columns(2)
+        c1.plotly_chart(curves(runs, metrics, "loss"), key=f"{key}_loss")
+        c2.plotly_chart(curves(runs, metrics, "acc"), key=f"{key}_acc")
+
+
+def runs_table(runs: list[RunInfo]) -> None:
+    st.dataframe(
+        [{"run": r.run_id, "data set": r.dataset, "model": r.model, "seed": r.seed, "status": r.status,
+          "progress": f"{r.iteration}/{r.total}", "test accuracy": r.metrics.get("test_accuracy"),
+          "created": r.created, "label": r.label} for r in runs],
+        hide_index=True,
+        column_config={"test accuracy": st.column_config.NumberColumn(format="percent")})
+
+
+# ---------------------------------------------------------------------------------------
+st.title("Train")
+st.caption("Train models with the paper's protocol (plain SGD, learning rate 0.1, batch 100, 1,000 "
+           "iterations). Runs train in background worker processes, one at a time by default, and "
+           "keep going when you close or reload the page; they are saved in the run store "
+           "(`$RIMSCOPE_HOME/runs`). Completed runs appear on the Models page.")
+
+store = RunStore()
+owner = session_owner()
+store.pump()
+
+st.subheader("Set up")
+c1, c2, c3 = st.columns(3)
+with c1:
+    dataset = dataset_picker(key="train_dataset")
+    models = st.multiselect("Models", list_models(), default=["rim", "parallel_lstm"], format_func=method_title,
+                            key="train_models", help="One run per model and seed.")
+    seeds_text = st.text_input("Seeds", "0", key="train_seeds", help="e.g. 0, or 0,1,2, or 0-4")
+with c2:
+    iterations = st.number_input("Iterations", value=1000, step=100, key="train_iterations",
+                                 help="SGD steps (paper: 1,000)")
+    batch_size = st.number_input("Batch size", value=100, step=10, key="train_batch",
+                                 help="images per step (paper: 100)")
+    lr = st.number_input("Learning rate", value=0.1, step=0.01, format="%.4f", key="train_lr",
+                         help="SGD learning rate (paper: 0.1)")
+    momentum = st.number_input("Momentum", value=0.0, step=0.1, format="%.2f", key="train_momentum",
+                               help="0 = the paper's plain SGD")
+with c3:
+    clip_on = st.checkbox("Clip gradients", value=False, key="train_clip_on",
+                          help="Limit the global gradient norm (the paper does not clip)")
+    grad_clip = st.number_input("Max gradient norm", value=1.0, step=0.5, key="train_clip",
+                                disabled=not clip_on)
+    eval_every = st.number_input("Test accuracy every (iterations)", value=100, step=50, key="train_eval_every")
+    class_weighting = st.selectbox("Class weighting", ["auto", "none", "balanced"], key="train_weighting",
+                                   help="auto = balanced loss weights when the classes are unbalanced")
+    holdout = True
+    if dataset == "mnist":
+        holdout = st.checkbox("Hold out the bundled sample", value=True, key="train_holdout",
+                              help="Leave out MNIST training images 0..9,999: the per-image pages "
+                                   "use them, so a model never saw them")
+
+with st.expander("More settings"):
+    m1, m2, m3 = st.columns(3)
+    eval_samples = m1.number_input("Test subset size (live accuracy)", value=1000, step=100, key="train_eval_n")
+    noise_var = m2.number_input("Noise variance (final noisy test)", value=0.01, step=0.01, format="%.3f",
+                                key="train_noise_var")
+    noise_draws = m3.number_input("Noise draws", value=3, step=1, key="train_noise_draws")
+    label = st.text_input("Label (optional)", "", max_chars=100, key="train_label")
+    data_dir = st.text_input("Data folder (optional)", "", key="train_data_dir",
+                             help="A folder with <data set>/train.npz and test.npz; default: $RIMSCOPE_DATA_DIR "
+                                  "or ./data, then torchvision").strip()
+
+plan, data_ok = None, True
+try:
+    plan = training_data_plan(dataset, data_dir or None, holdout_sample=holdout)
+    n_txt = f" · {plan.n_train:,} training images" if plan.n_train is not None else ""
+    st.caption(f"Training data: {plan.source}{n_txt}" + (f" ({plan.note})" if plan.note else ""))
+except DataUnavailableError as exc:
+    data_ok = False
+    st.error(f"No training data for {DATASETS[dataset].title}: {exc}")
+except RimscopeError as exc:
+    data_ok = False
+    show_error(exc, "Training data")
+
+errors: list[str] = []
+configs: list[TrainConfig] = []
+if not models:
+    errors.append("Pick at least one model.")
+try:
+    seeds = parse_seeds(seeds_text)
+except ConfigError as exc:
+    errors.append(str(exc))
+    seeds = []
+if len(models) * len(seeds) > MAX_RUNS_PER_START:
+    errors.append(f"That is {len(models) * len(seeds)} runs; start at most {MAX_RUNS_PER_START} at once.")
+elif models and seeds:
+    for m in models:
+        for s in seeds:
+            cfg = TrainConfig(dataset=dataset, model=m, seed=s, iterations=int(iterations), batch_size=int(batch_size),
+                              lr=float(lr), momentum=float(momentum), grad_clip=float(grad_clip) if clip_on else None,
+                              eval_every=int(eval_every), eval_samples=int(eval_samples),
+                              class_weighting=class_weighting, holdout_sample=bool(holdout),
+                              noise_var=float(noise_var), noise_draws=int(noise_draws))
+            try:
+                validate_config(cfg, n_train=plan.n_train if plan else None)
+            except ConfigError as exc:
+                errors.append(str(exc))
+                break
+            configs.append(cfg)
+        if errors:
+            break
+for e in dict.fromkeys(errors):
+    st.error(e)
+
+n_runs = len(configs)
+if st.button(f"Start {n_runs} run{'s' if n_runs != 1 else ''}", type="primary", key="train_start",
+             disabled=bool(errors) or not data_ok or not n_runs):
+    try:
+        ids = [store.submit(cfg, owner=owner, label=label, data_dir=data_dir or None) for cfg in configs]
+        store.pump()
+        st.success(f"Queued {len(ids)} run{'s' if len(ids) != 1 else ''}; "
+                   f"{store.max_concurrent} train{'s' if store.max_concurrent == 1 else ''} at a time.")
+        if store.max_concurrent == 0:
+            st.warning("The training queue is paused (RIMSCOPE_MAX_CONCURRENT=0); runs wait until it is raised.")
+    except RimscopeError as exc:
+        show_error(exc, "Could not start")
+
+active_now = any(r.active for r in store.list_runs())
+
+
+@st.fragment(run_every=1.0 if active_now else None)
+def live_view() -> None:
+    fstore = RunStore()
+    fstore.pump()
+    runs = fstore.list_runs()
+    mine = [r for r in runs if r.owner == owner]
+    others = [r for r in runs if r.owner != owner]
+    st.subheader("Your runs")
+    if not mine:
+        st.info("No runs from this session yet. Set them up above and press Start.")
+    else:
+        shown = [r for r in mine if r.active] + [r for r in mine if not r.active][:SHOWN_OWN_RUNS]
+        show_runs(fstore, shown, editable=True, key="mine")
+        shown_ids = {r.run_id for r in shown}
+        older = [r for r in mine if r.run_id not in shown_ids]
+        if older:
+            with st.expander(f"Older runs of this session ({len(older)})"):
+                runs_table(older)
+    with st.expander(f"Runs from other sessions ({len(others)}, read-only)"):
+        if not others:
+            st.caption("None.")
+        else:
+            runs_table(others)
+            live = [r for r in others if r.active]
+            if live:
+                show_runs(fstore, live, editable=False, key="others")
+    if active_now and not any(r.active for r in runs):
+        st.rerun()  # everything finished: redraw the page once and stop polling
+
+
+live_view()

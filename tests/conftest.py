@@ -1,0 +1,27 @@
+"""Shared test setup: no network, no /work/shared, no user caches.
+
+Every test runs with ``RIMSCOPE_OFFLINE=1`` and with ``RIMSCOPE_DATA_DIR`` and
+``RIMSCOPE_HOME`` pointing at fresh temporary folders, so data come only from what a test
+writes itself or from the bundled samples in ``assets/samples``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _isolated_data_env(tmp_path_factory, monkeypatch):
+    data_dir = tmp_path_factory.mktemp("rimscope_data")
+    home = tmp_path_factory.mktemp("rimscope_home")
+    monkeypatch.setenv("RIMSCOPE_OFFLINE", "1")
+    monkeypatch.setenv("RIMSCOPE_DATA_DIR", str(data_dir))
+    monkeypatch.setenv("RIMSCOPE_HOME", str(home))
+    monkeypatch.delenv("RIMSCOPE_ANIMALS10_DIR", raising=False)
+    try:  # loaded data sets are cached per process; start every test with an empty cache
+        from core import data as _data
+
+        _data._CACHE.clear()
+    except ImportError:
+        pass
+    yield data_dir

@@ -1,0 +1,133 @@
+"""The Train page through Streamlit's AppTest: widgets, validation messages, queuing runs.
+
+The queue is paused (RIMSCOPE_MAX_CONCURRENT=0), so no worker process starts here; the
+workers themselves are tested in tests/test_runs.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from core.runs import RunStore
+
+PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "train.py")
+
+
+def write_tiny_mnist(data_dir: Path, n: int = 300, seed: int = 0) -> None:
+    rng = np.random.default_rng(seed)
+    (data_dir / "mnist").mkdir(parents=True, exist_ok=True)
+    for split in ("train", "test"):
+        np.savez(data_dir / "mnist" / f"{split}.npz", x=rng.integers(0, 256, (n, 28, 28), dtype=np.uint8),
+                 y=rng.integers(0, 10, n).astype(np.int64), classes=np.array([str(i) for i in range(10)]))
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    write_tiny_mnist(tmp_path / "data")
+    monkeypatch.setenv("RIMSCOPE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("RIMSCOPE_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("RIMSCOPE_OFFLINE", "1")
+    monkeypatch.setenv("RIMSCOPE_MAX_CONCURRENT", "0")  # queue paused: nothing trains here
+    return tmp_path
+
+
+def run_page(owner: str = "a" * 16) -> AppTest:
+    at = AppTest.from_file(PAGE, default_timeout=60)
+    at.session_state["rimscope_owner"] = owner
+    return at.run()
+
+
+def errors(at: AppTest) -> list[str]:
+    return [e.value for e in at.error]
+
+
+def test_page_loads_with_widgets(home):
+    at = run_page()
+    assert not at.exception
+    assert at.selectbox(key="train_dataset").value == "mnist"
+    assert set(at.selectbox(key="train_dataset").options) >= {"MNIST", "Fashion-MNIST", "CIFAR-10", "Animals-10"}
+    assert at.multiselect(key="train_models").value == ["rim", "parallel_lstm"]
+    assert at.number_input(key="train_iterations").value == 1000
+    assert at.number_input(key="train_batch").value == 100
+    assert at.number_input(key="train_lr").value == pytest.approx(0.1)
+    assert at.number_input(key="train_momentum").value == 0
+    assert at.checkbox(key="train_clip_on").value is False
+    assert at.selectbox(key="train_weighting").value == "auto"
+    assert at.checkbox(key="train_holdout").value is True
+    assert any("Training data: npz folder" in c.value for c in at.caption)
+    # the tiny data set has 300 images, all inside the held-out MNIST range 0..9,999
+    assert any("larger than the training set (0 images)" in e for e in errors(at))
+    assert at.button(key="train_start").disabled
+    at.checkbox(key="train_holdout").uncheck().run()
+    assert not at.exception and not errors(at)
+    assert not at.button(key="train_start").disabled
+    assert "Start 2 runs" in at.button(key="train_start").label
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("train_lr", -0.1, "Learning rate must be a number in (0, 10]"),
+    ("train_iterations", 0, "Iterations must be between 1 and"),
+    ("train_batch", 500, "larger than the training set (300 images)"),
+    ("train_momentum", 1.5, "Momentum must be in [0, 1)"),
+])
+def test_invalid_settings_are_refused(home, key, value, message):
+    at = run_page()
+    at.checkbox(key="train_holdout").uncheck().run()
+    at.number_input(key=key).set_value(value).run()
+    assert not at.exception
+    assert any(message in e for e in errors(at)), errors(at)
+    assert at.button(key="train_start").disabled
+
+
+def test_bad_seeds_and_no_models(home):
+    at = run_page()
+    at.checkbox(key="train_holdout").uncheck().run()
+    at.text_input(key="train_seeds").input("zero").run()
+    assert any("Seeds must be whole numbers" in e for e in errors(at))
+    at.text_input(key="train_seeds").input("0").run()
+    at.multiselect(key="train_models").set_value([]).run()
+    assert any("Pick at least one model" in e for e in errors(at))
+    assert at.button(key="train_start").disabled
+    assert not at.exception
+
+
+def test_no_data_offline_disables_start(home, monkeypatch):
+    at = run_page()
+    at.selectbox(key="train_dataset").set_value("cifar10").run()
+    assert not at.exception
+    assert any("No training data for CIFAR-10" in e and "RIMSCOPE_DATA_DIR" in e for e in errors(at))
+    assert at.button(key="train_start").disabled
+
+
+def test_start_queues_one_run_per_model_and_seed(home):
+    owner = "b" * 16
+    at = run_page(owner)
+    at.checkbox(key="train_holdout").uncheck().run()
+    at.text_input(key="train_seeds").input("0,1").run()
+    at.number_input(key="train_iterations").set_value(20).run()
+    at.text_input(key="train_label").input("page test").run()
+    assert at.button(key="train_start").label == "Start 4 runs"
+    at.button(key="train_start").click().run()
+    assert not at.exception
+    runs = RunStore().list_runs()
+    assert len(runs) == 4
+    assert {(r.model, r.seed) for r in runs} == {("rim", 0), ("rim", 1), ("parallel_lstm", 0), ("parallel_lstm", 1)}
+    assert all(r.status == "queued" and r.owner == owner and r.label == "page test" for r in runs)
+    assert all(r.config["iterations"] == 20 and r.config["holdout_sample"] is False for r in runs)
+    assert any("Queued 4 runs" in s.value for s in at.success)
+    # the live view lists them with a Stop button each; stopping a queued run is immediate
+    stop_keys = [b.key for b in at.button if (b.key or "").startswith("stop_")]
+    assert len(stop_keys) == 4
+    at.button(key=stop_keys[0]).click().run()
+    assert not at.exception
+    assert RunStore().get(stop_keys[0][len("stop_"):]).status == "stopped"
+    # a reload (new session, same ?owner=) still shows them as this session's runs
+    at2 = AppTest.from_file(PAGE, default_timeout=60)
+    at2.query_params["owner"] = owner
+    at2.run()
+    assert not at2.exception
+    assert len([b for b in at2.button if (b.key or "").startswith("stop_")]) == 3

@@ -1,0 +1,89 @@
+"""The shipped pretrained models: present, loadable, and as accurate as their metadata says."""
+
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from core.checkpoint import load_checkpoint
+from core.data import DATASETS, SAMPLES_DIR
+from core.evaluate import evaluate
+from core.models import list_models
+
+ROOT = Path(__file__).resolve().parent.parent
+PRETRAINED = ROOT / "pretrained"
+MANIFEST = PRETRAINED / "manifest.json"
+
+
+def manifest_models():
+    return json.loads(MANIFEST.read_text())["models"]
+
+
+def test_manifest_covers_every_dataset_and_model():
+    have = {(m["dataset"], m["model"]) for m in manifest_models()}
+    want = {(d, m) for d in DATASETS for m in list_models()}
+    assert want <= have, f"missing pretrained models: {sorted(want - have)}"
+
+
+def test_pretrained_folder_is_small():
+    total = sum(p.stat().st_size for p in PRETRAINED.rglob("*") if p.is_file())
+    assert total < 30 * 1024 * 1024, f"pretrained/ is {total / 2**20:.1f} MB"
+
+
+@pytest.mark.parametrize("entry", manifest_models() if MANIFEST.is_file() else [],
+                         ids=lambda m: f"{m['dataset']}-{m['model']}")
+def test_every_shipped_model_loads_with_full_metadata(entry):
+    model, meta = load_checkpoint(PRETRAINED / entry["weights"], expected_dataset=entry["dataset"])
+    assert meta["model"] == entry["model"]
+    assert meta["status"] == "completed"
+    cfg = meta["train_config"]
+    assert (cfg["lr"], cfg["batch_size"], cfg["iterations"]) == (0.1, 100, 1000)  # paper protocol
+    hist = meta["history"]
+    assert len(hist["loss"]) == len(hist["batch_acc"]) == 1000
+    assert len(meta["evals"]["test_acc"]) >= 5
+    m = meta["metrics"]
+    assert 0 <= m["test_accuracy"] <= 1 and m["test_n"] == meta["data_source"]["n_test"]
+    assert 0 <= m["noisy_test_error"] <= 1 and m["noise_var"] == 0.01
+    assert m["parameters"] == sum(p.numel() for p in model.parameters())
+    if entry["dataset"] == "mnist":
+        assert "held out" in meta["data_source"]["note"]
+    if entry["dataset"] == "animals10":
+        assert m["class_weighting"] == "balanced"
+
+
+@pytest.mark.parametrize("dataset", ["mnist", "fashion_mnist"])
+@pytest.mark.parametrize("model_name", list_models())
+def test_accuracy_on_shipped_sample_matches_record(dataset, model_name):
+    """On the 1,000-image bundled sample, accuracy lies within sampling error of the record.
+
+    MNIST: the sample is training images 0..9,999, which the MNIST models never saw.
+    Fashion-MNIST: the sample is 1,000 test images. Bound: 4 binomial standard errors
+    plus 1 point for the difference between sample and test distribution.
+    """
+    with np.load(SAMPLES_DIR / f"{dataset}_sample.npz", allow_pickle=False) as d:
+        x, y = d["x"], d["y"]
+    model, meta = load_checkpoint(PRETRAINED / dataset / model_name)
+    p = meta["metrics"]["test_accuracy"]
+    acc = evaluate(model, x, y).accuracy
+    bound = 4 * math.sqrt(max(p * (1 - p), 1e-4) / len(y)) + 0.01
+    assert abs(acc - p) <= bound, f"sample accuracy {acc:.4f} vs recorded {p:.4f} (bound {bound:.4f})"
+
+
+FULL = os.environ.get("RIMSCOPE_FULLDATA_DIR")
+
+
+@pytest.mark.fulldata
+@pytest.mark.skipif(not FULL, reason="set RIMSCOPE_FULLDATA_DIR to a folder with the full data sets")
+@pytest.mark.parametrize("entry", manifest_models() if MANIFEST.is_file() else [],
+                         ids=lambda m: f"{m['dataset']}-{m['model']}")
+def test_recorded_accuracy_on_full_test_set(entry):
+    from core.data import load_dataset
+
+    data = load_dataset(entry["dataset"], "test", data_dir=FULL, sources=("npz",))
+    model, meta = load_checkpoint(PRETRAINED / entry["weights"])
+    acc = evaluate(model, data.images, data.labels).accuracy
+    # same code path as when recorded; allow 2 images for float differences between builds
+    assert abs(acc - meta["metrics"]["test_accuracy"]) <= 2 / len(data.labels) + 1e-9

@@ -1,0 +1,305 @@
+"""The run store (core.runs): real worker processes on a tiny data set.
+
+Every test gets its own RIMSCOPE_HOME and a tiny MNIST-shaped npz data set (300 random
+images), offline. Models are shrunk through model_overrides so a run takes seconds; most
+of a worker's time is importing torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from core import catalog
+from core.checkpoint import checkpoint_bytes, load_checkpoint
+from core.errors import CheckpointError, ConfigError
+from core.models import build_model
+from core.runs import (
+    RunStore,
+    RunStoreError,
+    parse_seeds,
+    read_metrics_file,
+    run_worker,
+    training_data_plan,
+)
+from core.train import TrainConfig
+
+TINY = {"parallel_lstm": {"num_units": 1, "hidden_size": 8},
+        "rim": {"num_units": 2, "k_active": 1, "hidden_size": 8}}
+
+
+def write_tiny_mnist(data_dir: Path, n: int = 300, seed: int = 0) -> None:
+    rng = np.random.default_rng(seed)
+    (data_dir / "mnist").mkdir(parents=True, exist_ok=True)
+    for split in ("train", "test"):
+        np.savez(data_dir / "mnist" / f"{split}.npz", x=rng.integers(0, 256, (n, 28, 28), dtype=np.uint8),
+                 y=rng.integers(0, 10, n).astype(np.int64), classes=np.array([str(i) for i in range(10)]))
+
+
+def tiny(model: str = "parallel_lstm", **kw) -> TrainConfig:
+    base = dict(dataset="mnist", model=model, iterations=30, batch_size=20, eval_every=10, eval_samples=50,
+                noise_draws=1, holdout_sample=False, model_overrides=dict(TINY[model]))
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def wait_for(pred, timeout: float, poll: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = pred()
+        if value:
+            return value
+        time.sleep(poll)
+    raise AssertionError(f"condition not met within {timeout} s")
+
+
+def listing(root: Path) -> dict:
+    """Every file under root with its size and mtime (to show nothing changed)."""
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    write_tiny_mnist(tmp_path / "data")
+    monkeypatch.setenv("RIMSCOPE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("RIMSCOPE_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("RIMSCOPE_OFFLINE", "1")
+    monkeypatch.setenv("RIMSCOPE_WORKER_NICE", "0")
+    monkeypatch.delenv("RIMSCOPE_MAX_CONCURRENT", raising=False)
+    s = RunStore()
+    yield s
+    for r in s.list_runs():  # never leave a worker behind
+        if r.status == "running" and r.pid:
+            try:
+                os.kill(r.pid, signal.SIGKILL)
+            except OSError:
+                pass
+    s.pump()
+
+
+def test_tiny_run_completes_in_a_worker(store):
+    assert store.root == Path(os.environ["RIMSCOPE_HOME"]) / "runs"
+    rid = store.submit(tiny(), owner="session-1", label="tiny run")
+    assert store.get(rid).status == "queued"
+    assert store.pump() == [rid]
+    assert store.pump() == []  # already running: never started twice
+    info = store.wait(rid, timeout=120)
+    log = (store.run_dir(rid) / "worker.log").read_text()
+    assert info.status == "completed", (info.message, log)
+    assert f"claimed {rid}" in log and "finished: completed" in log
+    assert (info.iteration, info.total) == (30, 30)
+    assert info.owner == "session-1" and info.label == "tiny run"
+    assert info.config["threads"] == 1 and info.config["model_overrides"] == TINY["parallel_lstm"]
+    assert 0 <= info.metrics["test_accuracy"] <= 1 and info.metrics["test_n"] == 300
+    m = store.read_metrics(rid)
+    assert m["iteration"] == list(range(1, 31)) and len(m["loss"]) == 30 and len(m["batch_acc"]) == 30
+    assert m["eval_iteration"] == [10, 20, 30] and len(m["test_acc"]) == 3 and len(m["test_loss"]) == 3
+    st = json.loads((store.run_dir(rid) / "status.json").read_text())
+    assert st["started"] and st["finished"] and st["pid"] == info.pid and isinstance(st["heartbeat"], float)
+    cfg = json.loads((store.run_dir(rid) / "config.json").read_text())
+    assert cfg["train_config"]["iterations"] == 30 and cfg["owner"] == "session-1"
+    stem = store.checkpoint_stem(rid)
+    assert stem == store.run_dir(rid) / "model"
+    model, meta = load_checkpoint(stem, expected_dataset="mnist")
+    assert meta["run_id"] == rid and meta["status"] == "completed" and meta["train_config"]["iterations"] == 30
+    entries = catalog.run_entries("mnist", store=store)
+    assert [e.key for e in entries] == [f"run:{rid}"] and entries[0].source == "trained"
+    assert catalog.run_entries("cifar10", store=store) == []
+    assert [e.key for e in catalog.run_entries()] == [f"run:{rid}"]  # default store follows RIMSCOPE_HOME
+    model2, _ = catalog.load_entry(entries[0])
+    assert model2.config.hidden_size == 8
+
+
+def test_queue_bound_stop_sigterm_and_delete(store):
+    store.max_concurrent = 1
+    ids = [store.submit(tiny(iterations=200_000, seed=i)) for i in range(3)]
+    max_running = 0
+
+    def statuses():
+        nonlocal max_running
+        st = {r.run_id: r for r in store.list_runs()}
+        max_running = max(max_running, sum(r.status == "running" for r in st.values()))
+        return st
+
+    assert store.pump() == [ids[0]]
+    assert [statuses()[i].status for i in ids] == ["running", "queued", "queued"]
+    wait_for(lambda: (store.pump() or True) and statuses()[ids[0]].iteration >= 3, 90)
+    # a running run cannot be deleted; a queued one stops at once
+    with pytest.raises(RunStoreError, match="still running"):
+        store.delete(ids[0])
+    assert store.request_stop(ids[2]) == "stopped"
+    assert statuses()[ids[2]].message == "stopped before it started"
+    # stop the first: it saves what it learned, then the second starts
+    assert store.request_stop(ids[0]) == "running"
+    first = wait_for(lambda: (store.pump() or True) and statuses()[ids[0]].status == "stopped"
+                     and statuses()[ids[0]], 60)
+    assert "stopped by the user" in first.message and first.iteration >= 3
+    assert store.checkpoint_stem(ids[0]) is not None
+    wait_for(lambda: (store.pump() or True) and statuses()[ids[1]].iteration >= 1, 90)
+    assert statuses()[ids[2]].status == "stopped"  # stayed stopped, never started
+    # SIGTERM: the worker stops gracefully and keeps its weights
+    os.kill(statuses()[ids[1]].pid, signal.SIGTERM)
+    second = wait_for(lambda: (store.pump() or True) and statuses()[ids[1]].status != "running"
+                      and statuses()[ids[1]], 60)
+    assert second.status == "stopped" and "termination signal" in second.message
+    assert load_checkpoint(store.checkpoint_stem(ids[1]))[1]["status"] == "stopped"
+    assert max_running == 1
+    # delete: folder gone, store and catalog no longer list it
+    store.delete(ids[0])
+    assert not store.run_dir(ids[0]).exists()
+    assert ids[0] not in {r.run_id for r in store.list_runs()}
+    assert store.get(ids[0]) is None
+    with pytest.raises(RunStoreError, match="No run"):
+        store.delete(ids[0])
+
+
+def test_diverged_run_has_no_checkpoint(store):
+    # a small RIM with the largest allowed learning rate and no clipping blows up within 30 steps
+    rid = store.submit(tiny("rim", lr=10.0, grad_clip=None))
+    assert run_worker(store.run_dir(rid)) == "diverged"  # in this process: no torch import wait
+    info = store.get(rid)
+    assert info.status == "diverged" and "loss became nan" in info.message
+    assert not (store.run_dir(rid) / "model.safetensors").exists()
+    assert store.checkpoint_stem(rid) is None
+    assert catalog.run_entries(store=store) == []
+    m = store.read_metrics(rid)
+    assert m["loss"][-1] is None and m["iteration"][-1] == info.iteration  # NaN stored as null
+    assert store.pump() == []  # a finished run is never restarted
+
+
+def good_checkpoint(dataset="mnist", input_dim=28, **meta):
+    model = build_model("parallel_lstm", input_dim=input_dim, num_classes=10, num_units=1, hidden_size=8)
+    return checkpoint_bytes(model, {"dataset": dataset, "seed": 3, "metrics": {"test_accuracy": 0.5}, **meta})
+
+
+def test_import_checkpoint_good_and_bad(store):
+    w, m = good_checkpoint()
+    before = listing(store.root)
+    bad_cases = [
+        (b"", m, None, "empty"),
+        (b"\x80\x04garbage", m, None, "pickle"),
+        (b"not safetensors at all", m, None, "safetensors"),
+        (w, b"{not json", None, "not valid JSON"),
+        (w, m, "cifar10", "trained on 'mnist'"),
+        (w, json.dumps({**json.loads(m), "dataset": "../../etc"}).encode(), None, "unsafe"),
+        (w, json.dumps({k: v for k, v in json.loads(m).items() if k != "dataset"}).encode(), None, "data set"),
+        (*good_checkpoint("cifar10", input_dim=28), None, "rows of 28"),
+        (w[:-10], m, None, "safetensors"),
+        (b"\0" * (64 * 1024 * 1024 + 1), m, None, "too large"),
+    ]
+    for weights, meta, expected, message in bad_cases:
+        with pytest.raises(CheckpointError, match=message):
+            store.import_checkpoint(weights, meta, expected_dataset=expected)
+        assert listing(store.root) == before, message
+    rid = store.import_checkpoint(w, m, expected_dataset="mnist", owner="me", label="my upload")
+    info = store.get(rid)
+    assert info.status == "uploaded" and info.dataset == "mnist" and info.model == "parallel_lstm"
+    assert info.seed == 3 and info.metrics["test_accuracy"] == 0.5 and info.label == "my upload"
+    assert (store.run_dir(rid) / "model.safetensors").read_bytes() == w
+    entries = catalog.run_entries("mnist", store=store)
+    assert [(e.key, e.source) for e in entries] == [(f"run:{rid}", "uploaded")]
+    catalog.load_entry(entries[0])
+    assert store.pump() == [] and store.get(rid).status == "uploaded"
+
+
+@pytest.mark.parametrize("bad", ["../../etc/passwd", "", "x", "20240101-000000-ZZZZZZZZ", "20240101-000000-0000000a/..",
+                                 "/tmp", "20240101-000000-0000000a\n", None, 5])
+def test_invalid_run_ids_are_refused(store, bad):
+    for call in (store.get, store.read_metrics, store.request_stop, store.delete, store.checkpoint_stem,
+                 store.run_dir):
+        with pytest.raises(RunStoreError, match="Not a valid run id"):
+            call(bad)
+
+
+def test_unknown_run_and_bad_configs(store):
+    missing = "20240101-000000-0000000a"
+    assert store.get(missing) is None
+    assert store.checkpoint_stem(missing) is None
+    assert store.read_metrics(missing)["iteration"] == []
+    with pytest.raises(RunStoreError, match="No run"):
+        store.request_stop(missing)
+    before = listing(store.root)
+    for cfg, message in [(tiny(lr=-0.1), "Learning rate"), (tiny(iterations=0), "Iterations"),
+                         (tiny(model="nope"), "Unknown model"), (tiny(dataset="svhn"), "Unknown data set"),
+                         (tiny(model_overrides={"hidden_size": -3}), "must not be negative"),
+                         (tiny(model_overrides={"wings": 2}), "Unknown setting")]:
+        with pytest.raises(ConfigError, match=message):
+            store.submit(cfg)
+    with pytest.raises(ConfigError, match="does not exist"):
+        store.submit(tiny(), data_dir="/nonexistent/folder")
+    assert listing(store.root) == before
+
+
+def test_failed_run_reports_the_data_problem(store, monkeypatch, tmp_path):
+    monkeypatch.setenv("RIMSCOPE_DATA_DIR", str(tmp_path / "empty"))
+    rid = store.submit(tiny(dataset="fashion_mnist", model_overrides=TINY["parallel_lstm"]))
+    assert run_worker(store.run_dir(rid)) == "failed"
+    info = store.get(rid)
+    assert info.status == "failed" and "No Fashion-MNIST train data found" in info.message
+    # a config that only the data can refuse: batch larger than the training set
+    rid2 = store.submit(tiny(batch_size=1000))
+    assert run_worker(store.run_dir(rid2)) == "failed"
+    assert "larger than the training set" in store.get(rid2).message
+
+
+def test_metrics_reader_ignores_a_torn_last_line(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"kind": "iter", "iteration": 1, "loss": 2.3, "batch_acc": 0.1}\n'
+                    '{"kind": "eval", "iteration": 1, "test_acc": 0.2, "test_loss": 2.2}\n'
+                    '{"kind": "iter", "iteration": 2, "lo')
+    m = read_metrics_file(path)
+    assert m["iteration"] == [1] and m["eval_iteration"] == [1] and m["test_acc"] == [0.2]
+    with open(path, "a") as f:
+        f.write('ss": null, "batch_acc": 0.2}\nnot json\n')
+    m = read_metrics_file(path)
+    assert m["iteration"] == [1, 2] and m["loss"] == [2.3, None]
+
+
+def test_dead_worker_is_marked_interrupted(store):
+    import subprocess
+
+    store.max_concurrent = 0  # nothing may start here
+    rid = store.submit(tiny())
+    # a worker that vanished: its pid is gone
+    store._set_status(rid, status="running", pid=2**22 + 12345, heartbeat=time.time())
+    with open(store.run_dir(rid) / "metrics.jsonl", "a") as f:
+        f.write('{"kind": "iter", "iteration": 1, "loss": 2.3, "batch_acc": 0.1}\n{"kind": "it')
+    store.pump()
+    info = store.get(rid)
+    assert info.status == "interrupted" and info.iteration == 1 and "ended unexpectedly" in info.message
+    # a live process that is not our worker (its pid reused) counts as dead too
+    other = subprocess.Popen(["sleep", "30"])
+    try:
+        rid2 = store.submit(tiny())
+        store._set_status(rid2, status="running", pid=other.pid, heartbeat=time.time())
+        store.pump()
+        assert store.get(rid2).status == "interrupted"
+        # a live worker without a heartbeat for too long is taken as hung
+        rid3 = store.submit(tiny())
+        store._set_status(rid3, status="running", pid=os.getpid(), heartbeat=time.time() - 3600)
+        store.pump()
+        assert store.get(rid3).status == "interrupted" and "no heartbeat" in store.get(rid3).message
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_seeds_and_data_plan(store, tmp_path, monkeypatch):
+    assert parse_seeds("0") == [0] and parse_seeds("0,1, 2") == [0, 1, 2] and parse_seeds("3-5 3") == [3, 4, 5]
+    for bad in ("", "a", "-1", "1.5", "5-3", "0-100"):
+        with pytest.raises(ConfigError):
+            parse_seeds(bad)
+    plan = training_data_plan("mnist", holdout_sample=False)
+    assert plan.source.startswith("npz folder") and plan.n_train == 300
+    assert training_data_plan("mnist").n_train == 0  # all 300 lie in the held-out range
+    from core.errors import DataUnavailableError
+
+    with pytest.raises(DataUnavailableError, match="No CIFAR-10 train data found"):
+        training_data_plan("cifar10")
