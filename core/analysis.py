@@ -114,8 +114,8 @@ class ActivationStats:
     unit_names: list = field(default_factory=list)
 
     @property
-    def by_class(self) -> np.ndarray:  # [C, U], averaged over rows
-        return np.nanmean(self.by_class_row, axis=1) if self.n else self.by_class_row[:, 0]
+    def by_class(self) -> np.ndarray:  # [C, U], averaged over rows; NaN for classes without images
+        return self.by_class_row.mean(axis=1)
 
     @property
     def by_row(self) -> np.ndarray:  # [T, U], averaged over images (not over classes)

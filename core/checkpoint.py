@@ -19,6 +19,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load as st_load_bytes
 from safetensors.torch import save as st_save_bytes
+from torch.overrides import TorchFunctionMode
 
 from . import __version__
 from .errors import CheckpointError
@@ -186,10 +187,56 @@ MAX_CONFIG_INT = 65_536
 MAX_CONFIG_FLOAT = 1e6
 
 
+class _ModelTooLarge(Exception):
+    pass
+
+
+def _requested_elements(func, args, kwargs) -> int | None:
+    """Elements a tensor factory call is about to allocate, or None for other calls."""
+    try:
+        if func in (torch.empty, torch.zeros, torch.ones, torch.rand, torch.randn):
+            if "size" in kwargs:
+                size = kwargs["size"]
+            else:
+                size = args[0] if len(args) == 1 and not isinstance(args[0], int) else args
+        elif func is torch.full:
+            size = kwargs["size"] if "size" in kwargs else args[0]
+        elif func is torch.eye:
+            n = args[0] if args else kwargs["n"]
+            m = args[1] if len(args) > 1 else kwargs.get("m")
+            size = (n, n if m is None else m)
+        elif func is torch.randint:
+            size = kwargs["size"] if "size" in kwargs else next(a for a in args if not isinstance(a, int))
+        else:
+            return None
+        return math.prod(int(s) for s in size)
+    except Exception:  # not a call we can size: let torch handle (or refuse) it
+        return None
+
+
+class _AllocationBudget(TorchFunctionMode):
+    """Refuses tensor factory calls once they would allocate more than ``limit`` bytes in all,
+    before the allocation happens. Building a model under it costs nothing extra."""
+
+    def __init__(self, limit: int):
+        super().__init__()
+        self.limit, self.used = limit, 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        n = _requested_elements(func, args, kwargs)
+        if n is not None:
+            dtype = kwargs.get("dtype") or torch.get_default_dtype()
+            self.used += max(n, 0) * dtype.itemsize
+            if self.used > self.limit:
+                raise _ModelTooLarge(self.used)
+        return func(*args, **kwargs)
+
+
 def _build_checked(name: str, config: dict) -> torch.nn.Module:
     """Build the model a checkpoint's config describes, refusing configs that are malformed,
-    out of range, or too large for any weights file we accept (sized on the meta device,
-    so nothing is allocated), with a CheckpointError that names the problem."""
+    out of range, or too large for any weights file we accept (refused before allocating),
+    with a CheckpointError that names the problem."""
     cfg = dict(config)
     for key, val in cfg.items():
         if isinstance(val, bool):
@@ -205,20 +252,16 @@ def _build_checked(name: str, config: dict) -> torch.nn.Module:
         num_classes = cfg.pop("num_classes")
     except KeyError as exc:
         raise CheckpointError(f"The model config in the metadata lacks {exc}.") from None
-
-    def build():
-        return build_model(name, input_dim=input_dim, num_classes=num_classes, **cfg)
-
+    too_large = ("The model config describes a model larger than any checkpoint accepted "
+                 f"({MAX_WEIGHTS_BYTES // 2**20} MB of weights).")
     try:
-        with torch.device("meta"):  # shapes only: how big would this model be?
-            sized = build()
-        n_bytes = sum(t.numel() * t.element_size() for t in sized.state_dict().values())
+        with _AllocationBudget(MAX_WEIGHTS_BYTES):
+            model = build_model(name, input_dim=input_dim, num_classes=num_classes, **cfg)
+    except _ModelTooLarge:
+        raise CheckpointError(too_large) from None
     except Exception as exc:  # a model constructor refusing the config, in whatever way
         raise CheckpointError(f"The model config in the metadata is not valid ({exc}).") from None
-    if n_bytes > MAX_WEIGHTS_BYTES:
-        raise CheckpointError(f"The model config describes a model of {n_bytes / 2**20:,.0f} MB, "
-                              f"larger than any checkpoint accepted ({MAX_WEIGHTS_BYTES // 2**20} MB).")
-    try:
-        return build()
-    except Exception as exc:
-        raise CheckpointError(f"The model config in the metadata is not valid ({exc}).") from None
+    # belt and braces: allocations the budget could not see are caught here (after the fact)
+    if sum(t.numel() * t.element_size() for t in model.state_dict().values()) > MAX_WEIGHTS_BYTES:
+        raise CheckpointError(too_large)
+    return model

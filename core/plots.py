@@ -221,8 +221,12 @@ def curves_small_multiples(curves: list[dict], metric: str = "loss", *, smoothin
     return fig
 
 
-def run_curves_figure(meta: dict, title: str = "") -> go.Figure:
-    """Training curves of one run: loss, batch accuracy per iteration, periodic test accuracy."""
+def run_curves_figure(meta: dict, title: str = "", log_loss: bool | None = None) -> go.Figure:
+    """Training curves of one run: loss, batch accuracy per iteration, periodic test accuracy.
+
+    ``log_loss=None`` picks a log loss axis when the loss spans over two orders of magnitude
+    (a run that blew up), linear otherwise.
+    """
     curves = curves_from_metadata(meta)
     panels = [m for m in ("loss", "batch_acc", "test_acc") if m in curves]
     if not panels:
@@ -237,7 +241,12 @@ def run_curves_figure(meta: dict, title: str = "") -> go.Figure:
                                  line=dict(color=color, width=1.5), name=CURVE_METRICS[m][0], showlegend=False,
                                  hovertemplate="iteration %{x:.0f}<br>%{y:.4g}<extra></extra>"), row=1, col=i)
         fig.update_xaxes(title_text="iteration (SGD steps)", row=1, col=i)
-        fig.update_yaxes(title_text=axis, row=1, col=i)
+        log = False
+        if m == "loss":
+            y = c["y"][np.isfinite(c["y"]) & (c["y"] > 0)]
+            log = bool(len(y) and y.max() / y.min() > 100) if log_loss is None else log_loss
+        fig.update_yaxes(title_text=axis + (" (log scale)" if log else ""), type="log" if log else "linear",
+                         row=1, col=i)
     fig.update_layout(title=title or None, height=360, margin=dict(l=60, r=20, t=60 if title else 40, b=50))
     return fig
 
@@ -291,8 +300,8 @@ def error_bar_figure(rows: list[dict], metric: str = "test_error", *, datasets: 
                 error_y=dict(type="data", array=[sd], visible=True, color=color, thickness=2, width=6),
                 hovertemplate=(f"{name}<br>mean %{{y:.2f}} % ± {sd:.2f} (sd, {len(vals)} seeds){note}"
                                "<extra></extra>")), row=1, col=col)
-        fig.update_xaxes(tickvals=list(range(len(methods))), ticktext=[method_title(m) for m in methods],
-                         tickangle=-30, range=[-0.6, len(methods) - 0.4], row=1, col=col)
+        fig.update_xaxes(tickvals=list(range(len(methods))),
+                         ticktext=[method_title(m).replace(" (", "<br>(") for m in methods], tickangle=0, range=[-0.6, len(methods) - 0.4], row=1, col=col)
     fig.update_yaxes(title_text=ERROR_METRICS[metric] + ", mean ± sd over seeds", row=1, col=1)
     fig.update_layout(height=height, legend=dict(orientation="h", yanchor="top", y=-0.32, x=0),
                       margin=dict(l=60, r=20, t=50, b=40),
@@ -312,15 +321,15 @@ def parameter_bar_figure(counts: dict[str, dict[str, int]], height: int = 380) -
     for j, (label, per_model) in enumerate(counts.items()):
         methods = [m for m in method_order() if m in per_model] + sorted(set(per_model) - set(method_order()))
         fig.add_trace(go.Bar(
-            x=[method_title(m) for m in methods], y=[per_model[m] for m in methods], name=f"input {label}",
+            x=[method_title(m).replace(" (", "<br>(") for m in methods], y=[per_model[m] for m in methods],
+            name=f"input {label}",
             marker=dict(color=[method_color(m) for m in methods], pattern_shape=patterns[j % len(patterns)],
                         line=dict(color="black", width=0.5)),
-            text=[f"{per_model[m]:,}" for m in methods], textposition="outside",
             hovertemplate="%{x}<br>%{y:,} parameters<extra>" + label + "</extra>"))
     fig.update_layout(barmode="group", height=height, title="Trainable parameters per method",
-                      legend=dict(orientation="h", yanchor="bottom", y=1.0, x=1, xanchor="right"),
-                      margin=dict(l=60, r=20, t=70, b=40))
-    fig.update_xaxes(title_text="method")
+                      legend=dict(orientation="h", yanchor="top", y=-0.28, x=0),
+                      margin=dict(l=60, r=20, t=50, b=40))
+    fig.update_xaxes(title_text="method", tickangle=0)
     fig.update_yaxes(title_text="trainable parameters (count)", rangemode="tozero")
     return fig
 
@@ -385,40 +394,40 @@ def reproduction_tables(summary: dict) -> dict[str, pd.DataFrame]:
     } for r in tables.get("table2") or []]
     t3 = []
     for r in tables.get("table3") or []:
-        row = {"data set": _ds_title(r.get("dataset")),
-               "RIM error (%)": fmt_mean_sd(r.get("rim_error"), r.get("rim_sd"))}
+        paper_ru = r.get("paper_runner_up")
+        row = {
+            "data set": _ds_title(r.get("dataset")),
+            "RIM error (%)": fmt_mean_sd(r.get("rim_error"), r.get("rim_sd")),
+            "runner-up, ours": method_title(r.get("runner_up")) if r.get("runner_up") else "n/a",
+            "gap to runner-up, ours (points) [95% CI]": fmt_gap(r.get("gap"), r.get("gap_ci_low"), r.get("gap_ci_high")),
+            "gap, paper (points)": fmt_mean_sd(r.get("paper_gap")),
+            "verdict": fmt_verdict(r.get("verdict")),
+            "RIM lowest (means)": "yes" if r.get("rim_lowest") else "no",
+            "runner-up, paper": method_title(paper_ru) if paper_ru else "not stated",
+        }
         for b in ("entnet", "rmc", "indrnn"):
             cell = fmt_mean_sd(r.get(f"{b}_error"), r.get(f"{b}_sd"))
             if r.get(f"{b}_diverged"):
                 cell += f" ({r[f'{b}_diverged']} diverged)"
             row[f"{method_title(b)} error (%)"] = cell
-        paper_ru = r.get("paper_runner_up")
-        row.update({
-            "runner-up, ours": method_title(r.get("runner_up")) if r.get("runner_up") else "n/a",
-            "runner-up, paper": method_title(paper_ru) if paper_ru else "not stated",
-            "gap to runner-up, ours (points) [95% CI]": fmt_gap(r.get("gap"), r.get("gap_ci_low"), r.get("gap_ci_high")),
-            "gap, paper (points)": fmt_mean_sd(r.get("paper_gap")),
-            "RIM lowest (means)": "yes" if r.get("rim_lowest") else "no",
-            "verdict": fmt_verdict(r.get("verdict")),
-        })
         t3.append(row)
     t4 = []
     for r in tables.get("table4") or []:
-        row = {"data set": _ds_title(r.get("dataset"))}
+        row = {
+            "data set": _ds_title(r.get("dataset")),
+            "runner-up (noisy)": method_title(r.get("runner_up")) if r.get("runner_up") else "n/a",
+            "growth gap, ours [95% CI]": fmt_gap(r.get("growth_gap"), r.get("growth_gap_ci_low"), r.get("growth_gap_ci_high")),
+            "growth gap, paper": fmt_mean_sd(r.get("paper_growth_gap")),
+            "verdict: RIM's error grows less": fmt_verdict(r.get("growth_verdict")),
+            "noisy gap, ours [95% CI]": fmt_gap(r.get("noisy_gap"), r.get("noisy_gap_ci_low"), r.get("noisy_gap_ci_high")),
+            "verdict: RIM lowest under noise": fmt_verdict(r.get("noisy_verdict")),
+        }
         for m in ("rim", "parallel_lstm", "entnet", "rmc", "indrnn"):
             cell = fmt_mean_sd(r.get(f"{m}_noisy_error"), r.get(f"{m}_noisy_sd"))
             ch = _num(r.get(f"{m}_change"))
             if cell != "n/a" and not math.isnan(ch):
                 cell += f" ({ch:+.2f})"
             row[f"{method_title(m).split(' (')[0]} noisy error (%) (change)"] = cell
-        row.update({
-            "runner-up (noisy)": method_title(r.get("runner_up")) if r.get("runner_up") else "n/a",
-            "noisy gap, ours [95% CI]": fmt_gap(r.get("noisy_gap"), r.get("noisy_gap_ci_low"), r.get("noisy_gap_ci_high")),
-            "verdict: RIM lowest under noise": fmt_verdict(r.get("noisy_verdict")),
-            "growth gap, ours [95% CI]": fmt_gap(r.get("growth_gap"), r.get("growth_gap_ci_low"), r.get("growth_gap_ci_high")),
-            "growth gap, paper": fmt_mean_sd(r.get("paper_growth_gap")),
-            "verdict: RIM's error grows less": fmt_verdict(r.get("growth_verdict")),
-        })
         t4.append(row)
     return {"table2": pd.DataFrame(t2), "table3": pd.DataFrame(t3), "table4": pd.DataFrame(t4)}
 
@@ -526,7 +535,7 @@ def timeline_figure(image, panels: list[dict], *, t: int | None = None, title: s
     img = np.asarray(image)
     T = img.shape[0]
     n_units = [len(p["units"]) for p in panels]
-    heights = [max(70, 14 * min(img.shape[1], 32))] + [max(60, 24 * u) for u in n_units]
+    heights = [4 * img.shape[1]] + [max(60, 24 * u) for u in n_units]
     fig = make_subplots(rows=1 + len(panels), cols=1, shared_xaxes=True, vertical_spacing=0.06,
                         row_heights=heights, subplot_titles=["image, rotated: row t runs down column t"]
                         + [p["title"] for p in panels])
@@ -559,14 +568,24 @@ def timeline_figure(image, panels: list[dict], *, t: int | None = None, title: s
         fig.data[i - 1].colorbar.update(y=(dom[0] + dom[1]) / 2, len=max(0.12, dom[1] - dom[0]),
                                         yanchor="middle", thickness=12, title_side="right")
     if t is not None:
-        fig.add_shape(type="rect", xref="x", yref="paper", x0=t - 0.5, x1=t + 0.5, y0=0, y1=1,
-                      line=dict(color="#000000", width=2), fillcolor="rgba(0,0,0,0)")
+        mark_step(fig, t)
     fig.update_xaxes(title_text=f"{TIMESTEP_AXIS} (1-{T})", row=1 + len(panels), col=1)
     fig.update_xaxes(range=[0.5, T + 0.5], dtick=1 if T <= 32 else 4, tickfont_size=9)
     total = sum(heights) + 60 * (len(panels) + 1) + 40
     fig.update_layout(height=total, title=title or None, margin=dict(l=70, r=20, t=40 if title else 30, b=40),
                       showlegend=False)
     fig.update_annotations(font_size=12)
+    return fig
+
+
+def mark_step(fig: go.Figure, t: int) -> go.Figure:
+    """Frame timestep ``t`` across all panels of a figure with x = timestep (replaces the old frame).
+
+    Cheap: a page builds a timeline once per input and only moves this frame per step.
+    """
+    fig.layout.shapes = [s for s in fig.layout.shapes if s.name != "step"]
+    fig.add_shape(type="rect", xref="x", yref="paper", x0=t - 0.5, x1=t + 0.5, y0=0, y1=1, name="step",
+                  line=dict(color="#000000", width=2), fillcolor="rgba(0,0,0,0)")
     return fig
 
 
@@ -668,8 +687,7 @@ def mask_shift_figure(clean, noisy, unit_names: list, *, t: int | None = None,
         dom = fig.layout[f"yaxis{i}"].domain
         fig.data[i - 1].colorbar.update(y=(dom[0] + dom[1]) / 2, len=dom[1] - dom[0], yanchor="middle")
     if t is not None:
-        fig.add_shape(type="rect", xref="x", yref="paper", x0=t - 0.5, x1=t + 0.5, y0=0, y1=1,
-                      line=dict(color="#000000", width=2))
+        mark_step(fig, t)
     fig.update_xaxes(range=[0.5, T + 0.5], dtick=1 if T <= 32 else 4, tickfont_size=9)
     fig.update_xaxes(title_text=f"{TIMESTEP_AXIS} (1-{T})", row=3, col=1)
     fig.update_layout(height=3 * (24 * len(unit_names) + 40) + 100, margin=dict(l=70, r=20, t=30, b=40))

@@ -107,7 +107,7 @@ def new_run_id() -> str:
 
 def check_run_id(run_id) -> str:
     """``run_id`` if it is one of ours, else RunStoreError (never a path from outside)."""
-    if not isinstance(run_id, str) or not RUN_ID_RE.match(run_id):
+    if not isinstance(run_id, str) or not RUN_ID_RE.fullmatch(run_id):
         raise RunStoreError(f"Not a valid run id: {str(run_id)[:60]!r}.")
     return run_id
 
@@ -489,7 +489,7 @@ class RunStore:
             names = [p.name for p in self.root.iterdir()]
         except OSError:
             return []
-        return [n for n in names if RUN_ID_RE.match(n)]
+        return [n for n in names if RUN_ID_RE.fullmatch(n)]
 
     def read_status(self, run_id: str) -> dict:
         st = _read_json(self.run_dir(run_id) / STATUS_FILE)
@@ -714,6 +714,9 @@ class RunStore:
     # -- the queue ------------------------------------------------------------------------
     def _mark_dead(self, run_id: str, st: dict, why: str) -> None:
         d = self.run_dir(run_id)
+        st = self.read_status(run_id)  # re-read: the worker may have finished just before it ended
+        if st.get("status") != "running":
+            return
         m = read_metrics_file(d / METRICS_FILE)
         it = m["iteration"][-1] if m["iteration"] else int(st.get("iteration") or 0)
         latest = dict(st.get("latest") or {})
@@ -784,7 +787,12 @@ class RunStore:
                 for _, rid in sorted(queued):
                     if running >= self.max_concurrent:
                         break
-                    proc = self._spawn(rid)
+                    try:
+                        proc = self._spawn(rid)
+                    except OSError as exc:  # e.g. out of processes or memory: tell, don't retry forever
+                        self._set_status(rid, status="failed", finished=_now_iso(),
+                                         message=f"could not start a worker process ({exc})")
+                        continue
                     now_iso = _now_iso()
                     self._set_status(rid, status="running", pid=proc.pid, host=socket.gethostname(),
                                      started=now_iso, heartbeat=time.time(), message="starting the worker")

@@ -205,6 +205,22 @@ def run_store():
         return None
 
 
+def session_owner() -> str:
+    """This browser session's id (the Train page's convention: ``rimscope_owner`` in the session,
+    ``?owner=`` in the URL so a reload keeps it). Runs are editable only by their owner."""
+    import re
+    import secrets
+
+    owner = st.session_state.get("rimscope_owner")
+    if not owner:
+        q = st.query_params.get("owner", "")
+        owner = q if re.fullmatch(r"[0-9a-f]{16}", q or "") else secrets.token_hex(8)
+        st.session_state["rimscope_owner"] = owner
+    if st.query_params.get("owner") != owner:
+        st.query_params["owner"] = owner
+    return owner
+
+
 def model_entries(dataset: str | None = None) -> tuple[list[catalog.ModelEntry], list[str]]:
     """Pretrained entries plus the user's runs, and any problems met while listing them."""
     problems = []
@@ -319,11 +335,12 @@ def _figure_png(fig_json: str, width: int, height: int) -> bytes:
     return pio.from_json(fig_json).to_image(format="png", width=width, height=height, scale=2)
 
 
-def figure_downloads(fig, name: str, key: str, width: int = 1400) -> None:
+def figure_downloads(fig, name: str, key: str, width: int = 1100) -> None:
     """PNG (rendered only when clicked, via kaleido) and standalone HTML download buttons."""
     fig_json = fig.to_json()
     height = int(fig.layout.height or 500)
-    c1, c2, _ = st.columns([1, 1, 4])
+    row = st.container(horizontal=True)
+    c1 = c2 = row
     if png_export_ready():
         c1.download_button("⬇ PNG", data=lambda: _figure_png(fig_json, width, height), file_name=f"{name}.png",
                            mime="image/png", key=f"{key}_png", on_click="ignore",

@@ -67,7 +67,7 @@ def _pick_test_image(dataset: str, model, entry, data):
     rng = np.random.default_rng()
 
     if how == "Random":
-        st.button("🎲 Another image", key="mech_rand",
+        st.button("Another image", key="mech_rand",
                   on_click=lambda: st.session_state.update(mech_idx=int(rng.integers(n))))
     elif how == "By class":
         cls = st.selectbox("Class", range(len(classes)), format_func=lambda c: classes[c], key="mech_cls")
@@ -77,7 +77,7 @@ def _pick_test_image(dataset: str, model, entry, data):
             return None
         if data.labels[st.session_state["mech_idx"]] != cls:
             st.session_state["mech_idx"] = int(members[0])
-        st.button(f"🎲 Another {classes[cls]}", key="mech_rand_cls",
+        st.button(f"Another {classes[cls]}", key="mech_rand_cls",
                   on_click=lambda: st.session_state.update(mech_idx=int(rng.choice(members))))
     else:
         with st.spinner(f"Finding the mistakes of {entry.display} on {min(n, MISCLASSIFIED_POOL)} test images…"):
@@ -151,8 +151,35 @@ def _step_text(trace: dict, unit_names: list, model_name: str, t: int, T: int, a
     return f"**Step {t} of {T}** (image row {t}). {activity_label}: {parts}."
 
 
+def _framed_row(image: np.ndarray, row: int, side: int = 224) -> np.ndarray:
+    """The image enlarged (nearest neighbour) with row ``row`` (1-based) framed in orange."""
+    big = common.upscaled(image, side)
+    f = big.shape[0] // image.shape[0]
+    out = np.repeat(big[..., None], 3, axis=2) if big.ndim == 2 else big.copy()
+    top, bottom = (row - 1) * f, row * f - 1
+    colour = np.array([213, 94, 0], dtype=np.uint8)  # the RIM orange
+    w = max(1, f // 4)
+    out[max(0, top - w) : top + w, :] = colour
+    out[bottom - w + 1 : bottom + w + 1, :] = colour
+    out[max(0, top - w) : bottom + w + 1, :w] = colour
+    out[max(0, top - w) : bottom + w + 1, -w:] = colour
+    return out
+
+
+def _timeline(image: np.ndarray, trace: dict, unit_names: list, model_name: str, activity_label: str,
+              heads: bool, cache_key: tuple):
+    """The timeline figure without a step marker, built once per input and kept per session."""
+    held = st.session_state.get("_mech_timeline")
+    if held is not None and held[0] == cache_key:
+        return held[1]
+    panels = plots.trace_panels(trace, unit_names, model_name, activity_label, heads=heads)
+    fig = plots.timeline_figure(image, panels)
+    st.session_state["_mech_timeline"] = (cache_key, fig)
+    return fig
+
+
 def _timestep_view(image: np.ndarray, trace: dict, unit_names: list, model_name: str, activity_label: str,
-                   playing: bool) -> None:
+                   playing: bool, cache_key: tuple) -> None:
     T = image.shape[0]
     t_now = int(st.session_state.get("mech_t", 1))
     if playing:
@@ -162,26 +189,25 @@ def _timestep_view(image: np.ndarray, trace: dict, unit_names: list, model_name:
     def step(d: int) -> None:
         st.session_state["mech_t"] = (int(st.session_state.get("mech_t", 1)) - 1 + d) % T + 1
 
-    c_prev, c_slider, c_next = st.columns([1, 10, 1], vertical_alignment="bottom")
+    c_prev, c_slider, c_next = st.columns([1, 14, 1], vertical_alignment="bottom")
     c_prev.button("◀", key="mech_prev", on_click=step, args=(-1,), help="previous row")
     t = c_slider.slider("Timestep = image row", 1, T, key="mech_t")
     c_next.button("▶", key="mech_next", on_click=step, args=(1,), help="next row")
-    st.markdown(_step_text(trace, unit_names, model_name, t, T, activity_label))
 
-    heads = False
-    if model_name == "rim":
-        heads = st.checkbox("Show each input-attention head", key="mech_heads")
-    left, right = st.columns([3, 2])
-    panels = plots.trace_panels(trace, unit_names, model_name, activity_label, heads=heads)
-    left.plotly_chart(plots.timeline_figure(image, panels, t=t), key="mech_timeline", config=CHART)
-    with right:
-        st.plotly_chart(plots.image_figure(image, row=t, title=f"input, row {t} framed", height=260),
-                        key="mech_row_image", config=CHART)
-        if model_name == "rim" and "comm_attention" in trace:
-            st.plotly_chart(plots.comm_attention_figure(trace["comm_attention"][t - 1], unit_names,
-                                                        trace["active"][t - 1], t=t),
+    c_img, c_comm, c_text = st.columns([2, 3, 3])
+    c_img.image(_framed_row(image, t), caption=f"row {t} of {T}, framed")
+    if model_name == "rim" and "comm_attention" in trace:
+        c_comm.plotly_chart(plots.comm_attention_figure(trace["comm_attention"][t - 1], unit_names,
+                                                        trace["active"][t - 1], t=t, height=300),
                             key="mech_comm", config=CHART)
-            st.caption("Each active LSTM adds 1/10 of what it reads to its state; inactive rows are blank.")
+    with c_text:
+        st.markdown(_step_text(trace, unit_names, model_name, t, T, activity_label))
+        if model_name == "rim":
+            st.caption("An active LSTM runs its own LSTM cell on the row and then adds 1/10 of what it reads "
+                       "from the others (attention on the left); an inactive one keeps its state unchanged.")
+        heads = model_name == "rim" and st.checkbox("Show each input-attention head", key="mech_heads")
+    fig = _timeline(image, trace, unit_names, model_name, activity_label, heads, cache_key + (heads,))
+    st.plotly_chart(plots.mark_step(fig, t), key="mech_timeline", config=CHART)
 
 
 # --------------------------------------------------------------------------- views
@@ -196,7 +222,7 @@ def one_input_view(dataset: str, entry, model, compared: dict) -> None:
 
     image = label = prepared = None
     what = ""
-    left, right = st.columns([1, 2])
+    left, right = st.columns([2, 3])
     with left:
         if source == "Test image":
             try:
@@ -234,9 +260,9 @@ def one_input_view(dataset: str, entry, model, compared: dict) -> None:
             rows.append({"label": e.display, "method": method, "probs": _proba(m, e.key, common.entry_mtime(e), image)})
         c_img, c_pred = st.columns([1, 2])
         with c_img:
-            st.image(common.upscaled(image), caption=f"What the model sees: {what}, "
-                     f"{info.image_shape[0]}x{info.image_shape[1]}" + ("" if grey else " RGB")
-                     + (f", true class {classes[label]}" if label is not None else ""))
+            st.image(common.upscaled(image))
+            st.caption(f"What the model sees: {what}, {info.image_shape[0]}x{info.image_shape[1]}"
+                       + ("" if grey else " RGB") + (f", true class {classes[label]}" if label is not None else ""))
         with c_pred:
             st.plotly_chart(plots.probability_figure(rows, classes, true_class=label, height=300),
                             key="mech_probs", config=CHART)
@@ -255,7 +281,8 @@ def one_input_view(dataset: str, entry, model, compared: dict) -> None:
                    f"{spec.activity_label}. Pick a RIM model above to see the mechanisms.")
     playing = st.toggle(f"▶ Play (one row every {PLAY_SECONDS} s)", key="mech_play")
     view = st.fragment(run_every=PLAY_SECONDS if playing else None)(_timestep_view)
-    view(image, trace, unit_names, entry.model, spec.activity_label, playing)
+    cache_key = (entry.key, common.entry_mtime(entry), image.shape, hash(image.tobytes()))
+    view(image, trace, unit_names, entry.model, spec.activity_label, playing, cache_key)
 
 
 def dataset_view(dataset: str, entry, model) -> None:
@@ -273,14 +300,16 @@ def dataset_view(dataset: str, entry, model) -> None:
         stats = _stats(model, entry.key, common.entry_mtime(entry), _data_key(dataset, data), data.images,
                        data.labels, n, len(info.classes))
     what = "fraction of rows active" if entry.model == "rim" else f"mean {spec.activity_label}"
+    short = "share active" if entry.model == "rim" else "mean"
     st.caption(f"{stats.n} images from {data.source} (fixed subset, seed 0); model accuracy on them "
-               f"{stats.accuracy * 100:.1f}%. Colour: {what}.")
+               f"{stats.accuracy * 100:.1f}%. Colour: {what}"
+               + (", minus the unit's average over all images and rows (red: more than usual)." if relative else "."))
     units = stats.unit_names or [f"unit {i + 1}" for i in range(stats.by_row.shape[1])]
     classes = list(info.classes)
     if relative:
-        z, cb, div = stats.class_deviation(), f"{what}, minus the unit's average", True
+        z, cb, div = stats.class_deviation(), f"{short} - average", True
     else:
-        z, cb, div = stats.by_class, what, False
+        z, cb, div = stats.by_class, short, False
     left, right = st.columns(2)
     left.plotly_chart(plots.unit_heatmap(z, classes, units, x_title="class", colorbar=cb, diverging=div,
                                          zmin=0 if entry.model == "rim" else None,
@@ -310,14 +339,16 @@ def dataset_view(dataset: str, entry, model) -> None:
 
 # --------------------------------------------------------------------------- page
 
-st.title("🧩 Mechanisms")
+st.title("Mechanisms")
 st.caption("Which of the 6 LSTMs the input attention activates at each image row, what the active ones read "
            "from each other, and whether they specialise by class or row.")
 
 c_ds, c_model = st.columns(2)
 with c_ds:
     dataset = common.dataset_picker(key="mech_dataset")
-all_entries = common.entries(dataset)
+all_entries, problems = common.model_entries(dataset)
+for problem in problems:
+    st.warning(problem)
 if not all_entries:
     st.info(f"No model for {DATASETS[dataset].title} yet. Train one on the Train page, upload one on the "
             "Models page, or install the pretrained models (pretrained/manifest.json).")

@@ -19,6 +19,7 @@ from pages.common import (
     fmt_pct,
     model_entries,
     run_store,
+    session_owner,
     show_error,
 )
 
@@ -37,6 +38,44 @@ def _pct(v):
     return round(100 * f, 2) if math.isfinite(f) else None
 
 
+def _label(entry) -> str:
+    extra = f", seed {entry.seed}" if entry.seed is not None else ""
+    run = f" {entry.key.split(':', 1)[1]}" if entry.key.startswith("run:") else ""
+    return f"{_ds_title(entry.dataset)} · {method_title(entry.model)} ({entry.source}{run}{extra})"
+
+
+def _run_info(entry):
+    """The run store's record of a run entry (owner, status), or None."""
+    if store is None or not entry.key.startswith("run:"):
+        return None
+    try:
+        return store.get(entry.key.split(":", 1)[1])
+    except Exception:
+        return None
+
+
+def _owner_label(entry) -> str:
+    if entry.source == "pretrained":
+        return ""
+    info = infos.get(entry.key)
+    return "you" if info is not None and info.owner == owner else "another session"
+
+
+def _history_from_store(entry) -> dict:
+    """Curves of a run whose checkpoint JSON has none, from the store's live metrics file."""
+    try:
+        m = store.read_metrics(entry.key.split(":", 1)[1])
+    except Exception:
+        return {}
+    out = {}
+    if m.get("iteration"):
+        out["history"] = {"iteration": m["iteration"], "loss": m.get("loss", []), "batch_acc": m.get("batch_acc", [])}
+    if m.get("eval_iteration"):
+        out["evals"] = {"iteration": m["eval_iteration"], "test_acc": m.get("test_acc", []),
+                        "test_loss": m.get("test_loss", [])}
+    return out
+
+
 def _row(entry, meta: dict | None) -> dict:
     """One table row: metadata first (the full record), catalog metrics as fallback."""
     metrics = dict(entry.metrics or {})
@@ -48,6 +87,7 @@ def _row(entry, meta: dict | None) -> dict:
         "data set": _ds_title(entry.dataset),
         "model": method_title(entry.model),
         "source": entry.source,
+        "owner": _owner_label(entry),
         "parameters": metrics.get("parameters"),
         "seed": entry.seed,
         "clean error (%)": _pct(metrics.get("test_error")),
@@ -59,9 +99,10 @@ def _row(entry, meta: dict | None) -> dict:
 
 
 st.title("Models")
-st.caption("The shipped pretrained models and your own runs (trained on the Train page or uploaded here), "
-           "in one table. Errors are on the full test split of each data set; noisy = Gaussian noise, "
-           "variance 0.01.")
+st.caption("The shipped pretrained models and the runs trained on the Train page or uploaded here, in one table. "
+           "Errors are in percent on the test data each run was evaluated on (its data source is under "
+           "*Training setup and data*); noisy = Gaussian noise of variance 0.01 on the test images. Runs that are "
+           "still training, failed or were stopped are on the Train page.")
 
 flash = st.session_state.pop("models_flash", None)
 if flash:
@@ -71,13 +112,15 @@ entries, problems = model_entries()
 for p in problems:
     st.warning(p)
 store = run_store()
+owner = session_owner()
+infos = {e.key: _run_info(e) for e in entries if e.source != "pretrained"}
 
 # ---- the table -----------------------------------------------------------------------------
 f1, f2 = st.columns([1, 2])
 ds_filter = f1.selectbox("Data set", [ALL] + list(DATASETS), key="models_ds",
                          format_func=lambda d: d if d == ALL else _ds_title(d))
-sources = sorted({e.source for e in entries}) or ["pretrained"]
-src_filter = f2.multiselect("Source", sources, default=sources, key="models_src")
+SOURCES = ["pretrained", "trained", "uploaded"]
+src_filter = f2.multiselect("Source", SOURCES, default=SOURCES, key="models_src")
 shown = [e for e in entries if (ds_filter == ALL or e.dataset == ds_filter) and e.source in src_filter]
 metas = {e.key: entry_metadata(e) for e in shown}
 table = pd.DataFrame([_row(e, metas[e.key]) for e in shown])
@@ -103,10 +146,12 @@ else:
 if shown:
     st.header("Inspect a model")
     by_key = {e.key: e for e in shown}
+    if "models_pick_next" in st.session_state:  # set by an import or a delete on the previous run
+        st.session_state["models_pick"] = st.session_state.pop("models_pick_next")
     if st.session_state.get("models_pick") not in by_key:
         st.session_state.pop("models_pick", None)
     pick = st.selectbox("Model", list(by_key), key="models_pick",
-                        format_func=lambda k: f"{_ds_title(by_key[k].dataset)} · {by_key[k].display}")
+                        format_func=lambda k: _label(by_key[k]))
     entry = by_key[pick]
     meta = metas.get(pick)
     if meta is None:
@@ -121,6 +166,8 @@ if shown:
         c[4].metric("Seed", entry.seed if entry.seed is not None else "n/a")
         if meta.get("status") not in (None, "completed"):
             st.warning(f"This run's status is {meta.get('status')!r}: {meta.get('message', '')}")
+        if store is not None and entry.key.startswith("run:") and not meta.get("history"):
+            meta = {**meta, **_history_from_store(entry)}
         fig = run_curves_figure(meta, title=f"{method_title(entry.model)} on {_ds_title(entry.dataset)}")
         st.plotly_chart(fig, width="stretch", key="models_curves")
         figure_downloads(fig, f"curves_{entry.dataset}_{entry.model}", key="models_curves_dl")
@@ -139,7 +186,7 @@ if shown:
         # downloads: the two files of the checkpoint, straight from disk
         w_path, m_path = Path(entry.stem).with_suffix(".safetensors"), Path(entry.stem).with_suffix(".json")
         base = f"{entry.dataset}_{entry.model}" + (f"_s{entry.seed}" if entry.seed is not None else "")
-        d1, d2, _ = st.columns([1, 1, 3])
+        d1 = d2 = st.container(horizontal=True)
         try:
             d1.download_button("⬇ Weights (.safetensors)", w_path.read_bytes(), file_name=f"{base}.safetensors",
                                mime="application/octet-stream", key="models_dl_w")
@@ -148,8 +195,11 @@ if shown:
         except OSError as exc:
             st.error(f"The checkpoint files of {entry.display} cannot be read ({exc.strerror or exc}).")
 
-        # delete: own runs only, after an explicit confirmation
-        if entry.source != "pretrained" and entry.key.startswith("run:"):
+        # delete: this session's own runs only, after an explicit confirmation
+        info = infos.get(entry.key)
+        if entry.source != "pretrained" and entry.key.startswith("run:") and (info is None or info.owner != owner):
+            st.caption("This run belongs to another session, so it is read-only here.")
+        elif entry.source != "pretrained" and entry.key.startswith("run:"):
             run_id = entry.key.split(":", 1)[1]
             with st.expander("Delete this run"):
                 sure = st.checkbox(f"Yes, delete run {run_id} and its files for good", key=f"models_del_ok_{run_id}")
@@ -163,7 +213,7 @@ if shown:
                             show_error(exc, f"Could not delete run {run_id}")
                         else:
                             st.session_state["models_flash"] = f"Run {run_id} was deleted."
-                            st.session_state.pop("models_pick", None)
+                            st.session_state["models_pick_next"] = None
                             st.rerun()
         elif entry.source == "pretrained":
             st.caption("Pretrained models ship with RIMscope and cannot be deleted here.")
@@ -196,7 +246,8 @@ if st.button("Check and import", key="models_import", disabled=not (up_w and up_
                        "is not available in this installation, so it was not saved.")
         else:
             try:
-                run_id = store.import_checkpoint(up_w.getvalue(), up_m.getvalue(), ds_up)
+                run_id = store.import_checkpoint(up_w.getvalue(), up_m.getvalue(), ds_up, owner=owner,
+                                                 label=f"upload {up_w.name}"[:200])
             except CheckpointError as exc:
                 st.error(f"Upload refused: {exc}")
             except Exception as exc:
@@ -204,5 +255,5 @@ if st.button("Check and import", key="models_import", disabled=not (up_w and up_
             else:
                 st.session_state["models_flash"] = (f"Imported {method_title(str(meta_up.get('model')))} on "
                                                     f"{_ds_title(ds_up)} as run {run_id}.")
-                st.session_state["models_pick"] = f"run:{run_id}"
+                st.session_state["models_pick_next"] = f"run:{run_id}"
                 st.rerun()

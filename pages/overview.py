@@ -86,35 +86,38 @@ except Exception as exc:  # a model that fails to build must not hide the rest o
 rows = []
 for name in list_models():
     spec = get_spec(name)
-    row = {"method": method_title(name), "what it is": spec.description}
+    row = {"method": method_title(name)}
     for label, per_model in counts.items():
         row[f"parameters, input {label.split(' (')[0]}"] = per_model.get(name)
+    row["what it is"] = spec.description
     rows.append(row)
+st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
+             column_config={"what it is": st.column_config.TextColumn("what it is", width="large")})
 c1, c2 = st.columns([3, 2])
 with c1:
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
-    if counts:
-        first = next(iter(counts.values()))
-        if first.get("rim") and first.get("parallel_lstm"):
-            ratio = first["rim"] / first["parallel_lstm"]
-            st.caption(
-                f"The paper matches RIM with parallel LSTMs by **neuron count** (4 LSTMs x 32 units, as many as "
-                f"RIM's 4 active ones), not by parameters: here RIM has {ratio:.1f}x the parameters of the "
-                "parallel LSTMs (six LSTMs plus two attentions). Keep this in mind when reading the comparisons. "
-                "EntNet, RMC and IndRNN are sized to be in the same range as the parallel LSTMs."
-            )
-    st.markdown("**Knobs of the paper's method (defaults used everywhere here)**")
-    knobs = [{"setting": k, "default": str(v), "meaning": RIM_KNOBS.get(k, "")}
-             for k, v in config_fields("rim").items() if k not in ("input_dim", "num_classes")]
-    st.dataframe(pd.DataFrame(knobs), hide_index=True, width="stretch")
-with c2:
     if counts:
         st.plotly_chart(parameter_bar_figure(counts), width="stretch", key="param_bars")
+with c2:
     legend = " ".join(
         f"<span style='color:{method_color(m)};font-size:1.3em'>■</span> {method_title(m)}&nbsp;&nbsp;"
         for m in list_models())
     st.markdown(legend, unsafe_allow_html=True)
     st.caption("These colours stand for the same method on every page.")
+    if counts:
+        first = next(iter(counts.values()))
+        if first.get("rim") and first.get("parallel_lstm"):
+            ratio = first["rim"] / first["parallel_lstm"]
+            st.markdown(
+                f"The paper matches RIM with parallel LSTMs by **neuron count** (4 LSTMs x 32 units, as many as "
+                f"RIM's 4 active ones), not by parameters: here RIM has **{ratio:.1f}x the parameters** of the "
+                "parallel LSTMs (six LSTMs plus two attentions). Keep this in mind when reading the comparisons. "
+                "EntNet, RMC and IndRNN are sized to be in the same range as the parallel LSTMs."
+            )
+st.markdown("**Knobs of the paper's method (defaults used everywhere here)**")
+knobs = [{"setting": k, "default": str(v), "meaning": RIM_KNOBS.get(k, "")}
+         for k, v in config_fields("rim").items() if k not in ("input_dim", "num_classes")]
+st.dataframe(pd.DataFrame(knobs), hide_index=True, width="stretch", height=36 * (len(knobs) + 1) + 3,
+             column_config={"meaning": st.column_config.TextColumn("meaning", width="large")})
 
 # ---- what is loaded ------------------------------------------------------------------------
 st.header("What is loaded")

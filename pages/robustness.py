@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import streamlit as st
 
@@ -10,7 +12,8 @@ from core.data import DATASETS, add_noise, stretch_rows
 from core.errors import DataUnavailableError, InputImageError
 from pages import common
 
-SUBSET = 500  # test images every method is scored on (fixed subset, seed 0)
+# test images every method is scored on (fixed subset, seed 0); smaller on a slow machine
+SUBSET = max(10, int(os.environ.get("RIMSCOPE_ROBUSTNESS_SUBSET", "500") or 500))
 SEED = 0  # one noise draw, shared by all methods
 PAPER_VAR = 0.01
 GRID = tuple(round(0.01 * i, 2) for i in range(21))  # slider positions = curve points: 0 .. 0.20
@@ -128,7 +131,7 @@ def _pick_image(dataset: str, data, key: str):
     rng = np.random.default_rng()
     c1, c2 = st.columns([3, 2], vertical_alignment="bottom")
     i = c1.number_input(f"Test image number (0-{n - 1})", 0, n - 1, key=f"{key}_idx")
-    c2.button("🎲 Random", key=f"{key}_rand",
+    c2.button("Random image", key=f"{key}_rand",
               on_click=lambda: st.session_state.update({f"{key}_idx": int(rng.integers(n))}))
     return np.asarray(data.images[int(i)]), int(data.labels[int(i)]), f"test image #{int(i)}"
 
@@ -347,13 +350,15 @@ def _data_message(dataset: str) -> str:
 
 # --------------------------------------------------------------------------- page
 
-st.title("🌫️ Robustness")
+st.title("Robustness")
 st.caption("The paper's noise test, live: Gaussian noise on the test images only (training unchanged), and, beyond "
            "the paper, images stretched to other numbers of rows. Every method is scored on the same test images "
            "and the same noise draw.")
 
 dataset = common.dataset_picker(key="rb_dataset")
-all_entries = common.entries(dataset)
+all_entries, problems = common.model_entries(dataset)
+for problem in problems:
+    st.warning(problem)
 if not all_entries:
     st.info(f"No model for {DATASETS[dataset].title} yet. Train one on the Train page, upload one on the "
             "Models page, or install the pretrained models (pretrained/manifest.json).")

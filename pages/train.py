@@ -7,7 +7,6 @@ training happens in worker processes, so the page never blocks and runs survive 
 from __future__ import annotations
 
 import re
-import secrets
 
 import plotly.graph_objects as go
 import streamlit as st
@@ -19,26 +18,15 @@ from core.models import list_models
 from core.plots import method_color, method_title
 from core.runs import RunInfo, RunStore, parse_seeds, training_data_plan, validate_config
 from core.train import TrainConfig
-from pages.common import dataset_picker, show_error
+from pages.common import dataset_picker, session_owner, show_error
 
 MAX_RUNS_PER_START = 20
 SHOWN_OWN_RUNS = 8  # finished runs of this session shown with curves; older ones in a table
 MAX_POINTS = 1500  # per curve (longer loss curves are thinned)
+REFRESH_S = 2.0  # live view refresh while runs are queued or running (2 cores: keep it light)
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 STATUS_ICONS = {"queued": "⏳", "running": "🏃", "completed": "✅", "stopped": "⏹️", "diverged": "💥",
                 "interrupted": "⚠️", "failed": "❌", "uploaded": "📤"}
-
-
-def session_owner() -> str:
-    """This browser session's id; kept in the URL (``?owner=``) so a reload keeps its runs."""
-    owner = st.session_state.get("rimscope_owner")
-    if not owner:
-        q = st.query_params.get("owner", "")
-        owner = q if re.fullmatch(r"[0-9a-f]{16}", q or "") else secrets.token_hex(8)
-        st.session_state["rimscope_owner"] = owner
-    if st.query_params.get("owner") != owner:
-        st.query_params["owner"] = owner
-    return owner
 
 
 def md_escape(text: str) -> str:
@@ -98,9 +86,10 @@ def run_card(store: RunStore, r: RunInfo, editable: bool) -> None:
         head.progress(r.progress, text=f"{r.status} · {r.iteration:,} / {r.total:,} iterations")
         lt = r.latest or {}
         if r.status in ("completed", "stopped") and r.metrics.get("test_accuracy") is not None:
+            noisy = (f" · with noise (variance {r.metrics.get('noise_var')}) "
+                     f"{pct(r.metrics.get('noisy_test_accuracy'))}" if "noisy_test_accuracy" in r.metrics else "")
             head.caption(f"final test accuracy {pct(r.metrics.get('test_accuracy'))} "
-                         f"(n={r.metrics.get('test_n', '?')}) · noisy {pct(r.metrics.get('noisy_test_accuracy'))} · "
-                         f"last loss {num(lt.get('loss'))}")
+                         f"(n={r.metrics.get('test_n', '?')}){noisy} · last loss {num(lt.get('loss'))}")
         elif lt:
             head.caption(f"loss {num(lt.get('loss'))} · batch accuracy {pct(lt.get('batch_acc'))} · "
                          f"test accuracy (subset) {pct(lt.get('test_acc'))}")
@@ -245,7 +234,7 @@ for e in dict.fromkeys(errors):
     st.error(e)
 
 n_runs = len(configs)
-if st.button(f"Start {n_runs} run{'s' if n_runs != 1 else ''}", type="primary", key="train_start",
+if st.button(f"Start {n_runs} run{'s' if n_runs != 1 else ''}" if n_runs else "Start", type="primary", key="train_start",
              disabled=bool(errors) or not data_ok or not n_runs):
     try:
         ids = [store.submit(cfg, owner=owner, label=label, data_dir=data_dir or None) for cfg in configs]
@@ -260,7 +249,7 @@ if st.button(f"Start {n_runs} run{'s' if n_runs != 1 else ''}", type="primary", 
 active_now = any(r.active for r in store.list_runs())
 
 
-@st.fragment(run_every=1.0 if active_now else None)
+@st.fragment(run_every=REFRESH_S if active_now else None)
 def live_view() -> None:
     fstore = RunStore()
     fstore.pump()

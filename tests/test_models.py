@@ -139,11 +139,11 @@ def test_rim_trace_keys_and_shapes():
     # attention weights on the real row are probabilities; the head average is their mean
     heads = trace["input_attention_heads"]
     assert ((heads > 0) & (heads < 1)).all()
-    torch.testing.assert_close(trace["input_attention"], heads.mean(-1))
+    assert (trace["input_attention"] - heads.mean(-1)).abs().max() < 1e-6
     # each LSTM's communication attention is a distribution over the n LSTMs
     comm = trace["comm_attention"]
     assert (comm >= 0).all()
-    torch.testing.assert_close(comm.sum(-1), torch.ones(B, T, n))
+    assert (comm.sum(-1) - 1).abs().max() < 1e-5
 
 
 def test_rim_exactly_k_active_per_step_for_every_example():
@@ -233,7 +233,7 @@ def test_rim_inactive_lstms_keep_c_too():
                 continue
             solo = _single_unit_copy(full, i, H)
             h_solo = final_hidden(solo, xb[:, rows]).view(5, H)[0]
-            torch.testing.assert_close(h_full[i], h_solo, rtol=0, atol=1e-6)
+            assert (h_full[i] - h_solo).abs().max() < 1e-6, (b, i)
             replayed += 1
             # and the replay is sensitive: one extra row (as if the LSTM had been active at
             # an inactive row) changes the result
@@ -336,8 +336,8 @@ def bright_row_task(n: int, seed: int, T: int = 8, D: int = 8, classes: int = 4)
 
 # (Adam steps, learning rate, batch): a few seconds each on a busy CPU; accuracy well above
 # chance for every seed tried while tuning, not just the one used here.
-RECIPES = {"rim": (80, 0.01, 64)}
-DEFAULT_RECIPE = (60, 0.02, 64)
+RECIPES = {"rim": (50, 0.02, 64), "indrnn": (60, 0.02, 64)}
+DEFAULT_RECIPE = (40, 0.03, 64)
 
 
 @pytest.mark.parametrize("name", MODELS)

@@ -44,7 +44,7 @@ def write_tiny_mnist(data_dir: Path, n: int = 300, seed: int = 0) -> None:
 
 def tiny(model: str = "parallel_lstm", **kw) -> TrainConfig:
     base = dict(dataset="mnist", model=model, iterations=30, batch_size=20, eval_every=10, eval_samples=50,
-                noise_draws=1, holdout_sample=False, model_overrides=dict(TINY[model]))
+                noise_draws=1, holdout_sample=False, model_overrides=dict(TINY.get(model, {})))
     base.update(kw)
     return TrainConfig(**base)
 
@@ -84,6 +84,7 @@ def store(tmp_path, monkeypatch):
     s.pump()
 
 
+@pytest.mark.slow
 def test_tiny_run_completes_in_a_worker(store):
     assert store.root == Path(os.environ["RIMSCOPE_HOME"]) / "runs"
     rid = store.submit(tiny(), owner="session-1", label="tiny run")
@@ -117,6 +118,7 @@ def test_tiny_run_completes_in_a_worker(store):
     assert model2.config.hidden_size == 8
 
 
+@pytest.mark.slow
 def test_queue_bound_stop_sigterm_and_delete(store):
     store.max_concurrent = 1
     ids = [store.submit(tiny(iterations=200_000, seed=i)) for i in range(3)]
@@ -243,8 +245,10 @@ def test_failed_run_reports_the_data_problem(store, monkeypatch, tmp_path):
     assert run_worker(store.run_dir(rid)) == "failed"
     info = store.get(rid)
     assert info.status == "failed" and "No Fashion-MNIST train data found" in info.message
-    # a config that only the data can refuse: batch larger than the training set
-    rid2 = store.submit(tiny(batch_size=1000))
+    # a config only the data can refuse (batch larger than the training set); the data
+    # folder given at submit wins over RIMSCOPE_DATA_DIR
+    rid2 = store.submit(tiny(batch_size=1000), data_dir=tmp_path / "data")
+    assert store.get(rid2).data_dir == str(tmp_path / "data")
     assert run_worker(store.run_dir(rid2)) == "failed"
     assert "larger than the training set" in store.get(rid2).message
 

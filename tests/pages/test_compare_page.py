@@ -1,0 +1,133 @@
+"""The Compare page through AppTest: curves per data set, errors over seeds, the three tables
+with the paper's claims, the schedule toggle, downloads, and what it says when results are missing."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from core.plots import method_title
+
+PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "compare.py")
+
+
+def run_page() -> AppTest:
+    return AppTest.from_file(PAGE, default_timeout=120).run()
+
+
+def figures(at: AppTest) -> dict[str, dict]:
+    """Plotly figures on the page by their key-less title text."""
+    out = {}
+    for el in at.get("plotly_chart"):
+        spec = json.loads(el.proto.spec)
+        title = spec.get("layout", {}).get("title", {})
+        out[title.get("text", "") if isinstance(title, dict) else str(title)] = spec
+    return out
+
+
+def test_compare_page_loads_with_curves_errors_tables_and_runs(page_env):
+    at = run_page()
+    assert not at.exception and not at.error
+    assert [t.label for t in at.tabs] == ["Training curves", "Final errors over seeds", "Paper's claims vs ours", "Runs"]
+    assert at.radio(key="cmp_schedule").options == ["paper schedule · results/paper", "longer schedule · results/long"]
+    assert at.selectbox(key="cmp_curves_ds").options == ["MNIST", "Fashion-MNIST"]
+    assert at.slider(key="cmp_smoothing").value == 0.6
+    figs = figures(at)
+    assert len(figs) == 4  # loss overlay, accuracy overlay, small multiples, error bars
+    loss = next(f for t, f in figs.items() if "training loss" in t and "per method" not in t)
+    assert len(loss["data"]) == 5 * (3 + 1)  # 5 methods x (3 seeds + mean)
+    assert "nats" in loss["layout"]["yaxis"]["title"]["text"]
+    assert "iteration" in loss["layout"]["xaxis"]["title"]["text"]
+    # the tables: ours beside the paper's, with verdicts
+    names = [s.value for s in at.subheader]
+    assert {"Table 2 · RIM vs parallel LSTMs", "Table 3 · RIM vs EntNet, RMC, IndRNN",
+            "Table 4 · Gaussian noise (variance 0.01)"} <= set(names)
+    frames = [d.value for d in at.dataframe]
+    t2 = next(f for f in frames if "gap, paper (points)" in f.columns and "parallel LSTMs error (%)" in f.columns)
+    assert list(t2["data set"]) == ["MNIST", "Fashion-MNIST"]
+    assert list(t2["gap, paper (points)"]) == ["0.35", "1.00"]
+    assert t2["verdict"].str.match("^[✅❌❔]").all()
+    runs = next(f for f in frames if "seed" in f.columns and "status" in f.columns)
+    assert len(runs) == 2 * 5 * 3
+    labels = [b.label for b in at.get("download_button")]
+    assert {"⬇ table2 as CSV (all numbers)", "⬇ table3 as CSV (all numbers)", "⬇ table4 as CSV (all numbers)",
+            "⬇ Runs as CSV", "⬇ Mean ± sd as CSV"} <= set(labels)
+    assert labels.count("⬇ HTML") == 4  # one per figure, PNG beside it when kaleido can render
+    assert labels.count("⬇ PNG") in (0, 4)
+
+
+def test_choosing_another_dataset_changes_the_curves(page_env):
+    at = run_page()
+    before = [c.value for c in at.caption if "runs. Thin lines" in c.value]
+    acc_before = next(f for t, f in figures(at).items() if "test accuracy" in t)
+    at.selectbox(key="cmp_curves_ds").set_value("fashion_mnist").run()
+    assert not at.exception
+    after = [c.value for c in at.caption if "runs. Thin lines" in c.value]
+    assert before[0].startswith("MNIST") and after[0].startswith("Fashion-MNIST")
+    acc_after = next(f for t, f in figures(at).items() if "test accuracy" in t)
+    assert acc_after["data"][-1]["y"] != acc_before["data"][-1]["y"]  # fixture: Fashion-MNIST errors are higher
+
+
+def test_small_multiples_quantity_and_smoothing(page_env):
+    at = run_page()
+    at.radio(key="cmp_sm_metric").set_value("test_acc").run()
+    sm = next(f for t, f in figures(at).items() if "per method" in t)
+    assert "periodic test accuracy" in sm["layout"]["title"]["text"]
+    titles = [a["text"] for a in sm["layout"]["annotations"]]
+    assert titles == [method_title(m) for m in ("rim", "parallel_lstm", "entnet", "rmc", "indrnn")]
+    at.slider(key="cmp_smoothing").set_value(0.0).run()
+    loss = next(f for t, f in figures(at).items() if t.endswith("training loss"))
+    assert "EMA" not in loss["layout"]["title"]["text"]
+
+
+def test_schedule_toggle_switches_results(page_env):
+    at = run_page()
+    assert any("40 iterations" in c.value for c in at.caption)
+    at.radio(key="cmp_schedule").set_value("long").run()
+    assert not at.exception
+    assert any("80 iterations" in c.value and "seeds 0, 1 " in c.value for c in at.caption)
+    runs = next(d.value for d in at.dataframe if "status" in d.value.columns)
+    assert len(runs) == 2 * 5 * 2
+
+
+def test_error_bars_clean_and_noisy(page_env):
+    at = run_page()
+    err = next(f for t, f in figures(at).items() if t.startswith("Final"))
+    assert "clean" in err["layout"]["yaxis"]["title"]["text"]
+    at.radio(key="cmp_err_metric").set_value("noisy_test_error").run()
+    err = next(f for t, f in figures(at).items() if t.startswith("Final"))
+    assert "noisy" in err["layout"]["yaxis"]["title"]["text"]
+    assert len(err["data"]) == 2 * 5 * 2  # 2 data sets x 5 methods x (seed dots + mean)
+
+
+def test_no_results_says_how_to_produce_them(empty_env):
+    at = run_page()
+    assert not at.exception and not at.error
+    assert any("python -m core.reproduce run" in i.value for i in at.info)
+
+
+def test_runs_without_summary_still_show_curves_and_explain(page_env, tmp_path, monkeypatch):
+    res = tmp_path / "results"
+    shutil.copytree(page_env["results"] / "paper", res / "paper")
+    (res / "paper" / "summary.json").unlink()
+    monkeypatch.setenv("RIMSCOPE_RESULTS_DIR", str(res))
+    at = run_page()
+    assert not at.exception and not at.error
+    assert any("python -m core.reproduce tables" in w.value for w in at.warning)
+    assert len(figures(at)) == 3  # curves only
+    assert at.get("radio")[0].key != "cmp_schedule"  # one schedule: no toggle
+
+
+def test_malformed_summary_is_reported_not_raised(page_env, tmp_path, monkeypatch):
+    res = tmp_path / "results"
+    shutil.copytree(page_env["results"] / "paper", res / "paper")
+    (res / "paper" / "summary.json").write_text("{ this is not json")
+    bad = res / "paper" / "runs" / "mnist" / "rim_s0.json"
+    bad.write_text("[1, 2")  # a broken run file is skipped
+    monkeypatch.setenv("RIMSCOPE_RESULTS_DIR", str(res))
+    at = run_page()
+    assert not at.exception and not at.error
+    assert any("missing or unreadable" in w.value for w in at.warning)

@@ -1,0 +1,181 @@
+"""The Mechanisms page through AppTest: inputs (test image, drawing, upload), the per-timestep
+view, the data-set view, and clear messages for missing data, bad files and missing models.
+
+Models come from the ``page_env`` fixture (untrained checkpoints + manifest); data are the
+bundled MNIST sample (RIMSCOPE_DATA_DIR is an empty folder, offline).
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image, ImageDraw
+from streamlit.testing.v1 import AppTest
+
+PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "mechanisms.py")
+
+
+def run_page(**state) -> AppTest:
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    for k, v in state.items():
+        at.session_state[k] = v
+    return at.run()
+
+
+def step_text(at: AppTest) -> str:
+    return next(m.value for m in at.markdown if m.value.startswith("**Step "))
+
+
+def png_digit() -> bytes:
+    im = Image.new("L", (120, 120), 255)
+    ImageDraw.Draw(im).line([(30, 20), (90, 20), (50, 100)], fill=0, width=12)
+    buf = io.BytesIO()
+    im.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def test_page_loads_with_rim_by_default(page_env):
+    at = run_page()
+    assert not at.exception
+    assert at.selectbox(key="mech_dataset").value == "mnist"
+    assert at.selectbox(key="mech_model_mnist").value == "pretrained:mnist/rim"
+    assert at.radio(key="mech_source").options == ["Test image", "Draw", "Upload"]
+    assert at.radio(key="mech_how").value == "Random"
+    assert at.slider(key="mech_t").value == 1 and at.slider(key="mech_t").max == 28
+    assert step_text(at).startswith("**Step 1 of 28**") and "Active:" in step_text(at)
+    assert at.toggle(key="mech_play").value is False
+    charts = {getattr(e, "key", None) for e in _walk(at.main)}
+    assert {"mech_probs", "mech_timeline", "mech_comm"} <= charts
+    assert not at.error
+
+
+def _walk(node):
+    yield node
+    for child in getattr(node, "children", {}).values():
+        yield from _walk(child)
+
+
+def test_timestep_slider_and_buttons_change_the_displayed_step(page_env):
+    at = run_page()
+    first = step_text(at)
+    at.slider(key="mech_t").set_value(10).run()
+    assert not at.exception
+    assert step_text(at).startswith("**Step 10 of 28**") and step_text(at) != first
+    at.button(key="mech_next").click().run()
+    assert step_text(at).startswith("**Step 11 of 28**")
+    at.button(key="mech_prev").click().run()
+    at.button(key="mech_prev").click().run()
+    assert step_text(at).startswith("**Step 9 of 28**")
+    at.slider(key="mech_t").set_value(28).run()
+    at.button(key="mech_next").click().run()  # wraps around
+    assert step_text(at).startswith("**Step 1 of 28**")
+
+
+def test_picking_test_images_by_class_and_mistakes(page_env):
+    at = run_page()
+    at.radio(key="mech_how").set_value("By class").run()
+    at.selectbox(key="mech_cls").set_value(3).run()
+    assert not at.exception
+    assert any("true class 3" in c.value for c in at.caption)
+    idx = at.number_input(key="mech_idx").value
+    at.button(key="mech_rand_cls").click().run()
+    assert any("true class 3" in c.value for c in at.caption)
+    at.radio(key="mech_how").set_value("Misclassified").run()
+    assert not at.exception
+    # an untrained model gets most images wrong; the page lists them, most confident first
+    assert at.number_input(key="mech_wrong").value == 1
+    assert "images are wrong" in at.number_input(key="mech_wrong").label
+    assert at.number_input(key="mech_idx").disabled
+    at.number_input(key="mech_wrong").set_value(2).run()
+    assert not at.exception
+    assert isinstance(idx, int)
+
+
+def test_drawing_canvas_is_present_and_empty_drawing_explains(page_env):
+    at = run_page()
+    at.radio(key="mech_source").set_value("Draw").run()
+    assert not at.exception
+    assert any("canvas is empty" in i.value for i in at.info)
+    # the canvas is a custom component: AppTest shows it as an unknown element
+    assert any(type(e).__name__ == "UnknownElement" for e in _walk(at.main))
+    assert not [m for m in at.markdown if m.value.startswith("**Step ")]
+
+
+def test_upload_good_and_bad_images(page_env):
+    at = run_page()
+    at.radio(key="mech_source").set_value("Upload").run()
+    assert any("Upload an image" in i.value for i in at.info)
+    at.file_uploader(key="mech_upload").upload("seven.png", png_digit(), "image/png").run()
+    assert not at.exception and not at.error
+    assert step_text(at).startswith("**Step 1 of 28**")
+    assert any("your image" in c.value for c in at.caption)
+    assert any(e.label == "Preprocessing steps" for e in at.expander)
+
+    at.file_uploader(key="mech_upload").upload("notes.png", b"this is not an image", "image/png").run()
+    assert not at.exception
+    assert any("not an image in a supported format" in e.value for e in at.error)
+
+    blank = io.BytesIO()
+    Image.new("L", (50, 50), 255).save(blank, format="PNG")
+    at.file_uploader(key="mech_upload").upload("blank.png", blank.getvalue(), "image/png").run()
+    assert not at.exception
+    assert any("empty" in i.value for i in at.info)
+
+
+def test_dataset_view_shows_class_and_row_heatmaps(page_env):
+    at = run_page(mech_tab="Across the test set")
+    assert not at.exception
+    assert at.select_slider(key="mech_stats_n").value == 1000
+    cap = next(c.value for c in at.caption if "fixed subset, seed 0" in c.value)
+    assert "1000 images from bundled sample" in cap and "fraction of rows active" in cap
+    charts = {getattr(e, "key", None) for e in _walk(at.main)}
+    assert {"mech_stats_class", "mech_stats_row"} <= charts
+    assert len(at.dataframe) == 1 and len(at.dataframe[0].value) == 6  # one row per LSTM
+    at.select_slider(key="mech_stats_n").set_value(200).run()
+    assert any("200 images" in c.value for c in at.caption)
+    at.toggle(key="mech_stats_rel").set_value(False).run()
+    assert not at.exception
+
+
+def test_baseline_model_shows_its_activity(page_env):
+    at = run_page()
+    at.selectbox(key="mech_model_mnist").set_value("pretrained:mnist/parallel_lstm").run()
+    assert not at.exception
+    assert any("hidden-state norm" in c.value for c in at.caption)
+    assert "hidden-state norm" in step_text(at)
+    assert not any(getattr(e, "key", None) == "mech_comm" for e in _walk(at.main))
+
+
+def test_colour_data_set_without_data_says_how_to_get_it(page_env):
+    at = run_page()
+    at.selectbox(key="mech_dataset").set_value("cifar10").run()
+    assert not at.exception
+    assert at.radio(key="mech_source").options == ["Test image", "Upload"]
+    warning = " ".join(w.value for w in at.warning)
+    assert "No CIFAR-10 test data found" in warning and "RIMSCOPE_DATA_DIR" in warning
+    # uploading still works without the data set
+    at.radio(key="mech_source").set_value("Upload").run()
+    rgb = io.BytesIO()
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (40, 60, 3), dtype=np.uint8)).save(rgb, format="PNG")
+    at.file_uploader(key="mech_upload").upload("photo.png", rgb.getvalue(), "image/png").run()
+    assert not at.exception and not at.error
+    assert step_text(at).startswith("**Step 1 of 32**")
+
+
+def test_no_models_explains_what_to_do(empty_env):
+    at = run_page()
+    assert not at.exception
+    assert any("No model for MNIST yet" in i.value for i in at.info)
+
+
+@pytest.mark.parametrize("playing", [True])
+def test_play_advances_one_row_per_run(page_env, playing):
+    at = run_page()
+    at.toggle(key="mech_play").set_value(playing).run()
+    assert not at.exception
+    s1 = step_text(at)
+    at.run()
+    assert step_text(at) != s1

@@ -1,0 +1,177 @@
+"""The Models page through AppTest: one table of pretrained models and runs, inspecting one,
+downloads, uploads (bad ones refused with a message, nothing stored) and deleting own runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from core.checkpoint import checkpoint_bytes
+from core.models import build_model
+from core.plots import method_title
+
+PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "models.py")
+OWNER = "0123456789abcdef"
+
+
+def run_page(owner: str = OWNER) -> AppTest:
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.session_state["rimscope_owner"] = owner
+    return at.run()
+
+
+def store():
+    from core.runs import RunStore
+
+    return RunStore()
+
+
+def valid_checkpoint(dataset="mnist", model="parallel_lstm", error=0.0777) -> tuple[bytes, bytes]:
+    from core.data import DATASETS
+
+    m = build_model(model, input_dim=DATASETS[dataset].input_dim)
+    return checkpoint_bytes(m, {"model": model, "dataset": dataset, "seed": 7,
+                                "metrics": {"test_error": error, "noisy_test_error": error + 0.01},
+                                "history": {"iteration": [1, 2, 3], "loss": [2.3, 2.0, 1.5],
+                                            "batch_acc": [0.1, 0.2, 0.3]}})
+
+
+def upload(at: AppTest, weights: tuple[str, bytes], meta: tuple[str, bytes], dataset: str | None = None) -> AppTest:
+    at.file_uploader(key="models_up_w").set_value((weights[0], weights[1], "application/octet-stream"))
+    at.file_uploader(key="models_up_m").set_value((meta[0], meta[1], "application/json"))
+    if dataset:
+        at.selectbox(key="models_up_ds").set_value(dataset)
+    at.run()
+    return at.button(key="models_import").click().run()
+
+
+def table(at: AppTest):
+    return at.dataframe[0].value
+
+
+def metric(at: AppTest, label: str) -> str:
+    return next(m.value for m in at.metric if m.label == label)
+
+
+def test_models_page_lists_pretrained_and_inspects_one(page_env):
+    at = run_page()
+    assert not at.exception and not at.error
+    df = table(at)
+    assert len(df) == 6
+    assert set(df["source"]) == {"pretrained"}
+    assert list(df.columns[:4]) == ["data set", "model", "source", "owner"]
+    assert {"parameters", "seed", "clean error (%)", "noisy error (%)", "date"} <= set(df.columns)
+    assert set(df["clean error (%)"]) == {3.12, 4.47, 5.81, 55.23, 57.61, 61.02}
+    assert at.selectbox(key="models_pick").value is not None
+    assert len(at.get("plotly_chart")) == 1  # the selected model's curves
+    labels = [b.label for b in at.get("download_button")]
+    assert "⬇ Weights (.safetensors)" in labels and "⬇ Metadata (.json)" in labels
+    assert "⬇ Table as CSV" in labels
+    assert len(at.file_uploader) == 2
+
+
+def test_filter_and_selection_change_the_numbers(page_env):
+    at = run_page()
+    at.selectbox(key="models_ds").set_value("cifar10").run()
+    df = table(at)
+    assert set(df["data set"]) == {"CIFAR-10"} and len(df) == 3
+    first = metric(at, "Clean test error")
+    assert first in {"55.23 %", "57.61 %", "61.02 %"}
+    options = at.selectbox(key="models_pick").options
+    at.selectbox(key="models_pick").select_index(len(options) - 1).run()
+    second = metric(at, "Clean test error")
+    assert second != first and second in {"55.23 %", "57.61 %", "61.02 %"}
+    at.selectbox(key="models_ds").set_value("fashion_mnist").run()
+    assert not at.exception
+    assert any("No model matches" in i.value for i in at.info)
+
+
+def test_downloads_are_the_files_on_disk(page_env):
+    """The two download buttons serve the checkpoint's bytes as stored (media ids hash the bytes)."""
+    mfs = pytest.importorskip("streamlit.runtime.memory_media_file_storage")
+    if not hasattr(mfs, "_calculate_file_id"):
+        pytest.skip("this Streamlit names media files differently")
+    at = run_page()
+    ds, model = at.selectbox(key="models_pick").value.split(":", 1)[1].split("/")
+    buttons = {b.label: b.proto.url for b in at.get("download_button")}
+    stem = page_env["pretrained"] / ds / model
+    for label, suffix, mime in (("⬇ Weights (.safetensors)", ".safetensors", "application/octet-stream"),
+                                ("⬇ Metadata (.json)", ".json", "application/json")):
+        data = stem.with_suffix(suffix).read_bytes()
+        file_id = mfs._calculate_file_id(data, mime, filename=f"{ds}_{model}_s0{suffix}")
+        assert file_id in buttons[label], label
+
+
+@pytest.mark.parametrize(
+    "weights, meta, needle",
+    [
+        (("model.pt", b"\x80\x04\x95 pickle bytes"), ("model.json", b"{}"), "pickle"),
+        (("model.pth", b"anything"), ("model.json", b"{}"), "never opens pickle"),
+        (("model.safetensors", b"not safetensors"), ("model.json", b"{not json"), "not valid JSON"),
+        (("model.safetensors", b"\x80\x04 disguised pickle"), ("model.json", None), "pickle"),
+        (("model.safetensors", b"junk"), ("model.txt", b"{}"), ".json"),
+    ],
+)
+def test_bad_uploads_are_refused_with_a_clear_error(page_env, weights, meta, needle):
+    if meta[1] is None:  # a real metadata file with weights that are a pickle in disguise
+        meta = ("model.json", valid_checkpoint()[1])
+    at = upload(run_page(), weights, meta)
+    assert not at.exception
+    errors = [e.value for e in at.error]
+    assert errors and errors[0].startswith("Upload refused") and needle in errors[0]
+    assert store().list_runs() == []  # nothing stored
+
+
+def test_upload_for_the_wrong_dataset_is_refused(page_env):
+    w, m = valid_checkpoint("mnist")
+    at = upload(run_page(), ("m.safetensors", w), ("m.json", m), dataset="cifar10")
+    assert any("not on 'cifar10'" in e.value for e in at.error)
+    assert store().list_runs() == []
+
+
+def test_valid_upload_is_imported_listed_and_deletable_after_confirmation(page_env):
+    pretrained_before = sorted(p.name for p in page_env["pretrained"].rglob("*"))
+    w, m = valid_checkpoint("mnist", "parallel_lstm", 0.0777)
+    at = upload(run_page(), ("mine.safetensors", w), ("mine.json", m))
+    assert not at.exception and not at.error
+    assert any("Imported" in s.value for s in at.success)
+    runs = store().list_runs()
+    assert len(runs) == 1 and runs[0].status == "uploaded" and runs[0].owner == OWNER
+    df = table(at)
+    row = df[df["source"] == "uploaded"].iloc[0]
+    assert row["owner"] == "you" and row["clean error (%)"] == 7.77 and row["model"] == method_title("parallel_lstm")
+    assert at.selectbox(key="models_pick").value == f"run:{runs[0].run_id}"  # the new run is selected
+    assert metric(at, "Clean test error") == "7.77 %"
+    # delete: disabled until confirmed
+    rid = runs[0].run_id
+    assert at.button(key=f"models_del_{rid}").disabled
+    at.checkbox(key=f"models_del_ok_{rid}").check().run()
+    at.button(key=f"models_del_{rid}").click().run()
+    assert not at.exception
+    assert store().list_runs() == []
+    assert any("deleted" in s.value for s in at.success)
+    assert len(table(at)) == 6
+    assert sorted(p.name for p in page_env["pretrained"].rglob("*")) == pretrained_before  # untouched
+
+
+def test_runs_of_other_sessions_are_read_only_and_pretrained_not_deletable(page_env):
+    w, m = valid_checkpoint("cifar10", "rim", 0.4444)
+    rid = store().import_checkpoint(w, m, "cifar10", owner="ffffffffffffffff")
+    at = run_page()
+    df = table(at)
+    assert df[df["source"] == "uploaded"].iloc[0]["owner"] == "another session"
+    at.selectbox(key="models_pick").set_value(f"run:{rid}").run()
+    assert metric(at, "Clean test error") == "44.44 %"
+    assert not [b for b in at.button if b.key == f"models_del_{rid}"]
+    assert any("another session" in c.value for c in at.caption)
+    at.selectbox(key="models_pick").set_value("pretrained:mnist/rim").run()
+    assert any("cannot be deleted" in c.value for c in at.caption)
+
+
+def test_models_page_without_any_model_explains(empty_env):
+    at = run_page()
+    assert not at.exception
+    assert any("export-pretrained" in i.value for i in at.info)
+    assert len(at.file_uploader) == 2  # uploading still works

@@ -1,0 +1,156 @@
+"""The Robustness page through AppTest: the live noise slider, the error curve, RIM's mask
+shift, other noise kinds, the stretch view, and messages for missing data or models.
+
+Models come from the ``page_env`` fixture (untrained checkpoints + manifest); data are the
+bundled MNIST sample. Results are cached per (model, kind, strength), so later tests reuse
+what the first one computed.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+import pytest
+from streamlit.testing.v1 import AppTest
+
+PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "robustness.py")
+METHODS = ("rim (pretrained)", "parallel_lstm (pretrained)", "indrnn (pretrained)")
+
+
+@pytest.fixture(autouse=True)
+def _small_subset(monkeypatch):
+    # the page scores 500 test images by default; 100 keep these tests quick on 2 cores
+    monkeypatch.setenv("RIMSCOPE_ROBUSTNESS_SUBSET", "100")
+
+
+def run_page(**state) -> AppTest:
+    at = AppTest.from_file(PAGE, default_timeout=600)
+    for k, v in state.items():
+        at.session_state[k] = v
+    return at.run()
+
+
+def metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def walk(node):
+    yield node
+    for child in getattr(node, "children", {}).values():
+        yield from walk(child)
+
+
+def chart_keys(at: AppTest) -> set:
+    return {getattr(e, "key", None) for e in walk(at.main)}
+
+
+def test_page_loads_with_the_paper_noise_level(page_env):
+    at = run_page()
+    assert not at.exception and not at.error
+    assert at.selectbox(key="rb_dataset").value == "mnist"
+    assert at.selectbox(key="rb_kind").value == "gaussian"
+    slider = at.select_slider(key="rb_strength_gaussian")
+    assert slider.value == 0.01
+    assert slider.options[0] == "0.00" and slider.options[-1] == "0.20" and "0.01 (paper)" in slider.options
+    m = metrics(at)
+    assert set(METHODS) <= set(m)
+    assert all(m[k].endswith("%") for k in METHODS)
+    assert "Changed over 100 test images" in m and "Changed on this image" in m
+    assert {"rb_clean_img", "rb_noisy_img", "rb_probs", "rb_curve", "rb_mask", "rb_flips"} <= chart_keys(at)
+    assert any("100 test images (fixed subset, seed 0) from bundled sample" in c.value for c in at.caption)
+    assert len(at.dataframe) == 1 and list(at.dataframe[0].value["model"]) == list(METHODS)
+
+
+def test_moving_the_noise_slider_changes_the_errors(page_env):
+    at = run_page()
+    before = metrics(at)
+    at.select_slider(key="rb_strength_gaussian").set_value(0.2).run()
+    assert not at.exception
+    after = metrics(at)
+    assert after != before
+    assert [after[k] for k in METHODS] != [before[k] for k in METHODS]
+    changed = lambda m: float(m["Changed over 100 test images"].rstrip("%"))  # noqa: E731
+    assert changed(after) > changed(before) > 0
+    assert any("Test error at Gaussian variance 0.20" in h.value for h in at.subheader)
+    # back to the paper's value with the button
+    at.button(key="rb_paper").click().run()
+    assert at.select_slider(key="rb_strength_gaussian").value == 0.01
+    assert metrics(at) == before
+
+
+def test_zero_noise_equals_clean(page_env):
+    at = run_page()
+    at.select_slider(key="rb_strength_gaussian").set_value(0.0).run()
+    assert not at.exception
+    for metric in at.metric:
+        if metric.label in METHODS:
+            assert metric.delta.startswith("+0.0 pts")
+    assert metrics(at)["Changed over 100 test images"] == "0.0%"
+
+
+def test_other_noise_kinds(page_env):
+    at = run_page()
+    at.selectbox(key="rb_kind").set_value("salt_pepper").run()
+    assert not at.exception
+    assert at.select_slider(key="rb_strength_salt_pepper").value == 0.01
+    at.select_slider(key="rb_strength_salt_pepper").set_value(0.1).run()
+    assert not at.exception and set(METHODS) <= set(metrics(at))
+    at.selectbox(key="rb_kind").set_value("poisson").run()
+    assert not at.exception
+    assert not at.select_slider  # Poisson noise has no strength
+    assert set(METHODS) <= set(metrics(at))
+    assert "rb_curve" not in chart_keys(at)
+
+
+def test_stretch_view(page_env):
+    at = run_page(rb_tab="Stretch (other sequence lengths)")
+    assert not at.exception
+    assert at.select_slider(key="rb_factor").value == 1.0
+    base = metrics(at)
+    assert all(base[k].endswith("%") for k in METHODS)
+    at.select_slider(key="rb_factor").set_value(2.0).run()
+    assert not at.exception
+    assert any("Test error at stretch ×2" in h.value for h in at.subheader)
+    assert {"rb_s_orig", "rb_s_img", "rb_s_curve"} <= chart_keys(at)
+    assert metrics(at) != base
+
+
+def test_random_image_and_upload(page_env):
+    at = run_page()
+    at.number_input(key="rb_img_idx").set_value(5).run()
+    assert not at.exception
+    at.radio(key="rb_img_src").set_value("Upload").run()
+    assert any("Upload an image" in i.value for i in at.info)
+    img = Image.new("L", (64, 64), 0)
+    img.paste(255, (20, 10, 40, 50))
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    at.file_uploader(key="rb_img_upload").upload("bar.png", buf.getvalue(), "image/png").run()
+    assert not at.exception and not at.error
+    assert "rb_noisy_img" in chart_keys(at)
+    at.file_uploader(key="rb_img_upload").upload("bad.jpg", b"\xff\xd8\xff garbage", "image/jpeg").run()
+    assert not at.exception
+    assert at.error and "not an image in a supported format" in at.error[0].value
+
+
+def test_colour_data_set_without_data(page_env):
+    at = run_page()
+    at.selectbox(key="rb_dataset").set_value("cifar10").run()
+    assert not at.exception
+    assert any("No CIFAR-10 test data found" in w.value for w in at.warning)
+    assert any("Test errors need the test set" in i.value for i in at.info)
+    assert at.radio(key="rb_img_src").options == ["Upload"]
+    rgb = io.BytesIO()
+    Image.fromarray(np.random.default_rng(1).integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(rgb, format="PNG")
+    at.file_uploader(key="rb_img_upload").upload("x.png", rgb.getvalue(), "image/png").run()
+    assert not at.exception and not at.error
+    assert "rb_noisy_img" in chart_keys(at)
+
+
+def test_no_models_explains_what_to_do(empty_env):
+    at = run_page()
+    assert not at.exception
+    assert any("No model for MNIST yet" in i.value for i in at.info)

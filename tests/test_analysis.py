@@ -1,0 +1,286 @@
+"""core.analysis (activation statistics, noisy / stretched error, activation changes) and the
+figure builders of the Mechanisms and Robustness pages in core.plots.
+
+Models are tiny and freshly built (never trained); images are synthetic.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+import torch
+
+from core import analysis, plots
+from core.evaluate import trace_one
+from core.models import build_model
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    # two threads on a busy 2-core machine can be 50x slower than one (oversubscription)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def rim(_one_thread):
+    torch.manual_seed(0)
+    return build_model("rim", input_dim=28, hidden_size=8, embed_dim=16)
+
+
+@pytest.fixture(scope="module")
+def plstm(_one_thread):
+    torch.manual_seed(0)
+    return build_model("parallel_lstm", input_dim=28, hidden_size=8)
+
+
+@pytest.fixture(scope="module")
+def images():
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 256, (60, 28, 28), dtype=np.uint8)
+    y = np.arange(60) % 10
+    return x, y
+
+
+# --------------------------------------------------------------------------- basics
+
+
+def test_fixed_subset_is_seeded_sorted_and_bounded():
+    a = analysis.fixed_subset(1000, 500, seed=0)
+    assert len(a) == 500 and len(np.unique(a)) == 500
+    assert np.all(np.diff(a) > 0) and a.min() >= 0 and a.max() < 1000
+    np.testing.assert_array_equal(a, analysis.fixed_subset(1000, 500, seed=0))
+    assert not np.array_equal(a, analysis.fixed_subset(1000, 500, seed=1))
+    np.testing.assert_array_equal(analysis.fixed_subset(300, 500), np.arange(300))
+    assert len(analysis.fixed_subset(0, 10)) == 0
+    with pytest.raises(ValueError):
+        analysis.fixed_subset(-1, 3)
+
+
+def test_run_batched_matches_unbatched_and_restores_mode(rim, images):
+    x, _ = images
+    rim.train()
+    p_small, act = analysis.run_batched(rim, x, with_activity=True, batch_size=7)
+    assert rim.training  # mode restored
+    rim.eval()
+    p_big, _ = analysis.run_batched(rim, x, batch_size=1000)
+    np.testing.assert_allclose(p_small, p_big, atol=1e-5)
+    np.testing.assert_allclose(p_small.sum(1), 1, atol=1e-5)
+    assert act.shape == (60, 28, 6)
+    assert set(np.unique(act)) <= {0.0, 1.0}
+    np.testing.assert_array_equal(act.sum(-1), 4)  # k = 4 of n = 6 active at every step
+    with pytest.raises(ValueError):
+        analysis.run_batched(rim, x[:0])
+
+
+def test_error_interval_wilson():
+    lo, hi = analysis.error_interval(0, 100)
+    assert lo == 0 and 0 < hi < 0.05
+    lo, hi = analysis.error_interval(50, 100)
+    assert lo < 0.5 < hi and hi - lo == pytest.approx(0.19, abs=0.01)
+    assert all(np.isnan(analysis.error_interval(0, 0)))
+
+
+def test_misclassified_most_confident_first():
+    probs = np.array([[0.9, 0.1], [0.2, 0.8], [0.4, 0.6], [0.7, 0.3]])
+    labels = np.array([0, 0, 0, 1])
+    np.testing.assert_array_equal(analysis.misclassified(probs, labels), [1, 3, 2])
+    assert len(analysis.misclassified(probs, probs.argmax(1))) == 0
+
+
+# --------------------------------------------------------------------------- mechanisms
+
+
+def test_activation_stats_against_a_direct_computation(rim, images):
+    x, y = images
+    stats = analysis.activation_stats(rim, x, y, num_classes=10)
+    _, act = analysis.run_batched(rim, x, with_activity=True)
+    assert stats.by_class_row.shape == (10, 28, 6)
+    np.testing.assert_allclose(stats.by_class_row[3], act[y == 3].mean(0), atol=1e-6)
+    np.testing.assert_allclose(stats.by_row, act.mean(0), atol=1e-6)
+    np.testing.assert_allclose(stats.by_class[3], act[y == 3].mean((0, 1)), atol=1e-6)
+    np.testing.assert_allclose(stats.overall.sum(), 4, atol=1e-6)  # 4 active of 6 on average
+    np.testing.assert_array_equal(stats.counts, np.bincount(y, minlength=10))
+    assert stats.unit_names == [f"LSTM {i}" for i in range(1, 7)]
+    dev = stats.class_deviation()
+    assert dev.shape == (10, 6)
+    prefs = stats.preferences([str(c) for c in range(10)])
+    assert len(prefs) == 6 and all(p["spread"] >= 0 for p in prefs)
+    assert all(p["most_value"] >= p["least_value"] for p in prefs)
+
+
+def test_activation_stats_deterministic_and_missing_classes_are_nan(rim, images):
+    x, y = images
+    keep = y < 5
+    a = analysis.activation_stats(rim, x[keep], y[keep], num_classes=10)
+    b = analysis.activation_stats(rim, x[keep], y[keep], num_classes=10)
+    np.testing.assert_array_equal(a.by_class_row, b.by_class_row)
+    assert np.isnan(a.by_class_row[7]).all() and a.counts[7] == 0
+    assert np.isfinite(a.by_row).all()
+    assert {p["most"] for p in a.preferences([str(c) for c in range(10)])} <= {"0", "1", "2", "3", "4"}
+
+
+def test_activation_stats_for_a_baseline_uses_its_activity(plstm, images):
+    x, y = images
+    stats = analysis.activation_stats(plstm, x, y, num_classes=10)
+    assert stats.by_class_row.shape == (10, 28, 4)
+    assert (stats.by_row >= 0).all()  # hidden-state norms
+
+
+# --------------------------------------------------------------------------- robustness
+
+
+def test_noisy_eval_zero_is_clean_and_noise_is_shared(rim, plstm, images):
+    x, y = images
+    clean = analysis.noisy_eval(rim, x, y, "gaussian", 0.0)
+    probs, _ = analysis.run_batched(rim, x)
+    assert clean.error == pytest.approx(float((probs.argmax(1) != y).mean()))
+    assert clean.n == 60 and clean.activity is None
+    a = analysis.noisy_eval(rim, x, y, "gaussian", 0.1, seed=3, with_activity=True)
+    b = analysis.noisy_eval(rim, x, y, "gaussian", 0.1, seed=3, with_activity=True)
+    np.testing.assert_array_equal(a.predictions, b.predictions)  # deterministic
+    assert a.activity.shape == (60, 28, 6) and a.activity.dtype == np.float16
+    lo, hi = a.interval
+    assert lo <= a.error <= hi
+    for mode in ("salt_pepper", "speckle", "poisson"):
+        p = analysis.noisy_eval(plstm, x, y, mode, 0.05)
+        assert 0 <= p.error <= 1 and 0 <= p.true_prob <= 1
+
+
+def test_stretch_eval_changes_the_sequence_length(rim, images):
+    x, y = images
+    same = analysis.stretch_eval(rim, x, y, 1.0)
+    base = analysis.noisy_eval(rim, x, y, "gaussian", 0.0)
+    np.testing.assert_array_equal(same.predictions, base.predictions)
+    half = analysis.stretch_eval(rim, x, y, 0.5, with_activity=True)
+    assert half.activity.shape == (60, 14, 6)
+    double = analysis.stretch_eval(rim, x, y, 2.0, with_activity=True)
+    assert double.activity.shape == (60, 56, 6)
+
+
+def test_activation_change():
+    a = np.zeros((4, 3))
+    b = a.copy()
+    b[1, 2] = 1
+    b[3, 0] = 1
+    ch = analysis.activation_change(a, b)
+    assert ch.fraction == pytest.approx(2 / 12)
+    np.testing.assert_allclose(ch.per_row, [0, 1 / 3, 0, 1 / 3])
+    np.testing.assert_allclose(ch.per_unit, [1 / 4, 0, 1 / 4])
+    batch = analysis.activation_change(np.stack([a, a]), np.stack([a, b]))
+    assert batch.fraction == pytest.approx(1 / 12) and batch.changed.shape == (2, 4, 3)
+    assert analysis.activation_change(a, a).fraction == 0
+    with pytest.raises(ValueError):
+        analysis.activation_change(a, np.zeros((5, 3)))
+
+
+def test_noise_curve_and_flips(rim, images):
+    x, y = images
+    calls = []
+    curve = analysis.noise_curve(rim, x[:20], y[:20], [0.0, 0.05, 0.2], with_activity=True,
+                                 progress=lambda i, n: calls.append((i, n)))
+    assert calls == [(1, 3), (2, 3), (3, 3)]
+    assert curve.error.shape == (3,) and (curve.low <= curve.error).all() and (curve.error <= curve.high).all()
+    assert curve.flips[0] == 0 and curve.flips[2] > 0
+    s = analysis.stretch_curve(rim, x[:10], y[:10], [0.5, 1.0])
+    assert s.flips is None and s.x.tolist() == [0.5, 1.0]
+    assert analysis.is_binary_mask(np.array([[0.0, 1.0]])) and not analysis.is_binary_mask(np.array([0.5]))
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def _heatmaps(fig):
+    return [t for t in fig.data if isinstance(t, go.Heatmap)]
+
+
+def test_trace_panels_rim_and_baseline(rim, plstm, images):
+    x, _ = images
+    _, tr = trace_one(rim, x[0])
+    panels = plots.trace_panels(tr, rim.unit_names, "rim", "active (1) / inactive (0)")
+    assert [p.get("binary", False) for p in panels] == [True, False]
+    assert panels[0]["z"].shape == (28, 6)
+    with_heads = plots.trace_panels(tr, rim.unit_names, "rim", heads=True)
+    assert len(with_heads) == 2 + rim.config.input_heads
+    _, tr2 = trace_one(plstm, x[0])
+    p2 = plots.trace_panels(tr2, plstm.unit_names, "parallel_lstm", "hidden-state norm")
+    assert len(p2) == 1 and p2[0]["title"] == "hidden-state norm" and p2[0]["colorbar"] == "hidden-state norm"
+
+
+def test_timeline_figure_axes_and_step_marker(rim, images):
+    x, _ = images
+    _, tr = trace_one(rim, x[0])
+    panels = plots.trace_panels(tr, rim.unit_names, "rim")
+    fig = plots.timeline_figure(x[0], panels, t=5)
+    hm = _heatmaps(fig)
+    assert len(hm) == 3  # rotated image + mask + attention
+    assert hm[1].z.shape == (6, 28) and list(hm[1].y) == rim.unit_names
+    assert list(hm[1].x) == list(range(1, 29))
+    assert "timestep" in fig.layout.xaxis3.title.text
+    assert hm[1].colorbar.title.text == "state" and hm[2].colorbar.title.text == "weight (0-1)"
+    steps = [s for s in fig.layout.shapes if s.name == "step"]
+    assert len(steps) == 1 and steps[0].x0 == 4.5
+    plots.mark_step(fig, 9)
+    steps = [s for s in fig.layout.shapes if s.name == "step"]
+    assert len(steps) == 1 and steps[0].x0 == 8.5
+
+
+def test_timeline_figure_rgb(images):
+    rgb = np.random.default_rng(0).integers(0, 256, (32, 32, 3), dtype=np.uint8)
+    panels = [{"title": "activity", "z": np.random.rand(32, 4), "units": list("abcd"), "colorbar": "x"}]
+    fig = plots.timeline_figure(rgb, panels, t=32)
+    assert isinstance(fig.data[0], go.Image) and fig.data[0].z.shape == (32, 32, 3)
+
+
+def test_comm_attention_blanks_inactive_readers():
+    attn = np.full((3, 3), 1 / 3)
+    fig = plots.comm_attention_figure(attn, ["A", "B", "C"], active=np.array([1, 0, 1]), t=4)
+    z = np.asarray(fig.data[0].z, dtype=float)
+    assert np.isnan(z[1]).all() and np.isfinite(z[0]).all()
+    assert "inactive" in fig.data[0].y[1] and "reads" in fig.data[0].y[0]
+    assert fig.layout.title.text == "communication attention at row 4"
+    assert fig.layout.xaxis.title.text.startswith("read from")
+
+
+def test_probability_figure_colours_by_method():
+    rows = [{"label": "RIM", "method": "rim", "probs": np.full(10, 0.1)},
+            {"label": "PL", "method": "parallel_lstm", "probs": np.eye(10)[3]}]
+    fig = plots.probability_figure(rows, [str(i) for i in range(10)], true_class=3)
+    assert [t.marker.color for t in fig.data] == [plots.method_color("rim"), plots.method_color("parallel_lstm")]
+    assert fig.data[1].y[3] == pytest.approx(100)
+    assert fig.layout.yaxis.title.text == "probability (%)"
+    assert plots.probability_figure([], ["a"]).data == ()
+
+
+def test_unit_heatmap_and_mask_shift():
+    z = np.random.rand(10, 6)
+    fig = plots.unit_heatmap(z, list("abcdefghij"), [f"LSTM {i}" for i in range(6)], x_title="class",
+                             colorbar="share active")
+    assert fig.data[0].z.shape == (6, 10) and fig.layout.xaxis.title.text == "class"
+    div = plots.unit_heatmap(z - 0.5, range(10), list("uvwxyz"), x_title="row", colorbar="d", diverging=True)
+    assert div.data[0].zmid == 0
+    a = np.zeros((28, 6))
+    b = a.copy()
+    b[3, 1] = 1
+    fig = plots.mask_shift_figure(a, b, list("uvwxyz"), t=2)
+    assert len(fig.data) == 3 and float(np.asarray(fig.data[2].z).sum()) == 1
+    assert "1 of 168" in fig.layout.annotations[2].text
+    short = plots.mask_shift_figure(a, np.zeros((14, 6)), list("uvwxyz"))
+    assert "different lengths" in short.layout.annotations[0].text
+
+
+def test_error_curve_figure():
+    x = np.array([0.0, 0.01, 0.02])
+    curves = [{"label": "RIM", "method": "rim", "x": x, "y": np.array([0.1, 0.12, np.nan]),
+               "low": np.array([0.08, 0.1, np.nan]), "high": np.array([0.12, 0.14, np.nan])},
+              {"label": "IndRNN", "method": "indrnn", "x": x, "y": np.array([0.2, 0.25, 0.3])}]
+    fig = plots.error_curve_figure(curves, x_title="variance", current=0.02, reference=0.01)
+    lines = [t for t in fig.data if t.mode == "lines+markers"]
+    assert [t.name for t in lines] == ["RIM", "IndRNN"]
+    assert list(lines[0].y) == pytest.approx([10, 12])  # NaN (not computed yet) left out
+    assert lines[0].line.color == plots.method_color("rim")
+    assert fig.layout.yaxis.title.text == "test error (%)"
+    assert len(fig.layout.shapes) == 2  # current and paper markers

@@ -1,0 +1,152 @@
+"""Crash test: kill -9 a training worker at random moments; the store must stay intact.
+
+After each kill: every JSON file in the store parses, list_runs works, an earlier completed
+run is unchanged and loads, and after pump() the killed run is "interrupted" with its
+metrics up to the worker's last write. Delays are seeded (random.Random(2024)): some kills
+land while the worker starts (imports, claim, data), most while it trains and writes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from core import catalog
+from core.checkpoint import load_checkpoint
+from core.runs import RunStore, run_worker, worker_alive
+from core.train import TrainConfig
+
+KILLS = 5
+
+
+def write_tiny_mnist(data_dir: Path, n: int = 300, seed: int = 0) -> None:
+    rng = np.random.default_rng(seed)
+    (data_dir / "mnist").mkdir(parents=True, exist_ok=True)
+    for split in ("train", "test"):
+        np.savez(data_dir / "mnist" / f"{split}.npz", x=rng.integers(0, 256, (n, 28, 28), dtype=np.uint8),
+                 y=rng.integers(0, 10, n).astype(np.int64), classes=np.array([str(i) for i in range(10)]))
+
+
+def tiny(**kw) -> TrainConfig:
+    base = dict(dataset="mnist", model="parallel_lstm", iterations=30, batch_size=20, eval_every=5,
+                eval_samples=50, noise_draws=1, holdout_sample=False,
+                model_overrides={"num_units": 1, "hidden_size": 8})
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def store_readable(store: RunStore) -> list[str]:
+    """Problems found reading the whole store (empty when intact)."""
+    problems = []
+    for p in store.root.rglob("*.json"):
+        try:
+            json.loads(p.read_text())
+        except ValueError as exc:
+            problems.append(f"{p}: {exc}")
+    try:
+        store.list_runs()
+        for r in store.list_runs():
+            store.read_metrics(r.run_id)
+    except Exception as exc:  # noqa: BLE001
+        problems.append(f"list/read failed: {exc!r}")
+    return problems
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    write_tiny_mnist(tmp_path / "data")
+    monkeypatch.setenv("RIMSCOPE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("RIMSCOPE_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("RIMSCOPE_OFFLINE", "1")
+    monkeypatch.setenv("RIMSCOPE_WORKER_NICE", "0")
+    s = RunStore(max_concurrent=1)
+    yield s
+    for r in s.list_runs():
+        if r.status == "running" and r.pid and r.pid != os.getpid():
+            try:
+                os.kill(r.pid, signal.SIGKILL)
+            except OSError:
+                pass
+    s.pump()
+
+
+def wait_dead(pid: int, run_id: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while worker_alive(pid, run_id) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+@pytest.mark.slow
+def test_kill_9_at_random_points(store):
+    # an earlier completed run (trained in this process: fast) that must survive every crash
+    done = store.submit(tiny())
+    assert run_worker(store.run_dir(done)) == "completed"
+    stem = store.checkpoint_stem(done)
+    fingerprint = {p.name: digest(p) for p in store.run_dir(done).iterdir() if p.name != "worker.log"}
+
+    # all workers start at once (their torch imports overlap); each is killed at its own time:
+    # a seeded delay after it began training, or (every third) after it was started
+    rng = random.Random(2024)
+    store.max_concurrent = KILLS
+    plan = {}
+    for k in range(KILLS):
+        rid = store.submit(tiny(iterations=200_000, seed=k, eval_every=rng.choice([3, 7, 50])))
+        plan[rid] = ("training" if k % 3 != 1 else "starting", rng.uniform(0.2, 3.0))
+    t0 = time.monotonic()
+    assert sorted(store.pump()) == sorted(plan)
+    since = {rid: t0 for rid, (phase, _) in plan.items() if phase == "starting"}
+    intact, killed = 0, []
+    deadline = time.monotonic() + 150
+    while len(killed) < KILLS and time.monotonic() < deadline:
+        now = time.monotonic()
+        for rid, (phase, delay) in plan.items():
+            if rid in killed:
+                continue
+            info = store.get(rid)
+            if rid not in since and info.iteration >= 1:
+                since[rid] = now
+            if rid not in since or now - since[rid] < delay:
+                continue
+            assert info.status == "running", info.message
+            os.kill(info.pid, signal.SIGKILL)
+            wait_dead(info.pid, rid)
+            killed.append(rid)
+            # readable right away, before anyone tidies up (other workers still write)
+            problems = store_readable(store)
+            before = store.read_metrics(rid)
+            t_pump = time.monotonic()
+            while store.get(rid).status == "running" and time.monotonic() - t_pump < 30:
+                store.pump()
+                time.sleep(0.05)
+            info = store.get(rid)
+            after = store.read_metrics(rid)
+            ok = (not problems and info.status == "interrupted" and "ended unexpectedly" in info.message
+                  and after == before
+                  and info.iteration == (after["iteration"][-1] if after["iteration"] else 0)
+                  and not list(store.run_dir(rid).glob(".*.tmp"))
+                  and not store_readable(store)
+                  and store.get(done).status == "completed"
+                  and {p.name: digest(p) for p in store.run_dir(done).iterdir()
+                       if p.name != "worker.log"} == fingerprint
+                  and load_checkpoint(stem, expected_dataset="mnist")[1]["run_id"] == done
+                  and [e.key for e in catalog.run_entries(store=store)] == [f"run:{done}"])
+            print(f"kill {len(killed)}: {delay:.1f} s after {phase} began ({now - t0:.1f} s in), "
+                  f"{len(after['iteration'])} iterations kept, status {info.status}: "
+                  f"{'intact' if ok else 'BROKEN'} {problems}")
+            intact += ok
+        time.sleep(0.05)
+    print(f"{len(killed)} kills, store intact {intact}/{len(killed)}")
+    assert len(killed) == KILLS and intact == KILLS
+    assert not any(r.status == "running" for r in store.list_runs())

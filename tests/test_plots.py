@@ -1,0 +1,259 @@
+"""Figure builders of core.plots (curves, errors over seeds, parameter counts, tables): pure
+functions of data, checked for trace counts, colours per method and axis titles."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from core.plots import (
+    CURVE_METRICS,
+    ERROR_METRICS,
+    curves_from_metadata,
+    curves_overlay,
+    curves_small_multiples,
+    ema_smooth,
+    error_bar_figure,
+    fmt_gap,
+    fmt_mean_sd,
+    fmt_verdict,
+    method_color,
+    method_order,
+    method_title,
+    parameter_bar_figure,
+    reproduction_tables,
+    run_curves_figure,
+    runs_frame,
+)
+
+
+def curve(model, seed, n=50, start=2.3, metric_scale=1.0):
+    x = np.arange(1, n + 1, dtype=float)
+    return {"model": model, "seed": seed, "x": x, "y": (start * np.exp(-x / 20) + 0.01 * seed) * metric_scale}
+
+
+def meta(model="rim", n=30, with_evals=True):
+    m = {"model": model, "seed": 3,
+         "history": {"iteration": list(range(1, n + 1)), "loss": [2.0 - 0.05 * i for i in range(n)],
+                     "batch_acc": [0.1 + 0.02 * i for i in range(n)]}}
+    if with_evals:
+        m["evals"] = {"iteration": [10, 20, 30], "test_acc": [0.3, 0.5, 0.6], "test_loss": [1.5, 1.2, 1.0]}
+    return m
+
+
+def summary_rows():
+    rows = []
+    for ds, shift in (("mnist", 0.0), ("cifar10", 0.4)):
+        for model, base in (("rim", 0.03), ("parallel_lstm", 0.04), ("rmc", 0.035)):
+            for seed in range(3):
+                rows.append({"dataset": ds, "model": model, "seed": seed, "status": "completed",
+                             "test_error": base + shift + 0.001 * seed, "noisy_test_error": base + shift + 0.01})
+    rows.append({"dataset": "mnist", "model": "indrnn", "seed": 0, "status": "diverged",
+                 "test_error": None, "noisy_test_error": None})
+    return rows
+
+
+# --- smoothing and parsing -----------------------------------------------------------------------
+def test_ema_zero_weight_is_identity_and_smoothing_reduces_variance():
+    y = np.random.default_rng(0).normal(size=200)
+    assert np.allclose(ema_smooth(y, 0.0), y)
+    s = ema_smooth(y, 0.9)
+    assert s.shape == y.shape and s[1:].std() < y.std()
+    assert ema_smooth([5.0, 5.0, 5.0], 0.9) == pytest.approx([5.0, 5.0, 5.0])  # debiased: no pull towards 0
+
+
+def test_ema_skips_nan_and_none_but_keeps_gaps():
+    s = ema_smooth([1.0, None, float("nan"), float("inf"), 1.0], 0.5)
+    assert s[0] == pytest.approx(1.0) and s[4] == pytest.approx(1.0)
+    assert all(math.isnan(v) for v in s[1:4])
+    with pytest.raises(ValueError):
+        ema_smooth([1.0], 1.0)
+
+
+def test_curves_from_metadata_reads_history_and_evals():
+    c = curves_from_metadata(meta())
+    assert set(c) == {"loss", "batch_acc", "test_acc", "test_loss"}
+    assert c["loss"]["model"] == "rim" and c["loss"]["seed"] == 3 and len(c["loss"]["x"]) == 30
+    assert list(c["test_acc"]["x"]) == [10, 20, 30]
+
+
+def test_curves_from_metadata_ignores_missing_or_malformed_blocks():
+    assert curves_from_metadata({"model": "rim"}) == {}
+    bad = {"model": "rim", "history": {"iteration": [1, 2], "loss": [1.0]}, "evals": "nonsense"}
+    assert curves_from_metadata(bad) == {}
+    nulls = {"model": "rim", "history": {"iteration": [1, 2], "loss": [1.0, None]}}
+    assert math.isnan(curves_from_metadata(nulls)["loss"]["y"][1])  # a diverged loss stored as null
+
+
+# --- overlays and small multiples ------------------------------------------------------------------
+def test_overlay_one_trace_per_single_seed_method_in_its_colour():
+    curves = [curve(m, 0) for m in method_order()]
+    fig = curves_overlay(curves, "loss")
+    assert len(fig.data) == len(method_order())
+    for tr, m in zip(fig.data, method_order()):  # registry order
+        assert tr.line.color == method_color(m)
+        assert method_title(m) in tr.name
+    assert "iteration" in fig.layout.xaxis.title.text
+    assert "nats" in fig.layout.yaxis.title.text
+
+
+def test_overlay_several_seeds_thin_lines_plus_one_mean_in_legend():
+    curves = [curve("rim", s) for s in range(3)] + [curve("parallel_lstm", s) for s in range(3)]
+    fig = curves_overlay(curves, "loss", smoothing=0.5)
+    assert len(fig.data) == 2 * (3 + 1)
+    shown = [tr for tr in fig.data if tr.showlegend]
+    assert [tr.name for tr in shown] == [f"{method_title('rim')} (mean of 3 seeds)",
+                                         f"{method_title('parallel_lstm')} (mean of 3 seeds)"]
+    assert {tr.line.color for tr in fig.data[:4]} == {method_color("rim")}
+    mean = fig.data[3]
+    expected = np.mean([ema_smooth(c["y"], 0.5) for c in curves[:3]], axis=0)
+    assert np.allclose(mean.y, expected)
+    assert "smoothed" in fig.layout.title.text
+
+
+def test_overlay_accuracy_in_percent_with_log_option():
+    fig = curves_overlay([curve("rim", 0, metric_scale=0.3)], "test_acc")
+    assert fig.layout.yaxis.title.text == CURVE_METRICS["test_acc"][1]
+    assert "%" in fig.layout.yaxis.title.text
+    assert max(fig.data[0].y) == pytest.approx(100 * max(curve("rim", 0, metric_scale=0.3)["y"]))
+    log = curves_overlay([curve("rim", 0)], "loss", log_y=True)
+    assert log.layout.yaxis.type == "log" and "log" in log.layout.yaxis.title.text
+
+
+def test_overlay_empty_and_unknown_metric():
+    fig = curves_overlay([], "loss")
+    assert len(fig.data) == 0 and fig.layout.annotations
+    with pytest.raises(ValueError):
+        curves_overlay([curve("rim", 0)], "accuracy")
+
+
+def test_small_multiples_one_panel_per_method_shared_axes_titled():
+    methods = ["rim", "parallel_lstm", "indrnn"]
+    curves = [curve(m, s) for m in methods for s in range(2)]
+    fig = curves_small_multiples(curves, "batch_acc")
+    titles = [a.text for a in fig.layout.annotations]
+    assert titles == [method_title(m) for m in methods]
+    assert len(fig.data) == 3 * (2 + 1)
+    # each method's traces sit in their own panel, in the method's colour
+    axes = {}
+    for tr in fig.data:
+        axes.setdefault(tr.xaxis, set()).add(tr.line.color)
+    assert sorted(map(sorted, axes.values())) == sorted([[method_color(m)] for m in methods])
+    assert "%" in fig.layout.yaxis.title.text
+    assert all(fig.layout[f"xaxis{'' if i == 1 else i}"].title.text for i in range(1, 4))
+
+
+def test_small_multiples_wraps_rows_and_log():
+    curves = [curve(m, 0) for m in method_order()]
+    fig = curves_small_multiples(curves, "loss", cols=2, log_y=True)
+    assert len(fig.data) == 5 and fig.layout.height >= 3 * 250
+    assert fig.layout.yaxis.type == "log"
+
+
+def test_run_curves_figure_three_panels_and_auto_log_for_blown_up_loss():
+    fig = run_curves_figure(meta("entnet"), title="x")
+    assert len(fig.data) == 3
+    assert {tr.line.color for tr in fig.data} == {method_color("entnet")}
+    assert fig.layout.yaxis.type == "linear"
+    assert "nats" in fig.layout.yaxis.title.text and "%" in fig.layout.yaxis2.title.text
+    assert "%" in fig.layout.yaxis3.title.text
+    blown = meta()
+    blown["history"]["loss"][5] = 1e15
+    assert run_curves_figure(blown).layout.yaxis.type == "log"
+    assert len(run_curves_figure(meta(with_evals=False)).data) == 2
+    assert len(run_curves_figure({"model": "rim"}).data) == 0
+
+
+# --- errors over seeds --------------------------------------------------------------------------------
+def test_error_bars_two_traces_per_method_and_panel_with_sd():
+    rows = summary_rows()
+    fig = error_bar_figure(rows, "test_error")
+    # 2 data sets x 3 completed methods x (seed dots + mean) + indrnn (diverged only) on MNIST
+    assert len(fig.data) == 2 * 3 * 2 + 2
+    means = [tr for tr in fig.data if tr.error_y and tr.error_y.array is not None]
+    rim_mnist = next(tr for tr in means if tr.name == method_title("rim"))
+    vals = [100 * (0.03 + 0.001 * s) for s in range(3)]
+    assert rim_mnist.y[0] == pytest.approx(np.mean(vals))
+    assert rim_mnist.error_y.array[0] == pytest.approx(np.std(vals, ddof=1))
+    for tr in fig.data:
+        m = next(m for m in method_order() if method_title(m) == tr.name)
+        assert tr.marker.color == method_color(m)
+    assert [a.text for a in fig.layout.annotations] == ["MNIST", "CIFAR-10"]
+    assert "%" in fig.layout.yaxis.title.text and "sd" in fig.layout.yaxis.title.text
+    legend = [tr.name for tr in fig.data if tr.showlegend]
+    assert len(legend) == len(set(legend)) == 4  # one legend entry per method
+    div = next(tr for tr in fig.data if tr.name == method_title("indrnn") and tr.error_y.array is not None)
+    assert "diverged" in div.hovertemplate
+
+
+def test_error_bars_noisy_metric_and_dataset_filter():
+    fig = error_bar_figure(summary_rows(), "noisy_test_error", datasets=["cifar10"])
+    assert [a.text for a in fig.layout.annotations] == ["CIFAR-10"]
+    assert len(fig.data) == 3 * 2
+    assert fig.layout.yaxis.title.text.startswith(ERROR_METRICS["noisy_test_error"])
+    assert len(error_bar_figure([], "test_error").data) == 0
+    with pytest.raises(ValueError):
+        error_bar_figure(summary_rows(), "error")
+
+
+# --- parameter counts -----------------------------------------------------------------------------------
+def test_parameter_bars_grouped_by_input_coloured_by_method():
+    counts = {"28x28": {m: 1000 * (i + 1) for i, m in enumerate(method_order())},
+              "32x32x3": {m: 2000 * (i + 1) for i, m in enumerate(method_order())}}
+    fig = parameter_bar_figure(counts)
+    assert len(fig.data) == 2 and fig.layout.barmode == "group"
+    for tr in fig.data:
+        assert list(tr.marker.color) == [method_color(m) for m in method_order()]
+        assert [x.replace("<br>", " ") for x in tr.x] == [method_title(m) for m in method_order()]
+    assert list(fig.data[1].y) == [2000 * (i + 1) for i in range(5)]
+    assert fig.data[0].marker.pattern.shape != fig.data[1].marker.pattern.shape
+    assert "parameters" in fig.layout.yaxis.title.text and fig.layout.xaxis.title.text
+
+
+# --- tables ---------------------------------------------------------------------------------------------
+def test_formatters():
+    assert fmt_mean_sd(1.234, 0.5) == "1.23 ± 0.50"
+    assert fmt_mean_sd(1.234, None) == "1.23" and fmt_mean_sd(None) == "n/a"
+    assert fmt_gap(0.5, -0.1, 1.1) == "+0.50 [-0.10, +1.10]" and fmt_gap(0.5) == "+0.50"
+    assert fmt_verdict("holds").startswith("✅")
+    assert fmt_verdict("does not hold (the other method is better)").startswith("❌")
+    assert fmt_verdict("cannot tell at this number of seeds").startswith("❔")
+
+
+def test_reproduction_tables_from_write_tables(tmp_path):
+    import json
+
+    from core.reproduce import run_path, write_tables
+
+    rng = np.random.default_rng(0)
+    for model, base in (("rim", 0.02), ("parallel_lstm", 0.05), ("entnet", 0.06), ("rmc", 0.03), ("indrnn", 0.07)):
+        for seed in range(3):
+            p = run_path(tmp_path, "mnist", model, seed)
+            p.parent.mkdir(parents=True, exist_ok=True)
+            err = base + rng.normal(0, 0.001)
+            p.write_text(json.dumps({"dataset": "mnist", "model": model, "seed": seed, "status": "completed",
+                                     "metrics": {"test_error": err, "noisy_test_error": err + 0.01},
+                                     "train_config": {"iterations": 40}}))
+    write_tables(tmp_path)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    t = reproduction_tables(summary)
+    assert set(t) == {"table2", "table3", "table4"}
+    t2, t3, t4 = t["table2"], t["table3"], t["table4"]
+    assert list(t2["data set"]) == ["MNIST"]
+    assert t2.loc[0, "gap, paper (points)"] == "0.35"
+    assert t2.loc[0, "verdict"].startswith("✅")  # RIM 3 points better with sd 0.1: holds
+    assert "±" in t2.loc[0, "RIM error (%)"]
+    assert t3.loc[0, "runner-up, ours"] == method_title("rmc") and t3.loc[0, "runner-up, paper"] == method_title("rmc")
+    assert t3.loc[0, "RIM lowest (means)"] == "yes"
+    assert "verdict: RIM's error grows less" in t4.columns and t4.loc[0, "growth gap, paper"] == "0.35"
+    runs = runs_frame(summary)
+    assert len(runs) == 15 and "test_error_pct" in runs
+
+
+def test_reproduction_tables_empty_summary():
+    t = reproduction_tables({})
+    assert all(isinstance(df, pd.DataFrame) and df.empty for df in t.values())
+    assert runs_frame({}).empty

@@ -1,0 +1,397 @@
+"""Tests for core.train: the training loop, its settings, MNIST holdout and the CLI.
+
+Training runs on tiny synthetic data (``LoadedData`` built here, or npz files written to a
+temporary folder) with a tiny RIM, for a handful of iterations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import runpy
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import core.train as T
+from core.checkpoint import load_checkpoint
+from core.data import LoadedData
+from core.errors import ConfigError, DataUnavailableError
+from core.evaluate import evaluate
+from core.models import count_parameters
+from core.train import TrainConfig, prepare_training_data, train
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY_RIM = {"hidden_size": 8, "num_units": 3, "k_active": 2}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _restore_threads():
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+def synth(n: int, seed: int, labels=None, shape=(28, 28)) -> LoadedData:
+    r = np.random.default_rng(seed)
+    y = np.asarray(labels, dtype=np.int64) if labels is not None else r.integers(0, 10, n).astype(np.int64)
+    x = r.integers(0, 256, (len(y), *shape), dtype=np.uint8)
+    return LoadedData(x, y, [str(i) for i in range(10)], "synthetic", np.arange(len(y)))
+
+
+def cfg(**kw) -> TrainConfig:
+    base = dict(dataset="mnist", model="rim", iterations=5, batch_size=8, lr=0.1, eval_every=2,
+                eval_samples=10, noise_draws=1, threads=1, model_overrides=dict(TINY_RIM))
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return synth(48, 0), synth(20, 1)
+
+
+# --------------------------------------------------------------------------- the loop
+
+
+def test_history_evals_and_metrics(data):
+    tr, te = data
+    r = train(cfg(), tr, te)
+    assert r.status == "completed" and r.message == ""
+    assert r.history["iteration"] == [1, 2, 3, 4, 5]
+    assert len(r.history["loss"]) == len(r.history["batch_acc"]) == 5
+    assert all(math.isfinite(v) and v > 0 for v in r.history["loss"])
+    assert all(0 <= a <= 1 for a in r.history["batch_acc"])
+    assert r.evals["iteration"] == [2, 4, 5]  # every eval_every, and at the end
+    assert len(r.evals["test_acc"]) == len(r.evals["test_loss"]) == 3
+    m = r.metrics
+    assert m["iterations_done"] == 5 and m["test_n"] == 20
+    assert m["test_error"] == pytest.approx(1 - m["test_accuracy"])
+    assert m["parameters"] == count_parameters(r.model) > 0
+    assert len(m["per_class_accuracy"]) == 10 and np.sum(m["confusion"]) == 20
+    assert m["noise_draws"] == 1 and 0 <= m["noisy_test_accuracy"] <= 1
+    # the final accuracy is that of the returned model
+    assert evaluate(r.model, te.images, te.labels, 10).accuracy == m["test_accuracy"]
+    assert r.model.config.hidden_size == 8
+
+
+def test_training_changes_the_weights_and_lowers_the_loss():
+    """A learnable task (label = brightest row band) on the real loop: the loss must fall."""
+    r = np.random.default_rng(3)
+    y = r.integers(0, 4, 64)
+    x = r.integers(0, 60, (64, 28, 28)).astype(np.uint8)
+    for i, label in enumerate(y):
+        x[i, 7 * label : 7 * label + 7] = 255
+    tr = LoadedData(x, y.astype(np.int64), [str(i) for i in range(10)], "synthetic")
+    res = train(cfg(model="parallel_lstm", model_overrides={"hidden_size": 8, "num_units": 2}, iterations=40,
+                    batch_size=16, lr=0.5, eval_every=40, noise_draws=0), tr, tr)
+    first, last = np.mean(res.history["loss"][:5]), np.mean(res.history["loss"][-5:])
+    assert last < 0.8 * first, (first, last)
+
+
+def test_callback_events(data):
+    tr, te = data
+    events = []
+    r = train(cfg(), tr, te, callback=events.append)
+    iters = [e for e in events if e["kind"] == "iter"]
+    evals = [e for e in events if e["kind"] == "eval"]
+    assert len(iters) + len(evals) == len(events)
+    assert [e["iteration"] for e in iters] == [1, 2, 3, 4, 5]
+    assert all(e["total"] == 5 and e["elapsed_s"] >= 0 for e in iters)
+    assert [e["loss"] for e in iters] == r.history["loss"]
+    assert [e["iteration"] for e in evals] == [2, 4, 5]
+    assert [e["test_acc"] for e in evals] == r.evals["test_acc"]
+    # an eval event comes right after the iteration it belongs to
+    for i, e in enumerate(events):
+        if e["kind"] == "eval":
+            assert events[i - 1]["kind"] == "iter" and events[i - 1]["iteration"] == e["iteration"]
+
+
+def test_should_stop_keeps_partial_history(data):
+    tr, te = data
+    polls = []
+
+    def stop():
+        polls.append(1)
+        return len(polls) > 3
+
+    r = train(cfg(iterations=50), tr, te, should_stop=stop)
+    assert r.status == "stopped" and "3 iterations" in r.message
+    assert r.history["iteration"] == [1, 2, 3] and r.metrics["iterations_done"] == 3
+    assert r.evals["iteration"] == [2]
+    assert "test_accuracy" in r.metrics  # what it learned so far is still evaluated
+
+
+def test_stop_before_the_first_iteration(data):
+    tr, te = data
+    r = train(cfg(), tr, te, should_stop=lambda: True)
+    assert r.status == "stopped" and r.history["loss"] == [] and r.metrics["iterations_done"] == 0
+
+
+def test_real_divergence_is_reported(data):
+    """SGD with lr 10 and momentum 0.9 blows a RIM up within a few dozen iterations."""
+    tr, te = data
+    events = []
+    r = train(cfg(iterations=60, lr=10, momentum=0.9, batch_size=16, eval_every=5), tr, te,
+              callback=events.append)
+    assert r.status == "diverged"
+    assert "iteration" in r.message and ("nan" in r.message or "inf" in r.message)
+    assert "learning rate" in r.message
+    assert not math.isfinite(r.history["loss"][-1])
+    assert all(math.isfinite(v) for v in r.history["loss"][:-1])
+    assert len(r.history["loss"]) < 60
+    for key in ("test_accuracy", "test_error", "noisy_test_accuracy", "confusion"):
+        assert key not in r.metrics
+    assert r.metrics["iterations_done"] == len(r.history["loss"])
+    assert events[-1]["kind"] == "iter" and not math.isfinite(events[-1]["loss"])
+    # the same settings with a small learning rate do not diverge
+    assert train(cfg(iterations=5, lr=0.1, momentum=0.9, batch_size=16), tr, te).status == "completed"
+
+
+def test_seeded_runs_are_deterministic(data):
+    tr, te = data
+    a, b = train(cfg(seed=3), tr, te), train(cfg(seed=3), tr, te)
+    c = train(cfg(seed=4), tr, te)
+    assert a.history == b.history and a.evals == b.evals
+    for k, v in a.model.state_dict().items():
+        assert torch.equal(v, b.model.state_dict()[k]), k
+    assert a.history["loss"] != c.history["loss"]
+
+
+def test_threads_setting_is_applied(data):
+    tr, te = data
+    train(cfg(iterations=1, threads=1, noise_draws=0), tr, te)
+    assert torch.get_num_threads() == 1
+
+
+# --------------------------------------------------------------------------- class weighting
+
+
+def test_class_weighting_auto_is_balanced_on_unbalanced_labels():
+    unbalanced = synth(0, 5, labels=[0] * 40 + [1] * 5 + [2] * 3)
+    balanced = synth(0, 6, labels=list(range(10)) * 4)
+    te = synth(10, 7)
+    assert train(cfg(iterations=1, noise_draws=0), unbalanced, te).metrics["class_weighting"] == "balanced"
+    assert train(cfg(iterations=1, noise_draws=0), balanced, te).metrics["class_weighting"] == "none"
+    assert train(cfg(iterations=1, noise_draws=0, class_weighting="none"), unbalanced,
+                 te).metrics["class_weighting"] == "none"
+    # the weights are used: the very first loss differs
+    w = train(cfg(iterations=1, noise_draws=0, class_weighting="balanced"), unbalanced, te)
+    n = train(cfg(iterations=1, noise_draws=0, class_weighting="none"), unbalanced, te)
+    assert w.history["loss"][0] != n.history["loss"][0]
+
+
+def test_class_weights_are_inverse_frequency():
+    labels = np.array([0] * 60 + [1] * 30 + [2] * 10)
+    w, mode = T._class_weights(cfg(class_weighting="balanced"), labels, 4)
+    assert mode == "balanced"
+    np.testing.assert_allclose(w.numpy(), [100 / (4 * 60), 100 / (4 * 30), 100 / (4 * 10), 0.0], rtol=1e-6)
+    assert T._class_weights(cfg(class_weighting="auto"), np.array([0, 0, 1, 1, 2]), 3) == (None, "none")
+
+
+# --------------------------------------------------------------------------- validation
+
+
+BAD_SETTINGS = [
+    ({"lr": -0.1}, "Learning rate"),
+    ({"lr": 0}, "Learning rate"),
+    ({"lr": float("nan")}, "Learning rate"),
+    ({"lr": 100.0}, "Learning rate"),
+    ({"lr": "0.1"}, "Learning rate"),
+    ({"iterations": 0}, "Iterations"),
+    ({"iterations": -5}, "Iterations"),
+    ({"iterations": 2.5}, "Iterations"),
+    ({"iterations": T.MAX_ITERATIONS + 1}, "Iterations"),
+    ({"batch_size": 0}, "Batch size"),
+    ({"model": "gpt"}, "Unknown model"),
+    ({"dataset": "imagenet"}, "Unknown data set"),
+    ({"seed": -1}, "Seed"),
+    ({"seed": 1.5}, "Seed"),
+    ({"momentum": 1.0}, "Momentum"),
+    ({"momentum": -0.5}, "Momentum"),
+    ({"momentum": "0.5"}, "Momentum"),
+    ({"grad_clip": 0.0}, "clipping"),
+    ({"grad_clip": float("inf")}, "clipping"),
+    ({"eval_every": 0}, "Evaluate-every"),
+    ({"eval_samples": 0}, "Evaluation samples"),
+    ({"class_weighting": "inverse"}, "Class weighting"),
+    ({"noise_var": -0.01}, "Noise variance"),
+    ({"noise_var": 2.0}, "Noise variance"),
+    ({"noise_draws": -1}, "Noise draws"),
+    ({"threads": 0}, "Threads"),
+    ({"model_overrides": [("hidden_size", 8)]}, "overrides"),
+    ({"model_overrides": {"hidden_units": 8}}, "hidden_units"),
+    ({"model_overrides": {"hidden_size": -8}}, "hidden_size"),
+    ({"model_overrides": {"hidden_size": "big"}}, "hidden_size"),
+    ({"model_overrides": {"input_dim": 96}}, "input_dim"),
+]
+
+
+@pytest.mark.parametrize("settings, words", BAD_SETTINGS,
+                         ids=[" ".join(f"{k}={v!r}" for k, v in s.items()) for s, _ in BAD_SETTINGS])
+def test_validate_refuses_bad_settings(settings, words):
+    with pytest.raises(ConfigError) as err:
+        cfg(**settings).validate()
+    assert words in str(err.value)
+
+
+def test_validate_accepts_the_paper_protocol_and_checks_batch_against_data():
+    paper = TrainConfig()
+    assert paper.validate() is paper
+    assert (paper.lr, paper.batch_size, paper.iterations, paper.momentum) == (0.1, 100, 1000, 0.0)
+    paper.validate(n_train=100)
+    with pytest.raises(ConfigError, match="larger than the training set"):
+        paper.validate(n_train=99)
+
+
+def test_train_refuses_batch_larger_than_data_and_impossible_models(data):
+    tr, te = data
+    with pytest.raises(ConfigError, match="larger than the training set"):
+        train(cfg(batch_size=49), tr, te)
+    with pytest.raises(ConfigError, match="k_active"):
+        train(cfg(model_overrides={"num_units": 3, "k_active": 5}), tr, te)
+
+
+def test_config_round_trips_through_a_dict():
+    c = cfg(seed=7, grad_clip=1.0)
+    assert TrainConfig.from_dict(c.to_dict()) == c
+    with pytest.raises(ConfigError, match="learning_rate"):
+        TrainConfig.from_dict({**c.to_dict(), "learning_rate": 0.1})
+
+
+# --------------------------------------------------------------------------- MNIST holdout
+
+
+def write_split(root: Path, name: str, split: str, n: int, shape=(28, 28)):
+    x = np.empty((n, *shape), dtype=np.uint8)
+    x[:] = (np.arange(n) % 251).reshape(-1, *[1] * len(shape))  # image i is filled with i % 251
+    y = (np.arange(n) % 10).astype(np.int64)
+    (root / name).mkdir(parents=True, exist_ok=True)
+    np.savez(root / name / f"{split}.npz", x=x, y=y)
+
+
+def test_mnist_holdout_removes_train_images_0_to_9999(tmp_path):
+    write_split(tmp_path, "mnist", "train", 10_030)
+    write_split(tmp_path, "mnist", "test", 20)
+    tr, te, note = prepare_training_data(cfg(holdout_sample=True), tmp_path)
+    assert len(tr) == 30 and len(te) == 20
+    np.testing.assert_array_equal(tr.indices, np.arange(10_000, 10_030))
+    np.testing.assert_array_equal(tr.images[:, 0, 0], np.arange(10_000, 10_030) % 251)
+    np.testing.assert_array_equal(tr.labels, np.arange(10_000, 10_030) % 10)
+    assert "0..9999 held out" in note
+    full, _, note = prepare_training_data(cfg(holdout_sample=False), tmp_path)
+    assert len(full) == 10_030 and note == ""
+
+
+def test_holdout_only_for_mnist_and_only_with_indices(tmp_path, monkeypatch):
+    write_split(tmp_path, "fashion_mnist", "train", 10_005)
+    write_split(tmp_path, "fashion_mnist", "test", 5)
+    tr, _, note = prepare_training_data(cfg(dataset="fashion_mnist"), tmp_path)
+    assert len(tr) == 10_005 and note == ""
+
+    def no_indices(name, split, **kw):
+        return dataclasses.replace(synth(12_000 if split == "train" else 5, 0), indices=None)
+
+    monkeypatch.setattr(T, "load_dataset", no_indices)
+    tr, _, note = prepare_training_data(cfg(), None)
+    assert len(tr) == 12_000 and "no image indices" in note
+
+
+def test_training_data_never_comes_from_the_sample():
+    with pytest.raises(DataUnavailableError):  # nothing in the data folder, offline
+        prepare_training_data(cfg(), None)
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+@pytest.mark.filterwarnings("ignore:.*found in sys.modules:RuntimeWarning")
+def test_cli_help_runs_as_a_module(monkeypatch, capsys):
+    """``python -m core.train --help``, run in this process (a new interpreter would spend
+    seconds importing torch): runpy executes the module as __main__ exactly as -m does."""
+    monkeypatch.setattr(sys, "argv", ["python -m core.train", "--help"])
+    with pytest.raises(SystemExit) as exc:
+        runpy.run_module("core.train", run_name="__main__")
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "usage: python -m core.train" in out
+    for flag in ("--dataset", "--model", "--seed", "--lr", "--set", "--out"):
+        assert flag in out
+
+
+def test_cli_help_in_process(capsys):
+    with pytest.raises(SystemExit) as exc:
+        T.main(["--help"])
+    assert exc.value.code == 0 and "--iterations" in capsys.readouterr().out
+
+
+@pytest.fixture
+def npz_dir(tmp_path):
+    write_split(tmp_path / "data", "mnist", "train", 40)
+    write_split(tmp_path / "data", "mnist", "test", 20)
+    return tmp_path / "data"
+
+
+def cli_args(data_dir, out, *extra):
+    return ["--dataset", "mnist", "--model", "rim", "--iterations", "3", "--batch-size", "8", "--eval-every", "2",
+            "--eval-samples", "10", "--noise-draws", "1", "--no-holdout-sample", "--threads", "1", "--quiet",
+            "--data-dir", str(data_dir), "--out", str(out), "--set", "hidden_size=8", "--set", "num_units=3",
+            "--set", "k_active=2", *extra]
+
+
+def test_cli_trains_and_writes_a_loadable_checkpoint(npz_dir, tmp_path, capsys):
+    out = tmp_path / "runs" / "tiny"
+    assert T.main(cli_args(npz_dir, out, "--seed", "2")) == 0
+    assert "saved" in capsys.readouterr().out
+    assert (out.with_suffix(".safetensors")).is_file() and (out.with_suffix(".json")).is_file()
+    model, meta = load_checkpoint(out, expected_dataset="mnist")
+    assert meta["model"] == "rim" and meta["status"] == "completed" and meta["seed"] == 2
+    assert meta["config"]["hidden_size"] == 8 and meta["train_config"]["iterations"] == 3
+    assert meta["data_source"]["n_train"] == 40 and meta["metrics"]["test_n"] == 20
+    assert len(meta["history"]["loss"]) == 3 and meta["evals"]["iteration"] == [2, 3]
+    # the saved weights reproduce the reported test accuracy
+    x = np.empty((20, 28, 28), np.uint8)
+    x[:] = (np.arange(20) % 251)[:, None, None]
+    assert evaluate(model, x, np.arange(20) % 10, 10).accuracy == meta["metrics"]["test_accuracy"]
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--lr", "-1"], "Learning rate"),
+    (["--iterations", "0"], "Iterations"),
+    (["--batch-size", "41"], "larger than the training set"),
+    (["--set", "hidden_size=-3"], "hidden_size"),
+    (["--set", "k_active=9"], "k_active"),
+    (["--set", "wings=2"], "wings"),
+    (["--set", "novalue"], "KEY=VALUE"),
+])
+def test_cli_invalid_settings_exit_2_with_a_message(npz_dir, tmp_path, capsys, extra, words):
+    out = tmp_path / "bad"
+    assert T.main(cli_args(npz_dir, out, *extra)) == 2
+    err = capsys.readouterr().err
+    assert "error:" in err and words in err and "Traceback" not in err
+    assert not out.with_suffix(".safetensors").exists()
+
+
+def test_cli_argparse_errors_exit_2(npz_dir, tmp_path, capsys):
+    for extra in (["--model", "gpt"], ["--lr", "fast"]):
+        with pytest.raises(SystemExit) as exc:
+            T.main(cli_args(npz_dir, tmp_path / "x", *extra))
+        assert exc.value.code == 2
+        assert "invalid" in capsys.readouterr().err
+
+
+def test_cli_missing_data_exits_2(tmp_path, capsys):
+    assert T.main(cli_args(tmp_path / "empty", tmp_path / "x")) == 2
+    assert "RIMSCOPE_DATA_DIR" in capsys.readouterr().err
+
+
+def test_cli_diverged_run_saves_nothing(npz_dir, tmp_path, capsys):
+    out = tmp_path / "div"
+    args = cli_args(npz_dir, out, "--lr", "10", "--momentum", "0.9", "--iterations", "60", "--batch-size", "16",
+                    "--noise-draws", "0")
+    assert T.main(args) == 3
+    assert "DIVERGED" in capsys.readouterr().err
+    assert not out.with_suffix(".safetensors").exists() and not out.with_suffix(".json").exists()
