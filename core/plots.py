@@ -59,6 +59,7 @@ ERROR_METRICS = {
     "test_error": "clean test error (%)",
     "noisy_test_error": "noisy test error (%, Gaussian var 0.01)",
 }
+LOG_TICKS = ".2~g"  # log axes: "0.5, 1, 2, 5, 10" instead of plotly's bare digits "5, 1, 2, 5, 1"
 INPUT_SHAPES = {"28x28 (MNIST, Fashion-MNIST)": 28, "32x32x3 (CIFAR-10, Animals-10)": 96}
 
 
@@ -181,10 +182,12 @@ def curves_overlay(curves: list[dict], metric: str = "loss", *, smoothing: float
             fig.add_trace(tr)
     suffix = f" (smoothed, EMA {smoothing:g})" if smoothing else ""
     fig.update_layout(title=title or f"{short.capitalize()}{suffix}", height=height,
-                      legend=dict(orientation="h", yanchor="top", y=-0.18, x=0),
+                      legend=dict(orientation="h", yanchor="top", y=-0.26, x=0),
                       margin=dict(l=60, r=20, t=50, b=40), hovermode="closest")
     fig.update_xaxes(title_text=ITERATION_AXIS)
     fig.update_yaxes(title_text=axis + (" (log scale)" if log_y else ""), type="log" if log_y else "linear")
+    if log_y:
+        fig.update_yaxes(tickformat=LOG_TICKS)
     return fig
 
 
@@ -213,7 +216,7 @@ def curves_small_multiples(curves: list[dict], metric: str = "loss", *, smoothin
     for c in range(1, cols + 1):
         fig.update_xaxes(title_text="iteration (SGD steps)", row=rows, col=c)
     if log_y:
-        fig.update_yaxes(type="log")
+        fig.update_yaxes(type="log", tickformat=LOG_TICKS)
     suffix = f" (smoothed, EMA {smoothing:g})" if smoothing else ""
     fig.update_layout(title=title or f"{short.capitalize()} per method{suffix}",
                       height=max(300, rows * height_per_row + 80), showlegend=False,
@@ -246,7 +249,7 @@ def run_curves_figure(meta: dict, title: str = "", log_loss: bool | None = None)
             y = c["y"][np.isfinite(c["y"]) & (c["y"] > 0)]
             log = bool(len(y) and y.max() / y.min() > 100) if log_loss is None else log_loss
         fig.update_yaxes(title_text=axis + (" (log scale)" if log else ""), type="log" if log else "linear",
-                         row=1, col=i)
+                         tickformat=LOG_TICKS if log else None, row=1, col=i)
     fig.update_layout(title=title or None, height=360, margin=dict(l=60, r=20, t=60 if title else 40, b=50))
     return fig
 

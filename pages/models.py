@@ -133,7 +133,7 @@ elif table.empty:
     st.info("No model matches these filters.")
 else:
     st.dataframe(
-        table.drop(columns=["key"]), hide_index=True, width="stretch",
+        table.drop(columns=["key"]), hide_index=True, width="stretch", height=min(36 * (len(table) + 1) + 3, 760),
         column_config={
             "parameters": st.column_config.NumberColumn("parameters", format="%d"),
             "clean error (%)": st.column_config.NumberColumn("clean error (%)", format="%.2f"),

@@ -121,6 +121,7 @@ def test_overlay_accuracy_in_percent_with_log_option():
     assert max(fig.data[0].y) == pytest.approx(100 * max(curve("rim", 0, metric_scale=0.3)["y"]))
     log = curves_overlay([curve("rim", 0)], "loss", log_y=True)
     assert log.layout.yaxis.type == "log" and "log" in log.layout.yaxis.title.text
+    assert log.layout.yaxis.tickformat  # readable log ticks, not bare digits
 
 
 def test_overlay_empty_and_unknown_metric():

@@ -9,6 +9,7 @@ plus the model's own tensors; ``model.unit_names`` labels the U axis.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 import torch.nn as nn
@@ -49,6 +50,10 @@ _REGISTRY: dict[str, ModelSpec] = {
 }
 
 
+# integer settings are sizes or counts: at least 1, except these
+_MIN_INT = {"mlp_layers": 0}
+
+
 def list_models() -> list[str]:
     return list(_REGISTRY)
 
@@ -86,8 +91,10 @@ def make_config(name: str, **kwargs):
             ok = True
         if not ok:
             raise ValueError(f"Setting {key} of {name} must be {type(default).__name__}, got {value!r}")
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
-            raise ValueError(f"Setting {key} of {name} must not be negative, got {value!r}")
+        if isinstance(default, int) and not isinstance(default, bool) and value < _MIN_INT.get(key, 1):
+            raise ValueError(f"Setting {key} of {name} must be at least {_MIN_INT.get(key, 1)}, got {value!r}")
+        if isinstance(default, float) and not math.isfinite(value):
+            raise ValueError(f"Setting {key} of {name} must be a finite number, got {value!r}")
         clean[key] = value
     return get_spec(name).cls.config_class(**clean)
 

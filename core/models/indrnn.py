@@ -31,6 +31,8 @@ class IndRNN(nn.Module):
     def __init__(self, config: IndRNNConfig):
         super().__init__()
         self.config = c = config
+        if c.hidden_size % c.trace_groups:
+            raise ValueError(f"hidden_size ({c.hidden_size}) must be a multiple of trace_groups ({c.trace_groups})")
         self.u_max = 2.0 ** (1.0 / c.ref_length)
         dims = [c.input_dim] + [c.hidden_size] * c.num_layers
         self.inputs = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:]))

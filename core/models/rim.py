@@ -61,6 +61,8 @@ class RIM(nn.Module):
     def __init__(self, config: RIMConfig):
         super().__init__()
         c = config
+        if not 0 <= c.alpha <= 1:
+            raise ValueError(f"alpha must be in [0, 1], got {c.alpha}")
         if not 1 <= c.k_active <= c.num_units:
             raise ValueError(f"k_active must be in 1..num_units ({c.num_units}), got {c.k_active}")
         self.config = c
