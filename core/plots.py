@@ -50,10 +50,10 @@ from plotly.subplots import make_subplots  # noqa: E402
 ITERATION_AXIS = "training iteration (SGD steps, batch of 100)"
 # metric -> (short name, axis title with unit, scale applied to stored values)
 CURVE_METRICS = {
-    "loss": ("training loss", "training loss (cross-entropy, nats)", 1.0),
-    "batch_acc": ("batch accuracy", "training-batch accuracy (%)", 100.0),
-    "test_acc": ("test accuracy", "test accuracy (%, periodic, fixed test subset)", 100.0),
-    "test_loss": ("test loss", "test loss (cross-entropy, nats)", 1.0),
+    "loss": ("training loss", "training loss (nats)", 1.0),  # cross-entropy
+    "batch_acc": ("batch accuracy", "batch accuracy (%)", 100.0),  # on the training batch
+    "test_acc": ("test accuracy", "test accuracy (%)", 100.0),  # periodic, on a fixed test subset
+    "test_loss": ("test loss", "test loss (nats)", 1.0),
 }
 ERROR_METRICS = {
     "test_error": "clean test error (%)",
@@ -61,6 +61,13 @@ ERROR_METRICS = {
 }
 LOG_TICKS = ".2~g"  # log axes: "0.5, 1, 2, 5, 10" instead of plotly's bare digits "5, 1, 2, 5, 1"
 INPUT_SHAPES = {"28x28 (MNIST, Fashion-MNIST)": 28, "32x32x3 (CIFAR-10, Animals-10)": 96}
+
+
+def _axis_title(axis: str, log: bool) -> str:
+    """``"training loss (nats)"`` -> ``"training loss (nats, log scale)"`` on a log axis."""
+    if not log:
+        return axis
+    return axis[:-1] + ", log scale)" if axis.endswith(")") else axis + " (log scale)"
 
 
 def _float_array(values) -> np.ndarray:
@@ -185,7 +192,7 @@ def curves_overlay(curves: list[dict], metric: str = "loss", *, smoothing: float
                       legend=dict(orientation="h", yanchor="top", y=-0.26, x=0),
                       margin=dict(l=60, r=20, t=50, b=40), hovermode="closest")
     fig.update_xaxes(title_text=ITERATION_AXIS)
-    fig.update_yaxes(title_text=axis + (" (log scale)" if log_y else ""), type="log" if log_y else "linear")
+    fig.update_yaxes(title_text=_axis_title(axis, log_y), type="log" if log_y else "linear")
     if log_y:
         fig.update_yaxes(tickformat=LOG_TICKS)
     return fig
@@ -212,7 +219,7 @@ def curves_small_multiples(curves: list[dict], metric: str = "loss", *, smoothin
         for tr in _method_traces(method, runs, metric, smoothing, showlegend=False):
             fig.add_trace(tr, row=r + 1, col=c + 1)
     for r in range(1, rows + 1):
-        fig.update_yaxes(title_text=axis + (" (log)" if log_y else ""), row=r, col=1)
+        fig.update_yaxes(title_text=_axis_title(axis, log_y), row=r, col=1)
     for c in range(1, cols + 1):
         fig.update_xaxes(title_text="iteration (SGD steps)", row=rows, col=c)
     if log_y:
@@ -248,7 +255,7 @@ def run_curves_figure(meta: dict, title: str = "", log_loss: bool | None = None)
         if m == "loss":
             y = c["y"][np.isfinite(c["y"]) & (c["y"] > 0)]
             log = bool(len(y) and y.max() / y.min() > 100) if log_loss is None else log_loss
-        fig.update_yaxes(title_text=axis + (" (log scale)" if log else ""), type="log" if log else "linear",
+        fig.update_yaxes(title_text=_axis_title(axis, log), type="log" if log else "linear",
                          tickformat=LOG_TICKS if log else None, row=1, col=i)
     fig.update_layout(title=title or None, height=360, margin=dict(l=60, r=20, t=60 if title else 40, b=50))
     return fig

@@ -129,6 +129,9 @@ with tab_curves:
             st.plotly_chart(fig_acc, width="stretch", key="cmp_fig_acc")
             figure_downloads(fig_acc, f"{sched}_{ds}_test_accuracy_overlay", key="cmp_dl_acc")
 
+        st.caption("Training loss: cross-entropy (nats) on each training batch of 100 images. Test accuracy: measured "
+                   "every few iterations on a fixed subset of the test split (the final errors use the whole split).")
+
         st.subheader("One panel per method")
         metric = st.radio("Quantity", list(SMALL_MULTIPLE_METRICS), horizontal=True, key="cmp_sm_metric",
                           format_func=SMALL_MULTIPLE_METRICS.get)

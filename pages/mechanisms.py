@@ -15,15 +15,6 @@ STATS_SIZES = (200, 500, 1000)
 MISCLASSIFIED_POOL = 1000  # misclassified images are searched among this fixed test subset
 PLAY_SECONDS = 0.6
 CHART = {"displayModeBar": False}
-import os as _os
-_EXP = _os.environ.get("MECH_EXP", "")
-_orig_chart = st.plotly_chart
-def _chart(fig, key=None, **kw):
-    if _EXP == "nocharts" or (_EXP == "notimeline" and key == "mech_timeline") or (_EXP == "nocomm" and key == "mech_comm") or (_EXP == "noprobs" and key == "mech_probs"):
-        st.write(f"[{key} skipped]")
-        return
-    return _orig_chart(fig, key=key, **kw)
-
 
 
 # --------------------------------------------------------------------------- cached compute
@@ -206,7 +197,7 @@ def _timestep_view(image: np.ndarray, trace: dict, unit_names: list, model_name:
     c_img, c_comm, c_text = st.columns([2, 3, 3])
     c_img.image(_framed_row(image, t), caption=f"row {t} of {T}, framed")
     if model_name == "rim" and "comm_attention" in trace:
-        (lambda *a, **k: None if _EXP in ("nocharts", "nocomm") else c_comm.plotly_chart(*a, **k))(plots.comm_attention_figure(trace["comm_attention"][t - 1], unit_names,
+        c_comm.plotly_chart(plots.comm_attention_figure(trace["comm_attention"][t - 1], unit_names,
                                                         trace["active"][t - 1], t=t, height=300),
                             key="mech_comm", config=CHART)
     with c_text:
@@ -216,7 +207,7 @@ def _timestep_view(image: np.ndarray, trace: dict, unit_names: list, model_name:
                        "from the others (attention on the left); an inactive one keeps its state unchanged.")
         heads = model_name == "rim" and st.checkbox("Show each input-attention head", key="mech_heads")
     fig = _timeline(image, trace, unit_names, model_name, activity_label, heads, cache_key + (heads,))
-    _chart(plots.mark_step(fig, t), key="mech_timeline", config=CHART)
+    st.plotly_chart(plots.mark_step(fig, t), key="mech_timeline", config=CHART)
 
 
 # --------------------------------------------------------------------------- views
@@ -273,7 +264,7 @@ def one_input_view(dataset: str, entry, model, compared: dict) -> None:
             st.caption(f"What the model sees: {what}, {info.image_shape[0]}x{info.image_shape[1]}"
                        + ("" if grey else " RGB") + (f", true class {classes[label]}" if label is not None else ""))
         with c_pred:
-            _chart(plots.probability_figure(rows, classes, true_class=label, height=300),
+            st.plotly_chart(plots.probability_figure(rows, classes, true_class=label, height=300),
                             key="mech_probs", config=CHART)
         if rows:
             st.caption(" · ".join(f"{r['label']}: **{classes[int(np.argmax(r['probs']))]}** "

@@ -89,9 +89,12 @@ def test_build_model_refuses_unknown_model_with_the_choices():
     ("rim", {"hidden_size": 32.0}, ["hidden_size", "int"]),
     ("rim", {"hidden_size": True}, ["hidden_size", "int"]),
     ("rim", {"alpha": "0.1"}, ["alpha", "float"]),
-    ("rim", {"hidden_size": -1}, ["hidden_size", "negative"]),
+    ("rim", {"hidden_size": -1}, ["hidden_size", "at least 1"]),
+    ("rim", {"hidden_size": 0}, ["hidden_size", "at least 1"]),
+    ("rim", {"alpha": float("nan")}, ["alpha", "finite"]),
     ("rim", {"k_active": 7}, ["k_active", "num_units"]),
-    ("entnet", {"num_slots": -3}, ["num_slots", "negative"]),
+    ("entnet", {"num_slots": -3}, ["num_slots", "at least 1"]),
+    ("indrnn", {"trace_groups": 5}, ["hidden_size", "trace_groups"]),
     ("indrnn", {"layers": 2}, ["Unknown setting", "layers"]),
 ])
 def test_build_model_refuses_bad_settings_with_a_clear_message(name, settings, words):

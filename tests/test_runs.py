@@ -230,7 +230,7 @@ def test_unknown_run_and_bad_configs(store):
     before = listing(store.root)
     for cfg, message in [(tiny(lr=-0.1), "Learning rate"), (tiny(iterations=0), "Iterations"),
                          (tiny(model="nope"), "Unknown model"), (tiny(dataset="svhn"), "Unknown data set"),
-                         (tiny(model_overrides={"hidden_size": -3}), "must not be negative"),
+                         (tiny(model_overrides={"hidden_size": -3}), "must be at least 1"),
                          (tiny(model_overrides={"wings": 2}), "Unknown setting")]:
         with pytest.raises(ConfigError, match=message):
             store.submit(cfg)

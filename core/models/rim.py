@@ -5,29 +5,42 @@ row an input attention decides which ``k`` of them are active. Active LSTMs upda
 state from the row and then read a share ``alpha`` of the others' states through a second
 attention; inactive LSTMs keep their state unchanged. The logits come from all final states.
 
-Read top to bottom: config, then the module. Shapes use
+Read top to bottom: config, the module, then the fused recurrence it runs. Shapes use
 B batch, T rows (timesteps), D row features, n LSTMs, H hidden units per LSTM,
-Hi input-attention heads, Hc communication heads.
+Hi input-attention heads, Hc communication heads. A plain step-by-step version of the same
+maths lives in ``tests/reference_models.py``; ``tests/test_equivalence.py`` holds the two
+together (logits, every gradient, the trace).
 
-Why the forward pass looks the way it does (speed without changing the maths):
+Why the code looks the way it does (speed without changing the maths):
 * Everything that does not depend on the recurrent state is computed for all rows at once
   before the loop: the row encoding, its keys and values. Attention over ``[row; null]``
   with a zero null row reduces to scaling the row's value by ``sigmoid(score)``, so no
   softmax over two rows and no null-row products are needed.
 * Per-LSTM weights are stored as stacked tensors ``[n, in, out]`` and applied to all
-  LSTMs with one batched matmul (``torch.baddbmm`` over the LSTM axis), never a Python loop
-  over LSTMs. The recurrent gate weights and the input-attention queries share an input
-  (``h[t-1]``) so they are one fused product.
+  LSTMs with one batched matmul over the LSTM axis, never a Python loop over LSTMs.
+* Inside the recurrence the batch is the last, contiguous axis (states ``[n, H, B]``), so the
+  per-head sums of the two attentions reduce over middle axes, which is much cheaper than
+  reducing many 16-element rows.
+* Training runs through ``_RIMSequence``, an autograd function with a hand-written backward
+  over the whole sequence: the forward saves what the backward needs into one preallocated
+  workspace (reused between steps: fresh large allocations cost page faults), and the four
+  weight gradients are each one large matrix product over all timesteps at the end instead
+  of one small product per step.
+* ``tanh(x)`` is computed as ``2 * sigmoid(2x) - 1`` (an identity; sigmoid is several times
+  cheaper than tanh on CPU). For the LSTM's g gate the doubling is folded into a copy of
+  the weights (multiplying by 2 is exact in floating point), so all four gates come out of
+  one sigmoid over a contiguous block.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
+from torch.autograd.function import once_differentiable
 
 
 @dataclass
@@ -61,8 +74,6 @@ class RIM(nn.Module):
     def __init__(self, config: RIMConfig):
         super().__init__()
         c = config
-        if not 0 <= c.alpha <= 1:
-            raise ValueError(f"alpha must be in [0, 1], got {c.alpha}")
         if not 1 <= c.k_active <= c.num_units:
             raise ValueError(f"k_active must be in 1..num_units ({c.num_units}), got {c.k_active}")
         self.config = c
@@ -78,8 +89,9 @@ class RIM(nn.Module):
         self.key = nn.Linear(c.embed_dim, c.input_heads * c.input_key_size, bias=False)
         self.value = nn.Linear(c.embed_dim, c.input_heads * c.input_value_size, bias=False)
 
-        # Per-LSTM weights from h[t-1]: queries for input attention and recurrent gates.
-        # Stacked as one [n, H, Hi*dk + 4H] tensor so both come from one batched product.
+        # Per-LSTM weights from h[t-1]: queries for input attention and recurrent gates
+        # (order i, f, o, g). Stacked as one [n, H, Hi*dk + 4H] tensor so both come from one
+        # batched product.
         q_out = c.input_heads * c.input_key_size
         self.w_hq = _stacked(n, H, q_out + 4 * H)
         self.b_hq = nn.Parameter(torch.zeros(n, 1, q_out + 4 * H))
@@ -104,76 +116,280 @@ class RIM(nn.Module):
     def forward(self, x: torch.Tensor, return_trace: bool = False):
         c = self.config
         B, T, _ = x.shape
-        n, H, k = c.num_units, c.hidden_size, c.k_active
-        Hi, dk, dv = c.input_heads, c.input_key_size, c.input_value_size
-        Hc, dkc, dvc = c.comm_heads, c.comm_key_size, c.comm_value_size
-        q_out = Hi * dk
+        n, H = c.num_units, c.hidden_size
 
         # --- state-independent work, all timesteps at once --------------------------------
         e = self.encoder(x)  # [B,T,E]
-        # keys [T,1,B,Hi,dk] (scale folded in) and values [T,1,B,Hi,dv], split per step with
-        # unbind: indexing a big tensor per step would make autograd allocate and fill a
-        # full-size zero gradient for every step.
-        keys = (self.key(e) / math.sqrt(dk)).view(B, T, Hi, dk).transpose(0, 1).unsqueeze(1).unbind(0)
-        vals = self.value(e).view(B, T, Hi, dv).transpose(0, 1).unsqueeze(1).unbind(0)
+        # keys (scale folded in) and values, batch last: [T, Hi*dk, B] and [T, Hi*dv, B]
+        keys = (self.key(e) / math.sqrt(c.input_key_size)).permute(1, 2, 0).contiguous()
+        vals = self.value(e).permute(1, 2, 0).contiguous()
 
-        h = x.new_zeros(n, B, H)  # states kept LSTM-major for the batched products
-        cell = x.new_zeros(n, B, H)
-        w_hq, b_hq = self.w_hq, self.b_hq
-        w_comm, w_comm_out = self.w_comm, self.w_comm_out
-        alpha = c.alpha
-        trace = {k_: [] for k_ in ("active", "input_attention", "input_attention_heads",
-                                   "comm_attention", "hidden_norm")} if return_trace else None
+        weights = (self.w_hq, self.b_hq, self.w_ih, self.w_comm, self.w_comm_out)
+        dims = _Dims.of(c)
+        needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (keys, vals, *weights))
+        trace = None
+        if return_trace or not needs_grad:
+            with torch.no_grad():
+                h, trace = _recurrence(keys, vals, *weights, dims, trace=return_trace)
+        if needs_grad:
+            h = _RIMSequence.apply(keys, vals, *weights, dims)
 
-        for t in range(T):
-            # queries and recurrent gate terms for every LSTM in one product
-            hq = torch.baddbmm(b_hq, h, w_hq)  # [n,B,q_out+4H]
-            q = hq[..., :q_out].view(n, B, Hi, dk)
-            # attention score on the real row per head; the null row's score is 0, so the
-            # two-way softmax weight on the real row is sigmoid(score)
-            score = (q * keys[t]).sum(-1)  # [n,B,Hi]
-            w_real = torch.sigmoid(score)
-            w_mean = w_real.mean(-1)  # [n,B] head-averaged, ranks the LSTMs
-
-            # top-k activation: exactly k LSTMs per example (ties broken by topk's order)
-            top = w_mean.topk(k, dim=0).indices  # [k,B]
-            active = torch.zeros_like(w_mean).scatter_(0, top, 1.0).bool()  # [n,B]
-
-            # LSTM cell on the attended input a_i = [w_{i,h} * v_{t,h}]_h (the null row's
-            # value is 0, so attention over [row; null] just scales the row's value)
-            a = (w_real.unsqueeze(-1) * vals[t]).reshape(n, B, Hi * dv)
-            gates = torch.baddbmm(hq[..., q_out:], a, self.w_ih).view(n, B, 4, H)
-            ifo = torch.sigmoid(gates[:, :, :3])
-            g = torch.tanh(gates[:, :, 3])
-            c_new = ifo[:, :, 1] * cell + ifo[:, :, 0] * g
-            h_new = ifo[:, :, 2] * torch.tanh(c_new)
-            act = active.unsqueeze(-1)
-            # inactive LSTMs keep their state bit for bit
-            h_tilde = torch.where(act, h_new, h)
-            cell = torch.where(act, c_new, cell)
-
-            # communication: every LSTM's h~ as keys/values, active ones read alpha of it
-            qkv = torch.bmm(h_tilde, w_comm)  # [n,B,2*Hc*dkc + Hc*dvc]
-            cq = qkv[..., : self.comm_q].reshape(n, 1, B, Hc, dkc)  # reader i
-            ck = qkv[..., self.comm_q : 2 * self.comm_q].reshape(1, n, B, Hc, dkc)  # read j
-            cv = qkv[..., 2 * self.comm_q :].reshape(1, n, B, Hc, dvc)
-            # n x n attention per example and head as broadcast products: thousands of 6x6
-            # matrices are far slower through batched matmul than as one element-wise op
-            attn = torch.softmax((cq * ck).sum(-1) * (1.0 / math.sqrt(dkc)), dim=1)  # [n_i,n_j,B,Hc]
-            read = (attn.unsqueeze(-1) * cv).sum(1).reshape(n, B, Hc * dvc)
-            comm = torch.bmm(read, w_comm_out)  # [n,B,H]
-            h = torch.where(act, h_tilde + alpha * comm, h_tilde)
-
-            if trace is not None:
-                trace["active"].append(active.t().float())
-                trace["input_attention"].append(w_mean.t())
-                trace["input_attention_heads"].append(w_real.permute(1, 0, 2))
-                trace["comm_attention"].append(attn.mean(-1).permute(2, 0, 1))
-                trace["hidden_norm"].append(h.norm(dim=-1).t())
-
-        logits = self.readout(h.permute(1, 0, 2).reshape(B, n * H))
-        if trace is None:
+        logits = self.readout(h.permute(2, 0, 1).reshape(B, n * H))  # h: [n,H,B]
+        if not return_trace:
             return logits
-        out = {k_: torch.stack(v, dim=1).detach() for k_, v in trace.items()}
+        out = {k_: torch.stack(v, dim=1) for k_, v in trace.items()}
         out["activity"] = out["active"]  # the common per-unit view every model provides
         return logits, out
+
+
+# ----------------------------------------------------------------------------------------
+# The recurrence. Batch-last layout: h, c [n,H,B]; per step keys [Hi*dk, B], values [Hi*dv, B].
+@dataclass(frozen=True)
+class _Dims:
+    n: int
+    k: int
+    H: int
+    Hi: int
+    dk: int
+    dv: int
+    Hc: int
+    dkc: int
+    dvc: int
+    alpha: float
+
+    @staticmethod
+    def of(c: RIMConfig) -> _Dims:
+        return _Dims(c.num_units, c.k_active, c.hidden_size, c.input_heads, c.input_key_size,
+                     c.input_value_size, c.comm_heads, c.comm_key_size, c.comm_value_size, float(c.alpha))
+
+
+def _g_doubled(w_hq, b_hq, w_ih, q_out: int, H: int):
+    """Copies of the gate weights with the g-gate columns times 2 (exact in floating point),
+    so that sigmoid of the g pre-activation is sigmoid(2x) and tanh(x) = 2 sigmoid(2x) - 1."""
+    w_hq2, b_hq2, w_ih2 = w_hq.clone(), b_hq.clone(), w_ih.clone()
+    w_hq2[..., q_out + 3 * H :] *= 2
+    b_hq2[..., q_out + 3 * H :] *= 2
+    w_ih2[..., 3 * H :] *= 2
+    return w_hq2, b_hq2, w_ih2
+
+
+def _recurrence(keys, vals, w_hq, b_hq, w_ih, w_comm, w_comm_out, d: _Dims, trace=False, ws=None):
+    """Run all T steps. Returns the final h [n,H,B] and the trace lists (or None).
+
+    With a workspace ``ws`` (training) every tensor the backward needs is written into it;
+    without one (inference, tracing) nothing is kept.
+    """
+    T, Q, B = keys.shape
+    n, k, H, Hi, dk, dv, Hc, dkc, dvc = d.n, d.k, d.H, d.Hi, d.dk, d.dv, d.Hc, d.dkc, d.dvc
+    V, C = Hi * dv, Hc * dkc
+    w_hq, b_hq, w_ih = _g_doubled(w_hq, b_hq, w_ih, Q, H)
+    w_hq_t, b_hq_t, w_ih_t = w_hq.transpose(1, 2), b_hq.transpose(1, 2), w_ih.transpose(1, 2)
+    w_comm_t, w_out_t = w_comm.transpose(1, 2), w_comm_out.transpose(1, 2)
+    scale = 1.0 / math.sqrt(dkc)
+    key_t = keys.view(T, 1, Hi, dk, B).unbind(0)
+    val_t = vals.view(T, 1, Hi, dv, B).unbind(0)
+    none = [None] * T
+    if ws is not None:
+        ws["H"][:, :, 0].zero_()
+        ws["C"][:, :, 0].zero_()
+        h, c = ws["H"][:, :, 0], ws["C"][:, :, 0]
+        h_out, c_out = ws["H"].unbind(2)[1:], ws["C"].unbind(2)[1:]
+        ht_out = ws["HT"].unbind(2)
+        a_out = [x.view(n, Hi, dv, B) for x in ws["A"].unbind(2)]
+        read_out = [x.view(n, Hc, dvc, B) for x in ws["READ"].unbind(2)]
+        hq_out, w_out, u_out, g_out, tc_out, qkv_out, att_out, act_out = (
+            ws[name].unbind(0) for name in ("HQ", "W", "U", "G", "TC", "QKV", "ATT", "ACT"))
+    else:
+        h = keys.new_zeros(n, H, B)
+        c = keys.new_zeros(n, H, B)
+        h_out = c_out = ht_out = a_out = read_out = none
+        hq_out = w_out = u_out = g_out = tc_out = qkv_out = att_out = act_out = none
+    tr = {name: [] for name in ("active", "input_attention", "input_attention_heads",
+                                "comm_attention", "hidden_norm")} if trace else None
+
+    for t in range(T):
+        # queries and recurrent gate terms for every LSTM in one product
+        hq = torch.baddbmm(b_hq_t, w_hq_t, h, out=hq_out[t])  # [n,Q+4H,B]
+        # attention score on the real row per head; the null row's score is 0, so the
+        # two-way softmax weight on the real row is sigmoid(score)
+        score = (hq[:, :Q].view(n, Hi, dk, B) * key_t[t]).sum(2)  # [n,Hi,B]
+        w = torch.sigmoid(score, out=w_out[t])
+        w_mean = w.mean(1)  # [n,B] head-averaged, ranks the LSTMs
+        # top-k activation: exactly k LSTMs per example (ties broken by topk's order)
+        top = w_mean.topk(k, dim=0).indices  # [k,B]
+        act = torch.zeros_like(w_mean).scatter_(0, top, 1.0).unsqueeze(1)  # [n,1,B], 1 = active
+        keep = 1.0 - act
+        if ws is not None:
+            act_out[t].copy_(act)
+
+        # LSTM cell on the attended input a_i = [w_{i,h} * v_{t,h}]_h (the null row's value
+        # is 0, so attention over [row; null] just scales the row's value)
+        a = torch.mul(w.unsqueeze(2), val_t[t], out=a_out[t])  # [n,Hi,dv,B]
+        gates = torch.baddbmm(hq[:, Q:], w_ih_t, a.view(n, V, B))  # [n,4H,B], g rows doubled
+        u = torch.sigmoid(gates, out=u_out[t])  # i, f, o, sigmoid(2 x_g)
+        g = torch.mul(u[:, 3 * H :], 2, out=g_out[t]).sub_(1)  # tanh(x_g)
+        c_new = torch.addcmul(u[:, H : 2 * H] * c, u[:, :H], g)
+        tc = torch.sigmoid(c_new * 2, out=tc_out[t]).mul_(2).sub_(1)  # tanh(c_new)
+        h_new = u[:, 2 * H : 3 * H] * tc
+        # inactive LSTMs keep their state bit for bit: x*1 + y*0 = x for finite x, y
+        h_t = torch.addcmul(h * keep, h_new, act, out=ht_out[t])
+        c = torch.addcmul(c * keep, c_new, act, out=c_out[t])
+
+        # communication: every LSTM's h~ as keys/values, active ones read alpha of it;
+        # the n x n attention per example and head as broadcast products
+        qkv = torch.bmm(w_comm_t, h_t, out=qkv_out[t])  # [n, 2*Hc*dkc + Hc*dvc, B]
+        cq = qkv[:, :C].view(n, 1, Hc, dkc, B)  # reader i
+        ck = qkv[:, C : 2 * C].view(1, n, Hc, dkc, B)  # read j
+        cv = qkv[:, 2 * C :].view(1, n, Hc, dvc, B)
+        att = torch._softmax((cq * ck).sum(3) * scale, 1, False, out=att_out[t])  # [n_i,n_j,Hc,B]
+        read = torch.sum(att.unsqueeze(3) * cv, 1, out=read_out[t])  # [n,Hc,dvc,B]
+        comm = torch.bmm(w_out_t, read.view(n, Hc * dvc, B))  # [n,H,B]
+        h = torch.addcmul(h_t, act, comm, value=d.alpha, out=h_out[t])
+
+        if tr is not None:
+            tr["active"].append(act.squeeze(1).t())
+            tr["input_attention"].append(w_mean.t())
+            tr["input_attention_heads"].append(w.permute(2, 0, 1))
+            tr["comm_attention"].append(att.mean(2).permute(2, 0, 1))
+            tr["hidden_norm"].append(h.norm(dim=1).t())
+    return h, tr
+
+
+def _recurrence_backward(dh, ws, keys, vals, w_hq, b_hq, w_ih, w_comm, w_comm_out, d: _Dims):
+    """Gradients of the final h w.r.t. keys, values and the five stacked weights."""
+    T, Q, B = keys.shape
+    n, H, Hi, dk, dv, Hc, dkc, dvc = d.n, d.H, d.Hi, d.dk, d.dv, d.Hc, d.dkc, d.dvc
+    V, C, Cv, G, TB = Hi * dv, Hc * dkc, Hc * dvc, 4 * H, T * B
+    w_hq, b_hq, w_ih = _g_doubled(w_hq, b_hq, w_ih, Q, H)
+    scale = 1.0 / math.sqrt(dkc)
+    key_t = keys.view(T, 1, Hi, dk, B).unbind(0)
+    val_t = vals.view(T, 1, Hi, dv, B).unbind(0)
+    act_all = ws["ACT"]
+    act_t, act_alpha_t, keep_t = act_all.unbind(0), (act_all * d.alpha).unbind(0), (1.0 - act_all).unbind(0)
+    qkv_all = ws["QKV"]
+    cq_t = qkv_all[:, :, :C].view(T, n, 1, Hc, dkc, B).unbind(0)
+    ck_t = qkv_all[:, :, C : 2 * C].view(T, 1, n, Hc, dkc, B).unbind(0)
+    cv_t = qkv_all[:, :, 2 * C :].view(T, 1, n, Hc, dvc, B).unbind(0)
+    att_t, u_t, g_t, tc_t, w_t = (ws[name].unbind(0) for name in ("ATT", "U", "G", "TC", "W"))
+    c_prev_t = ws["C"].unbind(2)
+    dHQ, dQKV, dCOMM, dA_all, dS_all = ws["dHQ"], ws["dQKV"], ws["dCOMM"], ws["dA"], ws["dSCORE"]
+    dhq_t, dqkv_t, dcomm_t = dHQ.unbind(2), dQKV.unbind(2), dCOMM.unbind(2)
+    da_t, dscore_t = dA_all.unbind(0), dS_all.unbind(0)
+
+    dc = None  # gradient w.r.t. c after the step (none flows into the last cell state)
+    for t in range(T - 1, -1, -1):
+        act, keep = act_t[t], keep_t[t]
+        # h = h~ + alpha * act * (W_out read)
+        dcomm = torch.mul(dh, act_alpha_t[t], out=dcomm_t[t])
+        dread = torch.bmm(w_comm_out, dcomm).view(n, 1, Hc, dvc, B)
+        cq, ck, cv, att = cq_t[t], ck_t[t], cv_t[t], att_t[t]
+        dqkv = dqkv_t[t]
+        d_att = (dread * cv).sum(3)  # [n_i,n_j,Hc,B]
+        torch.sum(att.unsqueeze(3) * dread, 0, out=dqkv[:, 2 * C :].view(n, Hc, dvc, B))
+        d_s = torch._softmax_backward_data(d_att, att, 1, att.dtype).mul_(scale)
+        torch.sum(d_s.unsqueeze(3) * ck, 1, out=dqkv[:, :C].view(n, Hc, dkc, B))
+        torch.sum(d_s.unsqueeze(3) * cq, 0, out=dqkv[:, C : 2 * C].view(n, Hc, dkc, B))
+        dh_t = torch.baddbmm(dh, w_comm, dqkv)  # [n,H,B]
+        # h~ = h_new where active else h; c likewise
+        dh_new = dh_t * act
+        u, g, tc = u_t[t], g_t[t], tc_t[t]
+        i_, f_, o_ = u[:, :H], u[:, H : 2 * H], u[:, 2 * H : 3 * H]
+        dtc = dh_new * o_
+        dc_new = torch.addcmul(dtc, dtc, tc * tc, value=-1)  # through tanh(c_new)
+        if dc is not None:
+            dc_new.addcmul_(dc, act)
+        dz = dhq_t[t][:, Q:]  # gradient of the gate pre-activations (g rows doubled)
+        torch.mul(dc_new, g, out=dz[:, :H])
+        torch.mul(dc_new, c_prev_t[t], out=dz[:, H : 2 * H])
+        torch.mul(dh_new, tc, out=dz[:, 2 * H : 3 * H])
+        torch.mul(dc_new, i_, out=dz[:, 3 * H :]).mul_(2)  # d/d sigmoid(2x) = 2 d/dg
+        dz.mul_(torch.addcmul(u, u, u, value=-1))  # sigmoid' = u (1 - u)
+        dc_new.mul_(f_)
+        dc = dc_new if dc is None else dc_new.addcmul_(dc, keep)
+        # attended input a = w * v  ->  the input-attention weight w = sigmoid(score)
+        da = torch.bmm(w_ih, dz, out=da_t[t]).view(n, Hi, dv, B)
+        w = w_t[t]
+        dw = (da * val_t[t]).sum(2)  # [n,Hi,B]
+        dscore = torch.mul(dw, torch.addcmul(w, w, w, value=-1), out=dscore_t[t].squeeze(2)).unsqueeze(2)
+        torch.mul(dscore, key_t[t], out=dhq_t[t][:, :Q].view(n, Hi, dk, B))
+        dh = torch.baddbmm(dh_t * keep, w_hq, dhq_t[t])
+
+    # gradients that nothing in the loop depends on, all timesteps at once
+    d_vals = (ws["W"].unsqueeze(3) * dA_all.view(T, n, Hi, dv, B)).sum(1).view(T, V, B)
+    d_keys = (dS_all * ws["HQ"][:, :, :Q].view(T, n, Hi, dk, B)).sum(1).view(T, Q, B)
+    g_w_hq = torch.bmm(ws["H"][:, :, :T].reshape(n, H, TB), dHQ.view(n, Q + G, TB).transpose(1, 2))
+    g_b_hq = dHQ.sum((2, 3)).unsqueeze(1)
+    g_w_ih = torch.bmm(ws["A"].view(n, V, TB), dHQ[:, Q:].reshape(n, G, TB).transpose(1, 2))
+    for grad in (g_w_hq[..., Q + 3 * H :], g_b_hq[..., Q + 3 * H :], g_w_ih[..., 3 * H :]):
+        grad.mul_(2)  # back from the doubled g columns to the stored weights
+    g_w_comm = torch.bmm(ws["HT"].view(n, H, TB), dQKV.view(n, 3 * C, TB).transpose(1, 2))
+    g_w_out = torch.bmm(ws["READ"].view(n, Cv, TB), dCOMM.view(n, H, TB).transpose(1, 2))
+    return d_keys, d_vals, g_w_hq, g_b_hq, g_w_ih, g_w_comm, g_w_out
+
+
+# Workspaces are reused between training steps (allocating ~90 MB afresh each step costs
+# more in page faults than the arithmetic it holds). A workspace belongs to one forward until
+# its backward has run; a forward whose backward never runs simply drops its workspace.
+_POOL: dict = {}
+_POOL_LOCK = threading.Lock()
+_POOL_KEYS = 4  # shapes kept
+
+
+def _workspace(T: int, B: int, d: _Dims, dtype, device) -> dict:
+    key = (T, B, d, dtype, device)
+    with _POOL_LOCK:
+        free = _POOL.get(key)
+        if free:
+            return free.pop()
+    n, H, Hi, Hc = d.n, d.H, d.Hi, d.Hc
+    Q, V, C, Cv = Hi * d.dk, Hi * d.dv, Hc * d.dkc, Hc * d.dvc
+
+    def new(*shape):
+        return torch.empty(*shape, dtype=dtype, device=device)
+
+    return {
+        "key": key,
+        # [n, F, T(+1), B]: operands of the weight-gradient products over all timesteps
+        "H": new(n, H, T + 1, B), "C": new(n, H, T + 1, B), "HT": new(n, H, T, B),
+        "A": new(n, V, T, B), "READ": new(n, Cv, T, B),
+        "dHQ": new(n, Q + 4 * H, T, B), "dQKV": new(n, 3 * C, T, B), "dCOMM": new(n, H, T, B),
+        # [T, ...]: per-step tensors
+        "HQ": new(T, n, Q + 4 * H, B), "W": new(T, n, Hi, B), "U": new(T, n, 4 * H, B),
+        "G": new(T, n, H, B), "TC": new(T, n, H, B), "QKV": new(T, n, 2 * C + Cv, B),
+        "ATT": new(T, n, n, Hc, B), "ACT": new(T, n, 1, B),
+        "dA": new(T, n, V, B), "dSCORE": new(T, n, Hi, 1, B),
+    }
+
+
+def _release(ws: dict) -> None:
+    with _POOL_LOCK:
+        key = ws["key"]
+        if key not in _POOL and len(_POOL) >= _POOL_KEYS:
+            _POOL.pop(next(iter(_POOL)))
+        free = _POOL.setdefault(key, [])
+        if not free:
+            free.append(ws)
+
+
+class _RIMSequence(torch.autograd.Function):
+    """The whole recurrence as one autograd node: keys, values, weights -> final h [n,H,B]."""
+
+    @staticmethod
+    def forward(ctx, keys, vals, w_hq, b_hq, w_ih, w_comm, w_comm_out, dims):
+        T, _, B = keys.shape
+        ws = _workspace(T, B, dims, keys.dtype, keys.device)
+        h, _ = _recurrence(keys, vals, w_hq, b_hq, w_ih, w_comm, w_comm_out, dims, ws=ws)
+        ctx.ws, ctx.dims = ws, dims
+        ctx.save_for_backward(keys, vals, w_hq, b_hq, w_ih, w_comm, w_comm_out)
+        return h.clone()
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dh):
+        ws, ctx.ws = ctx.ws, None
+        if ws is None:
+            raise RuntimeError("RIM: backward through the same forward twice is not supported "
+                               "(retain_graph); run the forward again")
+        grads = _recurrence_backward(dh.contiguous(), ws, *ctx.saved_tensors, ctx.dims)
+        _release(ws)
+        return (*grads, None)

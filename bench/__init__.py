@@ -1,0 +1,1 @@
+"""Benchmarks (``python -m bench.bench_models``); not imported by the app."""
