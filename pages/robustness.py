@@ -37,13 +37,15 @@ def _clean_key(kind: str, strength: float) -> tuple[str, float]:
     return kind, (1.0 if kind == "poisson" else round(float(strength), 4))
 
 
-@st.cache_data(max_entries=4000, show_spinner=False)
+# cache_resource: results are read-only, and handing out the same object (no copy) keeps a
+# slider move cheap even when the curve needs 21 points x 5 models from the cache
+@st.cache_resource(max_entries=4000, show_spinner=False)
 def _noise_point(_model, model_key: str, mtime: float, data_key: str, _images, _labels, kind: str,
                  strength: float, with_activity: bool) -> analysis.EvalPoint:
     return analysis.noisy_eval(_model, _images, _labels, kind, strength, SEED, with_activity=with_activity)
 
 
-@st.cache_data(max_entries=1000, show_spinner=False)
+@st.cache_resource(max_entries=1000, show_spinner=False)
 def _stretch_point(_model, model_key: str, mtime: float, data_key: str, _images, _labels,
                    factor: float) -> analysis.EvalPoint:
     return analysis.stretch_eval(_model, _images, _labels, factor)
@@ -89,12 +91,15 @@ class Scorer:
                               float(factor))
 
     def fill(self, jobs: list, label: str) -> None:
-        """Compute (or fetch) ``jobs`` = [(callable, args)], with a progress bar when slow."""
+        """Compute (or fetch) ``jobs`` = [(callable, args)]; a progress bar appears once one is slow."""
+        import time
+
         bar = None
         for i, (fn, args) in enumerate(jobs):
-            if bar is None and i == 0 and len(jobs) > 1:
-                bar = st.progress(0.0, text=label)
+            t0 = time.perf_counter()
             fn(*args)
+            if bar is None and time.perf_counter() - t0 > 0.05:  # not cached: show progress
+                bar = st.progress(0.0, text=label)
             if bar is not None:
                 bar.progress((i + 1) / len(jobs), text=f"{label} ({i + 1}/{len(jobs)})")
         if bar is not None:
