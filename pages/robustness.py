@@ -141,13 +141,13 @@ def _pick_image(dataset: str, data, key: str):
     return np.asarray(data.images[int(i)]), int(data.labels[int(i)]), f"test image #{int(i)}"
 
 
-def _prediction_table(rows_clean: list, rows_other: list, classes: list, what: str):
+def _prediction_table(rows_clean: list, rows_other: list, classes: list, what: str, base: str = "clean"):
     import pandas as pd
 
     out = []
     for rc, ro in zip(rows_clean, rows_other):
         pc, po = int(np.argmax(rc["probs"])), int(np.argmax(ro["probs"]))
-        out.append({"model": rc["label"], "clean": f"{classes[pc]} ({rc['probs'][pc] * 100:.0f}%)",
+        out.append({"model": rc["label"], base: f"{classes[pc]} ({rc['probs'][pc] * 100:.0f}%)",
                     what: f"{classes[po]} ({ro['probs'][po] * 100:.0f}%)",
                     "changed": "yes" if pc != po else ""})
     df = pd.DataFrame(out)
@@ -158,9 +158,11 @@ def _error_metrics(points: dict, clean: dict, names: dict, suffix: str, versus: 
     cols = st.columns(max(1, len(points)))
     for col, (method, p) in zip(cols, points.items()):
         lo, hi = p.interval
+        d = (p.error - clean[method].error) * 100
         col.metric(names[method], f"{p.error * 100:.1f}%",
-                   delta=f"{(p.error - clean[method].error) * 100:+.1f} pts vs {versus}",
-                   delta_color="inverse", help=f"95% interval {lo * 100:.1f}-{hi * 100:.1f}% ({p.n} images){suffix}")
+                   delta=f"{d:+.1f} pts vs {versus}" if round(d, 1) else f"±0.0 pts vs {versus}",
+                   delta_color="inverse" if round(d, 1) else "off",
+                   help=f"95% interval {lo * 100:.1f}-{hi * 100:.1f}% ({p.n} images){suffix}")
 
 
 # --------------------------------------------------------------------------- noise tab
@@ -323,7 +325,7 @@ def stretch_view(dataset: str, data, scorer: Scorer | None, models: dict) -> Non
                         config=CHART)
         with pt:
             st.caption("Prediction per model, original → stretched")
-            _prediction_table(rows_o, rows_s, classes, "stretched")
+            _prediction_table(rows_o, rows_s, classes, "stretched", base="original")
     if scorer is None:
         st.info("Test errors need the test set; " + _data_message(dataset))
         return

@@ -87,7 +87,7 @@ def test_zero_noise_equals_clean(page_env):
     assert not at.exception
     for metric in at.metric:
         if metric.label in METHODS:
-            assert metric.delta.startswith("+0.0 pts")
+            assert metric.delta.startswith("±0.0 pts")
     assert metrics(at)["Changed over 100 test images"] == "0.0%"
 
 

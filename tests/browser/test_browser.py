@@ -1,0 +1,343 @@
+"""The dashboard in a real browser: every page renders, and the main interactions work.
+
+One ``streamlit run app.py`` serves the whole module (fixture ``app_server`` in conftest.py)
+and one headless Chromium drives it through Playwright; each test gets its own browser
+context, i.e. its own Streamlit session. The machine may be busy (training runs share its
+cores), so waits are long: ``RIMSCOPE_BROWSER_TIMEOUT_S`` (default 180 s) per wait, twice
+that for the known slow steps (first page load, scoring every noise level, a training run).
+
+Screenshots go to ``test-artifacts/screenshots/<name>.png``; with
+``RIMSCOPE_UPDATE_SCREENSHOTS=1`` they are also copied to ``assets/screenshots/`` for the README.
+
+    .venv/bin/python -m pytest tests/browser -q -m browser
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import re
+import time
+
+import pytest
+
+
+def _browser_missing() -> str | None:
+    if not os.access("/usr/bin/chromium", os.X_OK):
+        return "no Chromium at /usr/bin/chromium (run scripts/install_browser.sh)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except Exception as exc:
+        return f"playwright is not importable ({type(exc).__name__}: {exc})"
+    return None
+
+
+_MISSING = _browser_missing()
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")]
+
+WAIT_S = float(os.environ.get("RIMSCOPE_BROWSER_TIMEOUT_S", "180"))
+WAIT_MS = int(WAIT_S * 1000)
+SLOW_MS = 2 * WAIT_MS
+
+# name -> (URL path Streamlit gives the st.Page file, sidebar label, heading shown by the page)
+PAGES = {
+    "overview": ("", "Overview", "RIMscope"),
+    "train": ("train", "Train", "Train"),
+    "models": ("models", "Models", "Models"),
+    "mechanisms": ("mechanisms", "Mechanisms", "Mechanisms"),
+    "robustness": ("robustness", "Robustness", "Robustness"),
+    "compare": ("compare", "Compare", "Compare the methods"),
+}
+# text that appears once each page has drawn its main content (not just its title)
+PAGE_READY_TEXT = {
+    "overview": "Where to start",
+    "train": "Your runs",
+    "models": "Upload a checkpoint",
+    "mechanisms": re.compile(r"^Inside .+, row by row$"),
+    "robustness": "Error against noise strength",
+    "compare": None,  # depends on the reproduction results present; the heading is enough
+}
+INSIDE = PAGE_READY_TEXT["mechanisms"]  # the per-row view under a prediction
+PREDICTION = re.compile(r"\): \S.* \(\d+%\)")  # "rim (pretrained): 7 (10%) · parallel_lstm (...): ..."
+
+
+# ------------------------------------------------------------------------------ helpers
+
+
+def settle(page, timeout_s: float = WAIT_S) -> bool:
+    """Wait until the script run is over (``data-test-script-state="notRunning"`` twice in a row)."""
+    deadline = time.monotonic() + timeout_s
+    calm = 0
+    while time.monotonic() < deadline:
+        try:
+            state = page.locator('[data-testid="stApp"]').get_attribute("data-test-script-state", timeout=30_000)
+        except Exception:
+            state = None
+        calm = calm + 1 if state == "notRunning" else 0
+        if calm >= 2:
+            return True
+        time.sleep(1.0)
+    return False
+
+
+def open_page(page, server: dict, name: str, timeout_ms: int = SLOW_MS) -> None:
+    slug, _, heading = PAGES[name]
+    page.goto(f"{server['url']}/{slug}", wait_until="commit", timeout=timeout_ms)
+    page.locator("h1").filter(has_text=heading).first.wait_for(timeout=timeout_ms)
+
+
+def assert_no_errors(page, where: str) -> None:
+    """No exception box, no traceback text, no 'unexpected problem' message on the page."""
+    exc = page.locator('[data-testid="stException"]')
+    if exc.count():
+        pytest.fail(f"{where}: exception shown on the page:\n" + "\n---\n".join(exc.all_inner_texts()))
+    tb = page.get_by_text("Traceback")
+    if tb.count():
+        pytest.fail(f"{where}: 'Traceback' shown on the page:\n" + "\n---\n".join(tb.all_inner_texts()))
+    alerts = page.locator('[data-testid="stAlert"]').all_inner_texts()
+    bad = [a for a in alerts if "unexpected problem" in a]
+    assert not bad, f"{where}: page reports an unexpected problem: {bad}"
+    js = [e for e in page.rimscope_errors if "ResizeObserver" not in e]
+    assert not js, f"{where}: uncaught JavaScript errors: {js}"
+
+
+def full_screenshot(page, screenshot, name: str):
+    """Streamlit scrolls inside <main>, so grow the viewport to the content before the shot."""
+    vp = page.viewport_size or {"width": 1400, "height": 1000}
+    try:
+        height = page.evaluate(
+            "() => { const m = document.querySelector('[data-testid=\"stMain\"]');"
+            " return Math.max(m ? m.scrollHeight : 0, document.documentElement.scrollHeight); }")
+        page.set_viewport_size({"width": vp["width"], "height": int(min(max(height, vp["height"]), 12_000))})
+        time.sleep(2.0)  # relayout (charts are responsive)
+        settle(page, 60)
+        return screenshot(page, name)
+    finally:
+        page.set_viewport_size(vp)
+
+
+def poll(fn, timeout_s: float, every: float = 1.0, what: str = "condition"):
+    """Call ``fn`` until it returns something truthy; fail with ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = fn()
+        except Exception as exc:  # elements replaced by a rerun: try again
+            last = exc
+        else:
+            if last:
+                return last
+        time.sleep(every)
+    pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what} (last: {last!r})")
+
+
+# ------------------------------------------------------------------------------ every page
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+def test_page_renders(page, app_server, screenshot, name):
+    open_page(page, app_server, name)
+    ready = PAGE_READY_TEXT[name]
+    if ready:
+        page.get_by_text(ready, exact=isinstance(ready, str)).first.wait_for(timeout=SLOW_MS)
+    settle(page, SLOW_MS / 1000)
+    assert page.title(), "the browser tab has no title"
+    assert_no_errors(page, f"page {name}")
+    path = full_screenshot(page, screenshot, name)
+    assert path.stat().st_size > 10_000
+
+
+def test_sidebar_links(page, app_server):
+    """The sidebar lists the six pages under their URL paths, and a link opens its page."""
+    open_page(page, app_server, "overview")
+    links = page.locator('[data-testid="stSidebarNav"] a')
+    links.first.wait_for(timeout=WAIT_MS)
+    pairs = links.evaluate_all("els => els.map(e => [e.innerText, e.href])")
+    hrefs = {text.strip().splitlines()[-1].strip(): href for text, href in pairs}
+    expected = {label: f"{app_server['url']}/{slug}" for slug, label, _ in PAGES.values()}
+    assert {k: hrefs.get(k, "").rstrip("/") for k in expected} == {k: v.rstrip("/") for k, v in expected.items()}, \
+        f"sidebar links: {pairs}"
+    page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Models").click()
+    page.locator("h1").filter(has_text="Models").first.wait_for(timeout=WAIT_MS)
+    assert "/models" in page.url
+    settle(page)
+    assert_no_errors(page, "Models (via the sidebar)")
+
+
+# ------------------------------------------------------------------------------ Mechanisms
+
+
+def _choose_input(page, label: str) -> None:
+    page.locator('[data-testid="stRadio"]').filter(has_text="Input").first.get_by_text(label, exact=True).click()
+
+
+def _canvas(page):
+    """The drawing surface of streamlit-drawable-canvas: in an iframe (v1 component) or in the
+    page's (shadow) DOM (bidirectional component, as in streamlit-drawable-canvas 0.13)."""
+    frames = page.locator("iframe[title*='canvas' i]")
+    if frames.count():
+        return page.frame_locator("iframe[title*='canvas' i]").first.locator("canvas.upper-canvas, canvas").last
+    return page.locator("canvas.upper-canvas").first
+
+
+def test_mechanisms_draw_digit(page, app_server, screenshot):
+    open_page(page, app_server, "mechanisms")
+    page.get_by_text(INSIDE).first.wait_for(timeout=SLOW_MS)
+    _choose_input(page, "Draw")
+    page.get_by_text("The canvas is empty").wait_for(timeout=WAIT_MS)
+    canvas = _canvas(page)
+    canvas.wait_for(timeout=WAIT_MS)
+    canvas.scroll_into_view_if_needed()
+    time.sleep(1.0)
+    box = canvas.bounding_box()
+    assert box and box["width"] > 100 and box["height"] > 100, f"canvas box {box}"
+    sx, sy = box["width"] / 280, box["height"] / 280
+    stroke = [(50, 50), (230, 50), (200, 110), (165, 175), (135, 245)]  # a "7"
+    page.mouse.move(box["x"] + stroke[0][0] * sx, box["y"] + stroke[0][1] * sy)
+    page.mouse.down()
+    for x, y in stroke[1:]:
+        page.mouse.move(box["x"] + x * sx, box["y"] + y * sy, steps=10)
+    page.mouse.up()
+    page.get_by_text("What the model sees: your drawing").wait_for(timeout=WAIT_MS)
+    caption = poll(lambda: [t for t in page.locator('[data-testid="stCaptionContainer"]').all_inner_texts()
+                            if PREDICTION.search(t)], WAIT_S, what="the prediction caption")
+    assert "%" in caption[0]
+    page.get_by_text(INSIDE).first.wait_for(timeout=WAIT_MS)
+    settle(page)
+    assert_no_errors(page, "Mechanisms after drawing")
+    full_screenshot(page, screenshot, "mechanisms-draw")
+
+
+def test_mechanisms_upload_image(page, app_server, screenshot, tmp_path):
+    from PIL import Image, ImageDraw
+
+    png = tmp_path / "seven.png"
+    im = Image.new("L", (200, 200), 255)  # dark ink on white paper, as photographed
+    ImageDraw.Draw(im).line([(40, 40), (160, 40), (90, 170)], fill=0, width=18)
+    im.save(png)
+
+    open_page(page, app_server, "mechanisms")
+    page.get_by_text(INSIDE).first.wait_for(timeout=SLOW_MS)
+    _choose_input(page, "Upload")
+    uploader = page.locator('[data-testid="stFileUploader"]').first
+    uploader.wait_for(timeout=WAIT_MS)
+    uploader.locator('input[type="file"]').set_input_files(str(png))
+    page.get_by_text("What the model sees: your image").wait_for(timeout=WAIT_MS)
+    caption = poll(lambda: [t for t in page.locator('[data-testid="stCaptionContainer"]').all_inner_texts()
+                            if PREDICTION.search(t)], WAIT_S, what="the prediction caption")
+    assert "%" in caption[0]
+    page.get_by_text(INSIDE).first.wait_for(timeout=WAIT_MS)
+    settle(page)
+    assert_no_errors(page, "Mechanisms after uploading an image")
+    full_screenshot(page, screenshot, "mechanisms-upload")
+
+
+# ------------------------------------------------------------------------------ Robustness
+
+
+def test_robustness_noise_slider(page, app_server, screenshot):
+    open_page(page, app_server, "robustness")
+    page.get_by_text("Test error at Gaussian variance 0.01").wait_for(timeout=SLOW_MS)
+    page.get_by_text("Error against noise strength").wait_for(timeout=SLOW_MS)
+    settle(page, SLOW_MS / 1000)
+    metrics = page.locator('[data-testid="stMetric"]')
+    before = poll(lambda: metrics.all_inner_texts(), WAIT_S, what="the error metrics")
+
+    thumb = page.locator('[data-testid="stSlider"]').filter(has_text="Gaussian noise").first \
+        .locator('[role="slider"], input[type="range"]').first
+    thumb.focus()
+    for _ in range(4):  # 0.01 -> 0.05
+        page.keyboard.press("ArrowRight")
+        time.sleep(0.3)
+    page.get_by_text("Test error at Gaussian variance 0.05").wait_for(timeout=SLOW_MS)
+    after = poll(lambda: (t := metrics.all_inner_texts()) != before and t, SLOW_MS / 1000,
+                 what="the error numbers to change")
+    assert after != before
+    page.get_by_text("Error against noise strength").wait_for(timeout=SLOW_MS)
+    settle(page, SLOW_MS / 1000)
+    assert_no_errors(page, "Robustness after moving the noise slider")
+    full_screenshot(page, screenshot, "robustness-noise")
+
+
+# ------------------------------------------------------------------------------ Train
+
+
+def test_train_short_run(page, app_server, screenshot):
+    open_page(page, app_server, "train")
+    # MNIST: no training data offline with an empty data folder -> the page says so
+    page.get_by_text("No training data for MNIST").wait_for(timeout=SLOW_MS)
+    start = page.locator('[data-testid="stButton"] button').filter(has_text="Start").first
+    assert start.is_disabled(), "Start must be disabled without training data"
+
+    # Fashion-MNIST: the tiny npz set in RIMSCOPE_DATA_DIR
+    page.get_by_role("combobox", name="Data set").click()
+    page.get_by_role("option", name="Fashion-MNIST", exact=True).click()
+    page.get_by_text("Training data: npz folder").wait_for(timeout=WAIT_MS)
+    page.get_by_role("button", name="Remove Parallel LSTMs").click()
+    page.get_by_role("button", name="Start 1 run").wait_for(timeout=WAIT_MS)
+    for label, value in (("Iterations", "20"), ("Test accuracy every (iterations)", "5")):
+        box = page.get_by_label(label, exact=True)
+        box.fill(value)
+        box.press("Enter")
+        poll(lambda b=box, v=value: b.input_value() == v, WAIT_S, what=f"{label} = {value}")
+    settle(page)
+    button = page.get_by_role("button", name="Start 1 run")
+    poll(button.is_enabled, WAIT_S, what="an enabled Start button")
+    button.click()
+
+    seen: list[str] = []
+
+    def progress_done():
+        texts = page.locator('[data-testid="stProgress"]').all_inner_texts()
+        if texts and (not seen or seen[-1] != texts[0]):
+            seen.append(texts[0])
+        return any(t.startswith(("completed", "failed", "diverged", "interrupted")) for t in texts)
+
+    poll(progress_done, 3 * WAIT_S, every=1.0, what="the run to finish")
+    assert seen[-1].startswith("completed"), f"run did not complete: {seen}"
+    assert "20 / 20 iterations" in seen[-1], seen
+    assert len(seen) >= 2 and any(s.startswith(("queued", "running")) for s in seen), \
+        f"no live progress seen before completion: {seen}"
+    page.get_by_text("final test accuracy").first.wait_for(timeout=WAIT_MS)
+    settle(page)
+    assert_no_errors(page, "Train after a short run")
+    full_screenshot(page, screenshot, "train-run")
+
+
+# ------------------------------------------------------------------------------ Models
+
+
+def test_models_refuses_bad_upload(page, app_server, screenshot, tmp_path):
+    fake_pt = tmp_path / "model.pt"
+    fake_pt.write_bytes(pickle.dumps({"state_dict": {"w": [1.0, 2.0]}}, protocol=2))
+    disguised = tmp_path / "weights.safetensors"  # pickle bytes under a safetensors name
+    disguised.write_bytes(fake_pt.read_bytes())
+    meta = tmp_path / "model.json"
+    meta.write_text(json.dumps({"model": "rim", "dataset": "mnist", "config": {}}))
+
+    open_page(page, app_server, "models")
+    page.get_by_text("Upload a checkpoint").wait_for(timeout=WAIT_MS)
+    uploaders = page.locator('[data-testid="stFileUploader"]')
+    weights_in = uploaders.filter(has_text="Weights").locator('input[type="file"]')
+    uploaders.filter(has_text="Metadata").locator('input[type="file"]').set_input_files(str(meta))
+    page.get_by_text("model.json").first.wait_for(timeout=WAIT_MS)
+    button = page.get_by_role("button", name="Check and import")
+
+    for upload, expected in ((fake_pt, "model.pt is a pickle-based file"),
+                             (disguised, "This looks like a pickle/PyTorch .pt file")):
+        weights_in.set_input_files(str(upload))
+        page.get_by_text(upload.name).first.wait_for(timeout=WAIT_MS)
+        settle(page)
+        poll(button.is_enabled, WAIT_S, what="an enabled 'Check and import' button")
+        button.click()
+        alert = page.locator('[data-testid="stAlert"]').filter(has_text="Upload refused")
+        alert.first.wait_for(timeout=WAIT_MS)
+        text = poll(lambda e=expected, a=alert: [t for t in a.all_inner_texts() if e in t], WAIT_S,
+                    what=f"the message {expected!r}")
+        assert "never" in text[0]  # it says why: pickle files are never opened / unpickled
+    settle(page)
+    assert_no_errors(page, "Models after a refused upload")
+    assert page.get_by_text("Imported").count() == 0, "a bad checkpoint was imported"
+    full_screenshot(page, screenshot, "models-bad-upload")
