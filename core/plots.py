@@ -517,15 +517,20 @@ def trace_panels(trace: dict, unit_names: list, model_name: str, activity_label:
         panels.append({"title": "active mask (1 = active: updates and reads from the others)",
                        "z": np.asarray(trace["active"]), "units": unit_names, "binary": True,
                        "colorbar": "state", "ticktext": ("inactive", "active")})
+        # weights often sit close together (e.g. 0.49-0.52): the colour range is fitted to the
+        # values so the differences that decide the top k stay visible; the bar shows the numbers
         if "input_attention" in trace:
-            panels.append({"title": "input attention on the real row (mean over heads; null row gets 1 - w)",
-                           "z": np.asarray(trace["input_attention"]), "units": unit_names,
-                           "zmin": 0.0, "zmax": 1.0, "colorbar": "weight (0-1)"})
+            w = np.asarray(trace["input_attention"])
+            lo, hi = _fitted_range(w)
+            panels.append({"title": "input attention w on the real row (mean over heads; null row gets 1 - w); "
+                                    "colours fitted to this input",
+                           "z": w, "units": unit_names, "zmin": lo, "zmax": hi, "colorbar": "weight w"})
         if heads and "input_attention_heads" in trace:
             h = np.asarray(trace["input_attention_heads"])  # [T, n, Hi]
+            lo, hi = _fitted_range(h)
             for i in range(h.shape[-1]):
                 panels.append({"title": f"input attention, head {i + 1}", "z": h[..., i], "units": unit_names,
-                               "zmin": 0.0, "zmax": 1.0, "colorbar": "weight (0-1)"})
+                               "zmin": lo, "zmax": hi, "colorbar": "weight w"})
     else:
         z = np.asarray(trace["activity"])
         binary = bool(z.size) and bool(np.isin(z, (0.0, 1.0)).all())
@@ -534,6 +539,18 @@ def trace_panels(trace: dict, unit_names: list, model_name: str, activity_label:
                        "colorbar": label, "zmin": float(np.nanmin(z)) if z.size else 0.0,
                        "zmax": float(np.nanmax(z)) if z.size else 1.0})
     return panels
+
+
+def _fitted_range(values, min_width: float = 0.02) -> tuple[float, float]:
+    """Colour range around the values, at least ``min_width`` wide, within [0, 1]."""
+    v = np.asarray(values, dtype=float)
+    if not np.isfinite(v).any():
+        return 0.0, 1.0
+    lo, hi = float(np.nanmin(v)), float(np.nanmax(v))
+    if hi - lo < min_width:
+        mid = (hi + lo) / 2
+        lo, hi = mid - min_width / 2, mid + min_width / 2
+    return max(0.0, lo), min(1.0, hi)
 
 
 def timeline_figure(image, panels: list[dict], *, t: int | None = None, title: str = "") -> go.Figure:

@@ -139,9 +139,9 @@ def show_preprocessing(prepared, expanded: bool = False) -> None:
         steps = list(prepared.steps.items())
         cols = st.columns(len(steps) + 1)
         for col, (name, arr) in zip(cols, steps):
-            col.image(arr, caption=f"{names.get(name, name)} ({arr.shape[1]}x{arr.shape[0]})",
-                      width=min(160, max(56, arr.shape[1])) if arr.shape[1] < 160 else 160)
-        cols[-1].image(upscaled(prepared.array), caption="model input", width=160)
+            shown = upscaled(arr, 112) if max(arr.shape[:2]) < 112 else arr
+            col.image(shown, caption=f"{names.get(name, name)} ({arr.shape[1]}x{arr.shape[0]})", width="stretch")
+        cols[-1].image(upscaled(prepared.array), caption="model input", width="stretch")
         notes = []
         if prepared.inverted:
             notes.append("inverted (a light background became black, as in MNIST)")

@@ -220,7 +220,9 @@ def test_timeline_figure_axes_and_step_marker(rim, images):
     assert hm[1].z.shape == (6, 28) and list(hm[1].y) == rim.unit_names
     assert list(hm[1].x) == list(range(1, 29))
     assert "timestep" in fig.layout.xaxis3.title.text
-    assert hm[1].colorbar.title.text == "state" and hm[2].colorbar.title.text == "weight (0-1)"
+    assert hm[1].colorbar.title.text == "state" and hm[2].colorbar.title.text == "weight w"
+    w = tr["input_attention"]  # colour range fitted to the weights (at least 0.02 wide)
+    assert hm[2].zmin <= w.min() and hm[2].zmax >= w.max() and hm[2].zmax - hm[2].zmin >= 0.02 - 1e-9
     steps = [s for s in fig.layout.shapes if s.name == "step"]
     assert len(steps) == 1 and steps[0].x0 == 4.5
     plots.mark_step(fig, 9)
