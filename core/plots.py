@@ -261,13 +261,19 @@ def run_curves_figure(meta: dict, title: str = "", log_loss: bool | None = None)
     return fig
 
 
+def _short_tick(name: str) -> str:
+    """Tick label of a method: "RIM (paper's method)" -> "RIM", "Parallel LSTMs" -> two lines."""
+    return method_title(name).split(" (")[0].replace(" ", "<br>")
+
+
 def error_bar_figure(rows: list[dict], metric: str = "test_error", *, datasets: list[str] | None = None,
-                     height: int = 420) -> go.Figure:
+                     cols: int = 2, height_per_row: int = 330) -> go.Figure:
     """Final test error per method with its spread over seeds, one panel per data set.
 
     ``rows``: the ``runs`` list of a reproduction summary (fractions). Per method: one dot per
     seed (left) and the mean with a ±1 sd error bar (right). Diverged runs are left out of
-    the mean and counted in the hover text.
+    the mean and counted in the hover text. Panels wrap after ``cols`` data sets; each has
+    its own y range (errors differ a lot between data sets).
     """
     if metric not in ERROR_METRICS:
         raise ValueError(f"unknown metric {metric!r}; choose one of {', '.join(ERROR_METRICS)}")
@@ -278,13 +284,16 @@ def error_bar_figure(rows: list[dict], metric: str = "test_error", *, datasets: 
     datasets = datasets or sorted(set(present), key=lambda d: order.index(d) if d in order else len(order))
     usable = [r for r in rows if r.get("dataset") in datasets]
     if not usable:
-        return _empty_figure("No finished runs to show.", height)
+        return _empty_figure("No finished runs to show.")
     methods = [m for m in method_order() if any(r["model"] == m for r in usable)]
     methods += sorted({r["model"] for r in usable} - set(methods))
-    fig = make_subplots(rows=1, cols=len(datasets), horizontal_spacing=0.06,
+    cols = max(1, min(cols, len(datasets)))
+    nrows = math.ceil(len(datasets) / cols)
+    fig = make_subplots(rows=nrows, cols=cols, horizontal_spacing=0.08, vertical_spacing=0.16,
                         subplot_titles=[DATASETS[d].title if d in DATASETS else d for d in datasets])
     rng = np.random.default_rng(0)
-    for col, ds in enumerate(datasets, 1):
+    for k, ds in enumerate(datasets):
+        row, col = k // cols + 1, k % cols + 1
         for i, m in enumerate(methods):
             sel = [r for r in usable if r["dataset"] == ds and r["model"] == m]
             ok = [r for r in sel if r.get("status", "completed") == "completed" and r.get(metric) is not None
@@ -295,26 +304,28 @@ def error_bar_figure(rows: list[dict], metric: str = "test_error", *, datasets: 
             vals = np.asarray([float(r[metric]) * 100 for r in ok])
             seeds = [r.get("seed") for r in ok]
             color, name = method_color(m), method_title(m)
-            first = col == 1
             fig.add_trace(go.Scatter(
                 x=i - 0.12 + rng.uniform(-0.05, 0.05, len(vals)), y=vals, mode="markers",
                 marker=dict(color=color, size=7, opacity=0.6, line=dict(width=0)), name=name,
                 legendgroup=m, showlegend=False, customdata=seeds,
-                hovertemplate=f"{name}<br>seed %{{customdata}}<br>%{{y:.2f}} %<extra></extra>"), row=1, col=col)
+                hovertemplate=f"{name}<br>seed %{{customdata}}<br>%{{y:.2f}} %<extra></extra>"), row=row, col=col)
             mean = float(vals.mean()) if len(vals) else math.nan
             sd = float(vals.std(ddof=1)) if len(vals) > 1 else 0.0
             note = f"<br>{diverged} diverged run(s) left out" if diverged else ""
             fig.add_trace(go.Scatter(
-                x=[i + 0.12], y=[mean], mode="markers", name=name, legendgroup=m, showlegend=first,
+                x=[i + 0.12], y=[mean], mode="markers", name=name, legendgroup=m, showlegend=k == 0,
                 marker=dict(color=color, size=11, symbol="diamond", line=dict(color="black", width=0.5)),
                 error_y=dict(type="data", array=[sd], visible=True, color=color, thickness=2, width=6),
                 hovertemplate=(f"{name}<br>mean %{{y:.2f}} % ± {sd:.2f} (sd, {len(vals)} seeds){note}"
-                               "<extra></extra>")), row=1, col=col)
-        fig.update_xaxes(tickvals=list(range(len(methods))),
-                         ticktext=[method_title(m).replace(" (", "<br>(") for m in methods], tickangle=0, range=[-0.6, len(methods) - 0.4], row=1, col=col)
-    fig.update_yaxes(title_text=ERROR_METRICS[metric] + ", mean ± sd over seeds", row=1, col=1)
-    fig.update_layout(height=height, legend=dict(orientation="h", yanchor="top", y=-0.32, x=0),
-                      margin=dict(l=60, r=20, t=50, b=40),
+                               "<extra></extra>")), row=row, col=col)
+        fig.update_xaxes(tickvals=list(range(len(methods))), ticktext=[_short_tick(m) for m in methods],
+                         tickangle=0, range=[-0.6, len(methods) - 0.4], row=row, col=col)
+    for r in range(1, nrows + 1):
+        fig.update_yaxes(title_text=ERROR_METRICS[metric].replace(" (%", " (%, mean ± sd", 1), row=r, col=1)
+    height = nrows * height_per_row + 110
+    fig.update_layout(height=height,  # legend below the two-line method ticks of the last row
+                      legend=dict(orientation="h", yanchor="top", y=-62 / (height - 120), x=0),
+                      margin=dict(l=60, r=20, t=70, b=40),
                       title=f"Final {ERROR_METRICS[metric].split(' (')[0]}: dots = seeds, diamond = mean ± sd")
     return fig
 
@@ -755,12 +766,25 @@ def error_curve_figure(curves: list[dict], *, x_title: str, current: float | Non
         fig.add_vline(x=reference, line=dict(color="#777777", dash="dot"),
                       annotation_text=reference_label, annotation_position="top left")
     if current is not None:
-        fig.add_vline(x=current, line=dict(color="#000000", width=1.5),
-                      annotation_text="current", annotation_position="top right")
+        mark_current(fig, current)
     fig.update_layout(height=height, xaxis_title=x_title, yaxis_title=y_title, hovermode="x unified",
                       legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0),
                       margin=dict(l=10, r=10, t=40, b=40))
     fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+def mark_current(fig: go.Figure, x: float, label: str = "current") -> go.Figure:
+    """Move the "current setting" line of a curve figure to ``x`` (replaces the old one).
+
+    Cheap, so a page can keep a curve figure and only move this line when a slider moves.
+    """
+    fig.layout.shapes = [s for s in fig.layout.shapes if s.name != "current"]
+    fig.layout.annotations = [a for a in fig.layout.annotations if a.name != "current"]
+    fig.add_shape(type="line", xref="x", yref="paper", x0=x, x1=x, y0=0, y1=1, name="current",
+                  line=dict(color="#000000", width=1.5))
+    fig.add_annotation(x=x, xref="x", y=1, yref="paper", text=label, name="current", showarrow=False,
+                       xanchor="left", yanchor="bottom", font=dict(size=11))
     return fig
 
 

@@ -56,12 +56,12 @@ def _spread_table(rows: list[dict]) -> pd.DataFrame:
                 continue
             row = {"data set": _ds_title(ds), "method": method_title(m),
                    "diverged": sum(1 for r in sel if r.get("status") == "diverged")}
-            for key in ERROR_METRICS:
+            for key, label in (("test_error", "clean"), ("noisy_test_error", "noisy")):
                 vals = [100 * float(r[key]) for r in sel if r.get("status") == "completed" and r.get(key) is not None]
                 vals = [v for v in vals if math.isfinite(v)]
-                row[f"{key} mean (%)"] = round(sum(vals) / len(vals), 2) if vals else None
-                row[f"{key} sd (%)"] = round(pd.Series(vals).std(ddof=1), 2) if len(vals) > 1 else None
-                row[f"{key} seeds"] = len(vals)
+                row[f"{label} error mean (%)"] = round(sum(vals) / len(vals), 2) if vals else None
+                row[f"{label} error sd (%)"] = round(pd.Series(vals).std(ddof=1), 2) if len(vals) > 1 else None
+                row[f"{label} seeds"] = len(vals)
             out.append(row)
     return pd.DataFrame(out)
 

@@ -79,6 +79,10 @@ class Scorer:
         self.images, self.labels = _subset(self.key, data)
         self.models = models  # method -> (entry, model)
 
+    def signature(self, what: str) -> tuple:
+        """Identifies a curve: the data subset, what varies, and every model with its file's time."""
+        return (self.key, what, tuple((m, e.key, common.entry_mtime(e)) for m, (e, _) in self.models.items()))
+
     def noise(self, method: str, kind: str, strength: float) -> analysis.EvalPoint:
         entry, model = self.models[method]
         kind, strength = _clean_key(kind, strength)
@@ -104,6 +108,16 @@ class Scorer:
                 bar.progress((i + 1) / len(jobs), text=f"{label} ({i + 1}/{len(jobs)})")
         if bar is not None:
             bar.empty()
+
+
+def _memo(name: str, key: tuple, build):
+    """A per-session memo: ``build()`` once per ``key`` (e.g. a curve figure; sliders move its marker)."""
+    held = st.session_state.get(name)
+    if held is not None and held[0] == key:
+        return held[1]
+    value = build()
+    st.session_state[name] = (key, value)
+    return value
 
 
 # --------------------------------------------------------------------------- widgets
@@ -237,17 +251,21 @@ def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
     # curve
     if param is not None:
         st.subheader("Error against noise strength")
-        jobs = [(scorer.noise, (m, kind, s)) for s in GRID for m in models]
-        scorer.fill(jobs, f"Scoring {len(models)} models at {len(GRID)} noise levels")
-        curves = []
-        for m, (e, _) in models.items():
-            pts = [scorer.noise(m, kind, s) for s in GRID]
-            c = analysis.curve_from_points(GRID, pts)
-            curves.append({"label": e.display, "method": m, "x": c.x, "y": c.error, "low": c.low, "high": c.high})
-        st.plotly_chart(plots.error_curve_figure(curves, x_title=f"{title} noise {param}", current=strength,
-                                                 reference=PAPER_VAR if kind == "gaussian" else None,
-                                                 reference_label="paper (0.01)"),
-                        key="rb_curve", config=CHART)
+
+        def build():
+            scorer.fill([(scorer.noise, (m, kind, s)) for s in GRID for m in models],
+                        f"Scoring {len(models)} models at {len(GRID)} noise levels")
+            curves = []
+            for m, (e, _) in models.items():
+                c = analysis.curve_from_points(GRID, [scorer.noise(m, kind, s) for s in GRID])
+                curves.append({"label": e.display, "method": m, "x": c.x, "y": c.error, "low": c.low,
+                               "high": c.high})
+            return plots.error_curve_figure(curves, x_title=f"{title} noise {param}",
+                                            reference=PAPER_VAR if kind == "gaussian" else None,
+                                            reference_label="paper (0.01)")
+
+        fig = _memo("_rb_noise_curve", scorer.signature(kind), build)
+        st.plotly_chart(plots.mark_current(fig, strength), key="rb_curve", config=CHART)
         st.caption("Bands: 95% intervals (Wilson) of each error on this subset.")
 
     # RIM's activation pattern
@@ -281,14 +299,18 @@ def _rim_shift(scorer, rim, picked, kind, strength, param, level) -> None:
             st.plotly_chart(plots.mask_shift_figure(a_clean, a_noisy, list(model.unit_names),
                                                     labels=("clean", level)), key="rb_mask", config=CHART)
     if param is not None:
-        pts = [scorer.noise("rim", kind, s) for s in GRID]
-        c = analysis.curve_from_points(GRID, pts, reference=clean_pt)
-        if c.flips is not None:
-            st.plotly_chart(plots.error_curve_figure(
+        def build():
+            c = analysis.curve_from_points(GRID, [scorer.noise("rim", kind, s) for s in GRID], reference=clean_pt)
+            if c.flips is None:
+                return None
+            return plots.error_curve_figure(
                 [{"label": f"{entry.display}: activations changed", "method": "rim", "x": c.x, "y": c.flips}],
-                x_title=f"noise {param}", current=strength, y_title="activations changed vs clean (%)",
-                reference=PAPER_VAR if kind == "gaussian" else None, reference_label="paper (0.01)", height=280),
-                key="rb_flips", config=CHART)
+                x_title=f"noise {param}", y_title="activations changed vs clean (%)",
+                reference=PAPER_VAR if kind == "gaussian" else None, reference_label="paper (0.01)", height=280)
+
+        fig = _memo("_rb_flip_curve", scorer.signature(kind), build)
+        if fig is not None:
+            st.plotly_chart(plots.mark_current(fig, strength), key="rb_flips", config=CHART)
 
 
 # --------------------------------------------------------------------------- stretch tab
@@ -336,15 +358,19 @@ def stretch_view(dataset: str, data, scorer: Scorer | None, models: dict) -> Non
         here = {m: scorer.stretch(m, factor) for m in models}
     _error_metrics(here, base, names, "", versus="unstretched")
     st.subheader("Error against stretch factor")
-    scorer.fill([(scorer.stretch, (m, f)) for f in FACTORS for m in models],
-                f"Scoring {len(models)} models at {len(FACTORS)} stretch factors")
-    curves = []
-    for m, (e, _) in models.items():
-        c = analysis.curve_from_points(FACTORS, [scorer.stretch(m, f) for f in FACTORS])
-        curves.append({"label": e.display, "method": m, "x": c.x, "y": c.error, "low": c.low, "high": c.high})
-    st.plotly_chart(plots.error_curve_figure(curves, x_title="vertical stretch factor (1 = training length)",
-                                             current=factor, reference=1.0, reference_label="training length"),
-                    key="rb_s_curve", config=CHART)
+
+    def build():
+        scorer.fill([(scorer.stretch, (m, f)) for f in FACTORS for m in models],
+                    f"Scoring {len(models)} models at {len(FACTORS)} stretch factors")
+        curves = []
+        for m, (e, _) in models.items():
+            c = analysis.curve_from_points(FACTORS, [scorer.stretch(m, f) for f in FACTORS])
+            curves.append({"label": e.display, "method": m, "x": c.x, "y": c.error, "low": c.low, "high": c.high})
+        return plots.error_curve_figure(curves, x_title="vertical stretch factor (1 = training length)",
+                                        reference=1.0, reference_label="training length")
+
+    fig = _memo("_rb_stretch_curve", scorer.signature("stretch"), build)
+    st.plotly_chart(plots.mark_current(fig, factor), key="rb_s_curve", config=CHART)
 
 
 def _data_message(dataset: str) -> str:

@@ -286,3 +286,7 @@ def test_error_curve_figure():
     assert lines[0].line.color == plots.method_color("rim")
     assert fig.layout.yaxis.title.text == "test error (%)"
     assert len(fig.layout.shapes) == 2  # current and paper markers
+    plots.mark_current(fig, 0.015)
+    cur = [s for s in fig.layout.shapes if s.name == "current"]
+    assert len(cur) == 1 and cur[0].x0 == 0.015 and len(fig.layout.shapes) == 2
+    assert [a.x for a in fig.layout.annotations if a.name == "current"] == [0.015]

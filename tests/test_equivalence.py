@@ -192,3 +192,24 @@ def test_rim_training_steps_match():
     sd_f, sd_r = fast.state_dict(), ref.state_dict()
     for key in sd_r:
         _close(sd_f[key], sd_r[key], 1e-9, f"weights {key} after 3 steps")
+
+
+OTHER_CONFIGS = [
+    ("rim", {"k_active": 6}),
+    ("rim", {"k_active": 1, "alpha": 0.0}),
+    ("rim", {"num_units": 3, "k_active": 2, "hidden_size": 8, "input_heads": 2, "comm_heads": 1,
+             "comm_key_size": 8, "comm_value_size": 4, "input_value_size": 8}),
+    ("rmc", {"mlp_layers": 0}),
+    ("rmc", {"mlp_layers": 3, "num_slots": 2, "num_heads": 2, "input_bias": 0.5}),
+    ("entnet", {"num_slots": 3, "slot_size": 10}),
+]
+
+
+@pytest.mark.parametrize("name,overrides", OTHER_CONFIGS, ids=[f"{n}-{i}" for i, (n, _) in enumerate(OTHER_CONFIGS)])
+def test_fast_matches_reference_other_configs(name, overrides):
+    """The fused recurrences are written for any setting, not only the defaults."""
+    torch.manual_seed(11)
+    fast = build_model(name, input_dim=28, **overrides).to(torch.float64)
+    ref = reference_for(fast)
+    x = _input(5, 19, 28, "rand", torch.float64, seed=12)
+    _compare(name, fast, ref, x, tol=1e-9)

@@ -190,11 +190,21 @@ def test_error_bars_two_traces_per_method_and_panel_with_sd():
     assert "diverged" in div.hovertemplate
 
 
+def test_error_bars_wrap_into_rows_with_short_ticks():
+    rows = [dict(r, dataset=ds) for ds in ("mnist", "fashion_mnist", "cifar10") for r in summary_rows()
+            if r["dataset"] == "mnist"]
+    fig = error_bar_figure(rows, cols=2)
+    assert [a.text for a in fig.layout.annotations] == ["MNIST", "Fashion-MNIST", "CIFAR-10"]
+    assert fig.layout.yaxis3.title.text  # first panel of the second row is labelled too
+    assert list(fig.layout.xaxis.ticktext)[:2] == ["RIM", "Parallel<br>LSTMs"]
+
+
 def test_error_bars_noisy_metric_and_dataset_filter():
     fig = error_bar_figure(summary_rows(), "noisy_test_error", datasets=["cifar10"])
     assert [a.text for a in fig.layout.annotations] == ["CIFAR-10"]
     assert len(fig.data) == 3 * 2
-    assert fig.layout.yaxis.title.text.startswith(ERROR_METRICS["noisy_test_error"])
+    assert fig.layout.yaxis.title.text.startswith("noisy test error (%")
+    assert "Gaussian" in ERROR_METRICS["noisy_test_error"]
     assert len(error_bar_figure([], "test_error").data) == 0
     with pytest.raises(ValueError):
         error_bar_figure(summary_rows(), "error")

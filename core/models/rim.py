@@ -130,7 +130,7 @@ class RIM(nn.Module):
         trace = None
         if return_trace or not needs_grad:
             with torch.no_grad():
-                h, trace = _recurrence(keys, vals, *weights, dims, trace=return_trace)
+                h, trace = _recurrence(keys, vals, *_g_doubled(*weights, dims), dims, trace=return_trace)
         if needs_grad:
             h = _RIMSequence.apply(keys, vals, *weights, dims)
 
@@ -163,26 +163,27 @@ class _Dims:
                      c.input_value_size, c.comm_heads, c.comm_key_size, c.comm_value_size, float(c.alpha))
 
 
-def _g_doubled(w_hq, b_hq, w_ih, q_out: int, H: int):
-    """Copies of the gate weights with the g-gate columns times 2 (exact in floating point),
-    so that sigmoid of the g pre-activation is sigmoid(2x) and tanh(x) = 2 sigmoid(2x) - 1."""
-    w_hq2, b_hq2, w_ih2 = w_hq.clone(), b_hq.clone(), w_ih.clone()
-    w_hq2[..., q_out + 3 * H :] *= 2
-    b_hq2[..., q_out + 3 * H :] *= 2
-    w_ih2[..., 3 * H :] *= 2
-    return w_hq2, b_hq2, w_ih2
+def _g_doubled(w_hq, b_hq, w_ih, w_comm, w_comm_out, d: _Dims):
+    """The five weights, with copies of the gate weights whose g-gate columns are doubled (exact
+    in floating point): sigmoid of the g pre-activation is then sigmoid(2x), and
+    tanh(x) = 2 sigmoid(2x) - 1 comes out of the same sigmoid as the other three gates."""
+    g0 = d.Hi * d.dk + 3 * d.H  # first g column of w_hq / b_hq
+    w_hq2, b_hq2, w_ih2 = w_hq.detach().clone(), b_hq.detach().clone(), w_ih.detach().clone()
+    w_hq2[..., g0:] *= 2
+    b_hq2[..., g0:] *= 2
+    w_ih2[..., 3 * d.H :] *= 2
+    return w_hq2, b_hq2, w_ih2, w_comm.detach(), w_comm_out.detach()
 
 
 def _recurrence(keys, vals, w_hq, b_hq, w_ih, w_comm, w_comm_out, d: _Dims, trace=False, ws=None):
     """Run all T steps. Returns the final h [n,H,B] and the trace lists (or None).
 
     With a workspace ``ws`` (training) every tensor the backward needs is written into it;
-    without one (inference, tracing) nothing is kept.
+    without one (inference, tracing) nothing is kept. The weights come from ``_g_doubled``.
     """
     T, Q, B = keys.shape
     n, k, H, Hi, dk, dv, Hc, dkc, dvc = d.n, d.k, d.H, d.Hi, d.dk, d.dv, d.Hc, d.dkc, d.dvc
     V, C = Hi * dv, Hc * dkc
-    w_hq, b_hq, w_ih = _g_doubled(w_hq, b_hq, w_ih, Q, H)
     w_hq_t, b_hq_t, w_ih_t = w_hq.transpose(1, 2), b_hq.transpose(1, 2), w_ih.transpose(1, 2)
     w_comm_t, w_out_t = w_comm.transpose(1, 2), w_comm_out.transpose(1, 2)
     scale = 1.0 / math.sqrt(dkc)
@@ -217,10 +218,9 @@ def _recurrence(keys, vals, w_hq, b_hq, w_ih, w_comm, w_comm_out, d: _Dims, trac
         w_mean = w.mean(1)  # [n,B] head-averaged, ranks the LSTMs
         # top-k activation: exactly k LSTMs per example (ties broken by topk's order)
         top = w_mean.topk(k, dim=0).indices  # [k,B]
-        act = torch.zeros_like(w_mean).scatter_(0, top, 1.0).unsqueeze(1)  # [n,1,B], 1 = active
+        act = (w_mean.new_zeros(n, 1, B) if ws is None else act_out[t].zero_())
+        act.squeeze(1).scatter_(0, top, 1.0)  # [n,1,B], 1 = active
         keep = 1.0 - act
-        if ws is not None:
-            act_out[t].copy_(act)
 
         # LSTM cell on the attended input a_i = [w_{i,h} * v_{t,h}]_h (the null row's value
         # is 0, so attention over [row; null] just scales the row's value)
@@ -256,11 +256,11 @@ def _recurrence(keys, vals, w_hq, b_hq, w_ih, w_comm, w_comm_out, d: _Dims, trac
 
 
 def _recurrence_backward(dh, ws, keys, vals, w_hq, b_hq, w_ih, w_comm, w_comm_out, d: _Dims):
-    """Gradients of the final h w.r.t. keys, values and the five stacked weights."""
+    """Gradients of the final h w.r.t. keys, values and the five stacked weights (given as
+    ``_g_doubled`` returns them; the gradients are for the stored weights)."""
     T, Q, B = keys.shape
     n, H, Hi, dk, dv, Hc, dkc, dvc = d.n, d.H, d.Hi, d.dk, d.dv, d.Hc, d.dkc, d.dvc
     V, C, Cv, G, TB = Hi * dv, Hc * dkc, Hc * dvc, 4 * H, T * B
-    w_hq, b_hq, w_ih = _g_doubled(w_hq, b_hq, w_ih, Q, H)
     scale = 1.0 / math.sqrt(dkc)
     key_t = keys.view(T, 1, Hi, dk, B).unbind(0)
     val_t = vals.view(T, 1, Hi, dv, B).unbind(0)
@@ -294,8 +294,7 @@ def _recurrence_backward(dh, ws, keys, vals, w_hq, b_hq, w_ih, w_comm, w_comm_ou
         dh_new = dh_t * act
         u, g, tc = u_t[t], g_t[t], tc_t[t]
         i_, f_, o_ = u[:, :H], u[:, H : 2 * H], u[:, 2 * H : 3 * H]
-        dtc = dh_new * o_
-        dc_new = torch.addcmul(dtc, dtc, tc * tc, value=-1)  # through tanh(c_new)
+        dc_new = torch.ops.aten.tanh_backward(dh_new * o_, tc)  # through tanh(c_new)
         if dc is not None:
             dc_new.addcmul_(dc, act)
         dz = dhq_t[t][:, Q:]  # gradient of the gate pre-activations (g rows doubled)
@@ -303,14 +302,14 @@ def _recurrence_backward(dh, ws, keys, vals, w_hq, b_hq, w_ih, w_comm, w_comm_ou
         torch.mul(dc_new, c_prev_t[t], out=dz[:, H : 2 * H])
         torch.mul(dh_new, tc, out=dz[:, 2 * H : 3 * H])
         torch.mul(dc_new, i_, out=dz[:, 3 * H :]).mul_(2)  # d/d sigmoid(2x) = 2 d/dg
-        dz.mul_(torch.addcmul(u, u, u, value=-1))  # sigmoid' = u (1 - u)
+        torch.ops.aten.sigmoid_backward.grad_input(dz, u, grad_input=dz)  # sigmoid' = u (1 - u)
         dc_new.mul_(f_)
         dc = dc_new if dc is None else dc_new.addcmul_(dc, keep)
         # attended input a = w * v  ->  the input-attention weight w = sigmoid(score)
         da = torch.bmm(w_ih, dz, out=da_t[t]).view(n, Hi, dv, B)
         w = w_t[t]
         dw = (da * val_t[t]).sum(2)  # [n,Hi,B]
-        dscore = torch.mul(dw, torch.addcmul(w, w, w, value=-1), out=dscore_t[t].squeeze(2)).unsqueeze(2)
+        dscore = torch.ops.aten.sigmoid_backward.grad_input(dw, w, grad_input=dscore_t[t].squeeze(2)).unsqueeze(2)
         torch.mul(dscore, key_t[t], out=dhq_t[t][:, :Q].view(n, Hi, dk, B))
         dh = torch.baddbmm(dh_t * keep, w_hq, dhq_t[t])
 
@@ -322,7 +321,7 @@ def _recurrence_backward(dh, ws, keys, vals, w_hq, b_hq, w_ih, w_comm, w_comm_ou
     g_w_ih = torch.bmm(ws["A"].view(n, V, TB), dHQ[:, Q:].reshape(n, G, TB).transpose(1, 2))
     for grad in (g_w_hq[..., Q + 3 * H :], g_b_hq[..., Q + 3 * H :], g_w_ih[..., 3 * H :]):
         grad.mul_(2)  # back from the doubled g columns to the stored weights
-    g_w_comm = torch.bmm(ws["HT"].view(n, H, TB), dQKV.view(n, 3 * C, TB).transpose(1, 2))
+    g_w_comm = torch.bmm(ws["HT"].view(n, H, TB), dQKV.view(n, 2 * C + Cv, TB).transpose(1, 2))
     g_w_out = torch.bmm(ws["READ"].view(n, Cv, TB), dCOMM.view(n, H, TB).transpose(1, 2))
     return d_keys, d_vals, g_w_hq, g_b_hq, g_w_ih, g_w_comm, g_w_out
 
@@ -352,7 +351,7 @@ def _workspace(T: int, B: int, d: _Dims, dtype, device) -> dict:
         # [n, F, T(+1), B]: operands of the weight-gradient products over all timesteps
         "H": new(n, H, T + 1, B), "C": new(n, H, T + 1, B), "HT": new(n, H, T, B),
         "A": new(n, V, T, B), "READ": new(n, Cv, T, B),
-        "dHQ": new(n, Q + 4 * H, T, B), "dQKV": new(n, 3 * C, T, B), "dCOMM": new(n, H, T, B),
+        "dHQ": new(n, Q + 4 * H, T, B), "dQKV": new(n, 2 * C + Cv, T, B), "dCOMM": new(n, H, T, B),
         # [T, ...]: per-step tensors
         "HQ": new(T, n, Q + 4 * H, B), "W": new(T, n, Hi, B), "U": new(T, n, 4 * H, B),
         "G": new(T, n, H, B), "TC": new(T, n, H, B), "QKV": new(T, n, 2 * C + Cv, B),
@@ -378,9 +377,10 @@ class _RIMSequence(torch.autograd.Function):
     def forward(ctx, keys, vals, w_hq, b_hq, w_ih, w_comm, w_comm_out, dims):
         T, _, B = keys.shape
         ws = _workspace(T, B, dims, keys.dtype, keys.device)
-        h, _ = _recurrence(keys, vals, w_hq, b_hq, w_ih, w_comm, w_comm_out, dims, ws=ws)
-        ctx.ws, ctx.dims = ws, dims
-        ctx.save_for_backward(keys, vals, w_hq, b_hq, w_ih, w_comm, w_comm_out)
+        weights = _g_doubled(w_hq, b_hq, w_ih, w_comm, w_comm_out, dims)
+        h, _ = _recurrence(keys, vals, *weights, dims, ws=ws)
+        ctx.ws, ctx.dims, ctx.weights = ws, dims, weights
+        ctx.save_for_backward(keys, vals)
         return h.clone()
 
     @staticmethod
@@ -390,6 +390,7 @@ class _RIMSequence(torch.autograd.Function):
         if ws is None:
             raise RuntimeError("RIM: backward through the same forward twice is not supported "
                                "(retain_graph); run the forward again")
-        grads = _recurrence_backward(dh.contiguous(), ws, *ctx.saved_tensors, ctx.dims)
+        grads = _recurrence_backward(dh.contiguous(), ws, *ctx.saved_tensors, *ctx.weights, ctx.dims)
+        ctx.weights = None
         _release(ws)
         return (*grads, None)

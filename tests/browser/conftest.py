@@ -9,8 +9,9 @@ The server is isolated from the user's files:
   no folder there, so MNIST test images come from the bundled sample (``assets/samples``) and
   MNIST has no training data (the Train page must say so);
 * ``RIMSCOPE_PRETRAINED_DIR``: the shipped ``pretrained/`` when it has a ``manifest.json``,
-  otherwise tiny freshly built (untrained) checkpoints for MNIST RIM and parallel LSTMs with a
-  manifest written like ``core.reproduce.export_pretrained`` writes it;
+  otherwise (or with ``RIMSCOPE_BROWSER_TINY_PRETRAINED=1``) freshly built, untrained checkpoints
+  for MNIST RIM and parallel LSTMs with a manifest written like
+  ``core.reproduce.export_pretrained`` writes it;
 * ``RIMSCOPE_MAX_CONCURRENT=1``.
 
 The server listens on 127.0.0.1 only. Chromium is the Debian build at /usr/bin/chromium driven
@@ -165,7 +166,8 @@ def app_server(tmp_path_factory):
     data_dir.mkdir()
     write_tiny_fashion(data_dir)
     shipped = REPO / "pretrained"
-    if (shipped / "manifest.json").is_file():
+    force_tiny = os.environ.get("RIMSCOPE_BROWSER_TINY_PRETRAINED") == "1"
+    if (shipped / "manifest.json").is_file() and not force_tiny:
         pretrained = shipped
     else:
         pretrained = build_tiny_pretrained(root / "pretrained")
