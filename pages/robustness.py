@@ -110,6 +110,12 @@ class Scorer:
             bar.empty()
 
 
+def _zoom(image: np.ndarray, px: int = 6) -> np.ndarray:
+    """Each pixel as a ``px`` x ``px`` block (5 for 32-pixel images): crisp, same scale for all."""
+    f = px if image.shape[1] <= 28 else 5
+    return np.repeat(np.repeat(image, f, axis=0), f, axis=1)
+
+
 def _memo(name: str, key: tuple, build):
     """A per-session memo: ``build()`` once per ``key`` (e.g. a curve figure; sliders move its marker)."""
     held = st.session_state.get(name)
@@ -216,10 +222,10 @@ def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
         noisy = add_noise(image[None], kind, strength, seed=SEED)[0]
         with right:
             c1, c2 = st.columns(2)
-            c1.plotly_chart(plots.image_figure(image, title=f"clean: {what}", height=240), key="rb_clean_img",
-                            config=CHART)
-            c2.plotly_chart(plots.image_figure((noisy * 255).round().astype(np.uint8), title=f"noisy: {level}",
-                                               height=240), key="rb_noisy_img", config=CHART)
+            c1.image(_zoom(image))
+            c1.caption(f"clean: {what}")
+            c2.image(_zoom((noisy * 255).round().astype(np.uint8)))
+            c2.caption(f"noisy: {level} (seed {SEED})")
         rows_c, rows_n = [], []
         for method, (entry, model) in models.items():
             rows_c.append({"label": entry.display, "method": method, "probs": _proba(model, entry.key,
@@ -333,10 +339,10 @@ def stretch_view(dataset: str, data, scorer: Scorer | None, models: dict) -> Non
         shown = (stretched * 255).round().astype(np.uint8)
         with right:
             c1, c2 = st.columns(2)
-            c1.plotly_chart(plots.image_figure(image, title=f"original ({H} rows)", height=260), key="rb_s_orig",
-                            config=CHART)
-            c2.plotly_chart(plots.image_figure(shown, title=f"stretched ×{factor:g} ({shown.shape[0]} rows)",
-                                               height=260), key="rb_s_img", config=CHART)
+            c1.image(_zoom(image))
+            c1.caption(f"original ({H} rows)")
+            c2.image(_zoom(shown))
+            c2.caption(f"stretched ×{factor:g} ({shown.shape[0]} rows, same scale)")
         rows_o, rows_s = [], []
         for method, (entry, model) in models.items():
             mt = common.entry_mtime(entry)

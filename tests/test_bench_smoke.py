@@ -34,7 +34,7 @@ def test_bench_quick_writes_complete_json(tmp_path, capsys):
     assert {(r["shape"], r["model"]) for r in steps} == {(s, m) for s in SHAPES for m in models}
     for r in steps:
         for part in ("train", "infer"):
-            for key in ("model_ms", "ref_ms", "ratio"):
+            for key in ("model_ms", "ref_ms", "ratio", "ratio_of_minima"):
                 assert _positive(r[part][key]), (r["model"], r["shape"], part, key, r[part][key])
 
     assert {r["model"] for r in run["protocol"]} == models

@@ -221,18 +221,38 @@ def browser():
             b.close()
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Keep each phase's report on the item, so the ``page`` fixture knows whether the test failed."""
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, f"rep_{rep.when}", rep)
+
+
 @pytest.fixture
-def page(browser, app_server):
-    """A fresh browser context (own Streamlit session) per test, 60 s default timeouts."""
+def page(browser, app_server, request):
+    """A fresh browser context (own Streamlit session) per test, 60 s default timeouts.
+
+    On failure a screenshot goes to test-artifacts/screenshots/FAILED-<test>.png.
+    """
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     context.set_default_timeout(60_000)
     context.set_default_navigation_timeout(60_000)
     pg = context.new_page()
     pg.rimscope_errors = []  # uncaught page errors, for failure messages
+    pg.rimscope_server = app_server
     pg.on("pageerror", lambda exc: pg.rimscope_errors.append(str(exc)))
     try:
         yield pg
     finally:
+        rep = getattr(request.node, "rep_call", None)
+        if rep is not None and rep.failed:
+            try:
+                SHOTS_DIR.mkdir(parents=True, exist_ok=True)
+                safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in request.node.name)
+                pg.screenshot(path=str(SHOTS_DIR / f"FAILED-{safe}.png"), full_page=True, timeout=60_000)
+            except Exception:
+                pass
         context.close()
 
 

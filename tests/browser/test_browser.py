@@ -91,15 +91,27 @@ def assert_no_errors(page, where: str) -> None:
     """No exception box, no traceback text, no 'unexpected problem' message on the page."""
     exc = page.locator('[data-testid="stException"]')
     if exc.count():
-        pytest.fail(f"{where}: exception shown on the page:\n" + "\n---\n".join(exc.all_inner_texts()))
+        pytest.fail(f"{where}: exception shown on the page:\n" + "\n---\n".join(exc.all_inner_texts())
+                    + "\n--- end of the server log ---\n" + _log_tail(page))
     tb = page.get_by_text("Traceback")
     if tb.count():
-        pytest.fail(f"{where}: 'Traceback' shown on the page:\n" + "\n---\n".join(tb.all_inner_texts()))
+        pytest.fail(f"{where}: 'Traceback' shown on the page:\n" + "\n---\n".join(tb.all_inner_texts())
+                    + "\n--- end of the server log ---\n" + _log_tail(page))
     alerts = page.locator('[data-testid="stAlert"]').all_inner_texts()
     bad = [a for a in alerts if "unexpected problem" in a]
     assert not bad, f"{where}: page reports an unexpected problem: {bad}"
     js = [e for e in page.rimscope_errors if "ResizeObserver" not in e]
     assert not js, f"{where}: uncaught JavaScript errors: {js}"
+
+
+def _log_tail(page, chars: int = 4000) -> str:
+    """The server log from its last traceback on (the page only says the error was redacted)."""
+    try:
+        text = page.rimscope_server["log"].read_text(errors="replace")
+    except (AttributeError, KeyError, OSError):
+        return "(no server log)"
+    i = text.rfind("Traceback (most recent call last)")
+    return text[i:][:chars] if i >= 0 else text[-chars:]
 
 
 def full_screenshot(page, screenshot, name: str):
@@ -319,17 +331,29 @@ def test_models_refuses_bad_upload(page, app_server, screenshot, tmp_path):
 
     open_page(page, app_server, "models")
     page.get_by_text("Upload a checkpoint").wait_for(timeout=WAIT_MS)
+    settle(page)
     uploaders = page.locator('[data-testid="stFileUploader"]')
-    weights_in = uploaders.filter(has_text="Weights").locator('input[type="file"]')
-    uploaders.filter(has_text="Metadata").locator('input[type="file"]').set_input_files(str(meta))
-    page.get_by_text("model.json").first.wait_for(timeout=WAIT_MS)
+
+    def upload_to(label: str, path) -> None:
+        """Set the file on the uploader; once more if a rerun swallowed the first try."""
+        for attempt in range(2):
+            uploaders.filter(has_text=label).locator('input[type="file"]').set_input_files(str(path))
+            try:
+                uploaders.filter(has_text=label).get_by_text(path.name).first.wait_for(
+                    timeout=WAIT_MS // 2 if attempt == 0 else WAIT_MS)
+                break
+            except Exception:
+                if attempt:
+                    raise
+                settle(page)
+        settle(page)
+
+    upload_to("Metadata", meta)
     button = page.get_by_role("button", name="Check and import")
 
     for upload, expected in ((fake_pt, "model.pt is a pickle-based file"),
                              (disguised, "This looks like a pickle/PyTorch .pt file")):
-        weights_in.set_input_files(str(upload))
-        page.get_by_text(upload.name).first.wait_for(timeout=WAIT_MS)
-        settle(page)
+        upload_to("Weights", upload)
         poll(button.is_enabled, WAIT_S, what="an enabled 'Check and import' button")
         button.click()
         alert = page.locator('[data-testid="stAlert"]').filter(has_text="Upload refused")
