@@ -244,6 +244,7 @@ def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
         st.info("Test errors need the test set; " + _data_message(dataset))
         return
 
+    _mark("one image done")
     # test error at this level
     st.subheader(f"Test error at {level}")
     names = {m: e.display for m, (e, _) in models.items()}
@@ -254,6 +255,7 @@ def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
     st.caption(f"{scorer.images.shape[0]} test images (fixed subset, seed 0) from {data.source}. One noise draw; "
                "the Compare page reports means over seeds and draws.")
 
+    _mark("metrics done")
     # curve
     if param is not None:
         st.subheader("Error against noise strength")
@@ -274,9 +276,11 @@ def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
         st.plotly_chart(plots.mark_current(fig, strength), key="rb_curve", config=CHART)
         st.caption("Bands: 95% intervals (Wilson) of each error on this subset.")
 
+    _mark("curve done")
     # RIM's activation pattern
     if "rim" in models:
         _rim_shift(scorer, models["rim"], picked, kind, strength, param, level)
+    _mark("all done")
 
 
 def _rim_shift(scorer, rim, picked, kind, strength, param, level) -> None:
@@ -389,6 +393,10 @@ def _data_message(dataset: str) -> str:
 
 # --------------------------------------------------------------------------- page
 
+import time as _t, sys as _sys
+_T0 = _t.perf_counter()
+def _mark(what):
+    print(f"[rbtime] {what} {(_t.perf_counter() - _T0) * 1000:.0f} ms", file=_sys.stderr, flush=True)
 st.title("Robustness")
 st.caption("The paper's noise test, live: Gaussian noise on the test images only (training unchanged), and, beyond "
            "the paper, images stretched to other numbers of rows. Every method is scored on the same test images "
