@@ -285,19 +285,23 @@ def load_dataset(name: str, split: str = "test", *, data_dir: str | Path | None 
         if key in _CACHE:
             return _CACHE[key]
     result = None
+    download_error = None
     for src in sources:
         if src == "npz":
             result = _from_npz(info, split, ddir)
         elif src == "folder":
             result = _from_folder(info, split, ddir)
         elif src == "torchvision":
-            result = _from_torchvision(info, split, download)
+            try:
+                result = _from_torchvision(info, split, download)
+            except DataUnavailableError as exc:  # offline: fall through to the bundled sample
+                download_error = exc
         elif src == "sample" and allow_sample:
             result = _from_sample(info)
         if result is not None:
             break
     if result is None:
-        raise DataUnavailableError(_missing_message(info, split))
+        raise download_error or DataUnavailableError(_missing_message(info, split))
     with _CACHE_LOCK:
         _CACHE[key] = result
     return result

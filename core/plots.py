@@ -755,6 +755,7 @@ def error_curve_figure(curves: list[dict], *, x_title: str, current: float | Non
             ok = np.isfinite(lo) & np.isfinite(hi)
             if ok.sum() >= 2:
                 fig.add_trace(go.Scatter(x=np.r_[x[ok], x[ok][::-1]], y=np.r_[hi[ok], lo[ok][::-1]], fill="toself",
+                                         mode="lines",  # plotly adds vertex markers to short traces otherwise
                                          fillcolor=_rgba(color, 0.12), line=dict(width=0), hoverinfo="skip",
                                          showlegend=False, legendgroup=c["label"]))
         ok = np.isfinite(y)

@@ -256,8 +256,11 @@ def one_input_view(dataset: str, entry, model, compared: dict) -> None:
             loaded = model if e.key == entry.key else common.load_or_report(e)
             if loaded is None:
                 continue
-            m = loaded if e.key == entry.key else loaded[0]
-            rows.append({"label": e.display, "method": method, "probs": _proba(m, e.key, common.entry_mtime(e), image)})
+            if e.key == entry.key:  # the chosen model's trace holds its probabilities too
+                p = _trace(model, entry.key, common.entry_mtime(entry), image)[0]
+            else:
+                p = _proba(loaded[0], e.key, common.entry_mtime(e), image)
+            rows.append({"label": e.display, "method": method, "probs": p})
         c_img, c_pred = st.columns([1, 2])
         with c_img:
             st.image(common.upscaled(image))

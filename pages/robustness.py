@@ -52,17 +52,20 @@ def _stretch_point(_model, model_key: str, mtime: float, data_key: str, _images,
 
 
 @st.cache_data(max_entries=512, show_spinner=False)
-def _proba(_model, model_key: str, mtime: float, image: np.ndarray) -> np.ndarray:
-    from core.evaluate import predict_proba
-
-    return predict_proba(_model, np.asarray(image)[None])[0]
-
-
-@st.cache_data(max_entries=256, show_spinner=False)
-def _active(_model, model_key: str, mtime: float, image: np.ndarray) -> np.ndarray:
+def _one(_model, model_key: str, mtime: float, image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Class probabilities and per-timestep activity of one image: one forward pass for both."""
     from core.evaluate import trace_one
 
-    return trace_one(_model, image)[1]["activity"]
+    probs, trace = trace_one(_model, image)
+    return probs, trace["activity"]
+
+
+def _proba(model, model_key: str, mtime: float, image: np.ndarray) -> np.ndarray:
+    return _one(model, model_key, mtime, image)[0]
+
+
+def _active(model, model_key: str, mtime: float, image: np.ndarray) -> np.ndarray:
+    return _one(model, model_key, mtime, image)[1]
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
@@ -244,7 +247,6 @@ def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
         st.info("Test errors need the test set; " + _data_message(dataset))
         return
 
-    _mark("one image done")
     # test error at this level
     st.subheader(f"Test error at {level}")
     names = {m: e.display for m, (e, _) in models.items()}
@@ -255,7 +257,6 @@ def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
     st.caption(f"{scorer.images.shape[0]} test images (fixed subset, seed 0) from {data.source}. One noise draw; "
                "the Compare page reports means over seeds and draws.")
 
-    _mark("metrics done")
     # curve
     if param is not None:
         st.subheader("Error against noise strength")
@@ -276,11 +277,9 @@ def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
         st.plotly_chart(plots.mark_current(fig, strength), key="rb_curve", config=CHART)
         st.caption("Bands: 95% intervals (Wilson) of each error on this subset.")
 
-    _mark("curve done")
     # RIM's activation pattern
     if "rim" in models:
         _rim_shift(scorer, models["rim"], picked, kind, strength, param, level)
-    _mark("all done")
 
 
 def _rim_shift(scorer, rim, picked, kind, strength, param, level) -> None:
@@ -393,10 +392,6 @@ def _data_message(dataset: str) -> str:
 
 # --------------------------------------------------------------------------- page
 
-import time as _t, sys as _sys
-_T0 = _t.perf_counter()
-def _mark(what):
-    print(f"[rbtime] {what} {(_t.perf_counter() - _T0) * 1000:.0f} ms", file=_sys.stderr, flush=True)
 st.title("Robustness")
 st.caption("The paper's noise test, live: Gaussian noise on the test images only (training unchanged), and, beyond "
            "the paper, images stretched to other numbers of rows. Every method is scored on the same test images "

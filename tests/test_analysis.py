@@ -280,6 +280,8 @@ def test_error_curve_figure():
                "low": np.array([0.08, 0.1, np.nan]), "high": np.array([0.12, 0.14, np.nan])},
               {"label": "IndRNN", "method": "indrnn", "x": x, "y": np.array([0.2, 0.25, 0.3])}]
     fig = plots.error_curve_figure(curves, x_title="variance", current=0.02, reference=0.01)
+    bands = [t for t in fig.data if t.fill == "toself"]
+    assert len(bands) == 1 and bands[0].mode == "lines"  # no stray vertex markers on the band
     lines = [t for t in fig.data if t.mode == "lines+markers"]
     assert [t.name for t in lines] == ["RIM", "IndRNN"]
     assert list(lines[0].y) == pytest.approx([10, 12])  # NaN (not computed yet) left out
