@@ -1,8 +1,8 @@
 """Every model a user can pick: shipped pretrained ones and the user's own runs.
 
-``list_entries(dataset)`` merges ``pretrained/manifest.json`` with completed runs in the run
-store (trained in the app or uploaded), and ``load_entry`` loads one through the validating
-checkpoint loader. Pages call only these two.
+``list_entries(dataset)`` merges ``pretrained/manifest.json`` with the runs in the run store
+that have weights (trained in the app, stopped early, or uploaded), and ``load_entry`` loads
+one through the validating checkpoint loader. Pages call only these two.
 """
 
 from __future__ import annotations
@@ -60,15 +60,19 @@ def pretrained_entries(dataset: str | None = None, pretrained_dir: Path = PRETRA
 
 
 def run_entries(dataset: str | None = None, store=None) -> list[ModelEntry]:
-    """Completed runs (trained or uploaded) from the run store, newest first."""
+    """Runs with usable weights (completed, stopped by the user, uploaded), newest first.
+
+    A stopped run keeps what it learned up to the stop; its label says so, since it did not
+    follow its schedule to the end.
+    """
     try:
-        from .runs import RunStore
+        from .runs import WITH_WEIGHTS, RunStore
     except ImportError:  # run store not available: pretrained only
         return []
     store = store or RunStore()
     out = []
     for run in store.list_runs():
-        if run.status not in ("completed", "uploaded"):
+        if run.status not in WITH_WEIGHTS:
             continue
         if dataset and run.dataset != dataset:
             continue
@@ -76,8 +80,10 @@ def run_entries(dataset: str | None = None, store=None) -> list[ModelEntry]:
         if stem is None:
             continue
         source = "uploaded" if run.status == "uploaded" else "trained"
+        stopped = f", stopped at iteration {run.iteration}" if run.status == "stopped" else ""
         out.append(ModelEntry(f"run:{run.run_id}", run.dataset, run.model, source, stem, run.seed,
-                              f"{run.model} ({source} {run.run_id})", run.created, dict(run.metrics or {})))
+                              f"{run.model} ({source} {run.run_id}{stopped})", run.created,
+                              dict(run.metrics or {})))
     return out
 
 

@@ -119,7 +119,33 @@ def load_results(out: Path) -> list[dict]:
                      "noisy_test_error": m.get("noisy_test_error"), "noise_draws": m.get("noise_draws"),
                      "iterations": meta.get("train_config", {}).get("iterations"),
                      "train_time_s": m.get("train_time_s"), "parameters": m.get("parameters")})
+        sd, rel = loss_fluctuation(meta.get("history", {}).get("loss") or [])
+        rows[-1].update(loss_fluct=sd, loss_fluct_rel=rel)
     return rows
+
+
+FLUCT_WINDOW = 51  # iterations in the centred moving average that stands for the loss trend
+
+
+def loss_fluctuation(loss, window: int = FLUCT_WINDOW) -> tuple[float, float]:
+    """How much the per-batch training loss jumps around its own trend, second half of training.
+
+    The paper says the parallel LSTMs' training loss "fluctuates more" without a number. Ours:
+    over the second half of the iterations, the standard deviation of (loss - its centred
+    moving average over ``window`` iterations), and that divided by the mean of the moving
+    average. The first is the jitter a loss plot shows; the second discounts that a model
+    with a higher loss has a noisier batch loss. NaN when the history is too short or holds
+    non-finite values (a diverged run).
+    """
+    v = np.asarray([math.nan if x is None else x for x in loss], dtype=float)
+    v = v[len(v) // 2 :]
+    if len(v) < window + 2 or not np.all(np.isfinite(v)):
+        return math.nan, math.nan
+    trend = np.convolve(v, np.ones(window) / window, mode="valid")
+    resid = v[window // 2 : window // 2 + len(trend)] - trend
+    sd = float(resid.std(ddof=1))
+    level = float(trend.mean())
+    return sd, (sd / level if level > 0 else math.nan)
 
 
 def _t_quantile(df: float) -> float:
@@ -167,6 +193,12 @@ def _values(rows, ds, model, key):
             if r["dataset"] == ds and r["model"] == model and r[key] is not None and r["status"] == "completed"]
 
 
+def _finite(rows, ds, model, key):
+    """Finite values of ``key`` over the completed runs of one data set and model."""
+    return [r[key] for r in rows if r["dataset"] == ds and r["model"] == model and r["status"] == "completed"
+            and r.get(key) is not None and math.isfinite(r[key])]
+
+
 def _diverged(rows, ds, model):
     return sum(1 for r in rows if r["dataset"] == ds and r["model"] == model and r["status"] == "diverged")
 
@@ -174,7 +206,7 @@ def _diverged(rows, ds, model):
 def build_tables(rows: list[dict]) -> dict:
     """The three tables as lists of dicts (errors in percent points)."""
     datasets = [d for d in DATASET_ORDER if any(r["dataset"] == d for r in rows)]
-    t2, t3, t4 = [], [], []
+    t2, t3, t4, tf = [], [], [], []
     for ds in datasets:
         rim = _values(rows, ds, "rim", "test_error")
         pl = _values(rows, ds, "parallel_lstm", "test_error")
@@ -207,7 +239,7 @@ def build_tables(rows: list[dict]) -> dict:
         if rim_n and others:
             runner = min(others, key=lambda m: np.mean(others[m]))
 
-            def growth(model):
+            def growth(model, ds=ds):
                 clean = {r["seed"]: r["test_error"] for r in rows if r["dataset"] == ds and r["model"] == model
                          and r["status"] == "completed"}
                 return [(r["noisy_test_error"] - clean[r["seed"]]) * 100 for r in rows
@@ -227,7 +259,18 @@ def build_tables(rows: list[dict]) -> dict:
                        growth_gap_ci_high=hi, paper_growth_gap=PAPER["noise_growth_gap"][ds],
                        growth_verdict=verdict(lo, hi))
             t4.append(row)
-    return {"table2": t2, "table3": t3, "table4": t4}
+        # loss fluctuation: parallel LSTMs vs RIM (the paper: the former fluctuates more)
+        if _finite(rows, ds, "rim", "loss_fluct") and _finite(rows, ds, "parallel_lstm", "loss_fluct"):
+            row = {"dataset": ds}
+            for key, name in (("loss_fluct", "abs"), ("loss_fluct_rel", "rel")):
+                rim_f, pl_f = _finite(rows, ds, "rim", key), _finite(rows, ds, "parallel_lstm", key)
+                d, lo, hi = welch_ci(pl_f, rim_f)
+                row[f"rim_{name}"], row[f"rim_{name}_sd"], n_r = mean_sd(rim_f)
+                row[f"parallel_lstm_{name}"], row[f"parallel_lstm_{name}_sd"], n_p = mean_sd(pl_f)
+                row.update({f"gap_{name}": d, f"gap_{name}_ci_low": lo, f"gap_{name}_ci_high": hi,
+                            f"verdict_{name}": verdict(lo, hi), "seeds": min(n_r, n_p)})
+            tf.append(row)
+    return {"table2": t2, "table3": t3, "table4": t4, "fluctuation": tf}
 
 
 def _fmt(m, s=None):
@@ -274,7 +317,32 @@ def tables_markdown(t: dict, rows: list[dict]) -> str:
                  for m in ["rim", "parallel_lstm"] + BASELINES]
         out.append(f"| {r['dataset']} | {' | '.join(cells)} | {r['runner_up']} | {_ci(r['noisy_gap'], r['noisy_gap_ci_low'], r['noisy_gap_ci_high'])} "
                    f"| {_ci(r['growth_gap'], r['growth_gap_ci_low'], r['growth_gap_ci_high'])} | {r['paper_growth_gap']:.2f} | {r['growth_verdict']} |")
+    if t.get("fluctuation"):
+        out += ["", "### Training-loss fluctuation: parallel LSTMs vs RIM", "",
+                f"Second half of training: sd of (batch loss − its centred {FLUCT_WINDOW}-iteration moving "
+                "average), and that sd divided by the mean of the moving average (relative). Gap = parallel "
+                "LSTMs − RIM (positive: parallel LSTMs fluctuate more, as the paper says).", "",
+                "| data set | RIM | parallel LSTMs | gap [95% CI] | verdict | RIM (relative) | parallel LSTMs (relative) "
+                "| gap (relative) [95% CI] | verdict (relative) |", "|---|---|---|---|---|---|---|---|---|"]
+        for r in t["fluctuation"]:
+            out.append(
+                f"| {r['dataset']} | {_fmt3(r['rim_abs'], r['rim_abs_sd'])} | {_fmt3(r['parallel_lstm_abs'], r['parallel_lstm_abs_sd'])} "
+                f"| {_ci3(r['gap_abs'], r['gap_abs_ci_low'], r['gap_abs_ci_high'])} | {r['verdict_abs']} "
+                f"| {_fmt3(r['rim_rel'], r['rim_rel_sd'])} | {_fmt3(r['parallel_lstm_rel'], r['parallel_lstm_rel_sd'])} "
+                f"| {_ci3(r['gap_rel'], r['gap_rel_ci_low'], r['gap_rel_ci_high'])} | {r['verdict_rel']} |")
     return "\n".join(out) + "\n"
+
+
+def _fmt3(m, s=None):
+    if m is None or (isinstance(m, float) and math.isnan(m)):
+        return "n/a"
+    return f"{m:.3f}" if s is None or math.isnan(s) else f"{m:.3f} ± {s:.3f}"
+
+
+def _ci3(d, lo, hi):
+    if d is None or math.isnan(d):
+        return "n/a"
+    return f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]" if not math.isnan(lo) else f"{d:+.3f}"
 
 
 def _clean(o):

@@ -18,9 +18,9 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
@@ -54,7 +54,7 @@ class TrainConfig:
     threads: int | None = None  # torch threads; None = number of cores, at most 2 per run
     model_overrides: dict = field(default_factory=dict)
 
-    def validate(self, n_train: int | None = None) -> "TrainConfig":
+    def validate(self, n_train: int | None = None) -> TrainConfig:
         """Raise ConfigError naming the first out-of-range setting."""
         def bad(msg):
             raise ConfigError(msg)
@@ -110,7 +110,7 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "TrainConfig":
+    def from_dict(cls, d: dict) -> TrainConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:

@@ -34,6 +34,10 @@ TABLE_INFO = {
                "Paper: with noise RIM still has the lowest error everywhere, and its error grows less than the "
                "runner-up's by 0.35, 0.62, 0.77 and 1.19 points (about 0.73 on average). In brackets: change from "
                "the clean error. Growth gap = runner-up's growth − RIM's growth."),
+    "fluctuation": ("Training-loss fluctuation · parallel LSTMs vs RIM",
+                    "Paper: the parallel LSTMs' training loss fluctuates more (no number given). Ours: second half of "
+                    "training, sd of the batch loss around its 51-iteration moving average; relative = divided by "
+                    "the average loss level. Gap = parallel − RIM (positive: parallel LSTMs fluctuate more)."),
 }
 
 

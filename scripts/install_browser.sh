@@ -26,6 +26,15 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
     $SUDO apt-get install -y chromium chromium-driver
 fi
 
+# 1b. A colour emoji font, so the page icons in the navigation render in screenshots
+#     (without one, headless Chromium draws empty boxes). Cosmetic: a failure is not fatal.
+if ! fc-list 2>/dev/null | grep -qi "emoji"; then
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get install -y fonts-noto-color-emoji \
+        || { $SUDO apt-get update && $SUDO apt-get install -y fonts-noto-color-emoji; } \
+        || echo "note: fonts-noto-color-emoji not installed; page icons show as boxes" >&2
+fi
+
 # 2. Smoke test: headless Chromium renders a page.
 # (stderr carries harmless D-Bus errors in containers; it is silenced here.)
 dom="$(timeout 60 "$CHROMIUM" --headless --no-sandbox --disable-gpu \
@@ -35,7 +44,7 @@ case "$dom" in
     *) echo "chromium --dump-dom failed: '$dom'" >&2; exit 1 ;;
 esac
 
-# 3. Playwright (Python client from PyPI) driving the Debian chromium, if a
+# 3. Playwright (Python client from the package registry) driving the Debian chromium, if a
 #    Python environment is present.  The package is in requirements-dev.txt.
 if [ -x "$PYTHON" ]; then
     if ! "$PYTHON" -c "import playwright" >/dev/null 2>&1; then

@@ -245,13 +245,18 @@ def test_reproduction_tables_from_write_tables(tmp_path):
             p = run_path(tmp_path, "mnist", model, seed)
             p.parent.mkdir(parents=True, exist_ok=True)
             err = base + rng.normal(0, 0.001)
+            loss = (1.0 + rng.normal(0, 0.3 if model == "parallel_lstm" else 0.1, 200)).tolist()
             p.write_text(json.dumps({"dataset": "mnist", "model": model, "seed": seed, "status": "completed",
                                      "metrics": {"test_error": err, "noisy_test_error": err + 0.01},
-                                     "train_config": {"iterations": 40}}))
+                                     "train_config": {"iterations": 200}, "history": {"loss": loss}}))
     write_tables(tmp_path)
     summary = json.loads((tmp_path / "summary.json").read_text())
     t = reproduction_tables(summary)
-    assert set(t) == {"table2", "table3", "table4"}
+    assert set(t) == {"table2", "table3", "table4", "fluctuation"}
+    tf = t["fluctuation"]
+    assert tf.loc[0, "verdict"].startswith("✅") and tf.loc[0, "seeds"] == 3  # loss sd 0.3 vs 0.1
+    assert float(tf.loc[0, "RIM"].split(" ± ")[0]) == pytest.approx(0.1, rel=0.2)
+    assert float(tf.loc[0, "parallel LSTMs"].split(" ± ")[0]) == pytest.approx(0.3, rel=0.2)
     t2, t3, t4 = t["table2"], t["table3"], t["table4"]
     assert list(t2["data set"]) == ["MNIST"]
     assert t2.loc[0, "gap, paper (points)"] == "0.35"

@@ -117,3 +117,43 @@ def test_tiny_grid_end_to_end(tmp_path, monkeypatch):
     assert len(rows) == 4 and {r["model"] for r in rows} == {"parallel_lstm", "indrnn"}
     manifest = reproduce.export_pretrained(out, 0, tmp_path / "pre")
     assert len(manifest["models"]) == 2
+
+
+def test_loss_fluctuation_measures_jitter_around_the_trend():
+    rng = np.random.default_rng(0)
+    it = np.arange(1000)
+    trend = 2.0 * np.exp(-it / 300) + 0.3
+    smooth_sd, smooth_rel = reproduce.loss_fluctuation(trend.tolist())
+    assert smooth_sd < 1e-3  # a smooth curve barely deviates from its moving average
+    noisy = trend + rng.normal(0, 0.1, size=1000)
+    sd, rel = reproduce.loss_fluctuation(noisy.tolist())
+    assert sd == pytest.approx(0.1, rel=0.1)  # the moving average removes the trend, not the noise
+    level = trend[500:].mean()
+    assert rel == pytest.approx(sd / level, rel=0.05)
+    twice, _ = reproduce.loss_fluctuation((trend + 2 * (noisy - trend)).tolist())
+    assert twice == pytest.approx(2 * sd, rel=1e-3)  # linear in the noise (the trend leaves ~1e-5)
+    # too short, or a diverged run's NaN/None: no number
+    assert all(math.isnan(v) for v in reproduce.loss_fluctuation([1.0] * 60))
+    assert all(math.isnan(v) for v in reproduce.loss_fluctuation(noisy.tolist()[:-1] + [None]))
+
+
+def test_fluctuation_table(tmp_path):
+    rng = np.random.default_rng(1)
+    base = 2.0 * np.exp(-np.arange(1000) / 300) + 0.3
+    for seed in range(3):
+        for model, noise in (("rim", 0.05), ("parallel_lstm", 0.2)):
+            fake_run(tmp_path, "mnist", model, seed, 0.1, 0.2)
+            p = reproduce.run_path(tmp_path, "mnist", model, seed)
+            meta = json.loads(p.read_text())
+            meta["history"] = {"loss": (base + rng.normal(0, noise, 1000)).tolist()}
+            p.write_text(json.dumps(meta))
+    t = reproduce.write_tables(tmp_path)
+    row = t["fluctuation"][0]
+    assert row["rim_abs"] == pytest.approx(0.05, rel=0.15) and row["parallel_lstm_abs"] == pytest.approx(0.2, rel=0.15)
+    rows = reproduce.load_results(tmp_path)
+    pl = [r["loss_fluct"] for r in rows if r["model"] == "parallel_lstm"]
+    rim = [r["loss_fluct"] for r in rows if r["model"] == "rim"]
+    assert (row["gap_abs"], row["gap_abs_ci_low"], row["gap_abs_ci_high"]) == pytest.approx(welch(pl, rim))
+    assert row["verdict_abs"] == "holds" and row["verdict_rel"] == "holds" and row["seeds"] == 3
+    assert "Training-loss fluctuation" in (tmp_path / "tables.md").read_text()
+    assert (tmp_path / "fluctuation.csv").is_file()

@@ -153,6 +153,12 @@ def test_queue_bound_stop_sigterm_and_delete(store):
     assert second.status == "stopped" and "termination signal" in second.message
     assert load_checkpoint(store.checkpoint_stem(ids[1]))[1]["status"] == "stopped"
     assert max_running == 1
+    # the two runs stopped with weights are offered (labelled as stopped); the one stopped
+    # before it started has nothing to offer
+    offered = {e.key: e for e in catalog.run_entries(store=store)}
+    assert set(offered) == {f"run:{ids[0]}", f"run:{ids[1]}"}
+    assert f"stopped at iteration {first.iteration}" in offered[f"run:{ids[0]}"].display
+    catalog.load_entry(offered[f"run:{ids[0]}"])
     # delete: folder gone, store and catalog no longer list it
     store.delete(ids[0])
     assert not store.run_dir(ids[0]).exists()

@@ -1,0 +1,29 @@
+"""A deep link is the first request a freshly started server sees.
+
+Streamlit decides on its first script run whether the ``pages/`` folder means its old
+folder-based navigation. Without ``pages.common._leave_legacy_pages_mode`` a fresh server's
+first request to ``/compare`` ran ``pages/compare.py`` on its own: a sidebar listing every
+file in ``pages/`` (``common`` included) and none of app.py's page titles. This module has
+its own server (the ``app_server`` fixture is per module), so its first request is the link.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.test_browser import _MISSING, PAGES, WAIT_MS, assert_no_errors, settle
+
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")]
+
+
+def test_deep_link_on_fresh_server_uses_app_navigation(page, app_server):
+    page.goto(f"{app_server['url']}/compare", wait_until="commit", timeout=2 * WAIT_MS)
+    page.locator("h1").filter(has_text="Compare the methods").first.wait_for(timeout=2 * WAIT_MS)
+    settle(page)
+    links = page.locator('[data-testid="stSidebarNav"] a')
+    links.first.wait_for(timeout=WAIT_MS)
+    labels = [t.strip().splitlines()[-1].strip() for t in links.all_inner_texts()]
+    assert labels == [label for _, label, _ in PAGES.values()], f"sidebar shows {labels}"
+    assert page.url.rstrip("/").endswith("/compare")
+    assert "RIMscope" in page.title(), f"app.py's page config did not apply (title {page.title()!r})"
+    assert_no_errors(page, "Compare opened by a deep link")
