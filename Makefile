@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: app test bench reproduce pretrained lint
+.PHONY: app test bench bench-pages reproduce pretrained lint
 
 $(VENV)/.app-installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +25,11 @@ test: $(VENV)/.dev-installed
 	$(PY) -m pytest
 
 bench: $(VENV)/.dev-installed
-	$(PY) -m bench.bench_models
+	$(PY) -m bench.bench_models --threads 1 2
+
+# interaction latency of the dashboard in headless Chromium (needs scripts/install_browser.sh)
+bench-pages: $(VENV)/.dev-installed
+	$(PY) -m bench.bench_pages
 
 # full reproduction (needs the data sets: RIMSCOPE_DATA_DIR or torchvision downloads)
 reproduce: $(VENV)/.app-installed

@@ -58,7 +58,8 @@ def _train_one(job: dict) -> dict:
     torch.set_num_threads(job["threads"])
     cfg = TrainConfig(dataset=job["dataset"], model=job["model"], seed=job["seed"],
                       iterations=job["iterations"], noise_draws=job["noise_draws"],
-                      threads=job["threads"], eval_every=job["eval_every"])
+                      threads=job["threads"], eval_every=job["eval_every"],
+                      model_overrides=dict(job.get("overrides") or {}))
     train_data, test_data, note = prepare_training_data(cfg, job.get("data_dir"))
     result = train(cfg, train_data, test_data)
     meta = run_metadata(cfg, result, train_data, test_data, note)
@@ -72,8 +73,13 @@ def _train_one(job: dict) -> dict:
 
 
 def run_grid(out: Path, datasets, models, seeds, iterations: int = 1000, workers: int = 2,
-             noise_draws: int = 10, eval_every: int = 50, data_dir=None, log=print) -> list[dict]:
-    """Train every missing cell of the grid in up to ``workers`` processes (1 thread each)."""
+             noise_draws: int = 10, eval_every: int = 50, data_dir=None, log=print,
+             overrides: dict | None = None) -> list[dict]:
+    """Train every missing cell of the grid in up to ``workers`` processes (1 thread each).
+
+    ``overrides``: per-model config changes, e.g. ``{"parallel_lstm": {"hidden_size": 81}}``
+    (a parameter-matched baseline); they are recorded in each run's JSON (``config``).
+    """
     out = Path(out)
     jobs = []
     for seed in seeds:  # seed-major: a full first seed (the pretrained set) comes first
@@ -84,6 +90,7 @@ def run_grid(out: Path, datasets, models, seeds, iterations: int = 1000, workers
                     continue
                 jobs.append(dict(dataset=ds, model=model, seed=seed, iterations=iterations, path=str(p),
                                  noise_draws=noise_draws, eval_every=eval_every, data_dir=data_dir,
+                                 overrides=(overrides or {}).get(model, {}),
                                  threads=max(1, (os.cpu_count() or 1) // max(1, workers))))
     log(f"{len(jobs)} runs to train ({workers} workers); finished runs are skipped")
     done = []
@@ -410,6 +417,27 @@ def export_pretrained(out: Path, seed: int, dest: Path) -> dict:
     return manifest
 
 
+def parse_model_overrides(items: list[str]) -> dict:
+    """``["parallel_lstm.hidden_size=81"]`` -> ``{"parallel_lstm": {"hidden_size": 81}}``."""
+    from .errors import ConfigError
+    from .models import build_model
+    from .train import _parse_overrides
+
+    out: dict = {}
+    for item in items:
+        name, _, rest = item.partition(".")
+        if name not in list_models() or "=" not in rest:
+            raise ConfigError(f"--set expects MODEL.KEY=VALUE with MODEL one of {', '.join(list_models())}, "
+                              f"got {item!r}")
+        out.setdefault(name, {}).update(_parse_overrides([rest]))
+    for name, kw in out.items():
+        try:
+            build_model(name, **kw)  # unknown keys, bad values, bad combinations: fail before training
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"--set for {name}: {exc}") from None
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m core.reproduce", description=__doc__.split("::")[0].strip(),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -424,6 +452,8 @@ def main(argv=None) -> int:
     r.add_argument("--eval-every", type=int, default=50)
     r.add_argument("--data-dir", default=None, help="folder with <dataset>/{train,test}.npz (default $RIMSCOPE_DATA_DIR)")
     r.add_argument("--out", default="results/paper")
+    r.add_argument("--set", action="append", default=[], metavar="MODEL.KEY=VALUE",
+                   help="model config override for one model, e.g. --set parallel_lstm.hidden_size=81 (repeatable)")
     t = sub.add_parser("tables", help="rebuild the tables from stored runs")
     t.add_argument("--out", default="results/paper")
     e = sub.add_parser("export-pretrained", help="copy one seed's runs into pretrained/ with a manifest")
@@ -432,9 +462,16 @@ def main(argv=None) -> int:
     e.add_argument("--dest", default="pretrained")
     args = p.parse_args(argv)
     if args.cmd == "run":
+        from .errors import ConfigError
+
+        try:
+            overrides = parse_model_overrides(args.set)
+        except ConfigError as exc:
+            p.error(str(exc))
         t0 = time.perf_counter()
         run_grid(Path(args.out), args.datasets, args.models, args.seeds, args.iterations, args.workers,
-                 args.noise_draws, args.eval_every, args.data_dir, log=lambda s: print(s, flush=True))
+                 args.noise_draws, args.eval_every, args.data_dir, log=lambda s: print(s, flush=True),
+                 overrides=overrides)
         print(f"grid wall time {time.perf_counter() - t0:.0f} s", flush=True)
         write_tables(Path(args.out))
         print((Path(args.out) / "tables.md").read_text())

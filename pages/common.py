@@ -196,7 +196,9 @@ from pathlib import Path  # noqa: E402
 from core.data import ROOT  # noqa: E402
 from core.errors import CheckpointError  # noqa: E402
 
-SCHEDULES = {"paper": "paper schedule", "long": "longer schedule"}
+# reproduction outputs under results/ the Compare page offers: folder -> what it holds
+SCHEDULES = {"paper": "paper schedule", "long": "longer schedule",
+             "param_matched": "parameter-matched parallel LSTMs"}
 MAX_UPLOAD_MB = 20  # per file; server.maxUploadSize is 20 as well
 PICKLE_SUFFIXES = (".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".bin", ".tar", ".joblib", ".npy", ".npz", ".zip")
 
@@ -283,7 +285,7 @@ def manifest() -> dict:
 
 
 def schedules_available() -> dict[str, Path]:
-    """Reproduction outputs present: ``{"paper": results/paper, "long": results/long}``."""
+    """Reproduction outputs present, e.g. ``{"paper": results/paper, "long": results/long}``."""
     root = results_root()
     out = {}
     for name in SCHEDULES:

@@ -80,7 +80,7 @@ if not available:
 
 names = list(available)
 if len(names) > 1:
-    sched = st.radio("Training schedule", names, horizontal=True, key="cmp_schedule",
+    sched = st.radio("Experiment", names, horizontal=True, key="cmp_schedule",
                      format_func=lambda n: f"{SCHEDULES.get(n, n)} · results/{n}")
 else:
     sched = names[0]

@@ -107,9 +107,14 @@ def test_tiny_grid_end_to_end(tmp_path, monkeypatch):
     out = tmp_path / "out"
     log = []
     done = reproduce.run_grid(out, ["fashion_mnist"], ["parallel_lstm", "indrnn"], [0, 1], iterations=5, workers=1,
-                              noise_draws=1, eval_every=5, log=log.append)
+                              noise_draws=1, eval_every=5, log=log.append,
+                              overrides=reproduce.parse_model_overrides(["parallel_lstm.hidden_size=7"]))
     print("\n".join(log))
     assert len(done) == 4 and all(r["status"] == "completed" for r in done)
+    # the override reached the parallel LSTMs (and only them), and the run JSON records it
+    pl_meta = json.loads(reproduce.run_path(out, "fashion_mnist", "parallel_lstm", 0).read_text())
+    in_meta = json.loads(reproduce.run_path(out, "fashion_mnist", "indrnn", 0).read_text())
+    assert pl_meta["config"]["hidden_size"] == 7 and in_meta["config"].get("hidden_size") != 7
     again = reproduce.run_grid(out, ["fashion_mnist"], ["parallel_lstm", "indrnn"], [0, 1], iterations=5, workers=1,
                                noise_draws=1, eval_every=5, log=lambda s: None)
     assert again == []  # resumable: nothing retrained
@@ -157,3 +162,16 @@ def test_fluctuation_table(tmp_path):
     assert row["verdict_abs"] == "holds" and row["verdict_rel"] == "holds" and row["seeds"] == 3
     assert "Training-loss fluctuation" in (tmp_path / "tables.md").read_text()
     assert (tmp_path / "fluctuation.csv").is_file()
+
+
+def test_parse_model_overrides():
+    from core.errors import ConfigError
+
+    assert reproduce.parse_model_overrides(["parallel_lstm.hidden_size=81", "rim.k_active=3",
+                                            "parallel_lstm.num_units=6"]) == {
+        "parallel_lstm": {"hidden_size": 81, "num_units": 6}, "rim": {"k_active": 3}}
+    assert reproduce.parse_model_overrides([]) == {}
+    for bad in ("hidden_size=81", "nosuch.hidden_size=3", "parallel_lstm.hidden_size", "parallel_lstm.hiden=3",
+                "parallel_lstm.hidden_size=0", "rim.k_active=9"):
+        with pytest.raises(ConfigError):
+            reproduce.parse_model_overrides([bad])
