@@ -198,7 +198,7 @@ from core.errors import CheckpointError  # noqa: E402
 
 # reproduction outputs under results/ the Compare page offers: folder -> what it holds
 SCHEDULES = {"paper": "paper schedule", "long": "longer schedule",
-             "param_matched": "parameter-matched parallel LSTMs"}
+             "param_matched": "parameter-matched baselines"}
 MAX_UPLOAD_MB = 20  # per file; server.maxUploadSize is 20 as well
 PICKLE_SUFFIXES = (".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".bin", ".tar", ".joblib", ".npy", ".npz", ".zip")
 

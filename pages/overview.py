@@ -111,7 +111,9 @@ with c2:
                 f"The paper matches RIM with parallel LSTMs by **neuron count** (4 LSTMs x 32 units, as many as "
                 f"RIM's 4 active ones), not by parameters: here RIM has **{ratio:.1f}x the parameters** of the "
                 "parallel LSTMs (six LSTMs plus two attentions). Keep this in mind when reading the comparisons. "
-                "EntNet, RMC and IndRNN are sized to be in the same range as the parallel LSTMs."
+                "EntNet, RMC and IndRNN are sized to be in the same range as the parallel LSTMs. Baselines "
+                "trained at RIM's parameter count are on the Compare page (experiment \"parameter-matched baselines\"), "
+                "when `results/param_matched` is present."
             )
 st.markdown("**Knobs of the paper's method (defaults used everywhere here)**")
 knobs = [{"setting": k, "default": str(v), "meaning": RIM_KNOBS.get(k, "")}

@@ -1,0 +1,31 @@
+"""The page-latency benchmark runs end to end (one repetition, one setting) and writes
+complete JSON. No timing assertions: the machine may be busy. It starts its own server."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from tests.browser.test_browser import _MISSING
+
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")]
+
+INTERACTIONS = {"timestep_step", "noise_slider_cold", "noise_slider_cached", "new_drawing"}
+
+
+def test_bench_pages_one_rep(tmp_path, capsys, monkeypatch):
+    from bench.bench_pages import main
+
+    monkeypatch.delenv("RIMSCOPE_DATA_DIR", raising=False)  # the bundled samples, as on a fresh machine
+    out = tmp_path / "pages.json"
+    main(["--reps", "1", "--gc", "off", "--out", str(out)])
+    printed = capsys.readouterr().out
+    data = json.loads(out.read_text())
+    assert set(data["settings"]) == {"off"} and set(data["settings"]["off"]) == INTERACTIONS
+    for name, s in data["settings"]["off"].items():
+        assert s["n"] >= 1 and all(math.isfinite(x) and x > 0 for x in s["samples_s"]), name
+        assert s["min_s"] <= s["median_s"] <= s["max_s"]
+        assert name in printed
+    assert data["machine"]["cores"] >= 1
