@@ -35,12 +35,13 @@ Why the code looks the way it does (speed without changing the maths):
 from __future__ import annotations
 
 import math
-import threading
 from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 from torch.autograd.function import once_differentiable
+
+from ._workspace import WorkspacePool
 
 
 @dataclass
@@ -326,20 +327,14 @@ def _recurrence_backward(dh, ws, keys, vals, w_hq, b_hq, w_ih, w_comm, w_comm_ou
     return d_keys, d_vals, g_w_hq, g_b_hq, g_w_ih, g_w_comm, g_w_out
 
 
-# Workspaces are reused between training steps (allocating ~90 MB afresh each step costs
-# more in page faults than the arithmetic it holds). A workspace belongs to one forward until
-# its backward has run; a forward whose backward never runs simply drops its workspace.
-_POOL: dict = {}
-_POOL_LOCK = threading.Lock()
-_POOL_KEYS = 4  # shapes kept
+_POOL = WorkspacePool()  # see core/models/_workspace.py: why workspaces are reused
 
 
 def _workspace(T: int, B: int, d: _Dims, dtype, device) -> dict:
-    key = (T, B, d, dtype, device)
-    with _POOL_LOCK:
-        free = _POOL.get(key)
-        if free:
-            return free.pop()
+    return _POOL.take((T, B, d, dtype, device), lambda: _new_workspace(T, B, d, dtype, device))
+
+
+def _new_workspace(T: int, B: int, d: _Dims, dtype, device) -> dict:
     n, H, Hi, Hc = d.n, d.H, d.Hi, d.Hc
     Q, V, C, Cv = Hi * d.dk, Hi * d.dv, Hc * d.dkc, Hc * d.dvc
 
@@ -347,7 +342,6 @@ def _workspace(T: int, B: int, d: _Dims, dtype, device) -> dict:
         return torch.empty(*shape, dtype=dtype, device=device)
 
     return {
-        "key": key,
         # [n, F, T(+1), B]: operands of the weight-gradient products over all timesteps
         "H": new(n, H, T + 1, B), "C": new(n, H, T + 1, B), "HT": new(n, H, T, B),
         "A": new(n, V, T, B), "READ": new(n, Cv, T, B),
@@ -361,13 +355,7 @@ def _workspace(T: int, B: int, d: _Dims, dtype, device) -> dict:
 
 
 def _release(ws: dict) -> None:
-    with _POOL_LOCK:
-        key = ws["key"]
-        if key not in _POOL and len(_POOL) >= _POOL_KEYS:
-            _POOL.pop(next(iter(_POOL)))
-        free = _POOL.setdefault(key, [])
-        if not free:
-            free.append(ws)
+    _POOL.give_back(ws)
 
 
 class _RIMSequence(torch.autograd.Function):

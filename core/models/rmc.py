@@ -21,13 +21,14 @@ plainly, ``tests/test_equivalence.py`` holds the two together):
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
+
+from ._workspace import WorkspacePool
 
 
 @dataclass
@@ -276,25 +277,21 @@ def _recurrence_backward(dmem, ws, kv_in, gate_in, weights, dm: _Dims):
             g_ln2_w, g_ln2_b, g_w_gm, *mlp_grads)
 
 
-# Large buffers are reused between training steps (fresh large allocations cost page faults).
-_POOL: dict = {}
-_POOL_LOCK = threading.Lock()
-_POOL_KEYS = 4
+_POOL = WorkspacePool()  # see core/models/_workspace.py: why workspaces are reused
 
 
 def _workspace(T, B, dm: _Dims, dtype, device) -> dict:
-    key = (T, B, dm, dtype, device)
-    with _POOL_LOCK:
-        free = _POOL.get(key)
-        if free:
-            return free.pop()
+    return _POOL.take((T, B, dm, dtype, device), lambda: _new_workspace(T, B, dm, dtype, device))
+
+
+def _new_workspace(T, B, dm: _Dims, dtype, device) -> dict:
     m, d, nh = dm.m, dm.d, dm.nh
 
     def new(*shape):
         return torch.empty(*shape, dtype=dtype, device=device)
 
     mB = m * B
-    ws = {"key": key, "MEM": new(T + 1, m + 1, B, d), "QKV": new(3 * d, T, m + 1, B),
+    ws = {"MEM": new(T + 1, m + 1, B, d), "QKV": new(3 * d, T, m + 1, B),
           "dQKV": new(3 * d, T, m + 1, B), "READ": new(nh, d // nh, T, m, B)}
     for name, width in (("Z1", d), ("Z2", d), ("NEW1", d), ("TM", d), ("dZ1", d), ("dNEW1", d),
                         ("dNEW2", d), ("dG", 2 * d), *[(f"{p}{i}", d) for i in range(dm.layers) for p in ("H", "dP")]):
@@ -305,13 +302,7 @@ def _workspace(T, B, dm: _Dims, dtype, device) -> dict:
 def _release(ws: dict) -> None:
     big = {k: v for k, v in ws.items() if not isinstance(v, list)}  # drop the per-step lists
     ws.clear()
-    with _POOL_LOCK:
-        key = big["key"]
-        if key not in _POOL and len(_POOL) >= _POOL_KEYS:
-            _POOL.pop(next(iter(_POOL)))
-        free = _POOL.setdefault(key, [])
-        if not free:
-            free.append(big)
+    _POOL.give_back(big)
 
 
 class _RMCSequence(torch.autograd.Function):

@@ -1,0 +1,56 @@
+"""The workspace pool behind rim's and rmc's hand-written backward passes."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from core.models import build_model
+from core.models._workspace import WorkspacePool
+
+
+def test_pool_reuses_one_workspace_per_key_and_bounds_keys():
+    pool = WorkspacePool(max_keys=2)
+    built = []
+
+    def build():
+        built.append(1)
+        return {"x": torch.zeros(3)}
+
+    a = pool.take("a", build)
+    assert a["key"] == "a" and len(built) == 1
+    pool.give_back(a)
+    assert pool.take("a", build) is a and len(built) == 1  # reused, not rebuilt
+    b = pool.take("a", build)  # the pool is empty for "a" now: a second, new one
+    assert b is not a and len(built) == 2
+    pool.give_back(a)
+    pool.give_back(b)  # only one free workspace per key is kept
+    assert pool.take("a", build) is a and pool.take("a", build) is not b
+    for key in ("k1", "k2", "k3"):
+        pool.give_back(pool.take(key, build))
+    assert len(pool._free) == 2 and "k1" not in pool._free  # oldest key dropped
+
+
+def test_training_steps_reuse_the_workspace():
+    """Two training steps of rim and rmc on the same shapes allocate their workspace once."""
+    from core.models import rim, rmc
+
+    torch.manual_seed(0)
+    x, y = torch.rand(4, 28, 28), torch.randint(0, 10, (4,))
+    for name, module in (("rim", rim), ("rmc", rmc)):
+        model = build_model(name, input_dim=28, num_classes=10)
+        seen = []
+        original = module._new_workspace
+
+        def counting(*args, _orig=original, **kwargs):
+            seen.append(1)
+            return _orig(*args, **kwargs)
+
+        module._new_workspace = counting
+        try:
+            for _ in range(3):
+                model.zero_grad()
+                F.cross_entropy(model(x), y).backward()
+        finally:
+            module._new_workspace = original
+        assert len(seen) <= 1, f"{name}: a new workspace on {len(seen)} of 3 steps"
