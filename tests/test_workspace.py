@@ -42,8 +42,8 @@ def test_training_steps_reuse_the_workspace():
         seen = []
         original = module._new_workspace
 
-        def counting(*args, _orig=original, **kwargs):
-            seen.append(1)
+        def counting(*args, _orig=original, _seen=seen, **kwargs):
+            _seen.append(1)
             return _orig(*args, **kwargs)
 
         module._new_workspace = counting
