@@ -421,7 +421,7 @@ def parse_model_overrides(items: list[str]) -> dict:
     """``["parallel_lstm.hidden_size=81"]`` -> ``{"parallel_lstm": {"hidden_size": 81}}``."""
     from .errors import ConfigError
     from .models import build_model
-    from .train import _parse_overrides
+    from .train import parse_overrides
 
     out: dict = {}
     for item in items:
@@ -429,7 +429,7 @@ def parse_model_overrides(items: list[str]) -> dict:
         if name not in list_models() or "=" not in rest:
             raise ConfigError(f"--set expects MODEL.KEY=VALUE with MODEL one of {', '.join(list_models())}, "
                               f"got {item!r}")
-        out.setdefault(name, {}).update(_parse_overrides([rest]))
+        out.setdefault(name, {}).update(parse_overrides([rest]))
     for name, kw in out.items():
         try:
             build_model(name, **kw)  # unknown keys, bad values, bad combinations: fail before training

@@ -318,7 +318,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _parse_overrides(items: list[str]) -> dict:
+def parse_overrides(items: list[str]) -> dict:
+    """``["k_active=3"]`` -> ``{"k_active": 3}`` (values read as JSON where they parse, else text)."""
     import json
 
     out = {}
@@ -346,7 +347,7 @@ def main(argv=None) -> int:
                           grad_clip=args.grad_clip, eval_every=args.eval_every, eval_samples=args.eval_samples,
                           class_weighting=args.class_weighting, holdout_sample=not args.no_holdout_sample,
                           noise_var=args.noise_var, noise_draws=args.noise_draws, threads=args.threads,
-                          model_overrides=_parse_overrides(args.set)).validate()
+                          model_overrides=parse_overrides(args.set)).validate()
         train_data, test_data, note = prepare_training_data(cfg, args.data_dir)
         cfg.validate(n_train=len(train_data))
         print(f"train: {train_data.source} ({len(train_data)} images); test: {test_data.source} ({len(test_data)})",

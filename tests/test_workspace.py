@@ -54,3 +54,16 @@ def test_training_steps_reuse_the_workspace():
         finally:
             module._new_workspace = original
         assert len(seen) <= 1, f"{name}: a new workspace on {len(seen)} of 3 steps"
+
+
+def test_backward_twice_through_one_forward_says_what_to_do():
+    import pytest
+
+    torch.manual_seed(0)
+    x, y = torch.rand(2, 28, 28), torch.randint(0, 10, (2,))
+    for name in ("rim", "rmc"):
+        model = build_model(name, input_dim=28, num_classes=10)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward(retain_graph=True)
+        with pytest.raises(RuntimeError, match="run the forward again"):
+            loss.backward()

@@ -39,3 +39,12 @@ class WorkspacePool:
             free = self._free.setdefault(key, [])
             if not free:
                 free.append(ws)
+
+
+def claim(ctx, model: str) -> dict:
+    """The workspace a forward left on ``ctx``, handed to its backward exactly once."""
+    ws, ctx.ws = ctx.ws, None
+    if ws is None:
+        raise RuntimeError(f"{model}: backward through the same forward twice is not supported "
+                           "(retain_graph); run the forward again")
+    return ws

@@ -41,7 +41,7 @@ import torch
 import torch.nn as nn
 from torch.autograd.function import once_differentiable
 
-from ._workspace import WorkspacePool
+from ._workspace import WorkspacePool, claim
 
 
 @dataclass
@@ -374,10 +374,7 @@ class _RIMSequence(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, dh):
-        ws, ctx.ws = ctx.ws, None
-        if ws is None:
-            raise RuntimeError("RIM: backward through the same forward twice is not supported "
-                               "(retain_graph); run the forward again")
+        ws = claim(ctx, "RIM")
         grads = _recurrence_backward(dh.contiguous(), ws, *ctx.saved_tensors, *ctx.weights, ctx.dims)
         ctx.weights = None
         _release(ws)

@@ -28,7 +28,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
-from ._workspace import WorkspacePool
+from ._workspace import WorkspacePool, claim
 
 
 @dataclass
@@ -113,6 +113,11 @@ def _tanh(x, out=None):
     return torch.sigmoid(x * 2, out=out).mul_(2).sub_(1)
 
 
+def _split_weights(weights, layers: int):
+    """The flat weight tuple the autograd node receives -> (the ten fixed ones, MLP (w, b) pairs)."""
+    return tuple(weights[:10]), [(weights[10 + 2 * i], weights[11 + 2 * i]) for i in range(layers)]
+
+
 def _recurrence(kv_in, gate_in, weights, dm: _Dims, trace=False, ws=None):
     """All T steps. Returns the final memory [m, B, d] and the trace lists (or None).
 
@@ -120,10 +125,8 @@ def _recurrence(kv_in, gate_in, weights, dm: _Dims, trace=False, ws=None):
     """
     T, _, B = kv_in.shape
     m, d, nh, L = dm.m, dm.d, dm.nh, dm.layers
-    dh, mB = d // nh, m * B
-    mem0, w_qkv, b_qkv, w_ao, b_ao, ln1_w, ln1_b, ln2_w, ln2_b, w_gm = weights[:10]
-    mlp = [(weights[10 + 2 * i], weights[11 + 2 * i]) for i in range(L)]
-    scale = dh**-0.5
+    dh, mB, scale = d // nh, m * B, (d // nh) ** -0.5
+    (mem0, w_qkv, b_qkv, w_ao, b_ao, ln1_w, ln1_b, ln2_w, ln2_b, w_gm), mlp = _split_weights(weights, L)
     gate_bias = torch.cat([kv_in.new_full((d,), dm.input_bias), kv_in.new_full((d,), dm.forget_bias)])
     gin_t = gate_in.unbind(0)  # T x [B, 2d]
     save = ws is not None
@@ -195,10 +198,8 @@ def _mat(x):
 def _recurrence_backward(dmem, ws, kv_in, gate_in, weights, dm: _Dims):
     T, _, B = kv_in.shape
     m, d, nh, L = dm.m, dm.d, dm.nh, dm.layers
-    dh, mB = d // nh, m * B
-    mem0, w_qkv, b_qkv, w_ao, b_ao, ln1_w, ln1_b, ln2_w, ln2_b, w_gm = weights[:10]
-    mlp = [(weights[10 + 2 * i], weights[11 + 2 * i]) for i in range(L)]
-    scale = dh**-0.5
+    dh, mB, scale = d // nh, m * B, (d // nh) ** -0.5
+    (mem0, w_qkv, b_qkv, w_ao, b_ao, ln1_w, ln1_b, ln2_w, ln2_b, w_gm), mlp = _split_weights(weights, L)
     mems, qkv_all, dqkv_all = ws["MEM"], ws["QKV"], ws["dQKV"]
     dqkv_all[:d, :, m].zero_()  # the input row asks no query
     mem_t, qkv_t, dqkv_t = mems.unbind(0), qkv_all.unbind(1), dqkv_all.unbind(1)
@@ -320,10 +321,7 @@ class _RMCSequence(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, dmem):
-        ws, ctx.ws = ctx.ws, None
-        if ws is None:
-            raise RuntimeError("RMC: backward through the same forward twice is not supported "
-                               "(retain_graph); run the forward again")
+        ws = claim(ctx, "RMC")
         kv_in, gate_in, *weights = ctx.saved_tensors
         grads = _recurrence_backward(dmem, ws, kv_in, gate_in, weights, ctx.dims)
         _release(ws)

@@ -194,6 +194,19 @@ def _canvas(page):
     return page.locator("canvas.upper-canvas").first
 
 
+def _expect_prediction(page, screenshot, what: str, shot: str) -> None:
+    """After an input: the model's view of ``what``, every method's prediction, the per-row
+    view, no error on the page; then a screenshot named ``shot``."""
+    page.get_by_text(f"What the model sees: {what}").wait_for(timeout=WAIT_MS)
+    caption = poll(lambda: [t for t in page.locator('[data-testid="stCaptionContainer"]').all_inner_texts()
+                            if PREDICTION.search(t)], WAIT_S, what="the prediction caption")
+    assert "%" in caption[0]
+    page.get_by_text(INSIDE).first.wait_for(timeout=WAIT_MS)
+    settle(page)
+    assert_no_errors(page, f"Mechanisms after {what}")
+    full_screenshot(page, screenshot, shot)
+
+
 def test_mechanisms_draw_digit(page, app_server, screenshot):
     open_page(page, app_server, "mechanisms")
     page.get_by_text(INSIDE).first.wait_for(timeout=SLOW_MS)
@@ -212,14 +225,7 @@ def test_mechanisms_draw_digit(page, app_server, screenshot):
     for x, y in stroke[1:]:
         page.mouse.move(box["x"] + x * sx, box["y"] + y * sy, steps=10)
     page.mouse.up()
-    page.get_by_text("What the model sees: your drawing").wait_for(timeout=WAIT_MS)
-    caption = poll(lambda: [t for t in page.locator('[data-testid="stCaptionContainer"]').all_inner_texts()
-                            if PREDICTION.search(t)], WAIT_S, what="the prediction caption")
-    assert "%" in caption[0]
-    page.get_by_text(INSIDE).first.wait_for(timeout=WAIT_MS)
-    settle(page)
-    assert_no_errors(page, "Mechanisms after drawing")
-    full_screenshot(page, screenshot, "mechanisms-draw")
+    _expect_prediction(page, screenshot, "your drawing", "mechanisms-draw")
 
 
 def test_mechanisms_upload_image(page, app_server, screenshot, tmp_path):
@@ -236,14 +242,7 @@ def test_mechanisms_upload_image(page, app_server, screenshot, tmp_path):
     uploader = page.locator('[data-testid="stFileUploader"]').first
     uploader.wait_for(timeout=WAIT_MS)
     uploader.locator('input[type="file"]').set_input_files(str(png))
-    page.get_by_text("What the model sees: your image").wait_for(timeout=WAIT_MS)
-    caption = poll(lambda: [t for t in page.locator('[data-testid="stCaptionContainer"]').all_inner_texts()
-                            if PREDICTION.search(t)], WAIT_S, what="the prediction caption")
-    assert "%" in caption[0]
-    page.get_by_text(INSIDE).first.wait_for(timeout=WAIT_MS)
-    settle(page)
-    assert_no_errors(page, "Mechanisms after uploading an image")
-    full_screenshot(page, screenshot, "mechanisms-upload")
+    _expect_prediction(page, screenshot, "your image", "mechanisms-upload")
 
 
 # ------------------------------------------------------------------------------ Robustness
