@@ -83,6 +83,10 @@ def _row(entry, meta: dict | None) -> dict:
         metrics = {**metrics, **{k: v for k, v in meta["metrics"].items() if v is not None}}
     created = entry.created or (meta or {}).get("created") or ""
     its = (meta or {}).get("train_config", {}).get("iterations") if meta else metrics.get("iterations")
+    status = str((meta or {}).get("status") or "")
+    done = ((meta or {}).get("history") or {}).get("iteration") or []
+    if status == "stopped" and done:  # what it was trained for, not what it was asked for
+        its = done[-1]
     return {
         "data set": _ds_title(entry.dataset),
         "model": method_title(entry.model),
@@ -93,6 +97,7 @@ def _row(entry, meta: dict | None) -> dict:
         "clean error (%)": _pct(metrics.get("test_error")),
         "noisy error (%)": _pct(metrics.get("noisy_test_error")),
         "iterations": its if its is None else int(its),
+        "status": status,
         "date": str(created)[:16].replace("T", " "),
         "key": entry.key,
     }

@@ -175,3 +175,18 @@ def test_models_page_without_any_model_explains(empty_env):
     assert not at.exception
     assert any("export-pretrained" in i.value for i in at.info)
     assert len(at.file_uploader) == 2  # uploading still works
+
+
+def test_a_stopped_run_shows_its_status_and_the_iterations_it_ran(page_env):
+    import json
+
+    w, m = valid_checkpoint()
+    meta = json.loads(m)
+    meta.update(status="stopped", train_config={"iterations": 1000})  # stopped after 3 of 1,000
+    store().import_checkpoint(w, json.dumps(meta).encode(), expected_dataset="mnist", owner=OWNER)
+    at = run_page()
+    assert not at.exception
+    df = table(at)
+    row = df[df["source"] == "uploaded"].iloc[0]
+    assert row["status"] == "stopped" and row["iterations"] == 3
+    assert set(df[df["source"] == "pretrained"]["status"]) == {"completed"}
