@@ -44,6 +44,38 @@ PAPER = {
 }
 
 
+# Named variants for the grids: name -> (registry model, config overrides). A variant's runs
+# are stored under its name and its JSON records ``variant`` beside the registry ``model``.
+VARIANTS: dict[str, tuple[str, dict]] = {
+    # ablations of the method (issue: what does the attention do?)
+    "rim_random": ("rim", {"selection": "random"}),  # k of n at random, independent of the input
+    "rim_all": ("rim", {"selection": "all"}),  # every LSTM active
+    "rim_alpha0": ("rim", {"alpha": 0.0}),  # no communication
+    "rim_k5": ("rim", {"k_active": 5}),
+    "rim_k6": ("rim", {"k_active": 6}),
+    # the initialisation study: forget-gate bias 0 instead of the default 1
+    "rim_fb0": ("rim", {"forget_bias": 0.0}),
+    "parallel_lstm_fb0": ("parallel_lstm", {"forget_bias": 0.0}),
+}
+ABLATIONS = ["rim", "rim_random", "rim_all", "rim_alpha0", "rim_k5", "rim_k6", "parallel_lstm"]
+INIT_STUDY = ["rim", "rim_fb0", "parallel_lstm", "parallel_lstm_fb0"]
+
+
+def grid_names() -> list[str]:
+    """Every name a grid accepts: the registry's models and the named variants."""
+    return list_models() + list(VARIANTS)
+
+
+def resolve(name: str) -> tuple[str, dict]:
+    """A grid name -> (registry model, its config overrides)."""
+    if name in VARIANTS:
+        model, kw = VARIANTS[name]
+        return model, dict(kw)
+    if name in list_models():
+        return name, {}
+    raise KeyError(f"Unknown model or variant {name!r}; choose one of {', '.join(grid_names())}")
+
+
 def run_path(out: Path, dataset: str, model: str, seed: int) -> Path:
     return Path(out) / "runs" / dataset / f"{model}_s{seed}.json"
 
@@ -56,19 +88,22 @@ def _train_one(job: dict) -> dict:
     from .train import TrainConfig, prepare_training_data, run_metadata, train
 
     torch.set_num_threads(job["threads"])
-    cfg = TrainConfig(dataset=job["dataset"], model=job["model"], seed=job["seed"],
+    model, variant_kw = resolve(job["model"])
+    cfg = TrainConfig(dataset=job["dataset"], model=model, seed=job["seed"],
                       iterations=job["iterations"], noise_draws=job["noise_draws"],
                       threads=job["threads"], eval_every=job["eval_every"],
-                      model_overrides=dict(job.get("overrides") or {}))
+                      model_overrides={**variant_kw, **dict(job.get("overrides") or {})})
     train_data, test_data, note = prepare_training_data(cfg, job.get("data_dir"))
     result = train(cfg, train_data, test_data)
     meta = run_metadata(cfg, result, train_data, test_data, note)
+    if job["model"] != model:
+        meta["variant"] = job["model"]
     path = Path(job["path"])
     if result.status == "completed":
         save_checkpoint(result.model, meta, path.with_suffix(""))
     else:  # diverged: keep the record (it counts as a result) but no usable weights
         atomic_write_json(path, meta)
-    return {"dataset": cfg.dataset, "model": cfg.model, "seed": cfg.seed, "status": result.status,
+    return {"dataset": cfg.dataset, "model": job["model"], "seed": cfg.seed, "status": result.status,
             "test_error": result.metrics.get("test_error"), "wall_s": result.wall_time_s}
 
 
@@ -121,7 +156,7 @@ def load_results(out: Path) -> list[dict]:
         except (OSError, json.JSONDecodeError):
             continue
         m = meta.get("metrics", {})
-        rows.append({"dataset": meta["dataset"], "model": meta["model"], "seed": meta["seed"],
+        rows.append({"dataset": meta["dataset"], "model": meta.get("variant") or meta["model"], "seed": meta["seed"],
                      "status": meta.get("status"), "test_error": m.get("test_error"),
                      "noisy_test_error": m.get("noisy_test_error"), "noise_draws": m.get("noise_draws"),
                      "iterations": meta.get("train_config", {}).get("iterations"),
@@ -395,7 +430,7 @@ def export_pretrained(out: Path, seed: int, dest: Path) -> dict:
     for p in sorted((Path(out) / "runs").glob(f"*/*_s{seed}.json")):
         meta = json.loads(p.read_text())
         w = p.with_suffix(".safetensors")
-        if meta.get("status") != "completed" or not w.is_file():
+        if meta.get("status") != "completed" or not w.is_file() or meta.get("variant"):
             continue
         target = dest / meta["dataset"] / f"{meta['model']}"
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -426,13 +461,14 @@ def parse_model_overrides(items: list[str]) -> dict:
     out: dict = {}
     for item in items:
         name, _, rest = item.partition(".")
-        if name not in list_models() or "=" not in rest:
-            raise ConfigError(f"--set expects MODEL.KEY=VALUE with MODEL one of {', '.join(list_models())}, "
+        if name not in grid_names() or "=" not in rest:
+            raise ConfigError(f"--set expects MODEL.KEY=VALUE with MODEL one of {', '.join(grid_names())}, "
                               f"got {item!r}")
         out.setdefault(name, {}).update(parse_overrides([rest]))
     for name, kw in out.items():
+        model, base = resolve(name)
         try:
-            build_model(name, **kw)  # unknown keys, bad values, bad combinations: fail before training
+            build_model(model, **{**base, **kw})  # unknown keys, bad values, bad combinations: fail first
         except (ValueError, TypeError) as exc:
             raise ConfigError(f"--set for {name}: {exc}") from None
     return out
@@ -444,7 +480,8 @@ def main(argv=None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="train the grid (skips finished runs), then write the tables")
     r.add_argument("--datasets", nargs="+", default=DATASET_ORDER, choices=list(DATASETS))
-    r.add_argument("--models", nargs="+", default=list_models(), choices=list_models())
+    r.add_argument("--models", nargs="+", default=list_models(), choices=grid_names(),
+                   help="registry models and named variants (ablations, init study): %(choices)s")
     r.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     r.add_argument("--iterations", type=int, default=1000)
     r.add_argument("--workers", type=int, default=max(1, os.cpu_count() or 1))

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
+from ._init import FORGET_BIAS, init_nn_lstm_
+
 
 @dataclass
 class ParallelLSTMConfig:
@@ -19,6 +21,7 @@ class ParallelLSTMConfig:
     num_classes: int = 10
     num_units: int = 4
     hidden_size: int = 32
+    forget_bias: float = FORGET_BIAS  # every LSTM of every model starts alike: see _init.py
 
 
 class ParallelLSTM(nn.Module):
@@ -31,7 +34,14 @@ class ParallelLSTM(nn.Module):
         self.lstms = nn.ModuleList(
             nn.LSTM(c.input_dim, c.hidden_size, batch_first=True) for _ in range(c.num_units)
         )
+        for lstm in self.lstms:
+            init_nn_lstm_(lstm, c.forget_bias)
         self.readout = nn.Linear(c.num_units * c.hidden_size, c.num_classes)
+
+    def forget_gate_bias(self) -> torch.Tensor:
+        """Effective forget-gate bias of every unit ([n, H]): bias_ih + bias_hh, forget slice."""
+        H = self.config.hidden_size
+        return torch.stack([(m.bias_ih_l0 + m.bias_hh_l0)[H : 2 * H] for m in self.lstms]).detach()
 
     def forward(self, x: torch.Tensor, return_trace: bool = False):
         outs = [lstm(x)[0] for lstm in self.lstms]  # each [B,T,H]

@@ -41,7 +41,10 @@ import torch
 import torch.nn as nn
 from torch.autograd.function import once_differentiable
 
+from ._init import FORGET_BIAS, lstm_bound
 from ._workspace import WorkspacePool, claim
+
+SELECTIONS = ("attention", "random", "all")
 
 
 @dataclass
@@ -59,11 +62,19 @@ class RIMConfig:
     comm_key_size: int = 16
     comm_value_size: int = 16
     alpha: float = 0.1  # share of the communication read added to an active LSTM's state
+    forget_bias: float = FORGET_BIAS  # every LSTM of every model starts alike: see _init.py
+    # Which LSTMs are active at a step (the ablations):
+    #   "attention": the k with the most input attention on the row (the paper's method);
+    #   "random":    k drawn uniformly per step and example, independent of the input;
+    #   "all":       every LSTM active at every step.
+    # The attended input a_i = w_i * v still uses the attention weights in every variant,
+    # so "random"/"all" remove only the input-dependent choice of who updates.
+    selection: str = "attention"
 
 
-def _stacked(n: int, fan_in: int, fan_out: int) -> nn.Parameter:
-    """n independent weight matrices [n, fan_in, fan_out], uniform like nn.Linear."""
-    bound = 1.0 / math.sqrt(fan_in)
+def _stacked(n: int, fan_in: int, fan_out: int, bound: float | None = None) -> nn.Parameter:
+    """n independent weight matrices [n, fan_in, fan_out], uniform like nn.Linear (or +-bound)."""
+    bound = 1.0 / math.sqrt(fan_in) if bound is None else bound
     return nn.Parameter(torch.empty(n, fan_in, fan_out).uniform_(-bound, bound))
 
 
@@ -77,6 +88,8 @@ class RIM(nn.Module):
         c = config
         if not 1 <= c.k_active <= c.num_units:
             raise ValueError(f"k_active must be in 1..num_units ({c.num_units}), got {c.k_active}")
+        if c.selection not in SELECTIONS:
+            raise ValueError(f"selection must be one of {', '.join(SELECTIONS)}, got {c.selection!r}")
         self.config = c
         n, H = c.num_units, c.hidden_size
         self.unit_names = [f"LSTM {i + 1}" for i in range(n)]
@@ -93,16 +106,17 @@ class RIM(nn.Module):
         # Per-LSTM weights from h[t-1]: queries for input attention and recurrent gates
         # (order i, f, o, g). Stacked as one [n, H, Hi*dk + 4H] tensor so both come from one
         # batched product.
+        # LSTM weights and biases follow the one policy of _init.py (nn.LSTM's uniform
+        # +-1/sqrt(H); biases 0 except the forget gate's, forget_bias).
         q_out = c.input_heads * c.input_key_size
-        self.w_hq = _stacked(n, H, q_out + 4 * H)
+        self.w_hq = _stacked(n, H, q_out + 4 * H)  # fan-in H: the bound is 1/sqrt(H)
         self.b_hq = nn.Parameter(torch.zeros(n, 1, q_out + 4 * H))
         with torch.no_grad():  # distinct query biases break the all-equal tie at t=0
             self.b_hq[:, :, :q_out].uniform_(-0.5, 0.5)
-            # forget-gate bias 1: the usual LSTM trick that keeps early gradients alive
-            self.b_hq[:, :, q_out + H : q_out + 2 * H].fill_(1.0)
+            self.b_hq[:, :, q_out + H : q_out + 2 * H].fill_(c.forget_bias)
 
         # Per-LSTM input-to-gate weights, applied to the attended input a_i.
-        self.w_ih = _stacked(n, c.input_heads * c.input_value_size, 4 * H)
+        self.w_ih = _stacked(n, c.input_heads * c.input_value_size, 4 * H, bound=lstm_bound(H))
 
         # Communication: per-LSTM query/key/value from h~ (one fused product) and per-LSTM
         # output projection back to H.
@@ -112,6 +126,24 @@ class RIM(nn.Module):
         self.w_comm_out = _stacked(n, self.comm_v, H)
 
         self.readout = nn.Linear(n * H, c.num_classes)
+
+    def forget_gate_bias(self) -> torch.Tensor:
+        """Effective forget-gate bias of every unit ([n, H])."""
+        c = self.config
+        q_out = c.input_heads * c.input_key_size
+        return self.b_hq[:, 0, q_out + c.hidden_size : q_out + 2 * c.hidden_size].detach()
+
+    def selection_mask(self, T: int, B: int, like: torch.Tensor) -> torch.Tensor | None:
+        """The fixed activation mask [T, n, 1, B] of the "random" and "all" ablations (None for
+        "attention", whose mask comes from the state inside the recurrence). "random" draws from
+        torch's global generator, so a seeded run is reproducible, and never looks at x."""
+        c = self.config
+        if c.selection == "attention":
+            return None
+        if c.selection == "all":
+            return like.new_ones(T, c.num_units, 1, B)
+        top = torch.rand(T, c.num_units, B).argsort(dim=1)[:, : c.k_active].to(like.device)
+        return like.new_zeros(T, c.num_units, B).scatter_(1, top, 1.0).unsqueeze(2)
 
     # ------------------------------------------------------------------------------------
     def forward(self, x: torch.Tensor, return_trace: bool = False):
@@ -127,13 +159,15 @@ class RIM(nn.Module):
 
         weights = (self.w_hq, self.b_hq, self.w_ih, self.w_comm, self.w_comm_out)
         dims = _Dims.of(c)
+        mask = self.selection_mask(T, B, keys)
         needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (keys, vals, *weights))
         trace = None
         if return_trace or not needs_grad:
             with torch.no_grad():
-                h, trace = _recurrence(keys, vals, *_g_doubled(*weights, dims), dims, trace=return_trace)
+                h, trace = _recurrence(keys, vals, *_g_doubled(*weights, dims), dims, trace=return_trace,
+                                       mask=mask)
         if needs_grad:
-            h = _RIMSequence.apply(keys, vals, *weights, dims)
+            h = _RIMSequence.apply(keys, vals, *weights, dims, mask)
 
         logits = self.readout(h.permute(2, 0, 1).reshape(B, n * H))  # h: [n,H,B]
         if not return_trace:
@@ -176,8 +210,12 @@ def _g_doubled(w_hq, b_hq, w_ih, w_comm, w_comm_out, d: _Dims):
     return w_hq2, b_hq2, w_ih2, w_comm.detach(), w_comm_out.detach()
 
 
-def _recurrence(keys, vals, w_hq, b_hq, w_ih, w_comm, w_comm_out, d: _Dims, trace=False, ws=None):
+def _recurrence(keys, vals, w_hq, b_hq, w_ih, w_comm, w_comm_out, d: _Dims, trace=False, ws=None,
+                mask=None):
     """Run all T steps. Returns the final h [n,H,B] and the trace lists (or None).
+
+    ``mask`` [T,n,1,B]: a fixed activation mask (the random / all ablations) used instead of
+    the top-k of the input attention.
 
     With a workspace ``ws`` (training) every tensor the backward needs is written into it;
     without one (inference, tracing) nothing is kept. The weights come from ``_g_doubled``.
@@ -217,10 +255,13 @@ def _recurrence(keys, vals, w_hq, b_hq, w_ih, w_comm, w_comm_out, d: _Dims, trac
         score = (hq[:, :Q].view(n, Hi, dk, B) * key_t[t]).sum(2)  # [n,Hi,B]
         w = torch.sigmoid(score, out=w_out[t])
         w_mean = w.mean(1)  # [n,B] head-averaged, ranks the LSTMs
-        # top-k activation: exactly k LSTMs per example (ties broken by topk's order)
-        top = w_mean.topk(k, dim=0).indices  # [k,B]
-        act = (w_mean.new_zeros(n, 1, B) if ws is None else act_out[t].zero_())
-        act.squeeze(1).scatter_(0, top, 1.0)  # [n,1,B], 1 = active
+        if mask is None:
+            # top-k activation: exactly k LSTMs per example (ties broken by topk's order)
+            top = w_mean.topk(k, dim=0).indices  # [k,B]
+            act = (w_mean.new_zeros(n, 1, B) if ws is None else act_out[t].zero_())
+            act.squeeze(1).scatter_(0, top, 1.0)  # [n,1,B], 1 = active
+        else:
+            act = mask[t] if ws is None else act_out[t].copy_(mask[t])
         keep = 1.0 - act
 
         # LSTM cell on the attended input a_i = [w_{i,h} * v_{t,h}]_h (the null row's value
@@ -362,11 +403,11 @@ class _RIMSequence(torch.autograd.Function):
     """The whole recurrence as one autograd node: keys, values, weights -> final h [n,H,B]."""
 
     @staticmethod
-    def forward(ctx, keys, vals, w_hq, b_hq, w_ih, w_comm, w_comm_out, dims):
+    def forward(ctx, keys, vals, w_hq, b_hq, w_ih, w_comm, w_comm_out, dims, mask=None):
         T, _, B = keys.shape
         ws = _workspace(T, B, dims, keys.dtype, keys.device)
         weights = _g_doubled(w_hq, b_hq, w_ih, w_comm, w_comm_out, dims)
-        h, _ = _recurrence(keys, vals, *weights, dims, ws=ws)
+        h, _ = _recurrence(keys, vals, *weights, dims, ws=ws, mask=mask)
         ctx.ws, ctx.dims, ctx.weights = ws, dims, weights
         ctx.save_for_backward(keys, vals)
         return h.clone()
@@ -378,4 +419,4 @@ class _RIMSequence(torch.autograd.Function):
         grads = _recurrence_backward(dh.contiguous(), ws, *ctx.saved_tensors, *ctx.weights, ctx.dims)
         ctx.weights = None
         _release(ws)
-        return (*grads, None)
+        return (*grads, None, None)

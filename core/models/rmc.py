@@ -28,6 +28,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
+from ._init import FORGET_BIAS
 from ._workspace import WorkspacePool, claim
 
 
@@ -39,7 +40,7 @@ class RMCConfig:
     slot_size: int = 64
     num_heads: int = 4
     mlp_layers: int = 2
-    forget_bias: float = 1.0
+    forget_bias: float = FORGET_BIAS  # one default for every model's forget gates: see _init.py
     input_bias: float = 0.0
 
 
@@ -63,7 +64,15 @@ class RMC(nn.Module):
         # gates: 2 per slot unit (input, forget), from the input and tanh(memory)
         self.gate_in = nn.Linear(d, 2 * d)
         self.gate_mem = nn.Linear(d, 2 * d, bias=False)
+        with torch.no_grad():  # the gate biases are exactly input_bias / forget_bias (_init.py)
+            self.gate_in.bias.zero_()
         self.readout = nn.Linear(c.num_slots * d, c.num_classes)
+
+    def forget_gate_bias(self) -> torch.Tensor:
+        """Effective forget-gate bias of every memory unit ([m, d]): the learned gate bias plus
+        the constant ``forget_bias`` (the memory term has no bias)."""
+        c = self.config
+        return (self.gate_in.bias[c.slot_size :] + c.forget_bias).expand(c.num_slots, -1).detach()
 
     def forward(self, x: torch.Tensor, return_trace: bool = False):
         B, T, _ = x.shape
