@@ -312,7 +312,97 @@ def build_tables(rows: list[dict]) -> dict:
                 row.update({f"gap_{name}": d, f"gap_{name}_ci_low": lo, f"gap_{name}_ci_high": hi,
                             f"verdict_{name}": verdict(lo, hi), "seeds": min(n_r, n_p)})
             tf.append(row)
-    return {"table2": t2, "table3": t3, "table4": t4, "fluctuation": tf}
+    return {"table2": t2, "table3": t3, "table4": t4, "fluctuation": tf,
+            "ablations": ablation_table(rows, datasets), "init_study": init_table(rows, datasets)}
+
+
+def _growth(rows, ds, model) -> list[float]:
+    """Per seed: noisy error − clean error (points)."""
+    clean = {r["seed"]: r["test_error"] for r in rows if r["dataset"] == ds and r["model"] == model
+             and r["status"] == "completed" and r["test_error"] is not None}
+    return [(r["noisy_test_error"] - clean[r["seed"]]) * 100 for r in rows
+            if r["dataset"] == ds and r["model"] == model and r["status"] == "completed"
+            and r["noisy_test_error"] is not None and r["seed"] in clean]
+
+
+def ablation_table(rows: list[dict], datasets) -> list[dict]:
+    """Every ablation of rim (and parallel LSTMs) against the paper's rim, per data set.
+
+    gap = variant − rim in test-error points (positive: the variant is worse, so the removed
+    part helped), 95% Welch interval. Present only where rim and at least one variant ran."""
+    out = []
+    for ds in datasets:
+        rim = _values(rows, ds, "rim", "test_error")
+        if not rim or not any(_values(rows, ds, v, "test_error") for v in ABLATIONS[1:]):
+            continue
+        g_rim = _growth(rows, ds, "rim")
+        for name in ABLATIONS:
+            vals = _values(rows, ds, name, "test_error")
+            if not vals:
+                continue
+            m, s, n = mean_sd(vals)
+            mn, sn, _ = mean_sd(_values(rows, ds, name, "noisy_test_error"))
+            row = {"dataset": ds, "variant": name, "what": VARIANT_NOTES.get(name, ""), "error": m, "sd": s,
+                   "seeds": n, "noisy_error": mn, "noisy_sd": sn, "growth": mean_sd(_growth(rows, ds, name))[0]}
+            if name != "rim":
+                d, lo, hi = welch_ci(vals, rim)
+                dg, log_, hig = welch_ci(_growth(rows, ds, name), g_rim) if g_rim else (math.nan,) * 3
+                row.update(gap=d, gap_ci_low=lo, gap_ci_high=hi, verdict=ablation_verdict(lo, hi),
+                           growth_gap=dg, growth_gap_ci_low=log_, growth_gap_ci_high=hig)
+            out.append(row)
+    return out
+
+
+VARIANT_NOTES = {
+    "rim": "the paper's method: attention picks 4 of 6, alpha 0.1",
+    "rim_random": "4 of 6 drawn at random per step and example (input-independent)",
+    "rim_all": "all 6 LSTMs active at every step",
+    "rim_alpha0": "no communication (alpha 0)",
+    "rim_k5": "attention picks 5 of 6",
+    "rim_k6": "attention picks 6 of 6 (all active, attention still scales the input)",
+    "parallel_lstm": "4 independent LSTMs, no attention, no communication",
+    "rim_fb0": "rim, forget bias 0",
+    "parallel_lstm_fb0": "parallel LSTMs, forget bias 0",
+}
+
+
+def ablation_verdict(lo: float, hi: float) -> str:
+    if math.isnan(lo) or math.isnan(hi):
+        return "cannot tell (fewer than 2 seeds)"
+    if lo > 0:
+        return "removing it hurts (the part helps)"
+    if hi < 0:
+        return "removing it helps"
+    return "no measurable effect at this number of seeds"
+
+
+def init_table(rows: list[dict], datasets) -> list[dict]:
+    """The initialisation study: rim vs parallel LSTMs at forget bias 1 (default) and 0.
+
+    gap = parallel − rim (positive: rim better), as in Table 2, at each forget bias; and the
+    effect of the forget bias on each model (fb0 − fb1)."""
+    out = []
+    for ds in datasets:
+        pairs = {1.0: ("rim", "parallel_lstm"), 0.0: ("rim_fb0", "parallel_lstm_fb0")}
+        have = {fb: (_values(rows, ds, r, "test_error"), _values(rows, ds, p, "test_error"))
+                for fb, (r, p) in pairs.items()}
+        if not (have[0.0][0] or have[0.0][1]):
+            continue
+        for fb, (rim, pl) in have.items():
+            if not (rim and pl):
+                continue
+            d, lo, hi = welch_ci(pl, rim)
+            (mr, sr, nr), (mp, sp, np_) = mean_sd(rim), mean_sd(pl)
+            row = {"dataset": ds, "forget_bias": fb, "rim_error": mr, "rim_sd": sr, "parallel_lstm_error": mp,
+                   "parallel_lstm_sd": sp, "seeds": min(nr, np_), "gap": d, "gap_ci_low": lo, "gap_ci_high": hi,
+                   "verdict": verdict(lo, hi)}
+            if fb == 0.0:  # how much the forget bias moves each model (fb0 - fb1)
+                for name, (v0, v1) in (("rim", (rim, have[1.0][0])), ("parallel_lstm", (pl, have[1.0][1]))):
+                    e = welch_ci(v0, v1) if v1 else (math.nan,) * 3
+                    row.update({f"{name}_fb_effect": e[0], f"{name}_fb_effect_ci_low": e[1],
+                                f"{name}_fb_effect_ci_high": e[2]})
+            out.append(row)
+    return out
 
 
 def _fmt(m, s=None):
@@ -322,6 +412,8 @@ def _fmt(m, s=None):
 
 
 def _ci(d, lo, hi):
+    if d is None or math.isnan(d):
+        return "n/a"
     return f"{d:+.2f} [{lo:+.2f}, {hi:+.2f}]" if not math.isnan(lo) else f"{d:+.2f}"
 
 
@@ -372,6 +464,29 @@ def tables_markdown(t: dict, rows: list[dict]) -> str:
                 f"| {_ci3(r['gap_abs'], r['gap_abs_ci_low'], r['gap_abs_ci_high'])} | {r['verdict_abs']} "
                 f"| {_fmt3(r['rim_rel'], r['rim_rel_sd'])} | {_fmt3(r['parallel_lstm_rel'], r['parallel_lstm_rel_sd'])} "
                 f"| {_ci3(r['gap_rel'], r['gap_rel_ci_low'], r['gap_rel_ci_high'])} | {r['verdict_rel']} |")
+    if t.get("init_study"):
+        out += ["", "### Initialisation study: forget-gate bias 1 (default) vs 0", "",
+                "Gap = parallel LSTMs − RIM (positive: RIM better). Effect = error at forget bias 0 − at 1.", "",
+                "| data set | forget bias | RIM | parallel LSTMs | gap [95% CI] | verdict | effect on RIM | effect on parallel LSTMs |",
+                "|---|---|---|---|---|---|---|---|"]
+        for r in t["init_study"]:
+            eff = [_ci(r[f"{m}_fb_effect"], r[f"{m}_fb_effect_ci_low"], r[f"{m}_fb_effect_ci_high"])
+                   if f"{m}_fb_effect" in r else "" for m in ("rim", "parallel_lstm")]
+            out.append(f"| {r['dataset']} | {r['forget_bias']:g} | {_fmt(r['rim_error'], r['rim_sd'])} "
+                       f"| {_fmt(r['parallel_lstm_error'], r['parallel_lstm_sd'])} "
+                       f"| {_ci(r['gap'], r['gap_ci_low'], r['gap_ci_high'])} | {r['verdict']} | {eff[0]} | {eff[1]} |")
+    if t.get("ablations"):
+        out += ["", "### Ablations of the method", "",
+                "Gap = variant − RIM in test-error points (positive: the variant is worse, so what it removes "
+                "helped), 95% Welch interval; growth = noisy − clean error; growth gap = variant − RIM.", "",
+                "| data set | variant | what it is | test error | seeds | noisy error (growth) | gap to RIM [95% CI] "
+                "| verdict | growth gap [95% CI] |", "|---|---|---|---|---|---|---|---|---|"]
+        for r in t["ablations"]:
+            gap = _ci(r["gap"], r["gap_ci_low"], r["gap_ci_high"]) if "gap" in r else "(reference)"
+            gg = _ci(r["growth_gap"], r["growth_gap_ci_low"], r["growth_gap_ci_high"]) if "growth_gap" in r else ""
+            out.append(f"| {r['dataset']} | {r['variant']} | {r['what']} | {_fmt(r['error'], r['sd'])} | {r['seeds']} "
+                       f"| {_fmt(r['noisy_error'], r['noisy_sd'])} ({r['growth']:+.2f}) | {gap} "
+                       f"| {r.get('verdict', '')} | {gg} |")
     return "\n".join(out) + "\n"
 
 
@@ -407,7 +522,7 @@ def write_tables(out: Path) -> dict:
     for name, table in t.items():
         if table:
             with open(out / f"{name}.csv", "w", newline="") as f:
-                w = csv.DictWriter(f, fieldnames=list(table[0]))
+                w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for row in table for k in row)))
                 w.writeheader()
                 w.writerows(table)
     with open(out / "runs.csv", "w", newline="") as f:

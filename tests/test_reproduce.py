@@ -175,3 +175,39 @@ def test_parse_model_overrides():
                 "parallel_lstm.hidden_size=0", "rim.k_active=9"):
         with pytest.raises(ConfigError):
             reproduce.parse_model_overrides([bad])
+
+
+def test_ablation_and_init_tables(tmp_path):
+    """Variant runs become the ablation and initialisation tables, with Welch intervals."""
+    errs = {"rim": [0.10, 0.12, 0.11], "rim_random": [0.20, 0.22, 0.21], "rim_alpha0": [0.11, 0.10, 0.12],
+            "parallel_lstm": [0.07, 0.08, 0.075], "rim_fb0": [0.60, 0.61, 0.64], "parallel_lstm_fb0": [0.50, 0.45, 0.55]}
+    for model, vals in errs.items():
+        for seed, e in enumerate(vals):
+            fake_run(tmp_path, "mnist", model, seed, e, e + 0.05)
+    t = reproduce.write_tables(tmp_path)
+    abl = {r["variant"]: r for r in t["ablations"]}
+    assert set(abl) == {"rim", "rim_random", "rim_alpha0", "parallel_lstm"}
+    d, lo, hi = welch(np.array(errs["rim_random"]) * 100, np.array(errs["rim"]) * 100)
+    assert abl["rim_random"]["gap"] == pytest.approx(d) and abl["rim_random"]["gap_ci_low"] == pytest.approx(lo)
+    assert abl["rim_random"]["verdict"] == "removing it hurts (the part helps)"
+    assert abl["rim_alpha0"]["verdict"] == "no measurable effect at this number of seeds"
+    init = {r["forget_bias"]: r for r in t["init_study"]}
+    assert init[1.0]["verdict"].startswith("does not hold")  # parallel LSTMs better at forget bias 1
+    assert init[0.0]["verdict"] == "holds"
+    d, lo, _ = welch(np.array(errs["rim_fb0"]) * 100, np.array(errs["rim"]) * 100)
+    assert init[0.0]["rim_fb_effect"] == pytest.approx(d) and init[0.0]["rim_fb_effect_ci_low"] == pytest.approx(lo)
+    md = (tmp_path / "tables.md").read_text()
+    assert "### Ablations of the method" in md and "### Initialisation study" in md
+    # variants are never exported as pretrained models
+    assert reproduce.export_pretrained(tmp_path, 0, tmp_path / "pre")["models"] == []
+
+
+def test_variant_names_resolve_and_are_validated():
+    assert reproduce.resolve("rim_random") == ("rim", {"selection": "random"})
+    assert reproduce.resolve("indrnn") == ("indrnn", {})
+    with pytest.raises(KeyError, match="Unknown model or variant"):
+        reproduce.resolve("rim_best")
+    assert reproduce.parse_model_overrides(["rim_k5.alpha=0.2"]) == {"rim_k5": {"alpha": 0.2}}
+    for name, (model, kw) in reproduce.VARIANTS.items():  # every variant builds
+        from core.models import build_model
+        build_model(model, **kw)

@@ -28,6 +28,9 @@ class ModelSpec:
     cls: type
     description: str
     activity_label: str  # what the "activity" trace means for this model
+    init: str = ""  # its initialisation, in words (shown beside the parameter count)
+    forget_gate: bool = False  # has LSTM-style forget gates (their bias: config forget_bias)
+    selects_units: bool = False  # its trace["active"] is a real choice of units (a mask)
 
 
 _REGISTRY: dict[str, ModelSpec] = {
@@ -35,17 +38,24 @@ _REGISTRY: dict[str, ModelSpec] = {
     for s in [
         ModelSpec("rim", "RIM (paper's method)", RIM,
                   "6 LSTMs x 32 units; input attention activates 4 per row; active ones read 1/10 from the others",
-                  "active (1) / inactive (0)"),
+                  "active (1) / inactive (0)",
+                  "LSTM weights U(±1/√H), LSTM biases 0, forget bias 1; query bias U(±0.5)",
+                  forget_gate=True, selects_units=True),
         ModelSpec("parallel_lstm", "Parallel LSTMs", ParallelLSTM,
                   "4 independent LSTMs x 32 units, all active, no communication",
-                  "hidden-state norm"),
+                  "hidden-state norm", "LSTM weights U(±1/√H), LSTM biases 0, forget bias 1",
+                  forget_gate=True),
         ModelSpec("entnet", "EntNet", EntNet,
-                  "Recurrent entity network: gated memory slots with keys", "write gate"),
+                  "Recurrent entity network: gated memory slots with keys", "write gate",
+                  "nn.Linear defaults; keys N(0, 1/d); no forget gate (slots are renormalised)"),
         ModelSpec("rmc", "RMC", RMC,
-                  "Relational memory core: memory slots updated by multi-head attention", "mean input gate"),
+                  "Relational memory core: memory slots updated by multi-head attention", "mean input gate",
+                  "nn.Linear defaults; gate biases 0, forget bias 1, input bias 0; memory starts at I",
+                  forget_gate=True),
         ModelSpec("indrnn", "IndRNN", IndRNN,
                   "Independently recurrent network: element-wise recurrence, 2 layers",
-                  "fraction of units firing"),
+                  "fraction of units firing",
+                  "nn.Linear defaults; recurrent weights U(0, 1); no gates"),
     ]
 }
 
