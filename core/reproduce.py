@@ -563,6 +563,7 @@ def export_pretrained(out: Path, seed: int, dest: Path) -> dict:
             "class_weighting": m.get("class_weighting"),
             "holdout": meta["data_source"].get("note", ""),
         })
+    dest.mkdir(parents=True, exist_ok=True)
     (dest / "manifest.json").write_text(json.dumps(_clean(manifest), indent=1))
     return manifest
 

@@ -198,8 +198,17 @@ def test_ablation_and_init_tables(tmp_path):
     assert init[0.0]["rim_fb_effect"] == pytest.approx(d) and init[0.0]["rim_fb_effect_ci_low"] == pytest.approx(lo)
     md = (tmp_path / "tables.md").read_text()
     assert "### Ablations of the method" in md and "### Initialisation study" in md
-    # variants are never exported as pretrained models
-    assert reproduce.export_pretrained(tmp_path, 0, tmp_path / "pre")["models"] == []
+    # variants are never exported as pretrained models (only the registry's rim here)
+    for name in ("rim", "rim_random"):
+        meta_path = reproduce.run_path(tmp_path, "mnist", name, 0)
+        meta = json.loads(meta_path.read_text())
+        if name != "rim":
+            meta.update(model="rim", variant=name)
+        meta.update(data_source={"train": "test data"})
+        meta_path.write_text(json.dumps(meta))
+        meta_path.with_suffix(".safetensors").write_bytes(b"")
+    exported = reproduce.export_pretrained(tmp_path, 0, tmp_path / "pre")["models"]
+    assert [(m["model"], m["dataset"]) for m in exported] == [("rim", "mnist")]
 
 
 def test_variant_names_resolve_and_are_validated():
