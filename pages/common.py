@@ -197,8 +197,10 @@ from core.data import ROOT  # noqa: E402
 from core.errors import CheckpointError  # noqa: E402
 
 # reproduction outputs under results/ the Compare page offers: folder -> what it holds
-SCHEDULES = {"paper": "paper schedule", "long": "longer schedule",
-             "param_matched": "parameter-matched baselines"}
+SCHEDULES = {"paper": "equal initialisation: paper grid, ablations, init study",
+             "unequal_init/paper": "old run, unequal initialisation (paper schedule)",
+             "unequal_init/long": "old run, unequal initialisation (longer schedule)",
+             "unequal_init/param_matched": "old run, unequal initialisation (parameter-matched baselines)"}
 MAX_UPLOAD_MB = 20  # per file; server.maxUploadSize is 20 as well
 PICKLE_SUFFIXES = (".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".bin", ".tar", ".joblib", ".npy", ".npz", ".zip")
 
@@ -311,8 +313,8 @@ def _load_curves(out_dir: str, signature: tuple) -> dict:
     out: dict = {}
     for path, _ in signature:
         meta = read_json(path, mtime(path))
-        if not meta or "dataset" not in meta:
-            continue
+        if not meta or "dataset" not in meta or meta.get("variant"):
+            continue  # ablation variants are compared in the tables, not drawn as curves
         for metric, curve in curves_from_metadata(meta).items():
             out.setdefault(str(meta["dataset"]), {}).setdefault(metric, []).append(curve)
     return out

@@ -38,6 +38,14 @@ TABLE_INFO = {
                     "Paper: the parallel LSTMs' training loss fluctuates more (no number given). Ours: second half of "
                     "training, sd of the batch loss around its 51-iteration moving average; relative = divided by "
                     "the average loss level. Gap = parallel − RIM (positive: parallel LSTMs fluctuate more)."),
+    "init_study": ("Initialisation study · forget-gate bias 1 (default for every method) vs 0",
+                   "Not a claim of the paper: how much of any gap comes from the LSTMs' starting point. Every "
+                   "method's LSTMs start with forget bias 1 in the main grid; here RIM and parallel LSTMs are "
+                   "also trained with 0. Effect = error at forget bias 0 − at 1."),
+    "ablations": ("Ablations · which part of the method carries the effect",
+                  "Not in the paper. Each variant removes one part of RIM: random = the 4 active LSTMs drawn at "
+                  "random (input-independent); all = every LSTM active; alpha 0 = no communication; k 5/6 = more "
+                  "active LSTMs. Gap = variant − RIM (positive: the variant is worse, so the part helps)."),
 }
 
 
@@ -80,7 +88,7 @@ if not available:
 
 names = list(available)
 if len(names) > 1:
-    sched = st.radio("Experiment", names, horizontal=True, key="cmp_schedule",
+    sched = st.selectbox("Experiment", names, key="cmp_schedule",
                      format_func=lambda n: f"{SCHEDULES.get(n, n)} · results/{n}")
 else:
     sched = names[0]

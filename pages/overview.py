@@ -23,7 +23,9 @@ RIM_KNOBS = {
     "comm_heads": "heads of the communication attention",
     "comm_key_size": "key/query size per communication head",
     "comm_value_size": "value size per communication head",
-    "alpha": "share of the communication read added to an active LSTM's state (paper: 1/10)",
+    "alpha": "share of the communication read added to an active LSTM's state (paper: 1/10; 0 = ablation: no communication)",
+    "forget_bias": "starting bias of every LSTM forget gate (the same default for every method)",
+    "selection": "who is active: attention (the paper), random (ablation: k drawn at random), all (ablation)",
 }
 SOURCE_NAMES = {"npz": "npz folder", "folder": "image folder", "torchvision": "torchvision cache",
                 "sample": "bundled sample"}
@@ -90,9 +92,14 @@ for name in list_models():
     for label, per_model in counts.items():
         row[f"parameters, input {label.split(' (')[0]}"] = per_model.get(name)
     row["what it is"] = spec.description
+    row["initialisation"] = spec.init
     rows.append(row)
 st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
-             column_config={"what it is": st.column_config.TextColumn("what it is", width="large")})
+             column_config={"what it is": st.column_config.TextColumn("what it is", width="large"),
+                            "initialisation": st.column_config.TextColumn("initialisation", width="large")})
+st.caption("Every LSTM-style forget gate (RIM's LSTMs, the parallel LSTMs, RMC's memory gate) starts from the same "
+           "`forget_bias` (1.0); LSTM weights are drawn as `nn.LSTM` draws them. Other differences and their reasons: "
+           "REPRODUCTION.md, \"Equal footing\".")
 c1, c2 = st.columns([3, 2])
 with c1:
     if counts:
@@ -113,7 +120,7 @@ with c2:
                 "parallel LSTMs (six LSTMs plus two attentions). Keep this in mind when reading the comparisons. "
                 "EntNet, RMC and IndRNN are sized to be in the same range as the parallel LSTMs. Baselines "
                 "trained at RIM's parameter count are on the Compare page (experiment \"parameter-matched baselines\"), "
-                "when `results/param_matched` is present."
+                "(old run with the unequal initialisation) when `results/unequal_init/param_matched` is present."
             )
 st.markdown("**Knobs of the paper's method (defaults used everywhere here)**")
 knobs = [{"setting": k, "default": str(v), "meaning": RIM_KNOBS.get(k, "")}

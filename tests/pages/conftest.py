@@ -94,7 +94,7 @@ def fixture_dirs(tmp_path_factory) -> dict[str, Path]:
     pre = build_pretrained(root / "pretrained")
     results = root / "results"
     build_results(results / "paper")
-    build_results(results / "long", seeds=(0, 1), offset=-0.01, iterations=80)
+    build_results(results / "unequal_init" / "long", seeds=(0, 1), offset=-0.01, iterations=80)
     empty = root / "empty"
     (empty / "pretrained").mkdir(parents=True)
     (empty / "results").mkdir()

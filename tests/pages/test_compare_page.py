@@ -32,7 +32,9 @@ def test_compare_page_loads_with_curves_errors_tables_and_runs(page_env):
     at = run_page()
     assert not at.exception and not at.error
     assert [t.label for t in at.tabs] == ["Training curves", "Final errors over seeds", "Paper's claims vs ours", "Runs"]
-    assert at.radio(key="cmp_schedule").options == ["paper schedule · results/paper", "longer schedule · results/long"]
+    assert at.selectbox(key="cmp_schedule").options == [
+        "equal initialisation: paper grid, ablations, init study · results/paper",
+        "old run, unequal initialisation (longer schedule) · results/unequal_init/long"]
     assert at.selectbox(key="cmp_curves_ds").options == ["MNIST", "Fashion-MNIST"]
     assert at.slider(key="cmp_smoothing").value == 0.6
     figs = figures(at)
@@ -86,7 +88,7 @@ def test_small_multiples_quantity_and_smoothing(page_env):
 def test_schedule_toggle_switches_results(page_env):
     at = run_page()
     assert any("40 iterations" in c.value for c in at.caption)
-    at.radio(key="cmp_schedule").set_value("long").run()
+    at.selectbox(key="cmp_schedule").set_value("unequal_init/long").run()
     assert not at.exception
     assert any("80 iterations" in c.value and "seeds 0, 1 " in c.value for c in at.caption)
     runs = next(d.value for d in at.dataframe if "status" in d.value.columns)
@@ -118,7 +120,7 @@ def test_runs_without_summary_still_show_curves_and_explain(page_env, tmp_path, 
     assert not at.exception and not at.error
     assert any("python -m core.reproduce tables" in w.value for w in at.warning)
     assert len(figures(at)) == 3  # curves only
-    assert at.get("radio")[0].key != "cmp_schedule"  # one schedule: no toggle
+    assert all(s.key != "cmp_schedule" for s in at.selectbox)  # one schedule: no toggle
 
 
 def test_malformed_summary_is_reported_not_raised(page_env, tmp_path, monkeypatch):
