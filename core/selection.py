@@ -116,3 +116,15 @@ def selection_report(model, images, labels, noise_var: float = 0.01, seed: int =
         information_bits=class_information(labels, clean["active"]),
         chance_bits=class_information(rng.permutation(labels), clean["active"]),
         max_bits=float(np.log2(max(2, len(np.unique(labels))))))
+
+
+def random_twin(model):
+    """The same weights with the random selection: the chance level for ``selection_report``."""
+    import dataclasses
+
+    from .models import build_model
+
+    cfg = {**dataclasses.asdict(model.config), "selection": "random"}
+    twin = build_model(getattr(model, "model_name", "rim"), **cfg)
+    twin.load_state_dict(model.state_dict())
+    return twin

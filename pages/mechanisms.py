@@ -48,6 +48,52 @@ def _stats(_model, model_key: str, mtime: float, data_key: str, _images, _labels
     return analysis.activation_stats(_model, _images[idx], _labels[idx], num_classes)
 
 
+@st.cache_data(max_entries=16, show_spinner=False)
+def _selection(_model, model_key: str, mtime: float, data_key: str, _images, _labels, n: int):
+    """What the attention does (core.selection) for the model and its random-selection twin."""
+    from core import selection
+
+    idx = analysis.fixed_subset(len(_images), n, seed=0)
+    return (selection.selection_report(_model, _images[idx], _labels[idx]),
+            selection.selection_report(selection.random_twin(_model), _images[idx], _labels[idx]))
+
+
+def selection_view(dataset: str, entry, model, data, n: int) -> None:
+    """How decided, how stable under noise and how class-informative the active set is."""
+    import plotly.graph_objects as go
+
+    with st.spinner(f"Measuring the selection on {min(n, len(data))} images (clean, noisy, random twin)…"):
+        rep_, rnd = _selection(model, entry.key, common.entry_mtime(entry), _data_key(dataset, data), data.images,
+                               data.labels, n)
+    st.subheader("What the attention decides")
+    q = rep_.margin_quantiles()
+    c1, c2, c3 = st.columns(3)
+    c1.metric("Median selection margin", "n/a" if np.isnan(q[0.5]) else f"{q[0.5]:.3f}",
+              help=f"Input-attention weight of the {rep_.k}th-ranked LSTM minus the {rep_.k + 1}th, per row. "
+                   "Near 0: the choice hinges on tiny score differences.")
+    c2.metric("Rows whose active set changes under noise", f"{rep_.changed_share * 100:.1f}%",
+              delta=f"{(rep_.changed_share - rnd.changed_share) * 100:+.1f} points vs random selection",
+              delta_color="inverse",
+              help=f"Gaussian noise, variance {rep_.noise_var}. The random twin (same weights, k drawn at random) "
+                   "is the chance level.")
+    c3.metric("Class information in the active set", f"{rep_.information_bits:.3f} bits",
+              delta=f"{rep_.information_bits - rep_.chance_bits:+.3f} bits above shuffled labels",
+              help=f"Mutual information between the class and the active set per row, averaged over rows "
+                   f"(at most {rep_.max_bits:.2f} bits). Random twin: {rnd.information_bits:.3f} bits.")
+    m = rep_.margins[np.isfinite(rep_.margins)]
+    if len(m):
+        fig = go.Figure(go.Histogram(x=m, nbinsx=50, marker_color=plots.method_color(entry.model)))
+        fig.update_layout(title=f"Selection margin over {rep_.images} images x rows", height=260,
+                          xaxis_title=f"attention weight of LSTM ranked {rep_.k} − ranked {rep_.k + 1}",
+                          yaxis_title="rows", margin=dict(l=10, r=10, t=40, b=10))
+        st.plotly_chart(fig, key="mech_margin_hist", config=CHART)
+        st.caption(f"{(m < 0.01).mean() * 100:.0f}% of rows have a margin below 0.01; quartiles "
+                   f"{q[0.25]:.3f} / {q[0.5]:.3f} / {q[0.75]:.3f}. Random twin: {rnd.changed_share * 100:.1f}% "
+                   f"of rows change, {rnd.information_bits:.3f} bits (shuffled labels {rnd.chance_bits:.3f}).")
+    else:
+        st.caption("All LSTMs are active (k = n): there is no selection margin.")
+
+
 def _data_key(dataset: str, data) -> str:
     return f"{dataset}|{data.source}|{len(data)}"
 
@@ -338,6 +384,8 @@ def dataset_view(dataset: str, entry, model) -> None:
         st.caption(f"Largest class preference: {top['unit']} ({top['most']} {top['most_value']:.2f} vs "
                    f"{top['least']} {top['least_value']:.2f}). A spread near 0 for every unit means the "
                    "units do not specialise by class.")
+    if spec.selects_units:
+        selection_view(dataset, entry, model, data, n)
 
 
 # --------------------------------------------------------------------------- page

@@ -139,6 +139,23 @@ def test_dataset_view_shows_class_and_row_heatmaps(page_env):
     assert not at.exception
 
 
+def test_dataset_view_measures_the_selection(page_env):
+    """rim: selection margin, stability under noise and class information beside the random twin."""
+    at = run_page(mech_tab="Across the test set")
+    assert not at.exception
+    labels = {m.label: m for m in at.metric}
+    assert {"Median selection margin", "Rows whose active set changes under noise",
+            "Class information in the active set"} <= set(labels)
+    share = float(labels["Rows whose active set changes under noise"].value.rstrip("%"))
+    assert 0.0 <= share <= 100.0
+    assert "vs random selection" in labels["Rows whose active set changes under noise"].delta
+    assert any(getattr(e, "key", None) == "mech_margin_hist" for e in _walk(at.main))
+    assert any("Random twin" in c.value for c in at.caption)
+    # a model without a selection shows none of it
+    at.selectbox(key="mech_model_mnist").set_value("pretrained:mnist/parallel_lstm").run()
+    assert not at.exception and not any(m.label == "Median selection margin" for m in at.metric)
+
+
 def test_baseline_model_shows_its_activity(page_env):
     at = run_page()
     at.selectbox(key="mech_model_mnist").set_value("pretrained:mnist/parallel_lstm").run()
