@@ -33,6 +33,20 @@ from .evaluate import evaluate, noisy_accuracy
 from .models import build_model, count_parameters, list_models, make_config
 
 MAX_ITERATIONS = 1_000_000
+OPTIMIZERS = ("sgd", "adam")
+SCHEDULES = ("none", "cosine", "step")
+
+# Named protocols: the paper's, and one that trains to convergence. "converged" was chosen by
+# measurement (REPRODUCTION.md, "Converged protocol"): Adam with a cosine decay, weights of
+# the best validation accuracy kept, the validation split carved from the training data
+# (never the test set), early stopping when validation stops improving.
+PROTOCOLS: dict[str, dict] = {
+    "paper": dict(optimizer="sgd", lr=0.1, momentum=0.0, weight_decay=0.0, schedule="none", iterations=1000,
+                  batch_size=100, val_images=0, patience=0),
+    "converged": dict(optimizer="adam", lr=2e-3, momentum=0.0, weight_decay=0.0, schedule="cosine",
+                      iterations=4000, batch_size=100, val_images=5000, patience=6, eval_every=250,
+                      grad_clip=1.0),
+}
 
 
 @dataclass
@@ -43,7 +57,14 @@ class TrainConfig:
     iterations: int = 1000
     batch_size: int = 100
     lr: float = 0.1
-    momentum: float = 0.0
+    momentum: float = 0.0  # SGD only
+    optimizer: str = "sgd"  # "sgd" (the paper's) or "adam" (torch.optim.Adam)
+    weight_decay: float = 0.0
+    schedule: str = "none"  # learning rate over iterations: "none", "cosine" (to 0 at the end), "step"
+    step_every: int = 1000  # "step": multiply the learning rate by step_gamma every this many iterations
+    step_gamma: float = 0.1
+    val_images: int = 0  # hold out this many training images (fixed, seeded) for validation; 0 = none
+    patience: int = 0  # with validation: stop after this many evaluations without a better one; 0 = never
     grad_clip: float | None = None  # max global gradient norm; None = no clipping
     eval_every: int = 100  # periodic test accuracy every this many iterations
     eval_samples: int = 1000  # size of the fixed test subset used for periodic accuracy
@@ -81,6 +102,29 @@ class TrainConfig:
             bad("Learning rate must be a number in (0, 10].")
         if not (number(self.momentum) and math.isfinite(self.momentum) and 0 <= self.momentum < 1):
             bad("Momentum must be in [0, 1).")
+        if self.optimizer not in OPTIMIZERS:
+            bad(f"Optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}.")
+        if self.optimizer != "sgd" and self.momentum:
+            bad("Momentum applies to SGD only (Adam has its own moment estimates); set it to 0.")
+        if not (number(self.weight_decay) and math.isfinite(self.weight_decay) and 0 <= self.weight_decay < 1):
+            bad("Weight decay must be in [0, 1).")
+        if self.schedule not in SCHEDULES:
+            bad(f"Learning-rate schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}.")
+        if not whole(self.step_every) or self.step_every < 1:
+            bad("Step schedule: step every must be at least 1 iteration.")
+        if not (number(self.step_gamma) and math.isfinite(self.step_gamma) and 0 < self.step_gamma <= 1):
+            bad("Step schedule: the factor must be in (0, 1].")
+        if not whole(self.val_images) or self.val_images < 0:
+            bad("Validation images must be a whole number >= 0.")
+        if n_train is not None and self.val_images and self.val_images >= n_train:
+            bad(f"Validation images ({self.val_images:,}) must be fewer than the training images ({n_train:,}).")
+        if n_train is not None and self.val_images and self.batch_size > n_train - self.val_images:
+            bad(f"Batch size {self.batch_size} is larger than the training set left after validation "
+                f"({n_train - self.val_images} images).")
+        if not whole(self.patience) or self.patience < 0:
+            bad("Patience must be a whole number >= 0.")
+        if self.patience and not self.val_images:
+            bad("Early stopping (patience) needs validation images.")
         if self.grad_clip is not None and not (number(self.grad_clip) and math.isfinite(self.grad_clip) and self.grad_clip > 0):
             bad("Gradient clipping must be a positive number (or off).")
         if not whole(self.eval_every) or self.eval_every < 1:
@@ -108,6 +152,13 @@ class TrainConfig:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+    @classmethod
+    def from_protocol(cls, protocol: str, **kw) -> TrainConfig:
+        """A config with a named protocol's settings (``PROTOCOLS``), then ``kw`` on top."""
+        if protocol not in PROTOCOLS:
+            raise ConfigError(f"Unknown protocol {protocol!r}; choose one of {', '.join(PROTOCOLS)}.")
+        return cls(**{**PROTOCOLS[protocol], **kw})
 
     @classmethod
     def from_dict(cls, d: dict) -> TrainConfig:
@@ -164,6 +215,28 @@ def prepare_training_data(cfg: TrainConfig, data_dir=None) -> tuple[LoadedData, 
     return train, test, note
 
 
+def make_optimizer(cfg: TrainConfig, params):
+    """torch.optim optimiser and (optional) per-iteration learning-rate scheduler for a config."""
+    params = list(params)
+    if cfg.optimizer == "adam":
+        opt = torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    else:
+        opt = torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+    if cfg.schedule == "cosine":
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=cfg.iterations)
+    elif cfg.schedule == "step":
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=cfg.step_every, gamma=cfg.step_gamma)
+    else:
+        sched = None
+    return opt, sched
+
+
+def split_validation(cfg: TrainConfig, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices (train, validation) of a training set of ``n`` images: a fixed seeded split."""
+    perm = np.random.default_rng(20_000 + cfg.seed).permutation(n)
+    return np.sort(perm[cfg.val_images :]), np.sort(perm[: cfg.val_images])
+
+
 def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
           callback: Callable[[dict], None] | None = None,
           should_stop: Callable[[], bool] | None = None) -> TrainResult:
@@ -178,6 +251,11 @@ def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
     info = get_info(cfg.dataset)
     C = len(info.classes)
     x_train, y_train = train_data.images, np.asarray(train_data.labels, dtype=np.int64)
+    x_val = y_val = None
+    if cfg.val_images:
+        tr_idx, va_idx = split_validation(cfg, len(y_train))
+        x_val, y_val = x_train[va_idx], y_train[va_idx]
+        x_train, y_train = x_train[tr_idx], y_train[tr_idx]
     weights, weighting = _class_weights(cfg, y_train, C)
 
     torch.manual_seed(cfg.seed)
@@ -186,7 +264,7 @@ def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
     except (KeyError, ValueError, TypeError, ZeroDivisionError) as exc:  # e.g. k_active > num_units
         raise ConfigError(f"The model settings are not valid: {exc}") from None
     model.train()
-    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+    opt, sched = make_optimizer(cfg, model.parameters())
     rng = np.random.default_rng(cfg.seed)
 
     # fixed periodic-evaluation subset, the same for every model with this seed
@@ -196,6 +274,9 @@ def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
 
     history = {"iteration": [], "loss": [], "batch_acc": []}
     evals = {"iteration": [], "test_acc": [], "test_loss": []}
+    if x_val is not None:
+        evals.update(val_acc=[], val_loss=[])
+    best = {"acc": -1.0, "iteration": 0, "state": None, "since": 0}
     status, message = "completed", ""
     order, pos = rng.permutation(len(y_train)), 0
     t0 = time.perf_counter()
@@ -206,8 +287,20 @@ def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
         evals["iteration"].append(it)
         evals["test_acc"].append(r.accuracy)
         evals["test_loss"].append(r.loss)
+        ev = {"kind": "eval", "iteration": it, "test_acc": r.accuracy, "test_loss": r.loss}
+        if x_val is not None:  # model selection looks at validation only, never at the test set
+            v = evaluate(model, x_val, y_val, C)
+            model.train()
+            evals["val_acc"].append(v.accuracy)
+            evals["val_loss"].append(v.loss)
+            ev.update(val_acc=v.accuracy, val_loss=v.loss)
+            if v.accuracy > best["acc"]:
+                best.update(acc=v.accuracy, iteration=it, since=0,
+                            state={k: t.detach().clone() for k, t in model.state_dict().items()})
+            else:
+                best["since"] += 1
         if callback:
-            callback({"kind": "eval", "iteration": it, "test_acc": r.accuracy, "test_loss": r.loss})
+            callback(ev)
 
     for it in range(1, cfg.iterations + 1):
         if should_stop is not None and should_stop():
@@ -238,15 +331,26 @@ def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
         if cfg.grad_clip is not None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         opt.step()
+        if sched is not None:
+            sched.step()
         if callback:
             callback({"kind": "iter", "iteration": it, "total": cfg.iterations, "loss": loss_val,
                       "batch_acc": acc, "elapsed_s": time.perf_counter() - t0})
         if it % cfg.eval_every == 0 or it == cfg.iterations:
             periodic_eval(it)
+            if cfg.patience and best["since"] >= cfg.patience:
+                message = (f"early stop at iteration {it}: no better validation accuracy in {cfg.patience} "
+                           f"evaluations")
+                break
 
     train_time = time.perf_counter() - t0
     metrics = {"iterations_done": len(history["iteration"]), "train_time_s": train_time,
                "class_weighting": weighting, "parameters": count_parameters(model)}
+    if best["state"] is not None and status != "diverged":
+        model.load_state_dict(best["state"])  # the weights of the best validation accuracy
+        metrics.update(best_iteration=best["iteration"], val_accuracy=best["acc"], val_n=len(y_val))
+        message = (message + "; " if message else "") + (
+            f"kept the weights of iteration {best['iteration']} (validation accuracy {best['acc']:.4f})")
     if status != "diverged":
         final = evaluate(model, test_data.images, test_data.labels, C)
         metrics.update(test_accuracy=final.accuracy, test_error=final.error, test_loss=final.loss,
@@ -300,6 +404,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=d.batch_size, help="batch size (default %(default)s)")
     p.add_argument("--lr", type=float, default=d.lr, help="SGD learning rate (default %(default)s)")
     p.add_argument("--momentum", type=float, default=d.momentum, help="SGD momentum (default %(default)s, the paper's plain SGD)")
+    p.add_argument("--protocol", choices=list(PROTOCOLS), default=None,
+                   help="start from a named protocol's settings (paper, converged); explicit options win")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default=d.optimizer, help="optimizer (default %(default)s)")
+    p.add_argument("--weight-decay", type=float, default=d.weight_decay, help="weight decay (default %(default)s)")
+    p.add_argument("--schedule", choices=SCHEDULES, default=d.schedule,
+                   help="learning-rate schedule over the iterations (default %(default)s)")
+    p.add_argument("--step-every", type=int, default=d.step_every, help="step schedule: iterations per step (default %(default)s)")
+    p.add_argument("--step-gamma", type=float, default=d.step_gamma, help="step schedule: factor per step (default %(default)s)")
+    p.add_argument("--val-images", type=int, default=d.val_images,
+                   help="training images held out for validation; the best-validation weights are kept (default %(default)s)")
+    p.add_argument("--patience", type=int, default=d.patience,
+                   help="early stop after this many evaluations without a better validation accuracy (0 = off)")
     p.add_argument("--grad-clip", type=float, default=None, help="clip the global gradient norm to this value (default: off)")
     p.add_argument("--eval-every", type=int, default=d.eval_every, help="test accuracy on a fixed subset every N iterations (default %(default)s)")
     p.add_argument("--eval-samples", type=int, default=d.eval_samples, help="size of that test subset (default %(default)s)")
@@ -316,6 +432,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="model config override, e.g. --set k_active=3 (repeatable)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
+
+
+_CLI_FIELDS = ("iterations", "batch_size", "lr", "momentum", "optimizer", "weight_decay", "schedule", "step_every",
+               "step_gamma", "val_images", "patience", "grad_clip", "eval_every", "eval_samples", "class_weighting",
+               "noise_var", "noise_draws", "threads")
+
+
+def config_from_args(args) -> TrainConfig:
+    """The TrainConfig of parsed CLI arguments: a protocol's settings, then every option given."""
+    defaults = build_parser().parse_args([])
+    base = dict(PROTOCOLS[args.protocol]) if args.protocol else {}
+    for f in _CLI_FIELDS:  # options set away from their defaults override the protocol
+        if args.protocol is None or getattr(args, f) != getattr(defaults, f):
+            base[f] = getattr(args, f)
+    return TrainConfig(dataset=args.dataset, model=args.model, seed=args.seed,
+                       holdout_sample=not args.no_holdout_sample, model_overrides=parse_overrides(args.set),
+                       **base).validate()
 
 
 def parse_overrides(items: list[str]) -> dict:
@@ -342,12 +475,7 @@ def main(argv=None) -> int:
 
     args = build_parser().parse_args(argv)
     try:
-        cfg = TrainConfig(dataset=args.dataset, model=args.model, seed=args.seed, iterations=args.iterations,
-                          batch_size=args.batch_size, lr=args.lr, momentum=args.momentum,
-                          grad_clip=args.grad_clip, eval_every=args.eval_every, eval_samples=args.eval_samples,
-                          class_weighting=args.class_weighting, holdout_sample=not args.no_holdout_sample,
-                          noise_var=args.noise_var, noise_draws=args.noise_draws, threads=args.threads,
-                          model_overrides=parse_overrides(args.set)).validate()
+        cfg = config_from_args(args)
         train_data, test_data, note = prepare_training_data(cfg, args.data_dir)
         cfg.validate(n_train=len(train_data))
         print(f"train: {train_data.source} ({len(train_data)} images); test: {test_data.source} ({len(test_data)})",

@@ -162,9 +162,14 @@ def test_seeded_runs_are_deterministic(data):
 
 
 def test_threads_setting_is_applied(data):
+    """Each run sets the thread count it asks for, whatever the process had before (a no-op
+    set_threads fails here: the count is moved away from the target first, both ways)."""
     tr, te = data
-    train(cfg(iterations=1, threads=1, noise_draws=0), tr, te)
-    assert torch.get_num_threads() == 1
+    for before, wanted in ((2, 1), (1, 2), (3, 2)):
+        torch.set_num_threads(before)
+        assert torch.get_num_threads() == before
+        train(cfg(iterations=1, threads=wanted, noise_draws=0), tr, te)
+        assert torch.get_num_threads() == wanted
 
 
 # --------------------------------------------------------------------------- class weighting

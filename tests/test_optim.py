@@ -1,0 +1,149 @@
+"""Optimiser choice, learning-rate schedules, the validation split and early stopping."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import core.train as T
+from core.checkpoint import load_checkpoint
+from core.data import LoadedData
+from core.errors import ConfigError
+from core.train import PROTOCOLS, TrainConfig, make_optimizer, split_validation, train
+
+TINY = {"hidden_size": 8, "num_units": 3}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+def rows_data(n: int, seed: int) -> LoadedData:
+    """Class = which row is bright: learnable in a few dozen steps."""
+    r = np.random.default_rng(seed)
+    y = r.integers(0, 10, n).astype(np.int64)
+    x = (r.random((n, 28, 28)) * 40).astype(np.uint8)
+    x[np.arange(n), y * 2 + 4, :] = 255
+    return LoadedData(x, y, [str(i) for i in range(10)], "synthetic", np.arange(n))
+
+
+def cfg(**kw) -> TrainConfig:
+    base = dict(dataset="fashion_mnist", model="parallel_lstm", iterations=6, batch_size=10, eval_every=2,
+                eval_samples=20, noise_draws=0, threads=1, model_overrides=dict(TINY))
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def test_optimizer_choice_builds_torch_optimizers():
+    params = [torch.nn.Parameter(torch.zeros(3))]
+    opt, sched = make_optimizer(cfg(optimizer="adam", lr=1e-3, weight_decay=0.01), params)
+    assert isinstance(opt, torch.optim.Adam) and opt.defaults["weight_decay"] == 0.01 and sched is None
+    opt, sched = make_optimizer(cfg(momentum=0.9), params)
+    assert isinstance(opt, torch.optim.SGD) and opt.defaults["momentum"] == 0.9
+
+
+def test_cosine_and_step_schedules_follow_the_iterations():
+    p = [torch.nn.Parameter(torch.zeros(1))]
+    opt, sched = make_optimizer(cfg(lr=1.0, schedule="cosine", iterations=10), p)
+    lrs = []
+    for _ in range(10):
+        opt.step()
+        sched.step()
+        lrs.append(opt.param_groups[0]["lr"])
+    assert lrs[4] == pytest.approx(0.5 * (1 + np.cos(np.pi * 5 / 10))) and lrs[-1] == pytest.approx(0.0)
+    opt, sched = make_optimizer(cfg(lr=1.0, schedule="step", step_every=3, step_gamma=0.5), p)
+    lrs = []
+    for _ in range(7):
+        opt.step()
+        sched.step()
+        lrs.append(opt.param_groups[0]["lr"])
+    assert lrs == pytest.approx([1, 1, 0.5, 0.5, 0.5, 0.25, 0.25])
+
+
+def test_adam_trains_and_is_recorded_in_the_metadata():
+    tr, te = rows_data(200, 0), rows_data(40, 1)
+    sgd = train(cfg(iterations=30, lr=0.1), tr, te)
+    adam = train(cfg(iterations=30, optimizer="adam", lr=0.01, schedule="cosine"), tr, te)
+    assert adam.history["loss"] != sgd.history["loss"]  # the choice reaches the loop
+    assert np.mean(adam.history["loss"][-10:]) < np.mean(adam.history["loss"][:5])
+    meta = T.run_metadata(cfg(optimizer="adam", schedule="cosine"), adam, tr, te)
+    assert meta["train_config"]["optimizer"] == "adam" and meta["train_config"]["schedule"] == "cosine"
+
+
+def test_validation_split_is_fixed_disjoint_and_from_training_data():
+    c = cfg(val_images=30)
+    a_tr, a_va = split_validation(c, 200)
+    b_tr, b_va = split_validation(c, 200)
+    assert np.array_equal(a_va, b_va) and len(a_va) == 30 and len(a_tr) == 170
+    assert not set(a_tr) & set(a_va) and set(a_tr) | set(a_va) == set(range(200))
+
+
+def test_early_stopping_keeps_the_best_validation_weights():
+    tr, te = rows_data(200, 0), rows_data(40, 1)
+    # a learning rate that is far too high: validation gets worse, the run stops early
+    r = train(cfg(iterations=200, optimizer="adam", lr=0.3, val_images=50, patience=2, eval_every=5), tr, te)
+    assert r.status == "completed" and "early stop" in r.message and "kept the weights" in r.message
+    assert r.metrics["iterations_done"] < 200
+    evals = r.evals
+    best = int(np.argmax(evals["val_acc"]))
+    assert r.metrics["best_iteration"] == evals["iteration"][best]
+    assert r.metrics["val_accuracy"] == pytest.approx(max(evals["val_acc"]))
+    # the stopped run waited exactly `patience` evaluations after its best one... or reached the end
+    assert len(evals["val_acc"]) - 1 - best == 2
+    # and the model returned is the best one: its validation accuracy is the best recorded
+    from core.evaluate import evaluate
+    _, va = split_validation(cfg(val_images=50), 200)
+    assert evaluate(r.model, tr.images[va], tr.labels[va], 10).accuracy == pytest.approx(max(evals["val_acc"]))
+
+
+@pytest.mark.parametrize("settings, words", [
+    (dict(optimizer="rmsprop"), "Optimizer must be one of sgd, adam"),
+    (dict(optimizer="adam", momentum=0.9), "Momentum applies to SGD only"),
+    (dict(schedule="linear"), "schedule must be one of none, cosine, step"),
+    (dict(weight_decay=-1.0), "Weight decay"),
+    (dict(step_gamma=0.0), "factor must be in (0, 1]"),
+    (dict(patience=3), "needs validation images"),
+    (dict(val_images=-1), "Validation images"),
+])
+def test_bad_optimizer_settings_are_refused(settings, words):
+    with pytest.raises(ConfigError, match=words.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")
+                       .replace("]", r"\]")):
+        cfg(**settings).validate()
+
+
+def test_validation_must_leave_training_images():
+    with pytest.raises(ConfigError, match="must be fewer than the training images"):
+        cfg(val_images=50).validate(n_train=50)
+
+
+def test_protocols():
+    c = TrainConfig.from_protocol("converged", dataset="mnist", model="rim")
+    assert c.optimizer == "adam" and c.val_images > 0 and c.patience > 0 and c.validate()
+    p = TrainConfig.from_protocol("paper")
+    assert (p.optimizer, p.lr, p.batch_size, p.iterations) == ("sgd", 0.1, 100, 1000)
+    assert set(PROTOCOLS) == {"paper", "converged"}
+    with pytest.raises(ConfigError, match="Unknown protocol"):
+        TrainConfig.from_protocol("fast")
+
+
+def test_cli_protocol_and_explicit_options(tmp_path, capsys):
+    d = tmp_path / "data" / "fashion_mnist"
+    d.mkdir(parents=True)
+    for split, n in (("train", 60), ("test", 20)):
+        ld = rows_data(n, 0 if split == "train" else 1)
+        np.savez(d / f"{split}.npz", x=ld.images, y=ld.labels, classes=np.array(ld.classes))
+    out = tmp_path / "run"
+    args = ["--dataset", "fashion_mnist", "--model", "parallel_lstm", "--protocol", "converged", "--iterations", "4",
+            "--batch-size", "10", "--val-images", "10", "--eval-every", "2", "--eval-samples", "10",
+            "--noise-draws", "0", "--threads", "1", "--quiet", "--data-dir", str(tmp_path / "data"),
+            "--out", str(out), "--set", "hidden_size=8"]
+    assert T.main(args) == 0
+    _, meta = load_checkpoint(out)
+    tc = meta["train_config"]
+    assert tc["optimizer"] == "adam" and tc["schedule"] == "cosine" and tc["lr"] == PROTOCOLS["converged"]["lr"]
+    assert tc["iterations"] == 4 and tc["val_images"] == 10  # typed options win over the protocol
+    assert "val_acc" in meta["evals"] and meta["metrics"]["val_n"] == 10
