@@ -14,10 +14,10 @@ from streamlit.errors import StreamlitAPIException
 
 from core.data import DATASETS
 from core.errors import ConfigError, DataUnavailableError, RimscopeError
-from core.models import list_models
+from core.models import config_fields, list_models
 from core.plots import method_color, method_title
 from core.runs import RunInfo, RunStore, parse_seeds, training_data_plan, validate_config
-from core.train import TrainConfig
+from core.train import OPTIMIZERS, PROTOCOLS, SCHEDULES, TrainConfig
 from pages.common import dataset_picker, session_owner, show_error
 
 MAX_RUNS_PER_START = 20
@@ -151,6 +151,28 @@ owner = session_owner()
 store.pump()
 
 st.subheader("Set up")
+# form field -> TrainConfig field; a protocol writes its values into these
+PROTOCOL_FORM = {"train_iterations": "iterations", "train_batch": "batch_size", "train_optimizer": "optimizer",
+                 "train_lr": "lr", "train_momentum": "momentum", "train_schedule": "schedule",
+                 "train_val": "val_images", "train_patience": "patience", "train_eval_every": "eval_every",
+                 "train_wd": "weight_decay", "train_step_every": "step_every", "train_step_gamma": "step_gamma"}
+
+
+def apply_protocol() -> None:
+    P = {**TrainConfig().to_dict(), **PROTOCOLS[st.session_state.get("train_protocol", "paper")]}
+    for key, field in PROTOCOL_FORM.items():
+        v = P[field]
+        st.session_state[key] = float(v) if isinstance(v, float) else v
+    st.session_state["train_clip_on"] = P.get("grad_clip") is not None
+    st.session_state["train_clip"] = float(P.get("grad_clip") or 1.0)
+
+
+if any(k not in st.session_state for k in PROTOCOL_FORM):
+    apply_protocol()
+protocol = st.radio("Protocol", list(PROTOCOLS), horizontal=True, key="train_protocol", on_change=apply_protocol,
+                    format_func={"paper": "Paper (SGD 0.1, 1,000 iterations)",
+                                 "converged": "Converged (Adam, cosine, early stopping on a validation split)"}.get,
+                    help="Sets the settings below to that protocol's; each can still be changed.")
 c1, c2, c3 = st.columns(3)
 with c1:
     dataset = dataset_picker(key="train_dataset")
@@ -158,20 +180,32 @@ with c1:
                             key="train_models", help="One run per model and seed.")
     seeds_text = st.text_input("Seeds", "0", key="train_seeds", help="e.g. 0, or 0,1,2, or 0-4")
 with c2:
-    iterations = st.number_input("Iterations", value=1000, step=100, key="train_iterations",
-                                 help="SGD steps (paper: 1,000)")
-    batch_size = st.number_input("Batch size", value=100, step=10, key="train_batch",
+    iterations = st.number_input("Iterations", step=100, key="train_iterations",
+                                 help="optimiser steps (paper: 1,000)")
+    batch_size = st.number_input("Batch size", step=10, key="train_batch",
                                  help="images per step (paper: 100)")
-    lr = st.number_input("Learning rate", value=0.1, step=0.01, format="%.4f", key="train_lr",
-                         help="SGD learning rate (paper: 0.1)")
-    momentum = st.number_input("Momentum", value=0.0, step=0.1, format="%.2f", key="train_momentum",
+    optimizer = st.selectbox("Optimiser", OPTIMIZERS, key="train_optimizer", format_func={"sgd": "SGD", "adam": "Adam"}.get)
+    lr = st.number_input("Learning rate", step=0.001, format="%.4f", key="train_lr",
+                         help="paper: SGD with 0.1")
+    momentum = st.number_input("Momentum (SGD)", step=0.1, format="%.2f",
+                               key="train_momentum", disabled=optimizer != "sgd",
                                help="0 = the paper's plain SGD")
 with c3:
-    clip_on = st.checkbox("Clip gradients", value=False, key="train_clip_on",
+    schedule = st.selectbox("Learning-rate schedule", SCHEDULES, key="train_schedule",
+                            format_func={"none": "constant", "cosine": "cosine to 0", "step": "step decay"}.get)
+    val_images = st.number_input("Validation images (from the training data)",
+                                 step=1000, min_value=0, key="train_val",
+                                 help="Held out from training; the weights with the best validation accuracy are "
+                                      "kept. Never the test set.")
+    patience = st.number_input("Early stop after evaluations without improvement",
+                               min_value=0, key="train_patience", disabled=not val_images,
+                               help="0 = never stop early")
+    clip_on = st.checkbox("Clip gradients", key="train_clip_on",
                           help="Limit the global gradient norm (the paper does not clip)")
-    grad_clip = st.number_input("Max gradient norm", value=1.0, step=0.5, key="train_clip",
-                                disabled=not clip_on)
-    eval_every = st.number_input("Test accuracy every (iterations)", value=100, step=50, key="train_eval_every")
+    grad_clip = st.number_input("Max gradient norm", step=0.5,
+                                key="train_clip", disabled=not clip_on)
+    eval_every = st.number_input("Test accuracy every (iterations)", step=50,
+                                 key="train_eval_every")
     class_weighting = st.selectbox("Class weighting", ["auto", "none", "balanced"], key="train_weighting",
                                    help="auto = balanced loss weights when the classes are unbalanced")
     holdout = True
@@ -186,10 +220,40 @@ with st.expander("More settings"):
     noise_var = m2.number_input("Noise variance (final noisy test)", value=0.01, step=0.01, format="%.3f",
                                 key="train_noise_var")
     noise_draws = m3.number_input("Noise draws", value=3, step=1, key="train_noise_draws")
+    o1, o2, o3 = st.columns(3)
+    weight_decay = o1.number_input("Weight decay", step=0.0001, format="%.5f",
+                                   key="train_wd")
+    step_every = o2.number_input("Step decay: every (iterations)", min_value=1,
+                                 key="train_step_every", disabled=schedule != "step")
+    step_gamma = o3.number_input("Step decay: factor", step=0.05, format="%.3f",
+                                 key="train_step_gamma", disabled=schedule != "step")
     label = st.text_input("Label (optional)", "", max_chars=100, key="train_label")
     data_dir = st.text_input("Data folder (optional)", "", key="train_data_dir",
                              help="A folder with <data set>/train.npz and test.npz; default: $RIMSCOPE_DATA_DIR "
                                   "or ./data, then torchvision").strip()
+
+with st.expander("Initialisation and ablations"):
+    st.caption("Every LSTM forget gate of every method starts from the same bias; the ablations remove one part of "
+               "the paper's method (they apply to RIM only).")
+    a1, a2, a3, a4 = st.columns(4)
+    forget_bias = a1.number_input("Forget-gate bias", value=float(config_fields("rim")["forget_bias"]), step=0.5,
+                                  key="train_forget_bias", help="RIM, parallel LSTMs and RMC; default 1 for all")
+    selection = a2.selectbox("RIM: who is active", ["attention", "random", "all"], key="train_selection",
+                             format_func={"attention": "attention picks k (paper)",
+                                          "random": "k at random (ablation)", "all": "all (ablation)"}.get)
+    k_active = a3.number_input("RIM: active LSTMs k", value=int(config_fields("rim")["k_active"]), min_value=1,
+                               max_value=int(config_fields("rim")["num_units"]), key="train_k_active")
+    alpha = a4.number_input("RIM: communication share alpha", value=float(config_fields("rim")["alpha"]), step=0.05,
+                            format="%.3f", key="train_alpha", help="0 = ablation: no communication")
+
+
+def model_overrides(model: str) -> dict:
+    """The settings above that this model has, where they differ from its defaults."""
+    fields = config_fields(model)
+    wanted = {"forget_bias": float(forget_bias), "selection": selection, "k_active": int(k_active),
+              "alpha": float(alpha)}
+    return {k: v for k, v in wanted.items() if k in fields and fields[k] != v}
+
 
 plan, data_ok = None, True
 try:
@@ -218,10 +282,15 @@ elif models and seeds:
     for m in models:
         for s in seeds:
             cfg = TrainConfig(dataset=dataset, model=m, seed=s, iterations=int(iterations), batch_size=int(batch_size),
-                              lr=float(lr), momentum=float(momentum), grad_clip=float(grad_clip) if clip_on else None,
+                              lr=float(lr), momentum=float(momentum) if optimizer == "sgd" else 0.0,
+                              optimizer=optimizer, weight_decay=float(weight_decay), schedule=schedule,
+                              step_every=int(step_every), step_gamma=float(step_gamma), val_images=int(val_images),
+                              patience=int(patience) if val_images else 0,
+                              grad_clip=float(grad_clip) if clip_on else None,
                               eval_every=int(eval_every), eval_samples=int(eval_samples),
                               class_weighting=class_weighting, holdout_sample=bool(holdout),
-                              noise_var=float(noise_var), noise_draws=int(noise_draws))
+                              noise_var=float(noise_var), noise_draws=int(noise_draws),
+                              model_overrides=model_overrides(m))
             try:
                 validate_config(cfg, n_train=plan.n_train if plan else None)
             except ConfigError as exc:

@@ -131,3 +131,31 @@ def test_start_queues_one_run_per_model_and_seed(home):
     at2.run()
     assert not at2.exception
     assert len([b for b in at2.button if (b.key or "").startswith("stop_")]) == 3
+
+
+def test_converged_protocol_and_ablation_settings_reach_the_queued_runs(home):
+    at = run_page("c" * 16)
+    at.checkbox(key="train_holdout").uncheck().run()
+    at.radio(key="train_protocol").set_value("converged").run()
+    assert not at.exception
+    assert at.selectbox(key="train_optimizer").value == "adam"
+    assert at.selectbox(key="train_schedule").value == "cosine"
+    assert at.number_input(key="train_val").value == 5000
+    # the tiny data set cannot give 5,000 validation images: said, and Start is off
+    assert any("Validation images (5,000) must be fewer than the training images" in e for e in errors(at))
+    assert at.button(key="train_start").disabled
+    at.number_input(key="train_val").set_value(50).run()
+    at.number_input(key="train_iterations").set_value(30).run()
+    at.selectbox(key="train_selection").set_value("random").run()
+    at.number_input(key="train_alpha").set_value(0.0).run()
+    at.number_input(key="train_forget_bias").set_value(0.0).run()
+    assert not errors(at)
+    at.button(key="train_start").click().run()
+    runs = {r.model: r for r in RunStore().list_runs()}
+    rim, pl = runs["rim"].config, runs["parallel_lstm"].config
+    assert rim["optimizer"] == pl["optimizer"] == "adam" and rim["val_images"] == 50 and rim["iterations"] == 30
+    assert rim["model_overrides"] == {"forget_bias": 0.0, "selection": "random", "alpha": 0.0}
+    assert pl["model_overrides"] == {"forget_bias": 0.0}  # the rim-only ablations are not passed on
+    # back to the paper protocol: its settings return
+    at.radio(key="train_protocol").set_value("paper").run()
+    assert at.selectbox(key="train_optimizer").value == "sgd" and at.number_input(key="train_lr").value == 0.1
