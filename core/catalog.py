@@ -30,6 +30,7 @@ class ModelEntry:
     label: str = ""
     created: str = ""
     metrics: dict = field(default_factory=dict, hash=False, compare=False)
+    protocol: str = ""  # pretrained: "paper" or "converged"; runs: ""
 
     @property
     def display(self) -> str:
@@ -52,10 +53,12 @@ def pretrained_entries(dataset: str | None = None, pretrained_dir: Path = PRETRA
         if dataset and m.get("dataset") != dataset:
             continue
         stem = Path(pretrained_dir) / Path(m["weights"]).with_suffix("")
-        out.append(ModelEntry(f"pretrained:{m['dataset']}/{m['model']}", m["dataset"], m["model"], "pretrained",
-                              stem, m.get("seed"), f"{m['model']} (pretrained)", "",
+        protocol = m.get("protocol", "paper")
+        key = f"pretrained:{m['dataset']}/{m['model']}" + ("" if protocol == "paper" else f"@{protocol}")
+        label = f"{m['model']} (pretrained)" if protocol == "paper" else f"{m['model']} (pretrained, {protocol})"
+        out.append(ModelEntry(key, m["dataset"], m["model"], "pretrained", stem, m.get("seed"), label, "",
                               {k: m.get(k) for k in ("test_accuracy", "test_error", "noisy_test_error",
-                                                     "parameters", "iterations")}))
+                                                     "parameters", "iterations")}, protocol))
     return out
 
 

@@ -89,15 +89,18 @@ def _train_one(job: dict) -> dict:
 
     torch.set_num_threads(job["threads"])
     model, variant_kw = resolve(job["model"])
-    cfg = TrainConfig(dataset=job["dataset"], model=model, seed=job["seed"],
-                      iterations=job["iterations"], noise_draws=job["noise_draws"],
-                      threads=job["threads"], eval_every=job["eval_every"],
-                      model_overrides={**variant_kw, **dict(job.get("overrides") or {})})
+    protocol = job.get("protocol") or "paper"
+    settings = dict(noise_draws=job["noise_draws"], threads=job["threads"])
+    if protocol == "paper":  # the grid's own iteration count and evaluation interval
+        settings.update(iterations=job["iterations"], eval_every=job["eval_every"])
+    cfg = TrainConfig.from_protocol(protocol, dataset=job["dataset"], model=model, seed=job["seed"],
+                                    model_overrides={**variant_kw, **dict(job.get("overrides") or {})}, **settings)
     train_data, test_data, note = prepare_training_data(cfg, job.get("data_dir"))
     result = train(cfg, train_data, test_data)
     meta = run_metadata(cfg, result, train_data, test_data, note)
     if job["model"] != model:
         meta["variant"] = job["model"]
+    meta["protocol"] = protocol
     path = Path(job["path"])
     if result.status == "completed":
         save_checkpoint(result.model, meta, path.with_suffix(""))
@@ -109,7 +112,7 @@ def _train_one(job: dict) -> dict:
 
 def run_grid(out: Path, datasets, models, seeds, iterations: int = 1000, workers: int = 2,
              noise_draws: int = 10, eval_every: int = 50, data_dir=None, log=print,
-             overrides: dict | None = None) -> list[dict]:
+             overrides: dict | None = None, protocol: str = "paper") -> list[dict]:
     """Train every missing cell of the grid in up to ``workers`` processes (1 thread each).
 
     ``overrides``: per-model config changes, e.g. ``{"parallel_lstm": {"hidden_size": 81}}``
@@ -123,7 +126,7 @@ def run_grid(out: Path, datasets, models, seeds, iterations: int = 1000, workers
                 p = run_path(out, ds, model, seed)
                 if p.is_file():
                     continue
-                jobs.append(dict(dataset=ds, model=model, seed=seed, iterations=iterations, path=str(p),
+                jobs.append(dict(dataset=ds, model=model, seed=seed, iterations=iterations, path=str(p), protocol=protocol,
                                  noise_draws=noise_draws, eval_every=eval_every, data_dir=data_dir,
                                  overrides=(overrides or {}).get(model, {}),
                                  threads=max(1, (os.cpu_count() or 1) // max(1, workers))))
@@ -535,27 +538,45 @@ def write_tables(out: Path) -> dict:
     return t
 
 
-def export_pretrained(out: Path, seed: int, dest: Path) -> dict:
-    """Copy seed ``seed`` of every cell to ``dest/<dataset>/<model>.*`` and write a manifest."""
+PROTOCOL_TEXT = {"paper": "SGD lr 0.1, batch 100, 1,000 iterations (paper protocol)",
+                 "converged": "Adam lr 2e-3, cosine, batch 100, up to 4,000 iterations, best of a 5,000-image "
+                              "validation split, early stopping (converged protocol)"}
+
+
+def export_pretrained(out: Path, seed: int, dest: Path, protocol: str = "paper") -> dict:
+    """Copy seed ``seed`` of every cell of one protocol to ``dest/<folder>/<dataset>/<model>.*``
+    (folder: none for the paper protocol, ``converged/`` for the converged one) and write the
+    manifest, which lists both protocols' models; each entry says which protocol it follows."""
     import shutil
 
     dest = Path(dest)
-    manifest = {"models": [], "protocol": "SGD lr 0.1, batch 100, 1,000 iterations (paper protocol)",
-                "rebuild": f"python -m core.reproduce run --seeds {seed} && python -m core.reproduce export-pretrained --seed {seed}"}
+    sub = "" if protocol == "paper" else f"{protocol}/"
+    old = {}
+    if (dest / "manifest.json").is_file():
+        try:
+            old = json.loads((dest / "manifest.json").read_text())
+        except (OSError, json.JSONDecodeError):
+            old = {}
+    kept = [m for m in old.get("models", []) if m.get("protocol", "paper") != protocol]
+    manifest = {"models": kept, "protocols": {**old.get("protocols", {}), protocol: PROTOCOL_TEXT.get(protocol, protocol)},
+                "rebuild": "make pretrained"}
     for p in sorted((Path(out) / "runs").glob(f"*/*_s{seed}.json")):
         meta = json.loads(p.read_text())
         w = p.with_suffix(".safetensors")
         if meta.get("status") != "completed" or not w.is_file() or meta.get("variant"):
             continue
-        target = dest / meta["dataset"] / f"{meta['model']}"
+        if meta.get("protocol", "paper") != protocol:
+            continue
+        target = dest / sub.rstrip("/") / meta["dataset"] / f"{meta['model']}" if sub else dest / meta["dataset"] / meta["model"]
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(w, target.with_suffix(".safetensors"))
         shutil.copyfile(p, target.with_suffix(".json"))
         m = meta["metrics"]
         manifest["models"].append({
             "dataset": meta["dataset"], "model": meta["model"], "seed": meta["seed"],
-            "weights": f"{meta['dataset']}/{meta['model']}.safetensors",
-            "metadata": f"{meta['dataset']}/{meta['model']}.json",
+            "protocol": protocol,
+            "weights": f"{sub}{meta['dataset']}/{meta['model']}.safetensors",
+            "metadata": f"{sub}{meta['dataset']}/{meta['model']}.json",
             "parameters": m.get("parameters"), "test_accuracy": m.get("test_accuracy"),
             "test_error": m.get("test_error"), "noisy_test_error": m.get("noisy_test_error"),
             "noise_var": m.get("noise_var"), "iterations": meta["train_config"]["iterations"],
@@ -605,6 +626,8 @@ def main(argv=None) -> int:
     r.add_argument("--eval-every", type=int, default=50)
     r.add_argument("--data-dir", default=None, help="folder with <dataset>/{train,test}.npz (default $RIMSCOPE_DATA_DIR)")
     r.add_argument("--out", default="results/paper")
+    r.add_argument("--protocol", default="paper", choices=["paper", "converged"],
+                   help="training protocol of every cell (core.train.PROTOCOLS); paper = --iterations, SGD 0.1")
     r.add_argument("--set", action="append", default=[], metavar="MODEL.KEY=VALUE",
                    help="model config override for one model, e.g. --set parallel_lstm.hidden_size=81 (repeatable)")
     t = sub.add_parser("tables", help="rebuild the tables from stored runs")
@@ -613,6 +636,7 @@ def main(argv=None) -> int:
     e.add_argument("--out", default="results/paper")
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--dest", default="pretrained")
+    e.add_argument("--protocol", default="paper", choices=["paper", "converged"])
     args = p.parse_args(argv)
     if args.cmd == "run":
         from .errors import ConfigError
@@ -624,7 +648,7 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         run_grid(Path(args.out), args.datasets, args.models, args.seeds, args.iterations, args.workers,
                  args.noise_draws, args.eval_every, args.data_dir, log=lambda s: print(s, flush=True),
-                 overrides=overrides)
+                 overrides=overrides, protocol=args.protocol)
         print(f"grid wall time {time.perf_counter() - t0:.0f} s", flush=True)
         write_tables(Path(args.out))
         print((Path(args.out) / "tables.md").read_text())
@@ -632,7 +656,7 @@ def main(argv=None) -> int:
         write_tables(Path(args.out))
         print((Path(args.out) / "tables.md").read_text())
     else:
-        m = export_pretrained(Path(args.out), args.seed, Path(args.dest))
+        m = export_pretrained(Path(args.out), args.seed, Path(args.dest), args.protocol)
         print(f"exported {len(m['models'])} models to {args.dest}")
     return 0
 

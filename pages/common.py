@@ -85,8 +85,38 @@ def entry_mtime(entry: catalog.ModelEntry) -> float:
     return path.stat().st_mtime if path.is_file() else 0.0
 
 
+PROTOCOL_KEY = "pretrained_protocol"
+PROTOCOL_TITLES = {"converged": "converged (trained to convergence)", "paper": "paper protocol (1,000 SGD steps)"}
+_PICKER_PREFIXES = ("mech_model_", "mech_cmp_", "rb_cmp_")
+
+
+def chosen_protocol() -> str:
+    return st.session_state.get(PROTOCOL_KEY, "converged")
+
+
+def _protocol_changed() -> None:
+    for k in [k for k in st.session_state if str(k).startswith(_PICKER_PREFIXES)]:
+        del st.session_state[k]  # the pickers fall back to the new protocol's pretrained models
+
+
+def protocol_switch(entries: list[catalog.ModelEntry]) -> str:
+    """Sidebar switch between the converged and the paper-protocol pretrained models (the
+    default model of every picker); shown when both are shipped."""
+    have = sorted({e.protocol for e in entries if e.source == "pretrained"})
+    if len(have) < 2:
+        return have[0] if have else chosen_protocol()
+    if st.session_state.get(PROTOCOL_KEY) not in have:
+        st.session_state[PROTOCOL_KEY] = "converged" if "converged" in have else have[0]
+    return st.sidebar.radio("Pretrained models", sorted(have, key=lambda p: p != "converged"), key=PROTOCOL_KEY,
+                            format_func=lambda p: PROTOCOL_TITLES.get(p, p), on_change=_protocol_changed,
+                            help="Which shipped models the pages pick by default. Converged: Adam until the "
+                                 "validation accuracy stops improving. Paper: the paper's 1,000 SGD iterations.")
+
+
 def _preferred(candidates: list[catalog.ModelEntry]) -> catalog.ModelEntry:
-    return next((e for e in candidates if e.source == "pretrained"), candidates[0])
+    pre = [e for e in candidates if e.source == "pretrained"]
+    want = chosen_protocol()
+    return next((e for e in pre if e.protocol == want), pre[0] if pre else candidates[0])
 
 
 def main_model_picker(all_entries: list[catalog.ModelEntry], key: str, prefer: str = "rim",

@@ -398,6 +398,7 @@ c_ds, c_model = st.columns(2)
 with c_ds:
     dataset = common.dataset_picker(key="mech_dataset")
 all_entries, problems = common.model_entries(dataset)
+common.protocol_switch(all_entries)
 for problem in problems:
     st.warning(problem)
 if not all_entries:

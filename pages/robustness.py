@@ -399,6 +399,7 @@ st.caption("The paper's noise test, live: Gaussian noise on the test images only
 
 dataset = common.dataset_picker(key="rb_dataset")
 all_entries, problems = common.model_entries(dataset)
+common.protocol_switch(all_entries)
 for problem in problems:
     st.warning(problem)
 if not all_entries:
