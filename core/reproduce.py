@@ -96,6 +96,8 @@ def _train_one(job: dict) -> dict:
     cfg = TrainConfig.from_protocol(protocol, dataset=job["dataset"], model=model, seed=job["seed"],
                                     model_overrides={**variant_kw, **dict(job.get("overrides") or {})}, **settings)
     train_data, test_data, note = prepare_training_data(cfg, job.get("data_dir"))
+    if cfg.val_images and cfg.val_images > len(train_data) // 10:  # small data sets: a tenth for validation
+        cfg.val_images = max(1, len(train_data) // 10)
     result = train(cfg, train_data, test_data)
     meta = run_metadata(cfg, result, train_data, test_data, note)
     if job["model"] != model:
