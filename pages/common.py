@@ -228,6 +228,7 @@ from core.errors import CheckpointError  # noqa: E402
 
 # reproduction outputs under results/ the Compare page offers: folder -> what it holds
 SCHEDULES = {"paper": "equal initialisation: paper grid, ablations, init study",
+             "converged": "converged protocol (Adam, early stopping on validation)",
              "unequal_init/paper": "old run, unequal initialisation (paper schedule)",
              "unequal_init/long": "old run, unequal initialisation (longer schedule)",
              "unequal_init/param_matched": "old run, unequal initialisation (parameter-matched baselines)"}

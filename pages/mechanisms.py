@@ -334,7 +334,32 @@ def one_input_view(dataset: str, entry, model, compared: dict) -> None:
     view(image, trace, unit_names, entry.model, spec.activity_label, playing, cache_key)
 
 
-def dataset_view(dataset: str, entry, model) -> None:
+def protocol_mask_view(dataset: str, entry, stats, others, data, n: int) -> None:
+    """Share of rows each LSTM is active, this model beside the other protocols' pretrained ones
+    (does the converged model still use its mechanism the way the paper-protocol one does?)."""
+    import pandas as pd
+
+    rows = {entry.display: stats.overall}
+    for other in others:
+        loaded = common.load_or_report(other)
+        if loaded is None:
+            continue
+        o_stats = _stats(loaded[0], other.key, common.entry_mtime(other), _data_key(dataset, data), data.images,
+                         data.labels, n, len(DATASETS[dataset].classes))
+        rows[other.display] = o_stats.overall
+    if len(rows) < 2:
+        return
+    units = stats.unit_names or [f"unit {i + 1}" for i in range(len(stats.overall))]
+    st.subheader("Share of rows each LSTM is active, by protocol")
+    df = pd.DataFrame({name: v for name, v in rows.items()}, index=units).T
+    st.dataframe(df, column_config={u: st.column_config.NumberColumn(format="%.2f") for u in units})
+    spread = {name: float(np.max(v) - np.min(v)) for name, v in rows.items()}
+    st.caption("With k = 4 of 6 every LSTM would be active in 0.67 of the rows if the attention chose evenly. "
+               + "; ".join(f"{name}: from {np.min(v):.2f} to {np.max(v):.2f} (spread {spread[name]:.2f})"
+                           for name, v in rows.items()) + ".")
+
+
+def dataset_view(dataset: str, entry, model, all_entries=()) -> None:
     info = DATASETS[dataset]
     try:
         data = common.test_data(dataset)
@@ -385,6 +410,9 @@ def dataset_view(dataset: str, entry, model) -> None:
                    f"{top['least']} {top['least_value']:.2f}). A spread near 0 for every unit means the "
                    "units do not specialise by class.")
     if spec.selects_units:
+        others = [e for e in all_entries if e.source == "pretrained" and e.model == entry.model
+                  and e.protocol != entry.protocol and e.key != entry.key]
+        protocol_mask_view(dataset, entry, stats, others, data, n)
         selection_view(dataset, entry, model, data, n)
 
 
@@ -420,4 +448,4 @@ if tab_one.open:
         one_input_view(dataset, entry, model, compared)
 if tab_data.open:
     with tab_data:
-        dataset_view(dataset, entry, model)
+        dataset_view(dataset, entry, model, all_entries)

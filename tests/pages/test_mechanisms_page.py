@@ -194,3 +194,50 @@ def test_play_advances_one_row_per_run(page_env):
     s1 = step_text(at)
     at.run()
     assert step_text(at) != s1
+
+
+def _with_converged_rim(fixture_dirs, tmp_path, monkeypatch) -> None:
+    """The fixture's pretrained models plus a 'converged' MNIST rim (other weights)."""
+    import json
+    import shutil
+
+    import torch
+
+    from core.checkpoint import save_checkpoint
+    from core.models import build_model
+
+    pre = tmp_path / "pretrained"
+    shutil.copytree(fixture_dirs["pretrained"], pre)
+    torch.manual_seed(7)
+    model = build_model("rim")
+    meta = json.loads((pre / "mnist" / "rim.json").read_text())
+    save_checkpoint(model, meta, pre / "converged" / "mnist" / "rim")
+    manifest = json.loads((pre / "manifest.json").read_text())
+    manifest["models"].append({"dataset": "mnist", "model": "rim", "seed": 0, "protocol": "converged",
+                               "weights": "converged/mnist/rim.safetensors", "metadata": "converged/mnist/rim.json",
+                               "test_error": 0.0151, "test_accuracy": 0.9849})
+    (pre / "manifest.json").write_text(json.dumps(manifest))
+    monkeypatch.setenv("RIMSCOPE_PRETRAINED_DIR", str(pre))
+
+
+def test_converged_models_are_the_default_with_a_switch(page_env, fixture_dirs, tmp_path, monkeypatch):
+    _with_converged_rim(fixture_dirs, tmp_path, monkeypatch)
+    at = run_page()
+    assert not at.exception
+    sw = at.sidebar.radio(key="pretrained_protocol")
+    assert sw.value == "converged" and sw.options[0].startswith("converged")
+    assert at.selectbox(key="mech_model_mnist").value == "pretrained:mnist/rim@converged"
+    sw.set_value("paper").run()
+    assert not at.exception
+    assert at.selectbox(key="mech_model_mnist").value == "pretrained:mnist/rim"
+
+
+def test_mask_statistics_side_by_side_for_both_protocols(page_env, fixture_dirs, tmp_path, monkeypatch):
+    _with_converged_rim(fixture_dirs, tmp_path, monkeypatch)
+    at = run_page(mech_tab="Across the test set")
+    assert not at.exception
+    table = next(d.value for d in at.dataframe if "LSTM 1" in d.value.columns)
+    assert list(table.index) == ["rim (pretrained, converged)", "rim (pretrained)"]
+    assert ((table.to_numpy() >= 0) & (table.to_numpy() <= 1)).all()
+    assert abs(table.to_numpy().sum(axis=1) - 4).max() < 1e-6  # 4 of 6 active in every row
+    assert any("spread" in c.value for c in at.caption)
