@@ -5,9 +5,14 @@ Paper protocol by default: cross-entropy, plain SGD with learning rate 0.1, batc
 callback, a stop signal, a record per iteration (loss, batch accuracy) and a periodic test
 accuracy on a fixed test subset. A NaN or infinite loss stops the run as "diverged".
 
+Training checkpoints (core.resume) are written every ``checkpoint_every`` iterations and at
+most every ``checkpoint_every_s`` seconds when the caller names a folder; ``resume_from``
+continues from one, bit-identical to the uninterrupted run.
+
 CLI::
 
     python -m core.train --dataset mnist --model rim --seed 0 --out runs/mnist_rim_s0
+    python -m core.train --resume runs/mnist_rim_s0.ckpt     # after a crash: continue, then save as usual
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import argparse
 import dataclasses
 import math
 import os
+import random
 import sys
 import time
 from collections.abc import Callable
@@ -28,7 +34,7 @@ import torch.nn.functional as F
 
 from . import __version__
 from .data import DATASETS, MNIST_SAMPLE_TRAIN_INDICES, LoadedData, get_info, load_dataset, to_sequence
-from .errors import ConfigError
+from .errors import CheckpointError, ConfigError
 from .evaluate import evaluate, noisy_accuracy
 from .models import build_model, count_parameters, list_models, make_config
 
@@ -73,6 +79,8 @@ class TrainConfig:
     noise_var: float = 0.01  # Gaussian noise variance for the final noisy test
     noise_draws: int = 3  # noise draws averaged in the final noisy test
     threads: int | None = None  # torch threads; None = number of cores, at most 2 per run
+    checkpoint_every: int = 200  # training checkpoint (to resume from) every this many iterations; 0 = not by count
+    checkpoint_every_s: float = 60.0  # ... and at least every this many seconds; 0 = not by time
     model_overrides: dict = field(default_factory=dict)
 
     def validate(self, n_train: int | None = None) -> TrainConfig:
@@ -139,6 +147,11 @@ class TrainConfig:
             bad("Noise draws must be >= 0.")
         if self.threads is not None and (not whole(self.threads) or self.threads < 1):
             bad("Threads must be at least 1.")
+        if not whole(self.checkpoint_every) or self.checkpoint_every < 0:
+            bad("Checkpoint every (iterations) must be a whole number >= 0 (0 = not by count).")
+        if not (number(self.checkpoint_every_s) and math.isfinite(self.checkpoint_every_s)
+                and self.checkpoint_every_s >= 0):
+            bad("Checkpoint every (seconds) must be a number >= 0 (0 = not by time).")
         if not isinstance(self.model_overrides, dict):
             bad("Model overrides must be a mapping of config fields.")
         fixed = sorted({"input_dim", "num_classes"} & set(self.model_overrides))
@@ -178,6 +191,8 @@ class TrainResult:
     metrics: dict  # final: test_accuracy, test_error, noisy_test_accuracy, ...
     wall_time_s: float
     message: str = ""
+    checkpoint: Path | None = None  # the last training checkpoint written (core.resume), if any
+    resumed_from: int | None = None  # the iteration this run was resumed from
 
 
 def set_threads(threads: int | None) -> int:
@@ -239,13 +254,27 @@ def split_validation(cfg: TrainConfig, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
           callback: Callable[[dict], None] | None = None,
-          should_stop: Callable[[], bool] | None = None) -> TrainResult:
+          should_stop: Callable[[], bool] | None = None,
+          checkpoint_dir: str | Path | None = None,
+          resume_from=None,
+          checkpoint_extra: dict | None = None) -> TrainResult:
     """Train ``cfg.model`` on ``train_data``; evaluate on ``test_data``.
 
     ``callback`` gets a dict per iteration (``kind='iter'``) and per periodic evaluation
     (``kind='eval'``). ``should_stop()`` is polled every iteration; when it returns true the
     run ends with status "stopped" and keeps what it learned so far.
+
+    ``checkpoint_dir``: write training checkpoints there (core.resume) every
+    ``cfg.checkpoint_every`` iterations and at most every ``cfg.checkpoint_every_s`` seconds,
+    and when the run is stopped; each is reported as a ``kind='checkpoint'`` event (``ok``
+    false and a ``message`` when the write failed: training goes on, the earlier checkpoint
+    is kept). ``checkpoint_extra`` is stored with each (the caller's notes, JSON).
+    ``resume_from``: a checkpoint folder, a state file or a ``core.resume.TrainState`` to
+    continue from; the result is bit-identical to the uninterrupted run (same machine and
+    threads). Without it, a fresh run first clears ``checkpoint_dir``.
     """
+    from . import resume as R
+
     cfg.validate(n_train=len(train_data))
     set_threads(cfg.threads)
     info = get_info(cfg.dataset)
@@ -257,6 +286,23 @@ def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
         x_val, y_val = x_train[va_idx], y_train[va_idx]
         x_train, y_train = x_train[tr_idx], y_train[tr_idx]
     weights, weighting = _class_weights(cfg, y_train, C)
+
+    state = R.load_resume_source(resume_from) if resume_from is not None else None
+    fingerprint = None
+    if state is not None or checkpoint_dir is not None:
+        fingerprint = R.data_fingerprint(train_data.images, train_data.labels)
+    if state is not None:
+        diff = R.config_mismatch(state, cfg.to_dict())
+        if diff:
+            raise CheckpointError(f"The checkpoint {state.path or ''} belongs to a run with other settings "
+                                  f"({', '.join(diff)}); it cannot be resumed with these.")
+        theirs = (state.extra or {}).get("data")
+        if isinstance(theirs, dict) and theirs != fingerprint:
+            raise CheckpointError("The checkpoint was trained on other training data "
+                                  f"({theirs.get('n')} images, not these {fingerprint['n']}); it cannot be resumed "
+                                  "with this data.")
+    elif checkpoint_dir is not None:
+        R.remove_states(checkpoint_dir)  # a fresh run: nothing of an earlier one may be resumed
 
     torch.manual_seed(cfg.seed)
     try:
@@ -279,7 +325,36 @@ def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
     best = {"acc": -1.0, "iteration": 0, "state": None, "since": 0}
     status, message = "completed", ""
     order, pos = rng.permutation(len(y_train)), 0
+    start, elapsed_before = 1, 0.0
+    if state is not None:
+        order, pos, start, elapsed_before = _restore(state, model, opt, sched, rng, history, evals, best,
+                                                     len(y_train))
     t0 = time.perf_counter()
+    extra = {**(checkpoint_extra or {}), "data": fingerprint}
+    ckpt = {"iteration": state.iteration if state is not None else 0, "at": time.monotonic(), "path": None,
+            "errors": [], "written": 0}
+
+    def checkpoint(it: int) -> None:
+        """Write the state after ``it`` iterations; a failed write is reported, not fatal."""
+        t = time.perf_counter()
+        st = R.TrainState(
+            iteration=it, model=model.state_dict(), optimizer=opt.state_dict(),
+            scheduler=sched.state_dict() if sched is not None else None,
+            rng={"torch": torch.get_rng_state(), "numpy": rng.bit_generator.state, "python": random.getstate()},
+            order=order, pos=pos, best=best, history=history, evals=evals,
+            elapsed_s=elapsed_before + t - t0, train_config=cfg.to_dict(), extra=extra)
+        try:
+            path = R.write_state(checkpoint_dir, st)
+        except CheckpointError as exc:
+            ckpt["errors"].append(str(exc))
+            ckpt["at"] = time.monotonic()  # retry at the next due point, not at every iteration
+            if callback:
+                callback({"kind": "checkpoint", "iteration": it, "ok": False, "message": str(exc)})
+            return
+        ckpt.update(iteration=it, at=time.monotonic(), path=path, written=ckpt["written"] + 1)
+        if callback:
+            callback({"kind": "checkpoint", "iteration": it, "ok": True, "path": str(path),
+                      "seconds": time.perf_counter() - t})
 
     def periodic_eval(it: int):
         r = evaluate(model, x_eval, y_eval, C)
@@ -302,9 +377,11 @@ def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
         if callback:
             callback(ev)
 
-    for it in range(1, cfg.iterations + 1):
+    for it in range(start, cfg.iterations + 1):
         if should_stop is not None and should_stop():
             status, message = "stopped", f"stopped by the user after {it - 1} iterations"
+            if checkpoint_dir is not None and it - 1 > ckpt["iteration"]:
+                checkpoint(it - 1)  # resume continues exactly here
             break
         if pos + cfg.batch_size > len(order):  # new epoch: reshuffle
             order, pos = rng.permutation(len(y_train)), 0
@@ -335,17 +412,27 @@ def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
             sched.step()
         if callback:
             callback({"kind": "iter", "iteration": it, "total": cfg.iterations, "loss": loss_val,
-                      "batch_acc": acc, "elapsed_s": time.perf_counter() - t0})
+                      "batch_acc": acc, "elapsed_s": elapsed_before + time.perf_counter() - t0})
         if it % cfg.eval_every == 0 or it == cfg.iterations:
             periodic_eval(it)
             if cfg.patience and best["since"] >= cfg.patience:
                 message = (f"early stop at iteration {it}: no better validation accuracy in {cfg.patience} "
                            f"evaluations")
                 break
+        if checkpoint_dir is not None and it < cfg.iterations and (
+                (cfg.checkpoint_every and it % cfg.checkpoint_every == 0)
+                or (cfg.checkpoint_every_s and time.monotonic() - ckpt["at"] >= cfg.checkpoint_every_s)):
+            checkpoint(it)
 
-    train_time = time.perf_counter() - t0
+    train_time = elapsed_before + time.perf_counter() - t0
     metrics = {"iterations_done": len(history["iteration"]), "train_time_s": train_time,
                "class_weighting": weighting, "parameters": count_parameters(model)}
+    if state is not None:
+        metrics["resumed_from_iteration"] = state.iteration
+    if ckpt["errors"]:
+        metrics["checkpoint_errors"] = len(ckpt["errors"])
+        message = (message + "; " if message else "") + f"{len(ckpt['errors'])} checkpoint write(s) failed, " \
+                                                         f"the last: {ckpt['errors'][-1]}"
     if best["state"] is not None and status != "diverged":
         model.load_state_dict(best["state"])  # the weights of the best validation accuracy
         metrics.update(best_iteration=best["iteration"], val_accuracy=best["acc"], val_n=len(y_val))
@@ -363,7 +450,38 @@ def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
                            noisy_test_accuracy=float(accs.mean()),
                            noisy_test_accuracy_std=float(accs.std()),
                            noisy_test_error=float(1 - accs.mean()))
-    return TrainResult(status, model, history, evals, metrics, time.perf_counter() - t0, message)
+    return TrainResult(status, model, history, evals, metrics, elapsed_before + time.perf_counter() - t0, message,
+                       checkpoint=ckpt["path"], resumed_from=state.iteration if state is not None else None)
+
+
+def _restore(state, model, opt, sched, rng, history: dict, evals: dict, best: dict, n_train: int):
+    """Put a checkpoint's state into a freshly built run; returns (order, pos, next iteration, elapsed)."""
+    try:
+        model.load_state_dict(state.model, strict=True)
+        opt.load_state_dict(state.optimizer)
+        if (sched is None) != (state.scheduler is None):
+            raise ValueError("the learning-rate schedule differs")
+        if sched is not None:
+            sched.load_state_dict(state.scheduler)
+        torch.set_rng_state(state.rng["torch"])
+        rng.bit_generator.state = state.rng["numpy"]
+        if state.rng.get("python") is not None:
+            py = state.rng["python"]
+            random.setstate((py[0], tuple(py[1]), py[2]))
+    except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as exc:
+        raise CheckpointError(f"The checkpoint {state.path or ''} does not fit this run ({exc}).") from None
+    order = np.asarray(state.order)
+    if order.shape != (n_train,) or not 0 <= state.pos <= n_train:
+        raise CheckpointError(f"The checkpoint's data order is for {order.shape[0] if order.ndim else '?'} "
+                              f"images, this run has {n_train}.")
+    if set(state.history) != set(history) or set(state.evals) != set(evals):
+        raise CheckpointError("The checkpoint's history does not fit this run (validation on/off?).")
+    history.update({k: list(v) for k, v in state.history.items()})
+    evals.update({k: list(v) for k, v in state.evals.items()})
+    b = dict(state.best)
+    best.update(acc=float(b.get("acc", -1.0)), iteration=int(b.get("iteration", 0)), since=int(b.get("since", 0)),
+                state=b.get("state"))
+    return order, int(state.pos), state.iteration + 1, float(state.elapsed_s)
 
 
 def run_metadata(cfg: TrainConfig, result: TrainResult, train_data: LoadedData, test_data: LoadedData,
@@ -426,6 +544,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--noise-var", type=float, default=d.noise_var, help="Gaussian noise variance of the final noisy test (default %(default)s)")
     p.add_argument("--noise-draws", type=int, default=d.noise_draws, help="noise draws averaged in the final noisy test (default %(default)s)")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: cores, at most 2)")
+    p.add_argument("--checkpoint-every", type=int, default=d.checkpoint_every,
+                   help="training checkpoint (to resume from) every N iterations; 0 = not by count (default %(default)s)")
+    p.add_argument("--checkpoint-every-s", type=float, default=d.checkpoint_every_s,
+                   help="... and at least every S seconds; 0 = not by time (default %(default)s)")
+    p.add_argument("--resume", default=None, metavar="DIR",
+                   help="continue an interrupted run from its checkpoint folder (<out>.ckpt); its settings, data "
+                        "folder and output path come from the checkpoint (--threads, --quiet and --out still apply)")
+    p.add_argument("--keep-checkpoints", action="store_true",
+                   help="keep the checkpoint folder after the run completed (default: removed)")
     p.add_argument("--data-dir", default=None, help="folder with <dataset>/{train,test}.npz (default: $RIMSCOPE_DATA_DIR or ./data)")
     p.add_argument("--out", default=None, help="checkpoint path stem (default runs/<dataset>_<model>_s<seed>)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -436,7 +563,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 _CLI_FIELDS = ("iterations", "batch_size", "lr", "momentum", "optimizer", "weight_decay", "schedule", "step_every",
                "step_gamma", "val_images", "patience", "grad_clip", "eval_every", "eval_samples", "class_weighting",
-               "noise_var", "noise_draws", "threads")
+               "noise_var", "noise_draws", "threads", "checkpoint_every", "checkpoint_every_s")
 
 
 def config_from_args(args) -> TrainConfig:
@@ -472,43 +599,77 @@ def main(argv=None) -> int:
 
     from .checkpoint import save_checkpoint
     from .errors import RimscopeError
+    from .resume import load_resume_source, remove_states
 
     args = build_parser().parse_args(argv)
+    state, ckpt_dir = None, None
     try:
-        cfg = config_from_args(args)
-        train_data, test_data, note = prepare_training_data(cfg, args.data_dir)
+        if args.resume:
+            ckpt_dir = Path(args.resume)
+            state = load_resume_source(ckpt_dir)
+            if state.path is not None and ckpt_dir.is_file():
+                ckpt_dir = state.path.parent
+            cfg = TrainConfig.from_dict(dict(state.train_config))
+            if args.threads is not None:
+                cfg = dataclasses.replace(cfg, threads=args.threads)
+            cfg.validate()
+            data_dir = args.data_dir or state.extra.get("data_dir")
+            out = Path(args.out or state.extra.get("out") or str(ckpt_dir).removesuffix(".ckpt"))
+        else:
+            cfg = config_from_args(args)
+            data_dir = args.data_dir
+            out = Path(args.out or f"runs/{cfg.dataset}_{cfg.model}_s{cfg.seed}")
+            ckpt_dir = Path(f"{out}.ckpt")
+        train_data, test_data, note = prepare_training_data(cfg, data_dir)
         cfg.validate(n_train=len(train_data))
         print(f"train: {train_data.source} ({len(train_data)} images); test: {test_data.source} ({len(test_data)})",
               file=sys.stderr)
         if note:
             print(note, file=sys.stderr)
-        bar = tqdm(total=cfg.iterations, disable=args.quiet, desc=f"{cfg.model} on {cfg.dataset}", unit="it")
+        if state is not None:
+            print(f"resuming from iteration {state.iteration} ({state.path})", file=sys.stderr)
+        done = state.iteration if state is not None else 0
+        bar = tqdm(total=cfg.iterations, initial=done, disable=args.quiet, desc=f"{cfg.model} on {cfg.dataset}",
+                   unit="it")
 
         def cb(ev):
             if ev["kind"] == "iter":
                 bar.update(1)
                 bar.set_postfix(loss=f"{ev['loss']:.3f}", acc=f"{ev['batch_acc']:.2f}")
-            else:
+            elif ev["kind"] == "eval":
                 bar.write(f"iteration {ev['iteration']}: test accuracy {ev['test_acc']:.4f} (subset)")
+            elif ev["kind"] == "checkpoint" and not ev["ok"]:
+                bar.write(f"warning: {ev['message']}")
 
-        result = train(cfg, train_data, test_data, callback=cb)
+        extra = {"data_dir": str(Path(data_dir).expanduser().resolve()) if data_dir else None,
+                 "out": str(out.expanduser().resolve()), "note": note}
+        result = train(cfg, train_data, test_data, callback=cb, checkpoint_dir=ckpt_dir, resume_from=state,
+                       checkpoint_extra=extra)
         bar.close()
     except RimscopeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        hint = f"; continue with: python -m core.train --resume {ckpt_dir}" if ckpt_dir and ckpt_dir.is_dir() else ""
+        print(f"interrupted{hint}", file=sys.stderr)
         return 130
-    out = Path(args.out or f"runs/{cfg.dataset}_{cfg.model}_s{cfg.seed}")
     meta = run_metadata(cfg, result, train_data, test_data, note)
     if result.status == "diverged":
+        remove_states(ckpt_dir)  # nothing to continue: it would diverge again
         print(f"DIVERGED: {result.message}; no checkpoint saved", file=sys.stderr)
         return 3
-    path = save_checkpoint(result.model, meta, out)
+    try:
+        path = save_checkpoint(result.model, meta, out)
+    except RimscopeError as exc:
+        print(f"error: {exc}; the training checkpoint in {ckpt_dir} is kept (resume with --resume)", file=sys.stderr)
+        return 2
+    if result.status == "completed" and not args.keep_checkpoints:
+        remove_states(ckpt_dir)
     m = result.metrics
     noisy = f", noisy error {m['noisy_test_error']:.4f} (var {cfg.noise_var}, {cfg.noise_draws} draws)" if "noisy_test_error" in m else ""
+    resumed = f" (resumed from iteration {result.resumed_from})" if result.resumed_from is not None else ""
     print(f"{cfg.model} on {cfg.dataset} seed {cfg.seed}: {result.status}, {m['iterations_done']} iterations "
-          f"in {result.wall_time_s:.1f} s; test accuracy {m['test_accuracy']:.4f} (error {m['test_error']:.4f}, "
+          f"in {result.wall_time_s:.1f} s{resumed}; test accuracy {m['test_accuracy']:.4f} (error {m['test_error']:.4f}, "
           f"n={m['test_n']}){noisy}; {m['parameters']:,} parameters; saved {path}")
     return 0
 
