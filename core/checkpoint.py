@@ -51,6 +51,14 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    try:  # the rename itself is durable only once the folder is synced
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:
+        pass
 
 
 def atomic_write_json(path: Path, obj) -> None:
@@ -90,11 +98,20 @@ def checkpoint_bytes(model: torch.nn.Module, metadata: dict) -> tuple[bytes, byt
 
 
 def save_checkpoint(model: torch.nn.Module, metadata: dict, path) -> Path:
-    """Save ``<stem>.safetensors`` + ``<stem>.json`` atomically; returns the weights path."""
+    """Save ``<stem>.safetensors`` + ``<stem>.json`` atomically; returns the weights path.
+
+    A write that fails (disk full, read-only folder) raises CheckpointError naming the cause;
+    a checkpoint that was there before keeps its old files (each is replaced atomically).
+    """
     stem = _stem(path)
     weights, meta = checkpoint_bytes(model, metadata)
-    atomic_write_bytes(stem.with_suffix(".safetensors"), weights)
-    atomic_write_bytes(stem.with_suffix(".json"), meta)
+    try:
+        atomic_write_bytes(stem.with_suffix(".safetensors"), weights)
+        atomic_write_bytes(stem.with_suffix(".json"), meta)
+    except OSError as exc:
+        from .resume import _why
+
+        raise CheckpointError(f"Could not write the checkpoint {stem.name} to {stem.parent}: {_why(exc)}.") from None
     return stem.with_suffix(".safetensors")
 
 

@@ -8,6 +8,7 @@ One folder per run under ``$RIMSCOPE_HOME/runs`` (default ``~/.rimscope/runs``):
     runs/<run_id>/model.safetensors  weights (completed or stopped runs, uploads)
     runs/<run_id>/model.json         checkpoint metadata (core.checkpoint format)
     runs/<run_id>/stop               present once a stop was requested
+    runs/<run_id>/ckpt/              training checkpoints (core.resume) while the run is unfinished
     runs/<run_id>/worker.log         the worker's stdout/stderr
 
 Statuses: queued, running, completed, stopped, diverged, interrupted, failed, uploaded.
@@ -21,7 +22,10 @@ id coming in is checked against ``RUN_ID_RE`` before it touches a path.
 ``pump()`` starts queued runs as detached worker processes
 (``python -m core.runs worker <run_dir>``) while fewer than ``max_concurrent`` run, and marks
 runs whose worker died (process gone, or no heartbeat for ``STALE_AFTER_S``) "interrupted",
-keeping their metrics so far. It holds an ``fcntl.flock`` on ``runs/.lock``, so two sessions
+keeping their metrics so far. ``resume(run_id)`` queues an interrupted or stopped run again;
+its worker continues from the newest intact training checkpoint in ``ckpt/`` (written every
+``checkpoint_every`` iterations / ``checkpoint_every_s`` seconds and when a run stops) and ends
+bit-identical to an uninterrupted run. It holds an ``fcntl.flock`` on ``runs/.lock``, so two sessions
 never start the same run twice.
 
 CLI::
@@ -29,6 +33,7 @@ CLI::
     python -m core.runs list            # the runs in the store
     python -m core.runs pump            # start queued runs, mark dead ones
     python -m core.runs stop <run_id>
+    python -m core.runs resume <run_id>  # an interrupted or stopped run continues from its checkpoint
     python -m core.runs worker <run_dir>   # what pump() starts; not for people
 
 Heavy modules (torch, the models) are imported lazily, so a worker writes its first
@@ -67,6 +72,7 @@ STATUSES = ("queued", "running", "completed", "stopped", "diverged", "interrupte
 ACTIVE = ("queued", "running")
 FINISHED = ("completed", "stopped", "diverged", "interrupted", "failed", "uploaded")
 WITH_WEIGHTS = ("completed", "stopped", "uploaded")  # statuses whose checkpoint may be used
+RESUMABLE = ("interrupted", "stopped")  # statuses resume() accepts
 
 RUN_ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{8}$")
 STALE_AFTER_S = 60.0  # no heartbeat for this long: the worker is taken as dead
@@ -79,7 +85,7 @@ MAX_QUEUED = 100  # queued runs at once
 MAX_TEXT = 200  # owner / label length
 
 CONFIG_FILE, STATUS_FILE, METRICS_FILE = "config.json", "status.json", "metrics.jsonl"
-STOP_FILE, LOG_FILE, CKPT_STEM = "stop", "worker.log", "model"
+STOP_FILE, LOG_FILE, CKPT_STEM, CKPT_DIR = "stop", "worker.log", "model", "ckpt"
 
 
 class RunStoreError(RimscopeError):
@@ -696,6 +702,33 @@ class RunStore:
                 (d / STOP_FILE).touch()
             return status or "failed"
 
+    def resume(self, run_id: str) -> str:
+        """Queue an interrupted or stopped run again; returns "queued".
+
+        Its worker continues from the newest intact training checkpoint (or from the start
+        when there is none yet: the same run, bit for bit). RunStoreError for other statuses.
+        """
+        from .resume import last_iteration
+
+        d = self._existing_dir(run_id)
+        with self.lock():
+            st = self.read_status(run_id)
+            status = st.get("status")
+            cfg_doc = _read_json(d / CONFIG_FILE) or {}
+            if status not in RESUMABLE or cfg_doc.get("kind", "train") != "train":
+                raise RunStoreError(f"Run {run_id} is {status}; only interrupted or stopped runs can be resumed.")
+            queued = sum(1 for r in self._run_ids() if self.read_status(r).get("status") == "queued")
+            if queued >= MAX_QUEUED:
+                raise RunStoreError(f"{queued} runs are already waiting (at most {MAX_QUEUED}); "
+                                    "wait for them or stop some.")
+            (d / STOP_FILE).unlink(missing_ok=True)
+            saved = last_iteration(d / CKPT_DIR) or 0
+            where = f"from iteration {saved}" if saved else "from the start (no checkpoint yet)"
+            self._set_status(run_id, status="queued", pid=None, host=None, heartbeat=None, finished="",
+                             iteration=saved, metrics={}, resumes=int(st.get("resumes") or 0) + 1,
+                             message=f"waiting for a free worker; resumes {where}")
+        return "queued"
+
     def delete(self, run_id: str) -> None:
         """Remove a run and its files. Refused while its worker runs (stop it first)."""
         d = self._existing_dir(run_id)
@@ -724,8 +757,13 @@ class RunStore:
             latest.update(loss=m["loss"][-1], batch_acc=m["batch_acc"][-1])
         if m["test_acc"]:
             latest.update(test_acc=m["test_acc"][-1], test_loss=m["test_loss"][-1])
+        from .resume import last_iteration
+
+        saved = last_iteration(d / CKPT_DIR)
+        where = (f"resume continues from its checkpoint at iteration {saved}" if saved
+                 else "resume starts it again (no checkpoint yet)")
         self._set_status(run_id, status="interrupted", iteration=it, latest=latest, finished=_now_iso(),
-                         message=f"{why} after {it} iterations; the metrics so far are kept")
+                         message=f"{why} after {it} iterations; the metrics so far are kept; {where}")
         for tmp in d.glob(".*.tmp"):  # half-written files of the dead worker
             tmp.unlink(missing_ok=True)
 
@@ -827,6 +865,29 @@ class RunStore:
 
 # ---------------------------------------------------------------------------------------
 # the worker
+def _truncate_metrics(path: Path, upto: int) -> None:
+    """Keep the lines of ``metrics.jsonl`` up to iteration ``upto`` (a resumed run's past), atomically."""
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        return
+    if not raw:
+        return
+    keep = []
+    for line in raw.split(b"\n")[:-1]:  # the part after the last newline is torn
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(ev, dict) and isinstance(ev.get("iteration"), int) and ev["iteration"] <= upto:
+            keep.append(line + b"\n")
+    data = b"".join(keep)
+    if data != raw:
+        _atomic_write_bytes(path, data)
+        with _metrics_lock:
+            _metrics_cache.pop(str(path), None)
+
+
 class _Terminated(Exception):
     pass
 
@@ -924,11 +985,31 @@ def run_worker(run_dir: str | Path, install_signals: bool = False) -> str:
             return "stopped"
         train_data, test_data, note = prepare_training_data(cfg, cfg_doc.get("data_dir") or None)
         cfg.validate(n_train=len(train_data))
-        writer.write(force=True, message=f"training on {train_data.source} ({len(train_data)} images)",
-                     total=cfg.iterations, data_source=train_data.source, n_train=len(train_data))
+        from .resume import latest_state, remove_states
+
+        ckpt_dir = run_dir / CKPT_DIR
+        resume_from = latest_state(ckpt_dir, on_damaged=lambda p, e: print(f"skipping a damaged checkpoint: {e}",
+                                                                              flush=True))
+        start = resume_from.iteration if resume_from is not None else 0
+        _truncate_metrics(run_dir / METRICS_FILE, start)  # what the killed worker did after its checkpoint
+        train_msg = f"training on {train_data.source} ({len(train_data)} images)"
+        latest = {}
+        if resume_from is not None:
+            train_msg += f"; resumed from iteration {start}"
+            h, e = resume_from.history, resume_from.evals
+            if h.get("loss"):
+                latest.update(loss=h["loss"][-1], batch_acc=h["batch_acc"][-1])
+            if e.get("test_acc"):
+                latest.update(test_acc=e["test_acc"][-1], test_loss=e["test_loss"][-1])
+        writer.write(force=True, message=train_msg, total=cfg.iterations, data_source=train_data.source,
+                     n_train=len(train_data), iteration=start, latest=_finite(latest))
         metrics_f = open(run_dir / METRICS_FILE, "a", encoding="utf-8")
 
         def callback(ev: dict):
+            if ev["kind"] == "checkpoint":  # not a metric: shown in the status only
+                writer.write(force=True, checkpoint={"iteration": ev["iteration"], "ok": ev["ok"]},
+                             message=train_msg if ev["ok"] else f"training goes on, but {ev['message']}")
+                return
             line = {k: _finite(v) for k, v in ev.items()}
             metrics_f.write(json.dumps(line, allow_nan=False) + "\n")
             metrics_f.flush()
@@ -944,7 +1025,8 @@ def run_worker(run_dir: str | Path, install_signals: bool = False) -> str:
             return state["term"] or stop_file.exists()
 
         state["phase"] = "training"
-        result = train(cfg, train_data, test_data, callback=callback, should_stop=should_stop)
+        result = train(cfg, train_data, test_data, callback=callback, should_stop=should_stop,
+                       checkpoint_dir=ckpt_dir, resume_from=resume_from, checkpoint_extra={"run_id": run_id})
         state["phase"] = "finishing"
         metrics_f.close()
         metrics_f = None
@@ -961,6 +1043,10 @@ def run_worker(run_dir: str | Path, install_signals: bool = False) -> str:
             save_checkpoint(result.model, meta, run_dir / CKPT_STEM)
         elif status == "stopped":
             message = "stopped before the first iteration; nothing to save"
+        if status in ("completed", "diverged"):
+            remove_states(ckpt_dir)  # nothing left to resume
+        elif status == "stopped" and result.checkpoint is not None:
+            message += "; it can be resumed"
         writer.write(final=True, status=status, message=message, iteration=done,
                      metrics=_scalars(result.metrics))
         return status
@@ -996,6 +1082,8 @@ def main(argv=None) -> int:
     sub.add_parser("pump", help="start queued runs and mark dead workers")
     s = sub.add_parser("stop", help="ask a run to stop")
     s.add_argument("run_id")
+    r = sub.add_parser("resume", help="continue an interrupted or stopped run from its last checkpoint")
+    r.add_argument("run_id")
     args = p.parse_args(argv)
     try:
         if args.cmd == "worker":
@@ -1013,6 +1101,10 @@ def main(argv=None) -> int:
             print("started:", ", ".join(store.pump()) or "none")
         elif args.cmd == "stop":
             print(store.request_stop(args.run_id))
+        elif args.cmd == "resume":
+            store.resume(args.run_id)
+            started = args.run_id in store.pump()
+            print("running" if started else "queued")
     except RimscopeError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
