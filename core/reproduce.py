@@ -82,9 +82,12 @@ def run_path(out: Path, dataset: str, model: str, seed: int) -> Path:
 
 def _train_one(job: dict) -> dict:
     """Train one grid cell in a worker process and store it. Returns a short summary."""
+    import shutil
+
     import torch
 
     from .checkpoint import atomic_write_json, save_checkpoint
+    from .resume import config_mismatch, latest_state
     from .train import TrainConfig, prepare_training_data, run_metadata, train
 
     torch.set_num_threads(job["threads"])
@@ -98,18 +101,27 @@ def _train_one(job: dict) -> dict:
     train_data, test_data, note = prepare_training_data(cfg, job.get("data_dir"))
     if cfg.val_images and cfg.val_images > len(train_data) // 10:  # small data sets: a tenth for validation
         cfg.val_images = max(1, len(train_data) // 10)
-    result = train(cfg, train_data, test_data)
+    path = Path(job["path"])
+    # a half-done cell (the grid was killed) continues from its training checkpoint beside the run
+    # JSON; one of other settings (the grid was changed since) is started afresh
+    ckpt_dir = path.with_suffix(".ckpt")
+    state = latest_state(ckpt_dir, on_damaged=lambda p, e: print(f"{p}: damaged, skipped ({e})", flush=True))
+    if state is not None and config_mismatch(state, cfg.to_dict()):
+        state = None
+    result = train(cfg, train_data, test_data, checkpoint_dir=ckpt_dir, resume_from=state,
+                   checkpoint_extra={"grid_job": {k: v for k, v in job.items() if k != "overrides"}})
     meta = run_metadata(cfg, result, train_data, test_data, note)
     if job["model"] != model:
         meta["variant"] = job["model"]
     meta["protocol"] = protocol
-    path = Path(job["path"])
     if result.status == "completed":
         save_checkpoint(result.model, meta, path.with_suffix(""))
     else:  # diverged: keep the record (it counts as a result) but no usable weights
         atomic_write_json(path, meta)
+    shutil.rmtree(ckpt_dir, ignore_errors=True)  # the cell is finished
     return {"dataset": cfg.dataset, "model": job["model"], "seed": cfg.seed, "status": result.status,
-            "test_error": result.metrics.get("test_error"), "wall_s": result.wall_time_s}
+            "test_error": result.metrics.get("test_error"), "wall_s": result.wall_time_s,
+            "resumed_from": result.resumed_from}
 
 
 def run_grid(out: Path, datasets, models, seeds, iterations: int = 1000, workers: int = 2,
@@ -132,7 +144,9 @@ def run_grid(out: Path, datasets, models, seeds, iterations: int = 1000, workers
                                  noise_draws=noise_draws, eval_every=eval_every, data_dir=data_dir,
                                  overrides=(overrides or {}).get(model, {}),
                                  threads=max(1, (os.cpu_count() or 1) // max(1, workers))))
-    log(f"{len(jobs)} runs to train ({workers} workers); finished runs are skipped")
+    half = sum(1 for j in jobs if any(Path(j["path"]).with_suffix(".ckpt").glob("state-*.json")))
+    log(f"{len(jobs)} runs to train ({workers} workers); finished runs are skipped"
+        + (f"; {half} half-done continue from their checkpoints" if half else ""))
     done = []
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max_workers=workers) as pool:
@@ -142,8 +156,9 @@ def run_grid(out: Path, datasets, models, seeds, iterations: int = 1000, workers
             try:
                 r = fut.result()
                 err = r["test_error"]
+                resumed = f", resumed from iteration {r['resumed_from']}" if r.get("resumed_from") else ""
                 log(f"[{i}/{len(jobs)}] {j['dataset']} {j['model']} s{j['seed']}: {r['status']}, "
-                    f"test error {err if err is None else f'{err:.4f}'}, {r['wall_s']:.0f} s "
+                    f"test error {err if err is None else f'{err:.4f}'}, {r['wall_s']:.0f} s{resumed} "
                     f"(elapsed {time.perf_counter() - t0:.0f} s)")
                 done.append(r)
             except Exception as exc:  # one failed cell must not lose the others
@@ -632,6 +647,16 @@ def main(argv=None) -> int:
                    help="training protocol of every cell (core.train.PROTOCOLS); paper = --iterations, SGD 0.1")
     r.add_argument("--set", action="append", default=[], metavar="MODEL.KEY=VALUE",
                    help="model config override for one model, e.g. --set parallel_lstm.hidden_size=81 (repeatable)")
+    r.add_argument("--engine", default="local", choices=["local", "ray"],
+                   help="local: a process pool on this machine (default); ray: every cell a Ray task "
+                        "(pip install -r requirements-scale.txt)")
+    r.add_argument("--address", default=None,
+                   help="--engine ray: join this Ray cluster (auto, or HEAD:6379); default: start a local Ray")
+    r.add_argument("--threads", type=int, default=None,
+                   help="--engine ray: torch threads and Ray CPUs per cell (default: cores // --workers, "
+                        "as the local pool)")
+    r.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                   help="device of every cell; --engine ray requests one GPU per cell for cuda")
     t = sub.add_parser("tables", help="rebuild the tables from stored runs")
     t.add_argument("--out", default="results/paper")
     e = sub.add_parser("export-pretrained", help="copy one seed's runs into pretrained/ with a manifest")
@@ -647,10 +672,26 @@ def main(argv=None) -> int:
             overrides = parse_model_overrides(args.set)
         except ConfigError as exc:
             p.error(str(exc))
+        if args.engine != "ray" and (args.address or args.threads):
+            p.error("--address and --threads apply to --engine ray only")
+        if args.threads is not None and args.threads < 1:
+            p.error("--threads must be at least 1")
         t0 = time.perf_counter()
-        run_grid(Path(args.out), args.datasets, args.models, args.seeds, args.iterations, args.workers,
-                 args.noise_draws, args.eval_every, args.data_dir, log=lambda s: print(s, flush=True),
-                 overrides=overrides, protocol=args.protocol)
+        if args.engine == "ray":
+            from .engine import RayUnavailable, import_ray, run_grid_ray
+
+            try:
+                import_ray()
+            except RayUnavailable as exc:
+                p.error(str(exc))
+            run_grid_ray(Path(args.out), args.datasets, args.models, args.seeds, args.iterations, args.workers,
+                         args.noise_draws, args.eval_every, args.data_dir, log=lambda s: print(s, flush=True),
+                         overrides=overrides, protocol=args.protocol, address=args.address,
+                         threads=args.threads, device=args.device)
+        else:
+            run_grid(Path(args.out), args.datasets, args.models, args.seeds, args.iterations, args.workers,
+                     args.noise_draws, args.eval_every, args.data_dir, log=lambda s: print(s, flush=True),
+                     overrides=overrides, protocol=args.protocol)
         print(f"grid wall time {time.perf_counter() - t0:.0f} s", flush=True)
         write_tables(Path(args.out))
         print((Path(args.out) / "tables.md").read_text())
