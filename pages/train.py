@@ -16,7 +16,7 @@ from core.data import DATASETS
 from core.errors import ConfigError, DataUnavailableError, RimscopeError
 from core.models import config_fields, list_models
 from core.plots import method_color, method_title
-from core.runs import RunInfo, RunStore, parse_seeds, training_data_plan, validate_config
+from core.runs import RESUMABLE, RunInfo, RunStore, parse_seeds, training_data_plan, validate_config
 from core.train import OPTIMIZERS, PROTOCOLS, SCHEDULES, TrainConfig
 from pages.common import dataset_picker, session_owner, show_error
 
@@ -107,6 +107,18 @@ def run_card(store: RunStore, r: RunInfo, editable: bool) -> None:
                         st.toast(f"Stop requested for {r.run_id}")
                     except RimscopeError as exc:
                         show_error(exc)
+            if editable and r.status in RESUMABLE:
+                if st.button("Resume", key=f"resume_{r.run_id}", type="primary",
+                             help="Continue from the last checkpoint; the run ends exactly as it would have "
+                                  "without the interruption"):
+                    try:
+                        store.resume(r.run_id)
+                        store.pump()
+                        st.toast(f"Resuming {r.run_id}")
+                    except RimscopeError as exc:
+                        show_error(exc)
+                    else:
+                        st.rerun()  # the whole page: it polls again while the run trains
             if r.status in ("completed", "uploaded"):
                 models_link()
             if editable and not r.active:
