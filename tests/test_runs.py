@@ -169,12 +169,14 @@ def test_queue_bound_stop_sigterm_and_delete(store):
 
 
 def test_diverged_run_has_no_checkpoint(store):
-    # a small RIM with the largest allowed learning rate and no clipping blows up within 30 steps
-    rid = store.submit(tiny("rim", lr=10.0, grad_clip=None))
+    # a small RIM with the largest allowed learning rate, heavy momentum and no clipping blows up
+    # within 30 steps (with forget bias 1, plain SGD at lr 10 no longer does)
+    rid = store.submit(tiny("rim", lr=10.0, momentum=0.9, grad_clip=None, checkpoint_every=5))
     assert run_worker(store.run_dir(rid)) == "diverged"  # in this process: no torch import wait
     info = store.get(rid)
     assert info.status == "diverged" and "loss became nan" in info.message
     assert not (store.run_dir(rid) / "model.safetensors").exists()
+    assert not (store.run_dir(rid) / "ckpt").exists()  # nothing to resume: the training checkpoints are gone
     assert store.checkpoint_stem(rid) is None
     assert catalog.run_entries(store=store) == []
     m = store.read_metrics(rid)
