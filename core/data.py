@@ -247,6 +247,18 @@ def _from_sample(info: DatasetInfo) -> LoadedData | None:
                       idx, is_sample=True)
 
 
+def how_to_get(name: str) -> list[str]:
+    """The ways to make a data set available, one short line each (for pages and messages)."""
+    info = get_info(name)
+    ways = [f"a data folder with `{info.name}/train.npz` and `test.npz` (x uint8, y int64, classes): start the "
+            f"app with `RIMSCOPE_DATA_DIR=/path/to/folder make app`"]
+    if info.name in _TV:
+        ways.append(f"an internet connection: torchvision downloads {info.title} into `{torchvision_root()}`")
+    if info.name == "animals10":
+        ways.append("the Kaggle Animals-10 `raw-img` folder: `RIMSCOPE_ANIMALS10_DIR=/path/to/raw-img make app`")
+    return ways
+
+
 def _missing_message(info: DatasetInfo, split: str, download_error: Exception | None = None) -> str:
     lines = [f"No {info.title} {split} data found."]
     if download_error is not None:

@@ -236,6 +236,26 @@ MAX_UPLOAD_MB = 20  # per file; server.maxUploadSize is 20 as well
 PICKLE_SUFFIXES = (".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".bin", ".tar", ".joblib", ".npy", ".npz", ".zip")
 
 
+def image_name(data: LoadedData, i: int) -> str:
+    """How to call image ``i`` of a loaded set: a bundled sample's images are not test images."""
+    if data.is_sample:
+        split = "training" if "train images" in data.source else "test"
+        orig = data.indices[int(i)] if data.indices is not None and int(data.indices[int(i)]) >= 0 else None
+        return f"sample image #{int(i)}" + (f" ({split} image #{int(orig)} of the original set)" if orig is not None else "")
+    return f"test image #{int(i)}"
+
+
+def missing_data_note(dataset: str, exc: Exception, what: str) -> None:
+    """One short note for a data set that is not on this machine: what is off, how to get it,
+    and the technical detail folded away."""
+    from core.data import how_to_get
+
+    st.warning(f"No {DATASETS[dataset].title} test data on this machine, so {what}.")
+    st.markdown("To get it, use one of: \n" + "\n".join(f"- {w}" for w in how_to_get(dataset)))
+    with st.expander("Details"):
+        st.code(str(exc), language=None)
+
+
 def pretrained_dir() -> Path:
     return Path(os.environ.get("RIMSCOPE_PRETRAINED_DIR") or ROOT / "pretrained")
 

@@ -138,7 +138,7 @@ def _pick_test_image(dataset: str, model, entry, data):
         st.session_state["mech_idx"] = int(wrong[int(k) - 1])
     i = st.number_input(f"Test image number (0-{n - 1})", 0, n - 1, key="mech_idx", disabled=how == "Misclassified")
     st.caption(f"From {data.source}.")
-    return np.asarray(data.images[int(i)]), int(data.labels[int(i)]), None, f"test image #{int(i)}"
+    return np.asarray(data.images[int(i)]), int(data.labels[int(i)]), None, common.image_name(data, int(i))
 
 
 def _drawn_image(dataset: str):
@@ -274,7 +274,8 @@ def one_input_view(dataset: str, entry, model, compared: dict) -> None:
             try:
                 data = common.test_data(dataset)
             except DataUnavailableError as exc:
-                st.warning(f"{exc} Uploading an image works without the data set.")
+                common.missing_data_note(dataset, exc, "there are no test images to pick (uploading or drawing "
+                                                       "an image still works)")
                 data = None
             if data is not None:
                 picked = _pick_test_image(dataset, model, entry, data)
@@ -364,7 +365,7 @@ def dataset_view(dataset: str, entry, model, all_entries=()) -> None:
     try:
         data = common.test_data(dataset)
     except DataUnavailableError as exc:
-        st.warning(str(exc))
+        common.missing_data_note(dataset, exc, "the statistics over the test set are off")
         return
     spec = get_spec(entry.model)
     c1, c2 = st.columns([2, 3])

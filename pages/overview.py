@@ -164,11 +164,14 @@ if not man["models"]:
     st.info("No pretrained models are installed yet. They are produced by "
             "`python -m core.reproduce run --seeds 0` followed by `python -m core.reproduce export-pretrained "
             "--seed 0` (writes `pretrained/manifest.json`).")
-elif man.get("protocol"):
-    st.caption(f"Pretrained models: seed 0 of the reproduction grid, {man['protocol']}.")
+elif man.get("protocols") or man.get("protocol"):
+    protos = man.get("protocols") or {"paper": man["protocol"]}
+    st.caption("Pretrained models: seed 0 of the reproduction grids; " + "; ".join(
+        f"{name}: {text}" for name, text in protos.items()) + ".")
 st.caption("Data sources, in the order they are tried: an npz folder (`RIMSCOPE_DATA_DIR` or `./data`), an "
            "image folder (Animals-10), torchvision's cache or download (MNIST, Fashion-MNIST, CIFAR-10), and a "
-           "bundled sample of about 1,000 test images (MNIST, Fashion-MNIST) so the per-image pages work offline.")
+           "bundled sample of 1,000 images each so the per-image pages work offline (MNIST: training images that every "
+           "shipped MNIST model left out of its training; Fashion-MNIST: test images).")
 
 # Animals-10: say honestly what it is here.
 animals = next((e for e in entries if e.dataset == "animals10" and e.source == "pretrained"), None)

@@ -134,8 +134,7 @@ def _memo(name: str, key: tuple, build):
 
 def _pick_image(dataset: str, data, key: str):
     """A test image (by number or at random) or an uploaded one: ``(image, label, caption)``."""
-    options = ["Test image", "Upload"] if data is not None else ["Upload"]
-    src = st.radio("Image", options, horizontal=True, key=f"{key}_src")
+    src = st.radio("Image", ["Test image", "Upload"], horizontal=True, key=f"{key}_src") if data is not None else "Upload"
     if src == "Upload":
         up = st.file_uploader("Image (PNG, JPEG, GIF, BMP or WebP)", key=f"{key}_upload",
                               type=["png", "jpg", "jpeg", "gif", "bmp", "webp"])
@@ -161,7 +160,7 @@ def _pick_image(dataset: str, data, key: str):
     i = c1.number_input(f"Test image number (0-{n - 1})", 0, n - 1, key=f"{key}_idx")
     c2.button("Random image", key=f"{key}_rand",
               on_click=lambda: st.session_state.update({f"{key}_idx": int(rng.integers(n))}))
-    return np.asarray(data.images[int(i)]), int(data.labels[int(i)]), f"test image #{int(i)}"
+    return np.asarray(data.images[int(i)]), int(data.labels[int(i)]), common.image_name(data, int(i))
 
 
 def _prediction_table(rows_clean: list, rows_other: list, classes: list, what: str, base: str = "clean"):
@@ -383,11 +382,7 @@ def stretch_view(dataset: str, data, scorer: Scorer | None, models: dict) -> Non
 
 
 def _data_message(dataset: str) -> str:
-    try:
-        common.test_data(dataset)
-    except DataUnavailableError as exc:
-        return str(exc)
-    return "the test set could not be loaded."
+    return "see the note above on how to get it."
 
 
 # --------------------------------------------------------------------------- page
@@ -419,7 +414,7 @@ st.caption("Models: " + ", ".join(f"{e.display}" for e, _ in models.values()) + 
 try:
     data = common.test_data(dataset)
 except DataUnavailableError as exc:
-    st.warning(f"{exc} Uploading an image still works for the single-image views.")
+    common.missing_data_note(dataset, exc, "the error curves are off (uploading an image still works)")
     data = None
 scorer = Scorer(dataset, data, models) if data is not None else None
 

@@ -171,7 +171,10 @@ def test_colour_data_set_without_data_says_how_to_get_it(page_env):
     assert not at.exception
     assert at.radio(key="mech_source").options == ["Test image", "Upload"]
     warning = " ".join(w.value for w in at.warning)
-    assert "No CIFAR-10 test data found" in warning and "RIMSCOPE_DATA_DIR" in warning
+    assert "No CIFAR-10 test data on this machine" in warning
+    how = " ".join(m.value for m in at.markdown)
+    assert "RIMSCOPE_DATA_DIR=/path/to/folder make app" in how and "torchvision downloads" in how
+    assert len([w for w in at.warning if "CIFAR-10" in w.value]) == 1  # said once, not repeated
     # uploading still works without the data set
     at.radio(key="mech_source").set_value("Upload").run()
     rgb = io.BytesIO()

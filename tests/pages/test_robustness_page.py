@@ -64,7 +64,7 @@ def test_page_loads_with_the_paper_noise_level(page_env):
     assert all(m[k].endswith("%") for k in METHODS)
     assert "Changed over 100 test images" in m and "Changed on this image" in m
     assert {"rb_probs", "rb_curve", "rb_mask", "rb_flips"} <= chart_keys(at)
-    assert "noisy: Gaussian variance 0.01 (seed 0)" in captions(at) and "clean: test image #0" in captions(at)
+    assert "noisy: Gaussian variance 0.01 (seed 0)" in captions(at) and "clean: sample image #0 (training image #0 of the original set)" in captions(at)
     assert any("100 test images (fixed subset, seed 0) from bundled sample" in c.value for c in at.caption)
     assert len(at.dataframe) == 1 and list(at.dataframe[0].value["model"]) == list(METHODS)
 
@@ -146,9 +146,11 @@ def test_colour_data_set_without_data(page_env):
     at = run_page()
     at.selectbox(key="rb_dataset").set_value("cifar10").run()
     assert not at.exception
-    assert any("No CIFAR-10 test data found" in w.value for w in at.warning)
-    assert any("Test errors need the test set" in i.value for i in at.info)
-    assert at.radio(key="rb_img_src").options == ["Upload"]
+    warnings = [w.value for w in at.warning if "CIFAR-10" in w.value]
+    assert len(warnings) == 1 and "No CIFAR-10 test data on this machine" in warnings[0]  # once, short
+    assert any("RIMSCOPE_DATA_DIR=/path/to/folder make app" in m.value for m in at.markdown)
+    assert any("Test errors need the test set; see the note above" in i.value for i in at.info)
+    assert not [r for r in at.radio if r.key == "rb_img_src"]  # no radio with a single choice
     rgb = io.BytesIO()
     Image.fromarray(np.random.default_rng(1).integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(rgb, format="PNG")
     at.file_uploader(key="rb_img_upload").upload("x.png", rgb.getvalue(), "image/png").run()
