@@ -96,6 +96,7 @@ def _train_one(job: dict) -> dict:
     settings = dict(noise_draws=job["noise_draws"], threads=job["threads"])
     if protocol == "paper":  # the grid's own iteration count and evaluation interval
         settings.update(iterations=job["iterations"], eval_every=job["eval_every"])
+    settings.update({k: job[k] for k in ("checkpoint_every", "checkpoint_every_s") if k in job})
     cfg = TrainConfig.from_protocol(protocol, dataset=job["dataset"], model=model, seed=job["seed"],
                                     model_overrides={**variant_kw, **dict(job.get("overrides") or {})}, **settings)
     train_data, test_data, note = prepare_training_data(cfg, job.get("data_dir"))
