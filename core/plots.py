@@ -494,16 +494,26 @@ def reproduction_tables(summary: dict) -> dict[str, pd.DataFrame]:
             "fluctuation": pd.DataFrame(tf), "init_study": pd.DataFrame(ti), "ablations": pd.DataFrame(ta)}
 
 
+RUN_COLUMNS = {  # summary field -> column title (errors become percent)
+    "dataset": "data set", "model": "model or variant", "seed": "seed", "status": "status",
+    "test_error": "test error (%)", "noisy_test_error": "noisy test error (%)", "noise_draws": "noise draws",
+    "iterations": "iterations", "train_time_s": "training time (s)", "parameters": "parameters",
+    "loss_fluct": "loss fluctuation", "loss_fluct_rel": "loss fluctuation (relative)",
+}
+
+
 def runs_frame(summary: dict) -> pd.DataFrame:
-    """The per-run rows of a summary (data set, model, seed, status, errors in %)."""
+    """The per-run rows of a summary with readable column titles; errors in percent."""
     rows = (summary or {}).get("runs") or []
     df = pd.DataFrame(rows)
     if df.empty:
         return df
     for col in ("test_error", "noisy_test_error"):
         if col in df:
-            df[col + "_pct"] = pd.to_numeric(df[col], errors="coerce") * 100
-    return df
+            df[col] = pd.to_numeric(df[col], errors="coerce") * 100
+    if "dataset" in df:
+        df["dataset"] = [_ds_title(d) for d in df["dataset"]]
+    return df[[c for c in RUN_COLUMNS if c in df]].rename(columns=RUN_COLUMNS)
 
 
 

@@ -202,6 +202,8 @@ with tab_runs:
     if df_runs.empty:
         st.info("No runs recorded. " + reproduce_hint(out_dir))
     else:
-        st.dataframe(df_runs, hide_index=True, width="stretch")
+        st.dataframe(df_runs, hide_index=True, width="stretch", column_config={
+            c: st.column_config.NumberColumn(format="%.2f") for c in ("test error (%)", "noisy test error (%)")}
+            | {"parameters": st.column_config.NumberColumn(format="localized")})
         st.download_button("⬇ Runs as CSV", df_runs.to_csv(index=False).encode(), file_name=f"{sched}_runs.csv",
                            mime="text/csv", key="cmp_csv_runs")

@@ -140,7 +140,7 @@ else:
     st.dataframe(
         table.drop(columns=["key"]), hide_index=True, width="stretch", height=min(36 * (len(table) + 1) + 3, 760),
         column_config={
-            "parameters": st.column_config.NumberColumn("parameters", format="%d"),
+            "parameters": st.column_config.NumberColumn("parameters", format="localized"),
             "clean error (%)": st.column_config.NumberColumn("clean error (%)", format="%.2f"),
             "noisy error (%)": st.column_config.NumberColumn("noisy error (%)", format="%.2f"),
         })

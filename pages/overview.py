@@ -95,7 +95,9 @@ for name in list_models():
     row["initialisation"] = spec.init
     rows.append(row)
 st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
-             column_config={"what it is": st.column_config.TextColumn("what it is", width="large"),
+             column_config={**{c: st.column_config.NumberColumn(format="localized")
+                               for c in (rows[0] if rows else {}) if c.startswith("parameters")},
+                            "what it is": st.column_config.TextColumn("what it is", width="large"),
                             "initialisation": st.column_config.TextColumn("initialisation", width="large")})
 st.caption("Every LSTM-style forget gate (RIM's LSTMs, the parallel LSTMs, RMC's memory gate) starts from the same "
            "`forget_bias` (1.0); LSTM weights are drawn as `nn.LSTM` draws them. Other differences and their reasons: "

@@ -252,7 +252,7 @@ def test_reproduction_tables_from_write_tables(tmp_path):
     write_tables(tmp_path)
     summary = json.loads((tmp_path / "summary.json").read_text())
     t = reproduction_tables(summary)
-    assert set(t) == {"table2", "table3", "table4", "fluctuation"}
+    assert set(t) == {"table2", "table3", "table4", "fluctuation", "init_study", "ablations"}
     tf = t["fluctuation"]
     assert tf.loc[0, "verdict"].startswith("✅") and tf.loc[0, "seeds"] == 3  # loss sd 0.3 vs 0.1
     assert float(tf.loc[0, "RIM"].split(" ± ")[0]) == pytest.approx(0.1, rel=0.2)
@@ -266,7 +266,10 @@ def test_reproduction_tables_from_write_tables(tmp_path):
     assert t3.loc[0, "RIM lowest (means)"] == "yes"
     assert "verdict: RIM's error grows less" in t4.columns and t4.loc[0, "growth gap, paper"] == "0.35"
     runs = runs_frame(summary)
-    assert len(runs) == 15 and "test_error_pct" in runs
+    assert len(runs) == 15 and "test error (%)" in runs and "test_error" not in runs
+    raw = [r["test_error"] for r in summary["runs"]]
+    assert list(runs["test error (%)"]) == pytest.approx([100 * e for e in raw])  # percent, not fractions
+    assert set(runs["data set"]) == {"MNIST"}
 
 
 def test_reproduction_tables_empty_summary():
