@@ -4,6 +4,9 @@ After each kill: every JSON file in the store parses, list_runs works, an earlie
 run is unchanged and loads, and after pump() the killed run is "interrupted" with its
 metrics up to the worker's last write. Delays are seeded (random.Random(2024)): some kills
 land while the worker starts (imports, claim, data), most while it trains and writes.
+
+Then the training itself: ``python -m core.train`` killed with SIGKILL 10 times at seeded
+points and resumed with ``--resume`` after each ends with the weights of an uninterrupted run.
 """
 
 from __future__ import annotations
@@ -13,11 +16,13 @@ import json
 import os
 import random
 import signal
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from core import catalog
 from core.checkpoint import load_checkpoint
@@ -150,3 +155,84 @@ def test_kill_9_at_random_points(store):
     print(f"{len(killed)} kills, store intact {intact}/{len(killed)}")
     assert len(killed) == KILLS and intact == KILLS
     assert not any(r.status == "running" for r in store.list_runs())
+
+
+# ---------------------------------------------------------------------------------------
+# kill -9 and resume: the training itself survives
+RESUME_KILLS = 10
+RESUME_ITERATIONS = 90
+
+
+def _train_cmd(data_dir: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "core.train", "--dataset", "mnist", "--model", "rim", "--no-holdout-sample",
+            "--iterations", str(RESUME_ITERATIONS), "--batch-size", "20", "--eval-every", "7", "--eval-samples", "50",
+            "--noise-draws", "2", "--threads", "1", "--quiet", "--optimizer", "adam", "--lr", "0.01",
+            "--schedule", "cosine", "--val-images", "40", "--checkpoint-every", "3", "--checkpoint-every-s", "0",
+            "--data-dir", str(data_dir), "--set", "hidden_size=8", "--set", "num_units=3", "--set", "k_active=2",
+            *extra]
+
+
+@pytest.mark.slow
+def test_kill_9_ten_times_and_resume_gives_identical_weights(tmp_path):
+    """A real ``python -m core.train`` (the method, Adam, cosine schedule, validation) killed with
+    SIGKILL at 10 seeded points, each time resumed with ``--resume``: its final weights, history
+    and evaluations equal those of an uninterrupted run."""
+    import subprocess
+
+    from safetensors.torch import load_file
+
+    import core.resume as R
+
+    root = Path(__file__).resolve().parent.parent
+    write_tiny_mnist(tmp_path / "data")
+    env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    ref_out, out = tmp_path / "ref", tmp_path / "run"
+    ckpt = Path(f"{out}.ckpt")
+    ref = subprocess.Popen(_train_cmd(tmp_path / "data", "--out", str(ref_out)), cwd=root, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    rng = random.Random(2025)
+    # kill once the newest checkpoint has reached a seeded iteration, a seeded moment later: in an
+    # iteration, an evaluation, a checkpoint write, or (when the target is already passed) while
+    # the resumed process is still starting
+    targets = sorted(rng.sample(range(3, RESUME_ITERATIONS - 30), RESUME_KILLS))
+    delays = [rng.uniform(0.0, 0.15) for _ in targets]
+    kills, resumes, log = 0, 0, []
+    cmd = _train_cmd(tmp_path / "data", "--out", str(out))
+    t0 = time.monotonic()
+    for target, delay in zip(targets, delays):
+        before = R.last_iteration(ckpt) or 0
+        proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        resumes += "--resume" in cmd
+        deadline = time.monotonic() + 120
+        while (R.last_iteration(ckpt) or 0) < target and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        time.sleep(delay)
+        assert proc.poll() is None, f"the run ended before kill {kills + 1}: {proc.communicate()[0][-2000:]!r}"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        kills += 1
+        mid_write = bool(list(ckpt.glob(".*.tmp")))
+        damaged = []
+        state = R.latest_state(ckpt, on_damaged=lambda p, e, seen=damaged: seen.append(f"{p.name}: {e}"))
+        assert state is not None and not damaged, damaged
+        log.append(f"kill {kills}: target {target}, +{delay:.2f} s, checkpoint {before} -> {state.iteration}"
+                   + (", during a checkpoint write" if mid_write else ""))
+        cmd = [sys.executable, "-m", "core.train", "--resume", str(ckpt), "--quiet"]
+    last = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    resumes += 1
+    assert last.returncode == 0, last.stderr[-3000:]
+    assert f"resuming from iteration {state.iteration}" in last.stderr
+    ref_log = ref.communicate(timeout=300)[0]
+    assert ref.returncode == 0, ref_log[-3000:]
+    a, b = load_file(f"{ref_out}.safetensors"), load_file(f"{out}.safetensors")
+    identical = a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    ma, mb = json.loads(Path(f"{ref_out}.json").read_text()), json.loads(Path(f"{out}.json").read_text())
+    print("\n".join(log))
+    print(f"{kills} kills, {resumes} resumes, final weights {'identical' if identical else 'DIFFERENT'} "
+          f"({time.monotonic() - t0:.1f} s)")
+    assert kills == RESUME_KILLS and resumes == RESUME_KILLS and identical
+    assert ma["history"] == mb["history"] and ma["evals"] == mb["evals"]
+    assert ma["history"]["iteration"] == list(range(1, RESUME_ITERATIONS + 1))
+    for k in ("test_accuracy", "noisy_test_accuracy", "best_iteration", "val_accuracy"):
+        assert ma["metrics"][k] == mb["metrics"][k], k
+    assert not ckpt.exists()  # completed: nothing left to resume
