@@ -161,6 +161,29 @@ def test_seeded_runs_are_deterministic(data):
     assert a.history["loss"] != c.history["loss"]
 
 
+def test_final_noisy_accuracy_averages_every_draw(data):
+    """The final noisy test is the mean over all ``noise_draws`` draws (seeds 1000, 1001, ...):
+    checked against a mean computed here, draw by draw, on draws that give different accuracies,
+    so averaging only the first draw (in core.evaluate.noisy_accuracy or in train) fails."""
+    from core.data import add_noise
+    from core.evaluate import noisy_accuracy, predict_logits
+
+    tr, _ = data
+    te = synth(300, 9)
+    r = train(cfg(iterations=8, noise_draws=4, noise_var=0.2), tr, te)
+    manual = []
+    for d in range(4):
+        pred = predict_logits(r.model, add_noise(te.images, "gaussian", 0.2, seed=1000 + d)).argmax(1).numpy()
+        manual.append(float((pred == te.labels).mean()))
+    # the draws differ: the mean of all four is not the mean of any shorter prefix (first draw only, ...)
+    assert all(abs(np.mean(manual) - np.mean(manual[:k])) > 1 / 300 for k in (1, 2, 3)), manual
+    assert r.metrics["noise_draws"] == 4
+    assert r.metrics["noisy_test_accuracy"] == pytest.approx(np.mean(manual), abs=1e-12)
+    assert r.metrics["noisy_test_accuracy_std"] == pytest.approx(np.std(manual), abs=1e-12)
+    assert r.metrics["noisy_test_error"] == pytest.approx(1 - np.mean(manual), abs=1e-12)
+    assert noisy_accuracy(r.model, te.images, te.labels, "gaussian", 0.2, draws=4, seed=1000).tolist() == manual
+
+
 def test_threads_setting_is_applied(data):
     """Each run sets the thread count it asks for, whatever the process had before (a no-op
     set_threads fails here: the count is moved away from the target first, both ways)."""
