@@ -7,34 +7,43 @@ import os
 import numpy as np
 import streamlit as st
 
-from core import analysis, plots
+from core import analysis, curves, plots
 from core.data import DATASETS, add_noise, stretch_rows
 from core.errors import DataUnavailableError, InputImageError
 from pages import common
 
 # test images every method is scored on (fixed subset, seed 0); smaller on a slow machine
-SUBSET = max(10, int(os.environ.get("RIMSCOPE_ROBUSTNESS_SUBSET", "500") or 500))
-SEED = 0  # one noise draw, shared by all methods
+SUBSET = max(10, int(os.environ.get("RIMSCOPE_ROBUSTNESS_SUBSET", str(curves.SUBSET)) or curves.SUBSET))
+SEED = curves.SEED  # one noise draw, shared by all methods
 PAPER_VAR = 0.01
-GRID = tuple(round(0.01 * i, 2) for i in range(21))  # slider positions = curve points: 0 .. 0.20
+GRID = curves.GRID  # slider positions = curve points: 0 .. 0.20
 NOISES = {
     "gaussian": ("Gaussian", "variance", "mean 0, variance σ² added to every pixel (the paper's test)"),
     "salt_pepper": ("Salt & pepper", "fraction of pixels", "that fraction of pixels set to 0 or 1"),
     "speckle": ("Speckle", "variance", "multiplicative: x + x·n, n ~ N(0, σ²)"),
     "poisson": ("Poisson", None, "shot noise from the pixel values; no strength parameter"),
 }
-FACTORS = (0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0)
+FACTORS = curves.FACTORS
 CHART = {"displayModeBar": False}
 
 
 # --------------------------------------------------------------------------- cached compute
 
 
-def _clean_key(kind: str, strength: float) -> tuple[str, float]:
-    """Strength 0 is the clean test set whatever the kind: one cache entry for all kinds."""
-    if kind != "poisson" and strength <= 0:
-        return "gaussian", 0.0
-    return kind, (1.0 if kind == "poisson" else round(float(strength), 4))
+_clean_key = curves.clean_key
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _shipped(path: str, mtime: float) -> curves.ShippedCurves:
+    """The curves computed for the shipped models at build time (pretrained/curves.json)."""
+    from pathlib import Path
+
+    return curves.ShippedCurves.load(Path(path))
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def _weights_hash(path: str, mtime: float) -> str:
+    return curves.file_hash(path)
 
 
 # cache_resource: results are read-only, and handing out the same object (no copy) keeps a
@@ -81,6 +90,24 @@ class Scorer:
         self.key = f"{dataset}|{data.source}|{len(data)}|{SUBSET}"
         self.images, self.labels = _subset(self.key, data)
         self.models = models  # method -> (entry, model)
+        self.subset_hash = curves.subset_hash(self.images, self.labels)
+        pre = common.pretrained_dir()
+        self.shipped = _shipped(str(pre), common.mtime(pre / curves.FILE))
+
+    def _from_shipped(self, method: str, what: str, value: float) -> analysis.EvalPoint | None:
+        entry, _ = self.models[method]
+        if entry.source != "pretrained" or not self.shipped.points:
+            return None
+        path = entry.stem.with_suffix(".safetensors")
+        return self.shipped.get(_weights_hash(str(path), common.entry_mtime(entry)), self.subset_hash, what, value)
+
+    def curve_noise(self, method: str, kind: str, strength: float) -> analysis.EvalPoint:
+        """A curve point: from the shipped curves when they hold it, else computed (cached)."""
+        k = _clean_key(kind, strength)
+        return self._from_shipped(method, *k) or self.noise(method, kind, strength)
+
+    def curve_stretch(self, method: str, factor: float) -> analysis.EvalPoint:
+        return self._from_shipped(method, "stretch", float(factor)) or self.stretch(method, factor)
 
     def signature(self, what: str) -> tuple:
         """Identifies a curve: the data subset, what varies, and every model with its file's time."""
@@ -261,14 +288,14 @@ def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
         st.subheader("Error against noise strength")
 
         def build():
-            scorer.fill([(scorer.noise, (m, kind, s)) for s in GRID for m in models],
+            scorer.fill([(scorer.curve_noise, (m, kind, s)) for s in GRID for m in models],
                         f"Scoring {len(models)} models at {len(GRID)} noise levels")
-            curves = []
+            lines = []
             for m, (e, _) in models.items():
-                c = analysis.curve_from_points(GRID, [scorer.noise(m, kind, s) for s in GRID])
-                curves.append({"label": e.display, "method": m, "x": c.x, "y": c.error, "low": c.low,
-                               "high": c.high})
-            return plots.error_curve_figure(curves, x_title=f"{title} noise {param}",
+                c = analysis.curve_from_points(GRID, [scorer.curve_noise(m, kind, s) for s in GRID])
+                lines.append({"label": e.display, "method": m, "x": c.x, "y": c.error, "low": c.low,
+                              "high": c.high})
+            return plots.error_curve_figure(lines, x_title=f"{title} noise {param}",
                                             reference=PAPER_VAR if kind == "gaussian" else None,
                                             reference_label="paper (0.01)")
 
@@ -368,13 +395,13 @@ def stretch_view(dataset: str, data, scorer: Scorer | None, models: dict) -> Non
     st.subheader("Error against stretch factor")
 
     def build():
-        scorer.fill([(scorer.stretch, (m, f)) for f in FACTORS for m in models],
+        scorer.fill([(scorer.curve_stretch, (m, f)) for f in FACTORS for m in models],
                     f"Scoring {len(models)} models at {len(FACTORS)} stretch factors")
-        curves = []
+        lines = []
         for m, (e, _) in models.items():
-            c = analysis.curve_from_points(FACTORS, [scorer.stretch(m, f) for f in FACTORS])
-            curves.append({"label": e.display, "method": m, "x": c.x, "y": c.error, "low": c.low, "high": c.high})
-        return plots.error_curve_figure(curves, x_title="vertical stretch factor (1 = training length)",
+            c = analysis.curve_from_points(FACTORS, [scorer.curve_stretch(m, f) for f in FACTORS])
+            lines.append({"label": e.display, "method": m, "x": c.x, "y": c.error, "low": c.low, "high": c.high})
+        return plots.error_curve_figure(lines, x_title="vertical stretch factor (1 = training length)",
                                         reference=1.0, reference_label="training length")
 
     fig = _memo("_rb_stretch_curve", scorer.signature("stretch"), build)
