@@ -540,3 +540,18 @@ def test_grid_cell_continues_from_its_checkpoint(tmp_path, monkeypatch):
     wa, wb = load_file(cell.with_name("rim_s0.safetensors")), \
         load_file(Path(job(tmp_path / "ref")["path"]).with_suffix(".safetensors"))
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+# --------------------------------------------------------------------------- the benchmark
+
+def test_checkpoint_benchmark_runs_and_counts_protocol_checkpoints(capsys):
+    from bench.bench_checkpoint import checkpoints_in_protocol_run, main
+
+    assert checkpoints_in_protocol_run(20.0, 0.02) == 4  # 200, 400, 600, 800
+    # slow (400 ms/it): also 60 s after the last one: 150, 200, 350, 400, 550, 600, 750, 800, 950
+    assert checkpoints_in_protocol_run(400.0, 0.02) == 9
+    assert checkpoints_in_protocol_run(20.0, 0.02, every=0, every_s=0) == 0
+    assert main(["--models", "parallel_lstm", "--iterations", "4", "--every", "2", "--train-images", "300",
+                 "--no-adam"]) == 0
+    out = capsys.readouterr().out
+    assert "parallel_lstm" in out and "share of a 1,000-it run" in out
