@@ -159,3 +159,28 @@ def test_converged_protocol_and_ablation_settings_reach_the_queued_runs(home):
     # back to the paper protocol: its settings return
     at.radio(key="train_protocol").set_value("paper").run()
     assert at.selectbox(key="train_optimizer").value == "sgd" and at.number_input(key="train_lr").value == 0.1
+
+
+def test_resume_button_on_interrupted_and_stopped_runs(home):
+    from core.train import TrainConfig
+
+    owner = "d" * 16
+    store = RunStore()
+    cfg = TrainConfig(dataset="mnist", model="parallel_lstm", iterations=20, holdout_sample=False)
+    interrupted, stopped, done, theirs = (store.submit(cfg, owner=o) for o in (owner, owner, owner, "e" * 16))
+    store._set_status(interrupted, status="interrupted", iteration=7,
+                      message="the worker process ended unexpectedly after 7 iterations")
+    store._set_status(stopped, status="stopped", iteration=5, message="stopped by the user after 5 iterations")
+    store._set_status(done, status="completed", iteration=20)
+    store._set_status(theirs, status="interrupted", iteration=3)
+    at = run_page(owner)
+    assert not at.exception
+    resume_keys = sorted(b.key for b in at.button if (b.key or "").startswith("resume_"))
+    # only this session's interrupted and stopped runs: not the completed one, not another session's
+    assert resume_keys == sorted(f"resume_{r}" for r in (interrupted, stopped))
+    at.button(key=f"resume_{interrupted}").click().run()
+    assert not at.exception
+    info = RunStore().get(interrupted)
+    assert info.status == "queued" and "resumes from the start" in info.message  # no checkpoint yet
+    assert [b.key for b in at.button if (b.key or "").startswith("resume_")] == [f"resume_{stopped}"]
+    assert RunStore().get(theirs).status == "interrupted"
