@@ -7,8 +7,8 @@ store folder) holds the newest training states, two files each::
                                  the data order, the best-validation weights, the history so far
     state-00000200.json          everything else: iteration, position in the data order,
                                  numpy and Python RNG states, scheduler state, the optimiser's
-                                 scalars and structure, the training config, and the size and
-                                 SHA-256 of the .safetensors file
+                                 scalars and structure, the training config, the size and
+                                 SHA-256 of the .safetensors file, and its own SHA-256
 
 Nothing is ever pickled. Both files are written atomically (temporary file in the same folder,
 fsync, ``os.replace``, fsync of the folder), the ``.json`` last: it is the commit record, so a
@@ -274,6 +274,7 @@ def write_state(folder, state: TrainState, keep: int = KEEP) -> Path:
     doc["weights"] = {"file": weights_path.name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     doc.update(code_version=__version__, created=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     try:
+        doc["doc_sha256"] = _doc_digest(doc)
         meta = json.dumps(doc, allow_nan=False).encode()
     except (TypeError, ValueError) as exc:
         raise CheckpointError(f"The training state could not be written as JSON ({exc}).") from None
@@ -319,6 +320,12 @@ def prune(folder, keep: int = KEEP, upto: int | None = None) -> None:
                 p.unlink()
 
 
+def _doc_digest(doc: dict) -> str:
+    """SHA-256 of a state document without its own digest (canonical JSON: sorted keys)."""
+    body = {k: v for k, v in doc.items() if k != "doc_sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, allow_nan=False).encode()).hexdigest()
+
+
 # ---------------------------------------------------------------------------------------
 # reading
 def read_state(json_path) -> TrainState:
@@ -343,6 +350,12 @@ def read_state(json_path) -> TrainState:
         raise CheckpointError(f"{json_path.name} is not valid JSON ({type(exc).__name__}).") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise CheckpointError(f"{json_path.name} is not a {FORMAT} document.")
+    try:
+        intact = doc.get("doc_sha256") == _doc_digest(doc)
+    except (TypeError, ValueError):
+        intact = False
+    if not intact:
+        raise CheckpointError(f"{json_path.name} does not match its recorded checksum (damaged).")
     it = doc.get("iteration")
     if not isinstance(it, int) or isinstance(it, bool) or it != int(m.group(1)):
         raise CheckpointError(f"{json_path.name} records iteration {it!r}, its name says {int(m.group(1))}.")
@@ -369,6 +382,8 @@ def read_state(json_path) -> TrainState:
                   "extra")}
     except CheckpointError as exc:
         raise CheckpointError(f"{json_path.name}: {exc}") from None
+    except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:
+        raise CheckpointError(f"{json_path.name} is malformed ({type(exc).__name__}: {exc}).") from None
     pos, elapsed = doc.get("pos"), doc.get("elapsed_s")
     ok = (isinstance(parts["model"], dict) and isinstance(parts["optimizer"], dict)
           and isinstance(parts["rng"], dict) and isinstance(parts["best"], dict)

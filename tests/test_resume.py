@@ -276,7 +276,14 @@ DAMAGES = {
     "json missing (write never finished)": lambda d: (d / "state-00000008.json").unlink(),
     "tensors missing": lambda d: (d / "state-00000008.safetensors").unlink(),
     "pickle in place of tensors": lambda d: (d / "state-00000008.safetensors").write_bytes(b"\x80\x04K\x01."),
+    "valid json, one number changed": lambda d: _edit_json(d / "state-00000008.json", pos=41),
 }
+
+
+def _edit_json(path: Path, **changes) -> None:
+    doc = json.loads(path.read_text())
+    doc.update(changes)
+    path.write_text(json.dumps(doc))
 
 
 def _flip(path: Path) -> None:
