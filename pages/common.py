@@ -62,8 +62,15 @@ def entries(dataset: str | None = None) -> list[catalog.ModelEntry]:
     return catalog.list_entries(dataset)
 
 
+def keep_valid(key: str, options) -> None:
+    """Drop a widget value (e.g. from a shared URL) that is not one of its options."""
+    if key in st.session_state and st.session_state[key] not in list(options):
+        del st.session_state[key]
+
+
 def dataset_picker(key: str = "dataset", label: str = "Data set") -> str:
     names = list(DATASETS)
+    keep_valid(key, names)
     return st.selectbox(label, names, key=key, format_func=lambda n: DATASETS[n].title)
 
 
@@ -234,6 +241,54 @@ SCHEDULES = {"paper": "equal initialisation: paper grid, ablations, init study",
              "unequal_init/param_matched": "old run, unequal initialisation (parameter-matched baselines)"}
 MAX_UPLOAD_MB = 20  # per file; server.maxUploadSize is 20 as well
 PICKLE_SUFFIXES = (".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".bin", ".tar", ".joblib", ".npy", ".npz", ".zip")
+
+
+def _url_type(spec: dict, key: str):
+    if key in spec:
+        return spec[key]
+    return next((t for k, t in spec.items() if k.endswith("*") and key.startswith(k[:-1])), None)
+
+
+def restore_from_url(spec: dict) -> None:
+    """Widget values from the URL for a fresh session (a reload, a shared link).
+
+    ``spec``: widget key -> type (``str``, ``int``, ``float``); a key ending in ``*`` matches
+    every key with that prefix (e.g. ``mech_model_*``). Only keys the session does not have
+    yet are taken, so the URL never overrides what the user does in this session; values that
+    do not parse are ignored (the widget keeps its default). Runs once per session and page."""
+    flag = "_url_restored_" + "|".join(sorted(spec))
+    if st.session_state.get(flag):
+        return  # once per session and page: later the session's own choices rule
+    st.session_state[flag] = True
+    for key in st.query_params:
+        typ = _url_type(spec, key)
+        if typ is None or key in st.session_state:
+            continue
+        try:
+            st.session_state[key] = typ(st.query_params[key])
+        except (TypeError, ValueError):
+            pass
+
+
+def sync_url(spec: dict) -> None:
+    """Write the current values of the ``spec`` widgets into the URL (a link to this view)."""
+    want = {}
+    for key, value in st.session_state.items():
+        if isinstance(key, str) and _url_type(spec, key) is not None and isinstance(value, (str, int, float)) \
+                and not isinstance(value, bool):
+            want[key] = str(value)
+    for key, value in want.items():
+        if st.query_params.get(key) != value:
+            st.query_params[key] = value
+
+
+def clamp_state(key: str, lo: int, hi: int) -> None:
+    """Keep a number widget's value (e.g. from a shared URL) inside its range."""
+    if key in st.session_state:
+        try:
+            st.session_state[key] = int(min(max(int(st.session_state[key]), lo), hi))
+        except (TypeError, ValueError):
+            del st.session_state[key]
 
 
 def image_name(data: LoadedData, i: int) -> str:

@@ -18,6 +18,7 @@ from core.plots import (
     reproduction_tables,
     runs_frame,
 )
+from pages import common
 from pages.common import SCHEDULES, figure_downloads, load_curves, load_summary, reproduce_hint, schedules_available
 
 SMALL_MULTIPLE_METRICS = {"loss": "training loss", "batch_acc": "training-batch accuracy",
@@ -78,6 +79,9 @@ def _spread_table(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+URL_STATE = {"cmp_schedule": str, "cmp_curves_ds": str, "cmp_tab": str, "cmp_err_metric": str, "cmp_sm_metric": str}
+common.restore_from_url(URL_STATE)
+
 st.title("Compare the methods")
 
 available = schedules_available()
@@ -88,6 +92,7 @@ if not available:
 
 names = list(available)
 if len(names) > 1:
+    common.keep_valid("cmp_schedule", names)
     sched = st.selectbox("Experiment", names, key="cmp_schedule",
                      format_func=lambda n: f"{SCHEDULES.get(n, n)} · results/{n}")
 else:
@@ -108,8 +113,9 @@ else:
                f"{', '.join(f'{i:,}' for i in its) or '?'} iterations · SGD lr 0.1, batch 100. "
                "Errors are in percent of the test split.")
 
-tab_curves, tab_err, tab_tables, tab_runs = st.tabs(
-    ["Training curves", "Final errors over seeds", "Paper's claims vs ours", "Runs"])
+TABS = ["Training curves", "Final errors over seeds", "Paper's claims vs ours", "Runs"]
+common.keep_valid("cmp_tab", TABS)
+tab_curves, tab_err, tab_tables, tab_runs = st.tabs(TABS, key="cmp_tab", on_change="rerun")
 
 # ---- curves ----------------------------------------------------------------------------------
 with tab_curves:
@@ -118,6 +124,7 @@ with tab_curves:
     else:
         ds_list = _ordered(curves)
         c1, c2, c3 = st.columns([1, 2, 1])
+        common.keep_valid("cmp_curves_ds", ds_list)
         ds = c1.selectbox("Data set", ds_list, key="cmp_curves_ds", format_func=_ds_title)
         smoothing = c2.slider("Loss smoothing (exponential moving average weight)", 0.0, 0.99, 0.6, 0.01,
                               key="cmp_smoothing", help="0 = raw per-iteration loss; 0.9 averages roughly the last "
@@ -145,6 +152,7 @@ with tab_curves:
                    "every few iterations on a fixed subset of the test split (the final errors use the whole split).")
 
         st.subheader("One panel per method")
+        common.keep_valid("cmp_sm_metric", list(SMALL_MULTIPLE_METRICS))
         metric = st.radio("Quantity", list(SMALL_MULTIPLE_METRICS), horizontal=True, key="cmp_sm_metric",
                           format_func=SMALL_MULTIPLE_METRICS.get)
         fig_sm = curves_small_multiples(per_ds.get(metric, []), metric,
@@ -161,6 +169,7 @@ with tab_err:
     if not rows:
         st.info("No finished runs in the summary. " + reproduce_hint(out_dir))
     else:
+        common.keep_valid("cmp_err_metric", list(ERROR_METRICS))
         metric = st.radio("Test", list(ERROR_METRICS), horizontal=True, key="cmp_err_metric",
                           format_func=lambda k: "clean test images" if k == "test_error" else "Gaussian noise, variance 0.01")
         fig_err = error_bar_figure(rows, metric)
@@ -207,3 +216,4 @@ with tab_runs:
             | {"parameters": st.column_config.NumberColumn(format="localized")})
         st.download_button("⬇ Runs as CSV", df_runs.to_csv(index=False).encode(), file_name=f"{sched}_runs.csv",
                            mime="text/csv", key="cmp_csv_runs")
+common.sync_url(URL_STATE)

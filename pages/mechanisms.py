@@ -107,6 +107,7 @@ def _pick_test_image(dataset: str, model, entry, data):
     n = len(data)
     st.session_state.setdefault("mech_idx", 0)
     st.session_state["mech_idx"] = int(min(max(0, st.session_state["mech_idx"]), n - 1))
+    common.keep_valid("mech_how", ["Random", "By class", "Misclassified"])
     how = st.radio("Which test image", ["Random", "By class", "Misclassified"], horizontal=True, key="mech_how",
                    help="Misclassified: images of a fixed test subset that the chosen model gets wrong, "
                         "the most confident mistakes first.")
@@ -263,6 +264,7 @@ def one_input_view(dataset: str, entry, model, compared: dict) -> None:
     info = DATASETS[dataset]
     grey = info.channels == 1
     sources = ["Test image", "Draw", "Upload"] if grey else ["Test image", "Upload"]
+    common.keep_valid("mech_source", sources)
     source = st.radio("Input", sources, horizontal=True, key="mech_source",
                       help=None if grey else "Drawing is offered for the grey data sets (MNIST, Fashion-MNIST).")
 
@@ -369,7 +371,9 @@ def dataset_view(dataset: str, entry, model, all_entries=()) -> None:
         return
     spec = get_spec(entry.model)
     c1, c2 = st.columns([2, 3])
-    n = c1.select_slider("Test images", STATS_SIZES, value=min(1000, STATS_SIZES[-1]), key="mech_stats_n")
+    common.keep_valid("mech_stats_n", STATS_SIZES)
+    st.session_state.setdefault("mech_stats_n", min(1000, STATS_SIZES[-1]))
+    n = c1.select_slider("Test images", STATS_SIZES, key="mech_stats_n")
     relative = c2.toggle("Relative to each unit's average (shows preferences)", key="mech_stats_rel", value=True)
     with st.spinner(f"Running {entry.display} on {min(n, len(data))} test images…"):
         stats = _stats(model, entry.key, common.entry_mtime(entry), _data_key(dataset, data), data.images,
@@ -419,6 +423,10 @@ def dataset_view(dataset: str, entry, model, all_entries=()) -> None:
 
 # --------------------------------------------------------------------------- page
 
+URL_STATE = {"mech_dataset": str, "mech_model_*": str, "mech_source": str, "mech_how": str, "mech_idx": int,
+             "mech_t": int, "mech_tab": str, "mech_stats_n": int, "pretrained_protocol": str}
+common.restore_from_url(URL_STATE)
+
 st.title("Mechanisms")
 st.caption("Which of the 6 LSTMs the input attention activates at each image row, what the active ones read "
            "from each other, and whether they specialise by class or row.")
@@ -443,6 +451,7 @@ if loaded is None:
     st.stop()
 model, _meta = loaded
 
+common.keep_valid("mech_tab", ["One input", "Across the test set"])
 tab_one, tab_data = st.tabs(["One input", "Across the test set"], key="mech_tab", on_change="rerun")
 if tab_one.open:
     with tab_one:
@@ -450,3 +459,4 @@ if tab_one.open:
 if tab_data.open:
     with tab_data:
         dataset_view(dataset, entry, model, all_entries)
+common.sync_url(URL_STATE)

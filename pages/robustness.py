@@ -161,6 +161,7 @@ def _memo(name: str, key: tuple, build):
 
 def _pick_image(dataset: str, data, key: str):
     """A test image (by number or at random) or an uploaded one: ``(image, label, caption)``."""
+    common.keep_valid(f"{key}_src", ["Test image", "Upload"])
     src = st.radio("Image", ["Test image", "Upload"], horizontal=True, key=f"{key}_src") if data is not None else "Upload"
     if src == "Upload":
         up = st.file_uploader("Image (PNG, JPEG, GIF, BMP or WebP)", key=f"{key}_upload",
@@ -182,6 +183,7 @@ def _pick_image(dataset: str, data, key: str):
         return prepared.array, None, "your image"
     n = len(data)
     st.session_state.setdefault(f"{key}_idx", 0)
+    common.clamp_state(f"{key}_idx", 0, n - 1)
     rng = np.random.default_rng()
     c1, c2 = st.columns([3, 2], vertical_alignment="bottom")
     i = c1.number_input(f"Test image number (0-{n - 1})", 0, n - 1, key=f"{key}_idx")
@@ -221,6 +223,7 @@ def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
     info = DATASETS[dataset]
     classes = list(info.classes)
     c_kind, c_level, c_btn = st.columns([1, 3, 1], vertical_alignment="bottom")
+    common.keep_valid("rb_kind", list(NOISES))
     kind = c_kind.selectbox("Noise", list(NOISES), key="rb_kind", format_func=lambda k: NOISES[k][0])
     title, param, desc = NOISES[kind]
     if param is None:
@@ -228,6 +231,7 @@ def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
         c_level.caption(f"{title}: {desc}.")
     else:
         skey = f"rb_strength_{kind}"
+        common.keep_valid(skey, GRID)
         st.session_state.setdefault(skey, PAPER_VAR)
         strength = c_level.select_slider(f"{title} noise: {param}", GRID, key=skey,
                                          format_func=lambda v: f"{v:.2f}" + (" (paper)" if v == PAPER_VAR else ""),
@@ -357,7 +361,9 @@ def stretch_view(dataset: str, data, scorer: Scorer | None, models: dict) -> Non
     H = info.image_shape[0]
     st.caption(f"Beyond the paper: the models were trained on {H} rows; stretching the image vertically changes "
                "the number of timesteps (T) without changing the row width.")
-    factor = st.select_slider("Vertical stretch factor", FACTORS, value=1.0, key="rb_factor",
+    common.keep_valid("rb_factor", FACTORS)
+    st.session_state.setdefault("rb_factor", 1.0)
+    factor = st.select_slider("Vertical stretch factor", FACTORS, key="rb_factor",
                               format_func=lambda f: f"{f:g}× ({max(1, round(H * f))} rows)")
     left, right = st.columns([1, 2])
     with left:
@@ -414,6 +420,10 @@ def _data_message(dataset: str) -> str:
 
 # --------------------------------------------------------------------------- page
 
+URL_STATE = {"rb_dataset": str, "rb_kind": str, "rb_strength_*": float, "rb_tab": str, "rb_img_src": str,
+             "rb_img_idx": int, "rb_factor": float, "pretrained_protocol": str}
+common.restore_from_url(URL_STATE)
+
 st.title("Robustness")
 st.caption("The paper's noise test, live: Gaussian noise on the test images only (training unchanged), and, beyond "
            "the paper, images stretched to other numbers of rows. Every method is scored on the same test images "
@@ -445,6 +455,7 @@ except DataUnavailableError as exc:
     data = None
 scorer = Scorer(dataset, data, models) if data is not None else None
 
+common.keep_valid("rb_tab", ["Noise", "Stretch (other sequence lengths)"])
 tab_noise, tab_stretch = st.tabs(["Noise", "Stretch (other sequence lengths)"], key="rb_tab", on_change="rerun")
 if tab_noise.open:
     with tab_noise:
@@ -452,3 +463,4 @@ if tab_noise.open:
 if tab_stretch.open:
     with tab_stretch:
         stretch_view(dataset, data, scorer, models)
+common.sync_url(URL_STATE)

@@ -244,3 +244,25 @@ def test_mask_statistics_side_by_side_for_both_protocols(page_env, fixture_dirs,
     assert ((table.to_numpy() >= 0) & (table.to_numpy() <= 1)).all()
     assert abs(table.to_numpy().sum(axis=1) - 4).max() < 1e-6  # 4 of 6 active in every row
     assert any("spread" in c.value for c in at.caption)
+
+
+def test_view_state_lives_in_the_url_and_a_link_restores_it(page_env):
+    """Every setting of the view goes into the URL; a fresh session opened on that URL shows the
+    same view; values that do not fit (out of range, unknown) fall back instead of failing."""
+    at = run_page()
+    at.number_input(key="mech_idx").set_value(17).run()
+    at.slider(key="mech_t").set_value(9).run()
+    qp = dict(at.query_params)
+    assert qp["mech_idx"] in ("17", ["17"]) and qp["mech_t"] in ("9", ["9"]) and "mech_dataset" in qp
+    other = AppTest.from_file(PAGE, default_timeout=120)
+    for k, v in qp.items():
+        other.query_params[k] = v[0] if isinstance(v, list) else v
+    other.run()
+    assert not other.exception
+    assert other.number_input(key="mech_idx").value == 17 and other.slider(key="mech_t").value == 9
+    assert step_text(other) == step_text(at)
+    bad = AppTest.from_file(PAGE, default_timeout=120)
+    bad.query_params.update({"mech_idx": "99999", "mech_dataset": "nope", "mech_t": "x", "mech_tab": "??"})
+    bad.run()
+    assert not bad.exception
+    assert bad.selectbox(key="mech_dataset").value == "mnist" and bad.number_input(key="mech_idx").value == 999
