@@ -56,13 +56,13 @@ def run_batched(model: torch.nn.Module, images, *, with_activity: bool = False,
     probs, acts = [], []
     try:
         for i in range(0, len(x_all), batch_size):
-            x = to_sequence(x_all[i : i + batch_size])
+            x = to_sequence(x_all[i : i + batch_size]).to(next(model.parameters()).device)
             if with_activity:
                 logits, trace = model(x, return_trace=True)
-                acts.append(trace["activity"].float().numpy())
+                acts.append(trace["activity"].float().cpu().numpy())
             else:
                 logits = model(x)
-            probs.append(torch.softmax(logits, -1).numpy())
+            probs.append(torch.softmax(logits, -1).cpu().numpy())
     finally:
         model.train(was_training)
     return np.concatenate(probs), (np.concatenate(acts) if with_activity else None)

@@ -23,8 +23,9 @@ def predict_logits(model: torch.nn.Module, images, batch_size: int = 1000) -> to
     model.eval()
     out = []
     x_all = np.asarray(images)
+    device = next(model.parameters()).device
     for i in range(0, len(x_all), batch_size):
-        out.append(model(to_sequence(x_all[i : i + batch_size])))
+        out.append(model(to_sequence(x_all[i : i + batch_size]).to(device)).cpu())
     model.train(was_training)
     if not out:
         raise ValueError("no images to evaluate")

@@ -93,7 +93,7 @@ def _train_one(job: dict) -> dict:
     torch.set_num_threads(job["threads"])
     model, variant_kw = resolve(job["model"])
     protocol = job.get("protocol") or "paper"
-    settings = dict(noise_draws=job["noise_draws"], threads=job["threads"])
+    settings = dict(noise_draws=job["noise_draws"], threads=job["threads"], device=job.get("device") or "auto")
     if protocol == "paper":  # the grid's own iteration count and evaluation interval
         settings.update(iterations=job["iterations"], eval_every=job["eval_every"])
     settings.update({k: job[k] for k in ("checkpoint_every", "checkpoint_every_s") if k in job})
@@ -127,7 +127,7 @@ def _train_one(job: dict) -> dict:
 
 def run_grid(out: Path, datasets, models, seeds, iterations: int = 1000, workers: int = 2,
              noise_draws: int = 10, eval_every: int = 50, data_dir=None, log=print,
-             overrides: dict | None = None, protocol: str = "paper") -> list[dict]:
+             overrides: dict | None = None, protocol: str = "paper", device: str = "auto") -> list[dict]:
     """Train every missing cell of the grid in up to ``workers`` processes (1 thread each).
 
     ``overrides``: per-model config changes, e.g. ``{"parallel_lstm": {"hidden_size": 81}}``
@@ -142,6 +142,7 @@ def run_grid(out: Path, datasets, models, seeds, iterations: int = 1000, workers
                 if p.is_file():
                     continue
                 jobs.append(dict(dataset=ds, model=model, seed=seed, iterations=iterations, path=str(p), protocol=protocol,
+                                 device=device,
                                  noise_draws=noise_draws, eval_every=eval_every, data_dir=data_dir,
                                  overrides=(overrides or {}).get(model, {}),
                                  threads=max(1, (os.cpu_count() or 1) // max(1, workers))))
@@ -692,7 +693,7 @@ def main(argv=None) -> int:
         else:
             run_grid(Path(args.out), args.datasets, args.models, args.seeds, args.iterations, args.workers,
                      args.noise_draws, args.eval_every, args.data_dir, log=lambda s: print(s, flush=True),
-                     overrides=overrides, protocol=args.protocol)
+                     overrides=overrides, protocol=args.protocol, device=args.device)
         print(f"grid wall time {time.perf_counter() - t0:.0f} s", flush=True)
         write_tables(Path(args.out))
         print((Path(args.out) / "tables.md").read_text())

@@ -359,6 +359,9 @@ def validate_config(config: TrainConfig, n_train: int | None = None) -> TrainCon
     if not isinstance(config, _TC):
         raise ConfigError("A training run needs a TrainConfig.")
     config.validate(n_train=n_train)
+    from .train import resolve_device
+
+    resolve_device(config.device)  # cuda without a GPU: said before the run is queued
     info = get_info(config.dataset)
     try:
         make_config(config.model, input_dim=info.input_dim, num_classes=len(info.classes),

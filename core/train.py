@@ -40,6 +40,16 @@ from .models import build_model, count_parameters, list_models, make_config
 
 MAX_ITERATIONS = 1_000_000
 OPTIMIZERS = ("sgd", "adam")
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def resolve_device(name: str) -> torch.device:
+    """The torch device for a config's ``device``; nothing here ever needs a GPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("Device cuda was asked for, but torch sees no GPU on this machine; use cpu or auto.")
+    return torch.device(name)
 SCHEDULES = ("none", "cosine", "step")
 
 # Named protocols: the paper's, and one that trains to convergence. "converged" was chosen by
@@ -82,6 +92,7 @@ class TrainConfig:
     checkpoint_every: int = 200  # training checkpoint (to resume from) every this many iterations; 0 = not by count
     checkpoint_every_s: float = 60.0  # ... and at least every this many seconds; 0 = not by time
     model_overrides: dict = field(default_factory=dict)
+    device: str = "auto"  # "auto" (CUDA when torch sees a GPU, else CPU), "cpu" or "cuda"
 
     def validate(self, n_train: int | None = None) -> TrainConfig:
         """Raise ConfigError naming the first out-of-range setting."""
@@ -145,6 +156,8 @@ class TrainConfig:
             bad("Noise variance must be in [0, 1].")
         if not whole(self.noise_draws) or self.noise_draws < 0:
             bad("Noise draws must be >= 0.")
+        if self.device not in DEVICES:
+            bad(f"Device must be one of {', '.join(DEVICES)}, got {self.device!r}.")
         if self.threads is not None and (not whole(self.threads) or self.threads < 1):
             bad("Threads must be at least 1.")
         if not whole(self.checkpoint_every) or self.checkpoint_every < 0:
@@ -230,6 +243,17 @@ def prepare_training_data(cfg: TrainConfig, data_dir=None) -> tuple[LoadedData, 
     return train, test, note
 
 
+def _to_cpu(obj):
+    """A (nested) state dict with every tensor on the CPU (checkpoints are device-independent)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu()
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_cpu(v) for v in obj)
+    return obj
+
+
 def make_optimizer(cfg: TrainConfig, params):
     """torch.optim optimiser and (optional) per-iteration learning-rate scheduler for a config."""
     params = list(params)
@@ -309,7 +333,10 @@ def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
         model = build_model(cfg.model, input_dim=info.input_dim, num_classes=C, **cfg.model_overrides)
     except (KeyError, ValueError, TypeError, ZeroDivisionError) as exc:  # e.g. k_active > num_units
         raise ConfigError(f"The model settings are not valid: {exc}") from None
-    model.train()
+    device = resolve_device(cfg.device)
+    model.to(device).train()  # weights are drawn on the CPU (same numbers on every device), then moved
+    if weights is not None:
+        weights = weights.to(device)
     opt, sched = make_optimizer(cfg, model.parameters())
     rng = np.random.default_rng(cfg.seed)
 
@@ -338,7 +365,8 @@ def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
         """Write the state after ``it`` iterations; a failed write is reported, not fatal."""
         t = time.perf_counter()
         st = R.TrainState(
-            iteration=it, model=model.state_dict(), optimizer=opt.state_dict(),
+            iteration=it, model={k: v.detach().cpu() for k, v in model.state_dict().items()},
+            optimizer=_to_cpu(opt.state_dict()),
             scheduler=sched.state_dict() if sched is not None else None,
             rng={"torch": torch.get_rng_state(), "numpy": rng.bit_generator.state, "python": random.getstate()},
             order=order, pos=pos, best=best, history=history, evals=evals,
@@ -387,8 +415,8 @@ def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
             order, pos = rng.permutation(len(y_train)), 0
         idx = order[pos : pos + cfg.batch_size]
         pos += cfg.batch_size
-        xb = to_sequence(x_train[idx])
-        yb = torch.from_numpy(y_train[idx])
+        xb = to_sequence(x_train[idx]).to(device, non_blocking=True)
+        yb = torch.from_numpy(y_train[idx]).to(device, non_blocking=True)
 
         logits = model(xb)
         loss = F.cross_entropy(logits, yb, weight=weights)
@@ -450,6 +478,8 @@ def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
                            noisy_test_accuracy=float(accs.mean()),
                            noisy_test_accuracy_std=float(accs.std()),
                            noisy_test_error=float(1 - accs.mean()))
+    metrics["device"] = str(device)
+    model.cpu()  # checkpoints and every later use are device-independent
     return TrainResult(status, model, history, evals, metrics, elapsed_before + time.perf_counter() - t0, message,
                        checkpoint=ckpt["path"], resumed_from=state.iteration if state is not None else None)
 
@@ -544,6 +574,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--noise-var", type=float, default=d.noise_var, help="Gaussian noise variance of the final noisy test (default %(default)s)")
     p.add_argument("--noise-draws", type=int, default=d.noise_draws, help="noise draws averaged in the final noisy test (default %(default)s)")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: cores, at most 2)")
+    p.add_argument("--device", choices=DEVICES, default=d.device,
+                   help="auto = CUDA when torch sees a GPU, else CPU (default %(default)s)")
     p.add_argument("--checkpoint-every", type=int, default=d.checkpoint_every,
                    help="training checkpoint (to resume from) every N iterations; 0 = not by count (default %(default)s)")
     p.add_argument("--checkpoint-every-s", type=float, default=d.checkpoint_every_s,
@@ -561,7 +593,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-_CLI_FIELDS = ("iterations", "batch_size", "lr", "momentum", "optimizer", "weight_decay", "schedule", "step_every",
+_CLI_FIELDS = ("device", "iterations", "batch_size", "lr", "momentum", "optimizer", "weight_decay", "schedule", "step_every",
                "step_gamma", "val_images", "patience", "grad_clip", "eval_every", "eval_samples", "class_weighting",
                "noise_var", "noise_draws", "threads", "checkpoint_every", "checkpoint_every_s")
 

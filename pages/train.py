@@ -239,6 +239,9 @@ with st.expander("More settings"):
                                  key="train_step_every", disabled=schedule != "step")
     step_gamma = o3.number_input("Step decay: factor", step=0.05, format="%.3f",
                                  key="train_step_gamma", disabled=schedule != "step")
+    d1, _ = st.columns([1, 2])
+    device = d1.selectbox("Device", ["auto", "cpu", "cuda"], key="train_device",
+                          help="auto = CUDA when torch sees a GPU on the server, else CPU. Nothing needs a GPU.")
     label = st.text_input("Label (optional)", "", max_chars=100, key="train_label")
     data_dir = st.text_input("Data folder (optional)", "", key="train_data_dir",
                              help="A folder with <data set>/train.npz and test.npz; default: $RIMSCOPE_DATA_DIR "
@@ -301,7 +304,7 @@ elif models and seeds:
                               grad_clip=float(grad_clip) if clip_on else None,
                               eval_every=int(eval_every), eval_samples=int(eval_samples),
                               class_weighting=class_weighting, holdout_sample=bool(holdout),
-                              noise_var=float(noise_var), noise_draws=int(noise_draws),
+                              noise_var=float(noise_var), noise_draws=int(noise_draws), device=device,
                               model_overrides=model_overrides(m))
             try:
                 validate_config(cfg, n_train=plan.n_train if plan else None)

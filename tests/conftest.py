@@ -25,3 +25,30 @@ def _isolated_data_env(tmp_path_factory, monkeypatch):
     except ImportError:
         pass
     yield data_dir
+
+
+def _has_gpu() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+def pytest_report_header(config):
+    return "cuda tests: run (torch sees a GPU)" if _has_gpu() else \
+        "cuda tests: DESELECTED (torch sees no GPU on this machine; they run on a GPU machine)"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``cuda`` need a GPU: without one they are deselected, visibly (header and
+    the deselected count), not skipped one by one."""
+    if _has_gpu():
+        return
+    keep, drop = [], []
+    for item in items:
+        (drop if item.get_closest_marker("cuda") else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep

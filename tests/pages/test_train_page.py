@@ -184,3 +184,18 @@ def test_resume_button_on_interrupted_and_stopped_runs(home):
     assert info.status == "queued" and "resumes from the start" in info.message  # no checkpoint yet
     assert [b.key for b in at.button if (b.key or "").startswith("resume_")] == [f"resume_{stopped}"]
     assert RunStore().get(theirs).status == "interrupted"
+
+
+def test_device_choice_reaches_the_run_and_cuda_without_gpu_is_refused(home):
+    import torch
+
+    at = run_page("d" * 16)
+    at.checkbox(key="train_holdout").uncheck().run()
+    assert at.selectbox(key="train_device").value == "auto"
+    at.selectbox(key="train_device").set_value("cuda").run()
+    if not torch.cuda.is_available():
+        assert any("torch sees no GPU" in e for e in errors(at)) and at.button(key="train_start").disabled
+    at.selectbox(key="train_device").set_value("cpu").run()
+    at.number_input(key="train_iterations").set_value(10).run()
+    at.button(key="train_start").click().run()
+    assert {r.config["device"] for r in RunStore().list_runs()} == {"cpu"}
