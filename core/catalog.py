@@ -99,3 +99,35 @@ def load_entry(entry: ModelEntry):
     if not Path(entry.stem).with_suffix(".safetensors").is_file():
         raise CheckpointError(f"The checkpoint for {entry.display} is missing on disk.")
     return load_checkpoint(entry.stem, expected_dataset=entry.dataset)
+
+
+def seconds_per_iteration(model: str, dataset: str, pretrained_dir: Path | None = None, store=None) -> tuple[float, str] | None:
+    """Measured training speed of ``model`` on ``dataset``: (seconds per iteration, where from).
+
+    The user's own finished runs come first (this machine, now); else the shipped models'
+    recorded training times (the project's 2-core CPU). None when nothing was measured."""
+    rates = []
+    for e in run_entries(dataset, store):
+        t, n = e.metrics.get("train_time_s"), e.metrics.get("iterations_done")
+        if e.model == model and t and n:
+            rates.append(float(t) / float(n))
+    if rates:
+        return sorted(rates)[len(rates) // 2], f"{len(rates)} of your runs"
+    for e in pretrained_entries(dataset, pretrained_dir=pretrained_dir or _pretrained_dir()):
+        if e.model != model:
+            continue
+        try:
+            meta = json.loads(e.stem.with_suffix(".json").read_text())
+        except (OSError, ValueError):
+            continue
+        m = meta.get("metrics") or {}
+        t, n = m.get("train_time_s"), m.get("iterations_done")
+        if t and n:
+            rates.append(float(t) / float(n))
+    if rates:
+        return min(rates), "the shipped models' training (2-core CPU)"
+    return None
+
+
+def _pretrained_dir() -> Path:
+    return Path(os.environ.get("RIMSCOPE_PRETRAINED_DIR") or ROOT / "pretrained")

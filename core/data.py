@@ -83,6 +83,37 @@ DATASETS: dict[str, DatasetInfo] = {
 
 # The bundled MNIST sample comes from training images 0..9,999; training can hold them out.
 MNIST_SAMPLE_TRAIN_INDICES = range(0, 10_000)
+MNIST_TRAIN_SIZE = 60_000  # the original training set, in its original order
+
+
+def mnist_holdout_applies(n_train: int | None, has_indices: bool) -> bool:
+    """Holding out train images 0..9,999 means something only for the original MNIST
+    training set (60,000 images in the original order): the bundled sample comes from it.
+    Any other training set (a user's own npz) keeps every image."""
+    return bool(has_indices) and n_train == MNIST_TRAIN_SIZE
+
+
+def check_data_dir(data_dir, dataset: str) -> Path:
+    """An explicitly given data folder that cannot serve ``dataset``: a clear error, never a
+    silent fall-back to another source. Returns the folder when it can."""
+    from .errors import DataUnavailableError
+
+    info = get_info(dataset)
+    p = Path(data_dir).expanduser()
+    hint = (f" Give a folder with {info.name}/train.npz and {info.name}/test.npz (x uint8, y int64, classes), "
+            "or leave the data folder empty to use RIMSCOPE_DATA_DIR"
+            + (" or torchvision" if info.name in _TV else "") + ".")
+    if not p.exists():
+        raise DataUnavailableError(f"The data folder {p} does not exist." + hint)
+    if not p.is_dir():
+        raise DataUnavailableError(f"The data folder {p} is a file, not a folder." + hint)
+    if (p / info.name / "train.npz").is_file() and (p / info.name / "test.npz").is_file():
+        return p
+    if info.name == "animals10" and _find_image_folder(p) is not None:
+        return p
+    raise DataUnavailableError(f"The data folder {p} has no {info.name}/train.npz and {info.name}/test.npz"
+                               + (" (nor an Animals-10 image folder)" if info.name == "animals10" else "") + "."
+                               + hint)
 
 
 def get_info(name: str) -> DatasetInfo:

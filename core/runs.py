@@ -391,15 +391,22 @@ def training_data_plan(dataset: str, data_dir: str | Path | None = None,
     )
     from .errors import DataUnavailableError
 
+    from .data import check_data_dir, mnist_holdout_applies
+
     info = get_info(dataset)
+    if data_dir:  # given explicitly: it must serve this data set, or the user hears why not
+        check_data_dir(data_dir, dataset)
     ddir = Path(data_dir).expanduser() if data_dir else default_data_dir()
 
     def after_holdout(n: int | None, has_indices: bool) -> tuple[int | None, str]:
-        if n is None or dataset != "mnist" or not holdout_sample or not has_indices:
+        if n is None or dataset != "mnist" or not holdout_sample:
             return n, ""
+        if not mnist_holdout_applies(n, has_indices):
+            return n, (f"nothing held out: these {n:,} images are not the original 60,000-image MNIST training "
+                       "set, so the bundled sample is not among them")
         lo, hi = MNIST_SAMPLE_TRAIN_INDICES.start, MNIST_SAMPLE_TRAIN_INDICES.stop
         held = max(0, min(n, hi) - lo)
-        return n - held, f"train images {lo}..{hi - 1} held out"
+        return n - held, f"train images {lo}..{hi - 1} held out (the bundled sample comes from them)"
 
     if ddir is not None:
         train_npz, test_npz = ddir / info.name / "train.npz", ddir / info.name / "test.npz"

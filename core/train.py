@@ -39,6 +39,8 @@ from .evaluate import evaluate, noisy_accuracy
 from .models import build_model, count_parameters, list_models, make_config
 
 MAX_ITERATIONS = 1_000_000
+MAX_EVAL_SAMPLES = 100_000  # larger than any test split here
+MAX_NOISE_DRAWS = 100  # each draw is one pass over the test set
 OPTIMIZERS = ("sgd", "adam")
 DEVICES = ("auto", "cpu", "cuda")
 
@@ -93,11 +95,12 @@ class TrainConfig:
     checkpoint_every_s: float = 60.0  # ... and at least every this many seconds; 0 = not by time
     model_overrides: dict = field(default_factory=dict)
     device: str = "auto"  # "auto" (CUDA when torch sees a GPU, else CPU), "cpu" or "cuda"
+    data_source: str = "auto"  # "auto" (data folder, torchvision, ...) or "sample" (a labelled demo)
 
     def validate(self, n_train: int | None = None) -> TrainConfig:
-        """Raise ConfigError naming the first out-of-range setting."""
-        def bad(msg):
-            raise ConfigError(msg)
+        """Raise one ConfigError naming every out-of-range setting (one per line)."""
+        problems: list[str] = []
+        bad = problems.append
 
         if self.dataset not in DATASETS:
             bad(f"Unknown data set {self.dataset!r}; choose one of {', '.join(DATASETS)}.")
@@ -115,7 +118,7 @@ class TrainConfig:
             bad(f"Iterations must be between 1 and {MAX_ITERATIONS:,}.")
         if not whole(self.batch_size) or self.batch_size < 1:
             bad("Batch size must be at least 1.")
-        if n_train is not None and self.batch_size > n_train:
+        if n_train is not None and whole(self.batch_size) and self.batch_size > n_train:
             bad(f"Batch size {self.batch_size} is larger than the training set ({n_train} images).")
         if not (number(self.lr) and math.isfinite(self.lr) and 0 < self.lr <= 10):
             bad("Learning rate must be a number in (0, 10].")
@@ -135,27 +138,31 @@ class TrainConfig:
             bad("Step schedule: the factor must be in (0, 1].")
         if not whole(self.val_images) or self.val_images < 0:
             bad("Validation images must be a whole number >= 0.")
-        if n_train is not None and self.val_images and self.val_images >= n_train:
+        val_ok = whole(self.val_images) and self.val_images >= 0
+        if n_train is not None and val_ok and self.val_images and self.val_images >= n_train:
             bad(f"Validation images ({self.val_images:,}) must be fewer than the training images ({n_train:,}).")
-        if n_train is not None and self.val_images and self.batch_size > n_train - self.val_images:
+        if n_train is not None and val_ok and whole(self.batch_size) and self.val_images \
+                and self.val_images < n_train and self.batch_size > n_train - self.val_images:
             bad(f"Batch size {self.batch_size} is larger than the training set left after validation "
                 f"({n_train - self.val_images} images).")
         if not whole(self.patience) or self.patience < 0:
             bad("Patience must be a whole number >= 0.")
-        if self.patience and not self.val_images:
+        if self.patience and val_ok and not self.val_images:
             bad("Early stopping (patience) needs validation images.")
         if self.grad_clip is not None and not (number(self.grad_clip) and math.isfinite(self.grad_clip) and self.grad_clip > 0):
             bad("Gradient clipping must be a positive number (or off).")
         if not whole(self.eval_every) or self.eval_every < 1:
             bad("Evaluate-every must be at least 1 iteration.")
-        if not whole(self.eval_samples) or self.eval_samples < 1:
-            bad("Evaluation samples must be at least 1.")
+        if not whole(self.eval_samples) or not 1 <= self.eval_samples <= MAX_EVAL_SAMPLES:
+            bad(f"Evaluation samples (the live test subset) must be between 1 and {MAX_EVAL_SAMPLES:,}.")
         if self.class_weighting not in ("none", "balanced", "auto"):
             bad("Class weighting must be 'none', 'balanced' or 'auto'.")
         if not (number(self.noise_var) and math.isfinite(self.noise_var) and 0 <= self.noise_var <= 1):
             bad("Noise variance must be in [0, 1].")
-        if not whole(self.noise_draws) or self.noise_draws < 0:
-            bad("Noise draws must be >= 0.")
+        if not whole(self.noise_draws) or not 0 <= self.noise_draws <= MAX_NOISE_DRAWS:
+            bad(f"Noise draws must be between 0 and {MAX_NOISE_DRAWS}.")
+        if self.data_source not in ("auto", "sample"):
+            bad(f"Data source must be 'auto' or 'sample', got {self.data_source!r}.")
         if self.device not in DEVICES:
             bad(f"Device must be one of {', '.join(DEVICES)}, got {self.device!r}.")
         if self.threads is not None and (not whole(self.threads) or self.threads < 1):
@@ -171,9 +178,12 @@ class TrainConfig:
         if fixed:
             bad(f"Model setting(s) {', '.join(fixed)} follow from the data set and cannot be overridden.")
         try:  # unknown, mistyped or negative model settings
-            make_config(self.model, **self.model_overrides)
+            if self.model in list_models() and isinstance(self.model_overrides, dict):
+                make_config(self.model, **self.model_overrides)
         except (KeyError, ValueError, TypeError) as exc:
             bad(str(exc).strip("'\""))
+        if problems:
+            raise ConfigError("\n".join(dict.fromkeys(problems)))
         return self
 
     def to_dict(self) -> dict:
@@ -228,12 +238,21 @@ def _class_weights(cfg: TrainConfig, labels: np.ndarray, num_classes: int) -> tu
 
 def prepare_training_data(cfg: TrainConfig, data_dir=None) -> tuple[LoadedData, LoadedData, str]:
     """Train and test data for a config, with MNIST's bundled sample held out if asked."""
+    from .data import check_data_dir, mnist_holdout_applies
+
+    if cfg.data_source == "sample":
+        return _sample_split(cfg)
+    if data_dir:
+        check_data_dir(data_dir, cfg.dataset)
     train = load_dataset(cfg.dataset, "train", data_dir=data_dir, allow_sample=False)
     test = load_dataset(cfg.dataset, "test", data_dir=data_dir, allow_sample=False)
     note = ""
     if cfg.dataset == "mnist" and cfg.holdout_sample:
         if train.indices is None:
             note = "holdout requested but the source has no image indices; nothing held out"
+        elif not mnist_holdout_applies(len(train), True):
+            note = (f"nothing held out: these {len(train):,} images are not the original 60,000-image MNIST "
+                    "training set, so the bundled sample is not among them")
         else:
             lo, hi = MNIST_SAMPLE_TRAIN_INDICES.start, MNIST_SAMPLE_TRAIN_INDICES.stop
             keep = (train.indices < lo) | (train.indices >= hi)
@@ -274,6 +293,27 @@ def split_validation(cfg: TrainConfig, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Indices (train, validation) of a training set of ``n`` images: a fixed seeded split."""
     perm = np.random.default_rng(20_000 + cfg.seed).permutation(n)
     return np.sort(perm[cfg.val_images :]), np.sort(perm[: cfg.val_images])
+
+
+SAMPLE_TRAIN = 800  # demo on the bundled 1,000-image sample: 800 to train, 200 to test
+
+
+def _sample_split(cfg: TrainConfig) -> tuple[LoadedData, LoadedData, str]:
+    """A quick demo without any data set: the bundled sample split 800 / 200 (fixed, seeded)."""
+    from .data import _from_sample
+
+    sample = _from_sample(get_info(cfg.dataset))
+    if sample is None:
+        raise ConfigError(f"There is no bundled sample of {get_info(cfg.dataset).title} (only MNIST and "
+                          "Fashion-MNIST ship one).")
+    perm = np.random.default_rng(30_000).permutation(len(sample.labels))
+    parts = []
+    for idx in (np.sort(perm[:SAMPLE_TRAIN]), np.sort(perm[SAMPLE_TRAIN:])):
+        parts.append(dataclasses.replace(sample, images=sample.images[idx], labels=sample.labels[idx],
+                                         indices=None if sample.indices is None else sample.indices[idx]))
+    note = (f"demo on the bundled sample: {SAMPLE_TRAIN} images to train, {len(perm) - SAMPLE_TRAIN} to test; "
+            "not comparable with runs on the full data set")
+    return parts[0], parts[1], note
 
 
 def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,

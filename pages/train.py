@@ -12,12 +12,15 @@ import plotly.graph_objects as go
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
-from core.data import DATASETS
+from core.catalog import seconds_per_iteration
+from core.data import DATASETS, how_to_get
 from core.errors import ConfigError, DataUnavailableError, RimscopeError
 from core.models import config_fields, list_models
 from core.plots import method_color, method_title
-from core.runs import RESUMABLE, RunInfo, RunStore, parse_seeds, training_data_plan, validate_config
-from core.train import OPTIMIZERS, PROTOCOLS, SCHEDULES, TrainConfig
+from core.runs import RESUMABLE, DataPlan, RunInfo, RunStore, parse_seeds, training_data_plan, validate_config
+from core.train import OPTIMIZERS, PROTOCOLS, SAMPLE_TRAIN, SCHEDULES, TrainConfig
+
+SAMPLE_DATASETS = ("mnist", "fashion_mnist")  # the data sets with a bundled sample
 from pages.common import dataset_picker, session_owner, show_error
 
 MAX_RUNS_PER_START = 20
@@ -31,6 +34,16 @@ STATUS_ICONS = {"queued": "⏳", "running": "🏃", "completed": "✅", "stopped
 
 def md_escape(text: str) -> str:
     return re.sub(r"([\\`*_{}\[\]()#+\-.!|<>~$])", r"\\\1", text)
+
+
+def fmt_duration(s: float) -> str:
+    if s < 90:
+        return f"{s:.0f} s"
+    if s < 5400:
+        return f"{s / 60:.0f} min"
+    if s < 2 * 86400:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86400:.1f} days"
 
 
 def pct(v) -> str:
@@ -270,14 +283,25 @@ def model_overrides(model: str) -> dict:
     return {k: v for k, v in wanted.items() if k in fields and fields[k] != v}
 
 
-plan, data_ok = None, True
+plan, data_ok, demo = None, True, False
 try:
     plan = training_data_plan(dataset, data_dir or None, holdout_sample=holdout)
     n_txt = f" · {plan.n_train:,} training images" if plan.n_train is not None else ""
     st.caption(f"Training data: {plan.source}{n_txt}" + (f" ({plan.note})" if plan.note else ""))
 except DataUnavailableError as exc:
     data_ok = False
-    st.error(f"No training data for {DATASETS[dataset].title}: {exc}")
+    say = st.info if st.session_state.get("train_demo") and dataset in SAMPLE_DATASETS else st.error
+    say(f"No training data for {DATASETS[dataset].title} here: {exc}")
+    st.markdown("Training needs the full training set. Ways to get it:  \n" + "\n".join(
+        f"- {w}" for w in how_to_get(dataset)) + "\n- or type a folder under *More settings → Data folder*.")
+    if dataset in SAMPLE_DATASETS:
+        demo = st.checkbox(f"Train a quick demo on the bundled {DATASETS[dataset].title} sample instead "
+                           f"({SAMPLE_TRAIN} images to train, 200 to test; not comparable with full-data runs)",
+                           key="train_demo")
+        if demo:
+            data_ok, plan = True, DataPlan("bundled sample (demo)", SAMPLE_TRAIN, "")
+            st.caption(f"Training data: bundled sample (demo) · {SAMPLE_TRAIN} training images, 200 test images "
+                       "(held apart, fixed); its numbers are not comparable with full-data runs.")
 except RimscopeError as exc:
     data_ok = False
     show_error(exc, "Training data")
@@ -305,17 +329,26 @@ elif models and seeds:
                               eval_every=int(eval_every), eval_samples=int(eval_samples),
                               class_weighting=class_weighting, holdout_sample=bool(holdout),
                               noise_var=float(noise_var), noise_draws=int(noise_draws), device=device,
-                              model_overrides=model_overrides(m))
+                              data_source="sample" if demo else "auto", model_overrides=model_overrides(m))
             try:
                 validate_config(cfg, n_train=plan.n_train if plan else None)
             except ConfigError as exc:
-                errors.append(str(exc))
-                break
+                errors.extend(str(exc).splitlines())  # every problem, each once
+                continue
             configs.append(cfg)
-        if errors:
-            break
+if errors:
+    configs = []
 for e in dict.fromkeys(errors):
     st.error(e)
+if configs:
+    est = []
+    for m in dict.fromkeys(c.model for c in configs):
+        rate = seconds_per_iteration(m, dataset)
+        if rate is not None:
+            est.append(f"{method_title(m)} about {fmt_duration(rate[0] * int(iterations))} ({rate[1]})")
+    if est:
+        st.caption("Estimated training time per run, from measured speed: " + "; ".join(est)
+                   + ". Periodic and final evaluations come on top; runs beyond the worker limit wait in the queue.")
 
 n_runs = len(configs)
 if st.button(f"Start {n_runs} run{'s' if n_runs != 1 else ''}" if n_runs else "Start", type="primary", key="train_start",

@@ -302,16 +302,54 @@ def write_split(root: Path, name: str, split: str, n: int, shape=(28, 28)):
 
 
 def test_mnist_holdout_removes_train_images_0_to_9999(tmp_path):
-    write_split(tmp_path, "mnist", "train", 10_030)
+    """The original 60,000-image training set loses images 0..9,999 (the sample's source)."""
+    write_split(tmp_path, "mnist", "train", 60_000)
     write_split(tmp_path, "mnist", "test", 20)
     tr, te, note = prepare_training_data(cfg(holdout_sample=True), tmp_path)
-    assert len(tr) == 30 and len(te) == 20
-    np.testing.assert_array_equal(tr.indices, np.arange(10_000, 10_030))
-    np.testing.assert_array_equal(tr.images[:, 0, 0], np.arange(10_000, 10_030) % 251)
-    np.testing.assert_array_equal(tr.labels, np.arange(10_000, 10_030) % 10)
+    assert len(tr) == 50_000 and len(te) == 20
+    np.testing.assert_array_equal(tr.indices, np.arange(10_000, 60_000))
+    np.testing.assert_array_equal(tr.images[:, 0, 0], np.arange(10_000, 60_000) % 251)
+    np.testing.assert_array_equal(tr.labels, np.arange(10_000, 60_000) % 10)
     assert "0..9999 held out" in note
     full, _, note = prepare_training_data(cfg(holdout_sample=False), tmp_path)
-    assert len(full) == 10_030 and note == ""
+    assert len(full) == 60_000 and note == ""
+
+
+def test_holdout_never_empties_a_users_own_training_set(tmp_path):
+    """An 800-image npz is not the original MNIST order: nothing is held out, and the note says why."""
+    write_split(tmp_path, "mnist", "train", 800)
+    write_split(tmp_path, "mnist", "test", 20)
+    tr, _, note = prepare_training_data(cfg(holdout_sample=True), tmp_path)
+    assert len(tr) == 800 and "nothing held out" in note and "not the original 60,000-image" in note
+
+
+@pytest.mark.parametrize("folder, words", [
+    ("/nonexistent/folder", "does not exist"), ("/etc/passwd", "is a file, not a folder"),
+    ("EMPTY", "has no mnist/train.npz and mnist/test.npz")])
+def test_a_wrong_data_folder_is_an_error_not_a_silent_fallback(tmp_path, folder, words):
+    from core.runs import training_data_plan
+
+    path = tmp_path if folder == "EMPTY" else folder
+    with pytest.raises(DataUnavailableError, match=words):
+        prepare_training_data(cfg(), path)
+    with pytest.raises(DataUnavailableError, match=words):
+        training_data_plan("mnist", path)
+
+
+def test_demo_on_the_bundled_sample_is_labelled_and_disjoint():
+    tr, te, note = prepare_training_data(cfg(data_source="sample"), None)
+    assert (len(tr), len(te)) == (800, 200) and "demo on the bundled sample" in note and "not comparable" in note
+    assert not set(tr.indices.tolist()) & set(te.indices.tolist())
+    with pytest.raises(ConfigError, match="no bundled sample of CIFAR-10"):
+        prepare_training_data(cfg(dataset="cifar10", data_source="sample"), None)
+
+
+def test_every_bad_setting_is_reported_at_once():
+    with pytest.raises(ConfigError) as e:
+        cfg(lr=-1.0, iterations=0, noise_draws=100_000, eval_samples=10**9).validate()
+    lines = str(e.value).splitlines()
+    assert len(lines) == 4 and any("Noise draws must be between 0 and 100" in x for x in lines)
+    assert any("Evaluation samples" in x and "100,000" in x for x in lines)
 
 
 def test_holdout_only_for_mnist_and_only_with_indices(tmp_path, monkeypatch):
@@ -413,7 +451,8 @@ def test_cli_argparse_errors_exit_2(npz_dir, tmp_path, capsys):
 
 def test_cli_missing_data_exits_2(tmp_path, capsys):
     assert T.main(cli_args(tmp_path / "empty", tmp_path / "x")) == 2
-    assert "RIMSCOPE_DATA_DIR" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "does not exist" in err and "RIMSCOPE_DATA_DIR" in err
 
 
 def test_cli_diverged_run_saves_nothing(npz_dir, tmp_path, capsys):
