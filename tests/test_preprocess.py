@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from PIL import Image, ImageDraw
+from PIL import Image, ImageDraw, ImageFilter
 
 from core.errors import InputImageError
 from core.preprocess import (
@@ -388,3 +388,127 @@ def test_fuzz_load_image_bytes(data):
     assert img.mode in ("L", "RGB")
     result = prepare_digit(img)
     assert result.array.shape == (28, 28) and result.array.dtype == np.uint8
+
+
+# --------------------------------------------------------------------------- photos and drawings
+# Digits as people photograph and draw them: uneven light, noise, JPEG, any pen. Each test
+# here fails on the preprocessing before the background was flattened and strokes normalised.
+
+
+def three(size: int = 200, ink: int = 0, paper: int = 255, width: float = 14) -> Image.Image:
+    """A "3" of two arcs drawn with PIL (``width`` in px at size 200)."""
+    img = Image.new("L", (size, size), paper)
+    draw = ImageDraw.Draw(img)
+    s = size / 200
+    draw.arc([70 * s, 30 * s, 135 * s, 100 * s], start=190, end=90, fill=ink, width=round(width * s))
+    draw.arc([65 * s, 95 * s, 140 * s, 175 * s], start=270, end=165, fill=ink, width=round(width * s))
+    return img
+
+
+def photographed(img: Image.Image, edge: str = "left", shadow: float = 0.55, seed: int = 0,
+                 light: bool = True) -> Image.Image:
+    """``img`` as a phone would see it: a gradient, one much darker edge, blur, noise, JPEG."""
+    a = np.asarray(img, dtype=np.float32)
+    h, w = a.shape
+    y, x = np.mgrid[0:h, 0:w].astype(np.float32)
+    y, x = y / (h - 1), x / (w - 1)
+    dist = {"left": x, "right": 1 - x, "top": y, "bottom": 1 - y}[edge]
+    light = (1 - 0.3 * x * y) * (1 - shadow * np.exp(-dist / 0.08)) if light else 1.0
+    lit = Image.fromarray(np.round(a * light).astype(np.uint8)).filter(ImageFilter.GaussianBlur(1.0))
+    noisy = np.asarray(lit, dtype=np.float32) + np.random.default_rng(seed).normal(0, 4, a.shape)
+    data = encode(Image.fromarray(np.clip(np.round(noisy), 0, 255).astype(np.uint8)), "JPEG", quality=60)
+    return load_image(data)
+
+
+def stroke_width(a: np.ndarray) -> float:
+    """Mean stroke width in px: ink area (level >= 128) over the skeleton's length."""
+    from skimage.morphology import skeletonize
+
+    mask = a >= 128
+    return mask.sum() / max(skeletonize(mask).sum(), 1)
+
+
+def outside_box(a: np.ndarray, reference: np.ndarray, margin: int = 1) -> np.ndarray:
+    """The pixels of ``a`` outside the bounding box of ``reference``'s ink, grown by ``margin``."""
+    rows = np.flatnonzero((reference > 0).any(axis=1))
+    cols = np.flatnonzero((reference > 0).any(axis=0))
+    keep = np.ones(a.shape, dtype=bool)
+    keep[max(rows[0] - margin, 0) : rows[-1] + margin + 1, max(cols[0] - margin, 0) : cols[-1] + margin + 1] = False
+    return a[keep]
+
+
+@pytest.mark.parametrize("edge", ["left", "top", "right"])
+def test_uneven_lighting_leaves_a_flat_background(edge):
+    clean = prepare_digit(three(ink=40, paper=210)).array
+    result = prepare_digit(photographed(three(ink=40, paper=210), edge=edge))
+    assert_mnist_like(result)
+    assert result.inverted
+    # The darker edge must not survive as a bar: everything outside the digit is black ...
+    assert outside_box(result.array, clean).max() <= 10
+    # ... and the digit is the same as without the light and the camera.
+    assert np.abs(result.array.astype(int) - clean.astype(int)).mean() < 10
+
+
+def test_blank_paper_with_a_shadowed_edge_is_empty():
+    result = prepare_digit(photographed(Image.new("L", (200, 200), 210), shadow=0.6))
+    assert_blank(result)
+
+
+def test_photographed_ink_is_stretched_to_full_contrast():
+    # faint pencil on grey paper, in shadow on one side
+    result = prepare_digit(photographed(three(ink=120, paper=180), shadow=0.3))
+    assert_mnist_like(result)
+    assert result.array.max() == 255
+
+
+def test_dark_on_light_and_light_on_dark_give_the_same_digit():
+    # polarity and contrast (noise, blur and JPEG too) but no lighting: the negative of a
+    # lit page is not a lit blackboard
+    photo = np.asarray(photographed(three(ink=30, paper=220), shadow=0.0, light=False))
+    dark_on_light = prepare_digit(photo)
+    light_on_dark = prepare_digit(255 - photo)
+    assert dark_on_light.inverted and not light_on_dark.inverted
+    assert_mnist_like(dark_on_light)
+    assert_mnist_like(light_on_dark)
+    diff = np.abs(dark_on_light.array.astype(int) - light_on_dark.array.astype(int))
+    assert diff.mean() < 4
+
+
+@pytest.mark.parametrize("width", [4, 9, 40, 60])
+def test_stroke_width_becomes_mnist_like(width):
+    # a thin pen, a pencil, a marker and the canvas's brush on a small drawing
+    result = prepare_digit(three(size=280, ink=255, paper=0, width=width))
+    assert_mnist_like(result)
+    assert 2.0 <= stroke_width(result.array) <= 3.9  # MNIST's 10-90 % range
+
+
+def test_specks_far_from_the_digit_do_not_move_it():
+    clean = three(ink=20, paper=230)
+    dusty = clean.copy()
+    draw = ImageDraw.Draw(dusty)
+    for x, y in [(8, 10), (185, 12), (15, 180), (190, 190), (100, 193)]:
+        draw.ellipse([x, y, x + 3, y + 3], fill=20)
+    reference = prepare_digit(clean).array.astype(int)
+    result = prepare_digit(dusty)
+    assert_mnist_like(result)
+    assert np.abs(result.array.astype(int) - reference).max() <= 2
+
+
+def test_tightly_cropped_digit_keeps_ink_that_touches_the_border():
+    # a 7 whose bar runs along the whole top edge: ink, not a shadow, so it must stay
+    img = Image.new("L", (120, 160), 255)
+    draw = ImageDraw.Draw(img)
+    draw.rectangle([0, 0, 119, 25], fill=20)
+    draw.line([(110, 20), (45, 159)], fill=20, width=26)
+    result = prepare_digit(img.filter(ImageFilter.GaussianBlur(1)))
+    assert_mnist_like(result)
+    rows = np.flatnonzero((result.array > 127).any(axis=1))
+    bar = result.array[rows[0] : rows[0] + 2]
+    assert (bar > 127).sum(axis=1).max() >= 12  # the bar spans most of the 20 px box
+
+
+def test_photo_of_a_large_page_is_fast():
+    page = photographed(three(size=1600, ink=40, paper=210))
+    start = time.perf_counter()
+    assert_mnist_like(prepare_digit(page))
+    assert time.perf_counter() - start < HANG_GUARD_S
