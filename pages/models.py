@@ -119,12 +119,30 @@ for p in problems:
 store = run_store()
 owner = session_owner()
 infos = {e.key: _run_info(e) for e in entries if e.source != "pretrained"}
+SOURCES = ["pretrained", "trained", "uploaded"]
+
+# ---- what to open: a run sent here by the Train page (or ?model= in the URL), else the latest
+by_key_all = {e.key: e for e in entries}
+wanted = st.session_state.pop("models_open", None) or st.query_params.get("model")
+if wanted in by_key_all and st.session_state.get("models_opened") != wanted:
+    target = by_key_all[wanted]
+    st.session_state["models_opened"] = wanted
+    st.session_state["models_ds"] = target.dataset
+    st.session_state["models_src"] = sorted({*st.session_state.get("models_src", SOURCES), target.source},
+                                            key=SOURCES.index)
+    st.session_state["models_pick_next"] = wanted
+elif "models_pick" not in st.session_state and "models_pick_next" not in st.session_state and entries:
+    own = [e for e in entries if e.source != "pretrained" and infos.get(e.key) is not None
+           and infos[e.key].owner == owner]
+    first = own[0] if own else next((e for e in entries if e.model == "rim" and e.dataset == "mnist"
+                                     and e.protocol == "converged"),
+                                    next((e for e in entries if e.model == "rim" and e.dataset == "mnist"), entries[0]))
+    st.session_state["models_pick_next"] = first.key
 
 # ---- the table -----------------------------------------------------------------------------
 f1, f2 = st.columns([1, 2])
 ds_filter = f1.selectbox("Data set", [ALL] + list(DATASETS), key="models_ds",
                          format_func=lambda d: d if d == ALL else _ds_title(d))
-SOURCES = ["pretrained", "trained", "uploaded"]
 src_filter = f2.multiselect("Source", SOURCES, default=SOURCES, key="models_src")
 shown = [e for e in entries if (ds_filter == ALL or e.dataset == ds_filter) and e.source in src_filter]
 metas = {e.key: entry_metadata(e) for e in shown}

@@ -80,14 +80,27 @@ def curves(runs: list[RunInfo], metrics: dict, kind: str) -> go.Figure:
         fig.update_layout(title="Test accuracy (fixed test subset)", xaxis_title="Iteration (SGD steps)",
                           yaxis_title="Test accuracy (%)", yaxis_range=[0, 100])
     fig.update_layout(height=330, margin={"l": 10, "r": 10, "t": 40, "b": 10}, legend_title_text="Run")
+    # the whole schedule on the x axis (one early point is not drawn at 99..101), losses from 0
+    fig.update_xaxes(range=[0, max([r.total or 1 for r in runs] + [1])])
+    if kind == "loss":
+        fig.update_yaxes(rangemode="tozero")
     return fig
 
 
-def models_link() -> None:
-    try:
-        st.page_link("pages/models.py", label="Open in Models", icon="📦")
-    except StreamlitAPIException:  # the page is not registered (e.g. this page run on its own)
-        st.caption("Find it on the Models page.")
+def has_points(metrics: dict, kind: str) -> bool:
+    if kind == "loss":
+        return any(v is not None for v in metrics.get("loss") or [])
+    return any(v is not None for v in metrics.get("test_acc") or [])
+
+
+def models_link(run_id: str) -> None:
+    """Open the Models page with this run selected (and its data set in the filter)."""
+    if st.button("Open in Models", key=f"open_{run_id}", icon="📦"):
+        st.session_state["models_open"] = f"run:{run_id}"
+        try:
+            st.switch_page("pages/models.py")
+        except StreamlitAPIException:  # the page is not registered (e.g. this page run on its own)
+            st.caption("Find it on the Models page.")
 
 
 def run_card(store: RunStore, r: RunInfo, editable: bool) -> None:
@@ -133,7 +146,7 @@ def run_card(store: RunStore, r: RunInfo, editable: bool) -> None:
                     else:
                         st.rerun()  # the whole page: it polls again while the run trains
             if r.status in ("completed", "uploaded"):
-                models_link()
+                models_link(r.run_id)
             if editable and not r.active:
                 with st.popover("Delete"):
                     st.caption("Removes the run, its curves and its weights.")
@@ -151,8 +164,10 @@ def show_runs(store: RunStore, runs: list[RunInfo], editable: bool, key: str) ->
     if runs:
         metrics = {r.run_id: store.read_metrics(r.run_id) for r in runs}
         c1, c2 = st.columns(2)
-        c1.plotly_chart(curves(runs, metrics, "loss"), key=f"{key}_loss")
-        c2.plotly_chart(curves(runs, metrics, "acc"), key=f"{key}_acc")
+        for col, kind in ((c1, "loss"), (c2, "acc")):
+            with_data = [r for r in runs if has_points(metrics[r.run_id], kind)]
+            if with_data:  # a run that failed before its first iteration draws no empty chart
+                col.plotly_chart(curves(with_data, metrics, kind), key=f"{key}_{kind}")
 
 
 def runs_table(runs: list[RunInfo]) -> None:

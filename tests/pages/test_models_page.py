@@ -190,3 +190,30 @@ def test_a_stopped_run_shows_its_status_and_the_iterations_it_ran(page_env):
     row = df[df["source"] == "uploaded"].iloc[0]
     assert row["status"] == "stopped" and row["iterations"] == 3
     assert set(df[df["source"] == "pretrained"]["status"]) == {"completed"}
+
+
+def test_open_in_models_selects_that_run_and_its_data_set(page_env):
+    """The Train page's "Open in Models" (session key models_open) or a ?model= link opens the
+    Models page on that run, with its data set in the filter."""
+    w, m = valid_checkpoint(dataset="cifar10")
+    rid = store().import_checkpoint(w, m, expected_dataset="cifar10", owner="someone-else")
+    at = AppTest.from_file(PAGE, default_timeout=120)
+    at.session_state["rimscope_owner"] = OWNER
+    at.session_state["models_open"] = f"run:{rid}"
+    at.run()
+    assert not at.exception
+    assert at.selectbox(key="models_ds").value == "cifar10"
+    assert at.selectbox(key="models_pick").value == f"run:{rid}"
+    link = AppTest.from_file(PAGE, default_timeout=120)
+    link.query_params["model"] = f"run:{rid}"
+    link.run()
+    assert link.selectbox(key="models_pick").value == f"run:{rid}"
+
+
+def test_models_page_opens_on_your_latest_run_else_mnist_rim(page_env):
+    at = run_page()
+    assert at.selectbox(key="models_pick").value == "pretrained:mnist/rim"
+    w, m = valid_checkpoint(dataset="cifar10")
+    rid = store().import_checkpoint(w, m, expected_dataset="cifar10", owner=OWNER)
+    at = run_page()
+    assert at.selectbox(key="models_pick").value == f"run:{rid}"

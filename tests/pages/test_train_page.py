@@ -260,3 +260,24 @@ def test_device_choice_reaches_the_run_and_cuda_without_gpu_is_refused(home):
     at.number_input(key="train_iterations").set_value(10).run()
     at.button(key="train_start").click().run()
     assert {r.config["device"] for r in RunStore().list_runs()} == {"cpu"}
+
+
+def test_curves_span_the_schedule_and_runs_without_points_draw_no_chart():
+    import importlib.util
+    import sys
+    import types
+
+    # the page's chart helpers, without running the page script
+    src = Path(PAGE).read_text()
+    helpers = src.split("# ---------------------------------------------------------------------------------------")[0]
+    mod = types.ModuleType("train_helpers")
+    sys.modules["train_helpers"] = mod
+    exec(compile(helpers, PAGE, "exec"), mod.__dict__)
+    run = types.SimpleNamespace(run_id="r1", model="rim", seed=0, total=1000)
+    one_point = {"iteration": [1], "loss": [2.3], "eval_iteration": [100], "test_acc": [0.2]}
+    fig = mod.curves([run], {"r1": one_point}, "acc")
+    assert list(fig.layout.xaxis.range) == [0, 1000]
+    assert mod.curves([run], {"r1": one_point}, "loss").layout.yaxis.rangemode == "tozero"
+    assert not mod.has_points({"loss": [], "test_acc": []}, "loss")
+    assert mod.has_points(one_point, "acc")
+    assert importlib.util is not None
