@@ -243,6 +243,29 @@ MAX_UPLOAD_MB = 20  # per file; server.maxUploadSize is 20 as well
 PICKLE_SUFFIXES = (".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".bin", ".tar", ".joblib", ".npy", ".npz", ".zip")
 
 
+def url_bool(text: str) -> bool:
+    if text in ("1", "true", "True"):
+        return True
+    if text in ("0", "false", "False"):
+        return False
+    raise ValueError(text)
+
+
+def url_list(text: str) -> list[str]:
+    return [t for t in str(text).split(",") if t]
+
+
+def _url_text(value) -> str | None:
+    """A widget value as URL text (None: not kept in the URL)."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) and "," not in v for v in value):
+        return ",".join(value)
+    return None
+
+
 def _url_type(spec: dict, key: str):
     if key in spec:
         return spec[key]
@@ -274,9 +297,8 @@ def sync_url(spec: dict) -> None:
     """Write the current values of the ``spec`` widgets into the URL (a link to this view)."""
     want = {}
     for key, value in st.session_state.items():
-        if isinstance(key, str) and _url_type(spec, key) is not None and isinstance(value, (str, int, float)) \
-                and not isinstance(value, bool):
-            want[key] = str(value)
+        if isinstance(key, str) and _url_type(spec, key) is not None and _url_text(value) is not None:
+            want[key] = _url_text(value)
     for key, value in want.items():
         if st.query_params.get(key) != value:
             st.query_params[key] = value

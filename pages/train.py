@@ -21,7 +21,16 @@ from core.runs import RESUMABLE, DataPlan, RunInfo, RunStore, parse_seeds, train
 from core.train import OPTIMIZERS, PROTOCOLS, SAMPLE_TRAIN, SCHEDULES, TrainConfig
 
 SAMPLE_DATASETS = ("mnist", "fashion_mnist")  # the data sets with a bundled sample
-from pages.common import dataset_picker, session_owner, show_error
+from pages.common import (
+    dataset_picker,
+    keep_valid,
+    restore_from_url,
+    session_owner,
+    show_error,
+    sync_url,
+    url_bool,
+    url_list,
+)
 
 MAX_RUNS_PER_START = 20
 SHOWN_OWN_RUNS = 8  # finished runs of this session shown with curves; older ones in a table
@@ -198,17 +207,45 @@ PROTOCOL_FORM = {"train_iterations": "iterations", "train_batch": "batch_size", 
                  "train_wd": "weight_decay", "train_step_every": "step_every", "train_step_gamma": "step_gamma"}
 
 
-def apply_protocol() -> None:
+def apply_protocol(only_missing: bool = False) -> None:
+    """Write the chosen protocol's settings into the form (``only_missing``: keep what is set,
+    e.g. values restored from the URL)."""
     P = {**TrainConfig().to_dict(), **PROTOCOLS[st.session_state.get("train_protocol", "paper")]}
-    for key, field in PROTOCOL_FORM.items():
-        v = P[field]
-        st.session_state[key] = float(v) if isinstance(v, float) else v
-    st.session_state["train_clip_on"] = P.get("grad_clip") is not None
-    st.session_state["train_clip"] = float(P.get("grad_clip") or 1.0)
+    values = {key: (float(P[f]) if isinstance(P[f], float) else P[f]) for key, f in PROTOCOL_FORM.items()}
+    values.update(train_clip_on=P.get("grad_clip") is not None, train_clip=float(P.get("grad_clip") or 1.0))
+    for key, v in values.items():
+        if not (only_missing and key in st.session_state):
+            st.session_state[key] = v
 
 
+# every setting of the form lives in the URL: a reload keeps it, a link shares it
+URL_STATE = {"train_protocol": str, "train_dataset": str, "train_models": url_list, "train_seeds": str,
+             "train_iterations": int, "train_batch": int, "train_optimizer": str, "train_lr": float,
+             "train_momentum": float, "train_schedule": str, "train_val": int, "train_patience": int,
+             "train_clip_on": url_bool, "train_clip": float, "train_eval_every": int, "train_weighting": str,
+             "train_holdout": url_bool, "train_eval_n": int, "train_noise_var": float, "train_noise_draws": int,
+             "train_wd": float, "train_step_every": int, "train_step_gamma": float, "train_device": str,
+             "train_data_dir": str, "train_forget_bias": float, "train_selection": str, "train_k_active": int,
+             "train_alpha": float, "train_demo": url_bool}
+restore_from_url(URL_STATE)
+for key, options in (("train_protocol", list(PROTOCOLS)), ("train_optimizer", OPTIMIZERS),
+                     ("train_schedule", SCHEDULES), ("train_device", ["auto", "cpu", "cuda"]),
+                     ("train_weighting", ["auto", "none", "balanced"]),
+                     ("train_selection", ["attention", "random", "all"])):
+    keep_valid(key, options)
+if "train_models" in st.session_state:
+    st.session_state["train_models"] = [m for m in st.session_state["train_models"] if m in list_models()]
 if any(k not in st.session_state for k in PROTOCOL_FORM):
-    apply_protocol()
+    apply_protocol(only_missing=True)
+_rim = config_fields("rim")
+for key, default in {"train_models": ["rim", "parallel_lstm"], "train_seeds": "0", "train_holdout": True,
+                     "train_eval_n": 1000, "train_noise_var": 0.01, "train_noise_draws": 3, "train_data_dir": "",
+                     "train_forget_bias": float(_rim["forget_bias"]), "train_k_active": int(_rim["k_active"]),
+                     "train_alpha": float(_rim["alpha"])}.items():
+    st.session_state.setdefault(key, default)  # defaults here, not in the widgets (the URL may set them)
+clamp_k = int(_rim["num_units"])
+if not 1 <= int(st.session_state.get("train_k_active", 1)) <= clamp_k:
+    st.session_state["train_k_active"] = int(_rim["k_active"])
 protocol = st.radio("Protocol", list(PROTOCOLS), horizontal=True, key="train_protocol", on_change=apply_protocol,
                     format_func={"paper": "Paper (SGD 0.1, 1,000 iterations)",
                                  "converged": "Converged (Adam, cosine, early stopping on a validation split)"}.get,
@@ -216,9 +253,9 @@ protocol = st.radio("Protocol", list(PROTOCOLS), horizontal=True, key="train_pro
 c1, c2, c3 = st.columns(3)
 with c1:
     dataset = dataset_picker(key="train_dataset")
-    models = st.multiselect("Models", list_models(), default=["rim", "parallel_lstm"], format_func=method_title,
+    models = st.multiselect("Models", list_models(), format_func=method_title,
                             key="train_models", help="One run per model and seed.")
-    seeds_text = st.text_input("Seeds", "0", key="train_seeds", help="e.g. 0, or 0,1,2, or 0-4")
+    seeds_text = st.text_input("Seeds", key="train_seeds", help="e.g. 0, or 0,1,2, or 0-4")
 with c2:
     iterations = st.number_input("Iterations", step=100, key="train_iterations",
                                  help="optimiser steps (paper: 1,000)")
@@ -250,16 +287,16 @@ with c3:
                                    help="auto = balanced loss weights when the classes are unbalanced")
     holdout = True
     if dataset == "mnist":
-        holdout = st.checkbox("Hold out the bundled sample", value=True, key="train_holdout",
+        holdout = st.checkbox("Hold out the bundled sample", key="train_holdout",
                               help="Leave out MNIST training images 0..9,999: the per-image pages "
                                    "use them, so a model never saw them")
 
 with st.expander("More settings"):
     m1, m2, m3 = st.columns(3)
-    eval_samples = m1.number_input("Test subset size (live accuracy)", value=1000, step=100, key="train_eval_n")
-    noise_var = m2.number_input("Noise variance (final noisy test)", value=0.01, step=0.01, format="%.3f",
+    eval_samples = m1.number_input("Test subset size (live accuracy)", step=100, key="train_eval_n")
+    noise_var = m2.number_input("Noise variance (final noisy test)", step=0.01, format="%.3f",
                                 key="train_noise_var")
-    noise_draws = m3.number_input("Noise draws", value=3, step=1, key="train_noise_draws")
+    noise_draws = m3.number_input("Noise draws", step=1, key="train_noise_draws")
     o1, o2, o3 = st.columns(3)
     weight_decay = o1.number_input("Weight decay", step=0.0001, format="%.5f",
                                    key="train_wd")
@@ -271,7 +308,7 @@ with st.expander("More settings"):
     device = d1.selectbox("Device", ["auto", "cpu", "cuda"], key="train_device",
                           help="auto = CUDA when torch sees a GPU on the server, else CPU. Nothing needs a GPU.")
     label = st.text_input("Label (optional)", "", max_chars=100, key="train_label")
-    data_dir = st.text_input("Data folder (optional)", "", key="train_data_dir",
+    data_dir = st.text_input("Data folder (optional)", key="train_data_dir",
                              help="A folder with <data set>/train.npz and test.npz; default: $RIMSCOPE_DATA_DIR "
                                   "or ./data, then torchvision").strip()
 
@@ -279,14 +316,14 @@ with st.expander("Initialisation and ablations"):
     st.caption("Every LSTM forget gate of every method starts from the same bias; the ablations remove one part of "
                "the paper's method (they apply to RIM only).")
     a1, a2, a3, a4 = st.columns(4)
-    forget_bias = a1.number_input("Forget-gate bias", value=float(config_fields("rim")["forget_bias"]), step=0.5,
+    forget_bias = a1.number_input("Forget-gate bias", step=0.5,
                                   key="train_forget_bias", help="RIM, parallel LSTMs and RMC; default 1 for all")
     selection = a2.selectbox("RIM: who is active", ["attention", "random", "all"], key="train_selection",
                              format_func={"attention": "attention picks k (paper)",
                                           "random": "k at random (ablation)", "all": "all (ablation)"}.get)
-    k_active = a3.number_input("RIM: active LSTMs k", value=int(config_fields("rim")["k_active"]), min_value=1,
+    k_active = a3.number_input("RIM: active LSTMs k", min_value=1,
                                max_value=int(config_fields("rim")["num_units"]), key="train_k_active")
-    alpha = a4.number_input("RIM: communication share alpha", value=float(config_fields("rim")["alpha"]), step=0.05,
+    alpha = a4.number_input("RIM: communication share alpha", step=0.05,
                             format="%.3f", key="train_alpha", help="0 = ablation: no communication")
 
 
@@ -411,4 +448,5 @@ def live_view() -> None:
         st.rerun()  # everything finished: redraw the page once and stop polling
 
 
+sync_url(URL_STATE)  # before the live view, which reruns itself while runs are active
 live_view()

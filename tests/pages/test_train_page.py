@@ -281,3 +281,24 @@ def test_curves_span_the_schedule_and_runs_without_points_draw_no_chart():
     assert not mod.has_points({"loss": [], "test_acc": []}, "loss")
     assert mod.has_points(one_point, "acc")
     assert importlib.util is not None
+
+
+def test_the_form_lives_in_the_url_and_a_reload_keeps_it(home):
+    at = run_page()
+    at.checkbox(key="train_holdout").uncheck().run()
+    at.number_input(key="train_iterations").set_value(3000).run()
+    at.multiselect(key="train_models").set_value(["indrnn"]).run()
+    at.text_input(key="train_data_dir").input(str(home / "data")).run()
+    qp = {k: (v[0] if isinstance(v, list) else v) for k, v in dict(at.query_params).items()}
+    assert qp["train_iterations"] == "3000" and qp["train_models"] == "indrnn" and qp["train_holdout"] == "0"
+    again = AppTest.from_file(PAGE, default_timeout=60)  # a reload: a new session on the same URL
+    again.session_state["rimscope_owner"] = "a" * 16
+    for k, v in qp.items():
+        again.query_params[k] = v
+    again.run()
+    assert not again.exception and not [w for w in again.warning if "Session State" in w.value]
+    assert again.number_input(key="train_iterations").value == 3000
+    assert again.multiselect(key="train_models").value == ["indrnn"]
+    assert again.checkbox(key="train_holdout").value is False
+    assert again.text_input(key="train_data_dir").value == str(home / "data")
+    assert again.button(key="train_start").label == "Start 1 run"
