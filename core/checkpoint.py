@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import tempfile
 from pathlib import Path
 
 import torch
@@ -23,6 +21,7 @@ from torch.overrides import TorchFunctionMode
 
 from . import __version__
 from .errors import CheckpointError
+from .fileio import atomic_write_bytes  # the one atomic writer (re-exported here)
 from .models import build_model, list_models, model_config_dict
 
 FORMAT = "rimscope-checkpoint/1"
@@ -35,30 +34,6 @@ _SAFE_TEXT = re.compile(r"^[\w .,:;()+\-/=%'\"#\[\]!?&*<>@|~^{}]*$")
 def _stem(path) -> Path:
     p = Path(path)
     return p.with_suffix("") if p.suffix in (".safetensors", ".json") else p
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write via a temporary file in the same folder plus rename: readers never see half."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    try:  # the rename itself is durable only once the folder is synced
-        dfd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:
-        pass
 
 
 def atomic_write_json(path: Path, obj) -> None:

@@ -51,27 +51,11 @@ def default_threads(workers: int) -> int:
     return max(1, (os.cpu_count() or 1) // max(1, workers))
 
 
-def grid_jobs(out, datasets, models, seeds, iterations: int = 1000, noise_draws: int = 10, eval_every: int = 50,
-              data_dir=None, overrides: dict | None = None, protocol: str = "paper", threads: int = 1,
-              device: str = "auto") -> list[dict]:
-    """The missing cells of a grid as ``_train_one`` jobs, seed-major, finished cells skipped.
+def grid_jobs(*args, **kw) -> list[dict]:
+    """The missing cells of a grid as ``_train_one`` jobs (``core.reproduce.grid_jobs``)."""
+    from .reproduce import grid_jobs as jobs
 
-    Duplicates the few lines of job construction in ``core.reproduce.run_grid`` (kept there
-    untouched on purpose); keep the two in step. ``device`` is passed along for ``_train_one``.
-    """
-    from .reproduce import run_path
-
-    jobs = []
-    for seed in seeds:  # seed-major: a full first seed (the pretrained set) comes first
-        for ds in datasets:
-            for model in models:
-                p = run_path(out, ds, model, seed)
-                if p.is_file():
-                    continue
-                jobs.append(dict(dataset=ds, model=model, seed=seed, iterations=iterations, path=str(p), protocol=protocol,
-                                 noise_draws=noise_draws, eval_every=eval_every, data_dir=data_dir,
-                                 overrides=(overrides or {}).get(model, {}), threads=threads, device=device))
-    return jobs
+    return jobs(*args, **kw)
 
 
 def task_options(job: dict) -> dict:

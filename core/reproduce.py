@@ -125,6 +125,24 @@ def _train_one(job: dict) -> dict:
             "resumed_from": result.resumed_from}
 
 
+def grid_jobs(out, datasets, models, seeds, iterations: int = 1000, noise_draws: int = 10, eval_every: int = 50,
+              data_dir=None, overrides: dict | None = None, protocol: str = "paper", threads: int = 1,
+              device: str = "auto") -> list[dict]:
+    """The missing cells of a grid as ``_train_one`` jobs, seed-major (a full first seed, the
+    pretrained set, comes first); finished cells are skipped. Both engines use this."""
+    jobs = []
+    for seed in seeds:
+        for ds in datasets:
+            for model in models:
+                p = run_path(out, ds, model, seed)
+                if p.is_file():
+                    continue
+                jobs.append(dict(dataset=ds, model=model, seed=seed, iterations=iterations, path=str(p),
+                                 protocol=protocol, device=device, noise_draws=noise_draws, eval_every=eval_every,
+                                 data_dir=data_dir, overrides=(overrides or {}).get(model, {}), threads=threads))
+    return jobs
+
+
 def run_grid(out: Path, datasets, models, seeds, iterations: int = 1000, workers: int = 2,
              noise_draws: int = 10, eval_every: int = 50, data_dir=None, log=print,
              overrides: dict | None = None, protocol: str = "paper", device: str = "auto") -> list[dict]:
@@ -134,18 +152,8 @@ def run_grid(out: Path, datasets, models, seeds, iterations: int = 1000, workers
     (a parameter-matched baseline); they are recorded in each run's JSON (``config``).
     """
     out = Path(out)
-    jobs = []
-    for seed in seeds:  # seed-major: a full first seed (the pretrained set) comes first
-        for ds in datasets:
-            for model in models:
-                p = run_path(out, ds, model, seed)
-                if p.is_file():
-                    continue
-                jobs.append(dict(dataset=ds, model=model, seed=seed, iterations=iterations, path=str(p), protocol=protocol,
-                                 device=device,
-                                 noise_draws=noise_draws, eval_every=eval_every, data_dir=data_dir,
-                                 overrides=(overrides or {}).get(model, {}),
-                                 threads=max(1, (os.cpu_count() or 1) // max(1, workers))))
+    jobs = grid_jobs(out, datasets, models, seeds, iterations, noise_draws, eval_every, data_dir, overrides,
+                     protocol, max(1, (os.cpu_count() or 1) // max(1, workers)), device)
     half = sum(1 for j in jobs if any(Path(j["path"]).with_suffix(".ckpt").glob("state-*.json")))
     log(f"{len(jobs)} runs to train ({workers} workers); finished runs are skipped"
         + (f"; {half} half-done continue from their checkpoints" if half else ""))
@@ -241,15 +249,16 @@ def welch_ci(a, b) -> tuple[float, float, float]:
     return diff, diff - h, diff + h
 
 
-def verdict(lo: float, hi: float) -> str:
+def verdict(lo: float, hi: float, above: str = "holds", below: str = "does not hold (the other method is better)",
+            neither: str = "cannot tell at this number of seeds") -> str:
     """'holds' when the interval of (other - rim) lies above 0, 'does not hold' below."""
     if math.isnan(lo) or math.isnan(hi):
         return "cannot tell (fewer than 2 seeds)"
     if lo > 0:
-        return "holds"
+        return above
     if hi < 0:
-        return "does not hold (the other method is better)"
-    return "cannot tell at this number of seeds"
+        return below
+    return neither
 
 
 def _values(rows, ds, model, key):
@@ -389,13 +398,9 @@ VARIANT_NOTES = {
 
 
 def ablation_verdict(lo: float, hi: float) -> str:
-    if math.isnan(lo) or math.isnan(hi):
-        return "cannot tell (fewer than 2 seeds)"
-    if lo > 0:
-        return "removing it hurts (the part helps)"
-    if hi < 0:
-        return "removing it helps"
-    return "no measurable effect at this number of seeds"
+    """The verdict of (variant - rim): above 0, the removed part helped."""
+    return verdict(lo, hi, "removing it hurts (the part helps)", "removing it helps",
+                   "no measurable effect at this number of seeds")
 
 
 def init_table(rows: list[dict], datasets) -> list[dict]:

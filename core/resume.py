@@ -32,7 +32,6 @@ import json
 import math
 import os
 import re
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -203,25 +202,15 @@ def _write_all(f, data: bytes) -> None:
 
 
 def _fsync_dir(folder: Path) -> None:
-    with contextlib.suppress(OSError):  # not every file system lets a folder be fsynced
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    from .fileio import fsync_dir
+
+    fsync_dir(folder)
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            _write_all(f, data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    from .fileio import atomic_write_bytes
+
+    atomic_write_bytes(path, data, write=lambda f, d: _write_all(f, d), mkdir=False)
 
 
 def _why(exc: OSError) -> str:

@@ -152,23 +152,9 @@ def _scalars(metrics) -> dict:
 
 
 def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Temporary file in the same folder + fsync + rename: readers never see half a file.
+    from .fileio import atomic_write_bytes
 
-    (core.checkpoint has the same helper but imports torch; a starting worker must not.)
-    """
-    import tempfile
-
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_bytes(path, data, mkdir=False)
 
 
 def _write_json(path: Path, obj) -> None:
@@ -384,14 +370,14 @@ def training_data_plan(dataset: str, data_dir: str | Path | None = None,
         MNIST_SAMPLE_TRAIN_INDICES,
         _find_image_folder,
         _missing_message,
+        check_data_dir,
         default_data_dir,
         get_info,
+        mnist_holdout_applies,
         offline,
         torchvision_root,
     )
     from .errors import DataUnavailableError
-
-    from .data import check_data_dir, mnist_holdout_applies
 
     info = get_info(dataset)
     if data_dir:  # given explicitly: it must serve this data set, or the user hears why not

@@ -52,3 +52,15 @@ def pytest_collection_modifyitems(config, items):
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One torch thread for a module, restored after it: tiny models run fastest on one thread,
+    and on a busy 2-core machine two threads can be 50x slower than one (oversubscription)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -17,12 +17,8 @@ from core.models import build_model
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # two threads on a busy 2-core machine can be 50x slower than one (oversubscription)
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+def _one_thread(one_torch_thread):
+    """One torch thread for this module (tests/conftest.py says why)."""
 
 
 @pytest.fixture(scope="module")

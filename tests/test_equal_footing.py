@@ -19,11 +19,8 @@ SMALL = dict(num_units=5, hidden_size=8, k_active=3, embed_dim=12, input_heads=2
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+def _one_thread(one_torch_thread):
+    """One torch thread for this module (tests/conftest.py says why)."""
 
 
 def _lstm_models():

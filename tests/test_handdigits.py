@@ -16,18 +16,7 @@ from scipy.ndimage import median_filter
 
 from core import handdigits as hd
 from core.handdigits import generate, load_fixed_set, page_input
-
-
-def centre_of_mass(a: np.ndarray) -> tuple[float, float]:
-    rows, cols = np.indices(a.shape)
-    w = a.astype(np.float64)
-    return (rows * w).sum() / w.sum(), (cols * w).sum() / w.sum()
-
-
-def ink_box(a: np.ndarray) -> tuple[int, int]:
-    rows = np.flatnonzero(a.any(axis=1))
-    cols = np.flatnonzero(a.any(axis=0))
-    return rows[-1] - rows[0] + 1, cols[-1] - cols[0] + 1
+from tests.digit_helpers import centre_of_mass, ink_box
 
 
 @pytest.mark.parametrize("style", hd.STYLES)

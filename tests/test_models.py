@@ -30,12 +30,8 @@ TINY = {
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """A background grid uses the cores; tiny models run fastest on one thread anyway."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+def _one_thread(one_torch_thread):
+    """One torch thread for this module (tests/conftest.py says why)."""
 
 
 def tiny(name: str, input_dim: int = 8, num_classes: int = 4, seed: int = 0, **extra) -> torch.nn.Module:

@@ -16,10 +16,8 @@ TINY = {"hidden_size": 8, "num_units": 3}
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    yield
-    torch.set_num_threads(before)
+def _one_thread(one_torch_thread):
+    """One torch thread for this module (tests/conftest.py says why)."""
 
 
 def rows_data(n: int, seed: int) -> LoadedData:

@@ -27,6 +27,7 @@ from core.preprocess import (
     prepare_rgb,
     to_array,
 )
+from tests.digit_helpers import centre_of_mass, ink_box
 
 HANG_GUARD_S = 5.0  # generous: catches hangs, not slowness
 
@@ -50,16 +51,6 @@ def encode(img: Image.Image, fmt: str = "PNG", **kwargs) -> bytes:
     return buf.getvalue()
 
 
-def centre_of_mass(a: np.ndarray) -> tuple[float, float]:
-    rows, cols = np.indices(a.shape)
-    w = a.astype(np.float64)
-    return (rows * w).sum() / w.sum(), (cols * w).sum() / w.sum()
-
-
-def ink_box(a: np.ndarray) -> tuple[int, int]:
-    rows = np.flatnonzero(a.any(axis=1))
-    cols = np.flatnonzero(a.any(axis=0))
-    return rows[-1] - rows[0] + 1, cols[-1] - cols[0] + 1
 
 
 def assert_mnist_like(result: PreparedImage) -> None:

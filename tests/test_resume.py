@@ -39,11 +39,8 @@ TINY = {
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+def _one_thread(one_torch_thread):
+    """One torch thread for this module (tests/conftest.py says why)."""
 
 
 def synth(n: int, seed: int) -> LoadedData:

@@ -1,0 +1,229 @@
+"""A new user's first hour, in a real browser: what a person sees in Chromium.
+
+* the Train page offline without training data: it says so and how to get it, Start is
+  disabled, and MNIST offers a labelled quick demo on the bundled sample that enables Start;
+* a reload keeps the Train form (its settings live in the URL);
+* a Mechanisms URL opened in a second browser context shows the same image, step and prediction;
+* "Open in Models" on a finished run lands on the Models page with that run and its data set.
+
+The module has its own server (``app_server``): offline, a data folder with only a tiny
+Fashion-MNIST, an empty run store under its home.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from tests.browser.test_browser import (
+    _MISSING,
+    INSIDE,
+    PREDICTION,
+    SLOW_MS,
+    WAIT_MS,
+    WAIT_S,
+    assert_no_errors,
+    poll,
+    settle,
+)
+
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")]
+
+OWNER = "f1a57f1a57f1a57f"  # the Train page's session owner, given in the URL
+
+
+def _goto(page, server: dict, path: str, heading: str, ready: str | re.Pattern | None = None) -> None:
+    page.goto(f"{server['url']}/{path}", wait_until="commit", timeout=SLOW_MS)
+    page.locator("h1").filter(has_text=heading).first.wait_for(timeout=SLOW_MS)
+    if ready is not None:
+        page.get_by_text(ready).first.wait_for(timeout=SLOW_MS)
+    settle(page, SLOW_MS / 1000)
+
+
+def _choose(page, label: str, option: str) -> None:
+    """Pick ``option`` in a selectbox; once more if a rerun closed the list before the click."""
+    settle(page)
+    for attempt in range(3):
+        page.get_by_role("combobox", name=label).click()
+        try:
+            page.get_by_role("option", name=option, exact=True).click(timeout=WAIT_MS // 6)
+            return
+        except Exception:
+            if attempt == 2:
+                raise
+            page.keyboard.press("Escape")
+            settle(page)
+
+
+def _start_button(page):
+    return page.locator(".st-key-train_start button")
+
+
+# ------------------------------------------------------------------------------ Train offline
+
+
+def test_offline_train_page_without_data(page, app_server, screenshot):
+    _goto(page, app_server, "train", "Train", "Your runs")
+    alert = page.locator('[data-testid="stAlert"]').filter(has_text="No training data for MNIST")
+    alert.first.wait_for(timeout=WAIT_MS)
+    main = page.locator('[data-testid="stMain"]')
+    text = main.inner_text()
+    assert "Ways to get it" in text and "RIMSCOPE_DATA_DIR" in text and "torchvision" in text, text[:3000]
+    assert _start_button(page).is_disabled(), "Start must be disabled without training data"
+    demo = page.get_by_text("Train a quick demo on the bundled MNIST sample")
+    assert demo.count() == 1, "no demo checkbox for MNIST"
+    screenshot(page, "first-hour-train-offline")
+
+    demo.click()
+    page.get_by_text("Training data: bundled sample (demo)").wait_for(timeout=WAIT_MS)
+    poll(lambda: _start_button(page).is_enabled(), WAIT_S, what="Start enabled by the demo checkbox")
+    assert _start_button(page).inner_text().strip() == "Start 2 runs"
+
+    _choose(page, "Data set", "CIFAR-10")  # no bundled sample: no demo, Start disabled
+    page.get_by_text("No training data for CIFAR-10").first.wait_for(timeout=WAIT_MS)
+    settle(page)
+    assert page.get_by_text("Train a quick demo on the bundled").count() == 0
+    assert _start_button(page).is_disabled()
+    assert_no_errors(page, "Train offline without data")
+
+
+# ------------------------------------------------------------------------------ Train reload
+
+
+def test_reload_keeps_the_train_form(page, app_server):
+    _goto(page, app_server, "train", "Train", "Your runs")
+    box = page.get_by_label("Iterations", exact=True)
+    box.fill("3000")
+    box.press("Enter")
+    settle(page)
+    page.get_by_role("button", name="Remove Parallel LSTMs").click()
+    settle(page)
+    _choose(page, "Models", "EntNet")
+    page.keyboard.press("Escape")
+    poll(lambda: "train_iterations=3000" in page.url and "train_models=rim%2Centnet" in page.url.replace(",", "%2C"),
+         WAIT_S, what="the form in the URL")
+
+    page.reload(wait_until="commit", timeout=SLOW_MS)
+    page.get_by_text("Your runs").first.wait_for(timeout=SLOW_MS)
+    settle(page)
+    assert page.get_by_label("Iterations", exact=True).input_value() == "3000"
+    chosen = page.locator(".st-key-train_models").inner_text()
+    assert "RIM (paper's method)" in chosen and "EntNet" in chosen and "Parallel LSTMs" not in chosen, chosen
+    assert page.get_by_role("button", name="Remove Parallel LSTMs").count() == 0
+    assert_no_errors(page, "Train after a reload")
+
+
+# ------------------------------------------------------------------------------ Mechanisms link
+
+
+def _step_text(pg) -> str:
+    texts = pg.get_by_text(re.compile(r"^Step \d+ of \d+")).all_inner_texts()
+    return texts[0] if texts else ""
+
+
+def _prediction(pg) -> str:
+    found = [t for t in pg.locator('[data-testid="stCaptionContainer"]').all_inner_texts() if PREDICTION.search(t)]
+    return found[0] if found else ""
+
+
+def _pick_image(page, number: int) -> None:
+    box = page.get_by_label(re.compile(r"^Test image number"))
+    box.fill(str(number))
+    box.press("Enter")
+    page.get_by_text(re.compile(rf"^What the model sees: sample image #{number}\b")).first.wait_for(timeout=WAIT_MS)
+    settle(page)
+
+
+def _pick_step(page, t: int) -> None:
+    thumb = page.locator('.st-key-mech_t input[type="range"]')  # the slider's (visually hidden) input
+    for _ in range(4):  # arrow keys until the slider says t (a rerun may swallow a press)
+        now = int(thumb.input_value())
+        if now == t:
+            break
+        thumb.focus()
+        for _ in range(abs(t - now)):
+            page.keyboard.press("ArrowRight" if now < t else "ArrowLeft")
+            time.sleep(0.2)
+        settle(page)
+    poll(lambda: _step_text(page).startswith(f"Step {t} of 28"), WAIT_S, what=f"step {t} of 28")
+    settle(page)
+
+
+@pytest.mark.parametrize("order", [
+    pytest.param("step_last", marks=pytest.mark.xfail(strict=True, reason=(
+        "pages/mechanisms.py: the timestep slider (and its ◀ ▶ buttons) live in a st.fragment, and "
+        "common.sync_url runs only at the end of a full script run, so moving it leaves the old mech_t in "
+        "the URL"))),
+    "step_first",  # a full rerun (the image number) after the slider writes mech_t into the URL
+])
+def test_shared_mechanisms_url_opens_the_same_view(page, browser, app_server, order):
+    _goto(page, app_server, "mechanisms", "Mechanisms", INSIDE)
+    if order == "step_first":
+        _pick_step(page, 9)
+    _pick_image(page, 17)
+    if order == "step_last":
+        _pick_step(page, 9)
+    step, pred = _step_text(page), _prediction(page)
+    assert step.startswith("Step 9 of 28") and pred, (step, pred)
+    poll(lambda: "mech_idx=17" in page.url, WAIT_S, what="the image number in the URL")
+    url = page.url  # what a person copies from the address bar
+
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        ctx.set_default_timeout(60_000)
+        other = ctx.new_page()
+        other.rimscope_errors, other.rimscope_server = [], app_server
+        other.on("pageerror", lambda exc: other.rimscope_errors.append(str(exc)))
+        other.goto(url, wait_until="commit", timeout=SLOW_MS)
+        other.get_by_text(INSIDE).first.wait_for(timeout=SLOW_MS)
+        settle(other, SLOW_MS / 1000)
+        assert other.get_by_label(re.compile(r"^Test image number")).input_value() == "17"
+        assert other.get_by_text(re.compile(r"^What the model sees: sample image #17\b")).count() == 1
+        assert _step_text(other) == step, f"{url} opens another step"
+        assert _prediction(other) == pred
+        assert_no_errors(other, "Mechanisms opened from a shared URL")
+    finally:
+        ctx.close()
+
+
+# ------------------------------------------------------------------------------ Open in Models
+
+
+def test_open_in_models_selects_the_run(page, app_server, screenshot):
+    from core.runs import RunStore
+    from core.train import TrainConfig
+
+    store = RunStore(root=app_server["home"] / "runs", max_concurrent=1)
+    cfg = TrainConfig(dataset="fashion_mnist", model="rim", iterations=10, batch_size=20, eval_every=5,
+                      eval_samples=50, noise_draws=1,
+                      model_overrides={"hidden_size": 8, "num_units": 3, "k_active": 2})
+    rid = store.submit(cfg, owner=OWNER, label="open me", data_dir=app_server["data_dir"])
+    store.pump()
+    poll(lambda: store.get(rid).status in ("completed", "failed", "diverged", "interrupted"), 3 * WAIT_S,
+         what="the tiny run to finish")
+    assert store.get(rid).status == "completed", store.get(rid).message
+    # a newer run of the same session: the Models page would open on it by itself
+    stem = app_server["pretrained"] / "mnist" / "parallel_lstm"
+    newer = store.import_checkpoint(stem.with_suffix(".safetensors").read_bytes(),
+                                    stem.with_suffix(".json").read_bytes(), "mnist", owner=OWNER, label="newer")
+    store.pump()  # reap the finished worker
+
+    _goto(page, app_server, f"train?owner={OWNER}", "Train", "Your runs")
+    button = page.locator(f".st-key-open_{rid} button")
+    button.wait_for(timeout=WAIT_MS)
+    assert page.locator(f".st-key-open_{newer} button").count() == 1
+    button.scroll_into_view_if_needed()
+    button.click()
+
+    page.locator("h1").filter(has_text="Models").first.wait_for(timeout=SLOW_MS)
+    page.get_by_text("Inspect a model").first.wait_for(timeout=SLOW_MS)
+    settle(page)
+    assert "/models" in page.url
+    picked = page.locator(".st-key-models_pick").inner_text()
+    assert rid in picked and "Fashion-MNIST" in picked and newer not in picked, picked
+    ds = page.locator(".st-key-models_ds").inner_text()
+    assert "Fashion-MNIST" in ds and "All data sets" not in ds, ds
+    assert_no_errors(page, "Models opened from a Train card")
+    screenshot(page, "first-hour-open-in-models")
