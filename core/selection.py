@@ -128,3 +128,41 @@ def random_twin(model):
     twin = build_model(getattr(model, "model_name", "rim"), **cfg)
     twin.load_state_dict(model.state_dict())
     return twin
+
+
+def main(argv=None) -> int:
+    """``python -m core.selection MODEL_STEM [--dataset mnist] [--n 2000]``: the three numbers
+    for a checkpoint and its random-selection twin, as JSON."""
+    import argparse
+    import json
+
+    import torch
+
+    from .analysis import fixed_subset
+    from .checkpoint import load_checkpoint
+    from .data import load_dataset
+
+    p = argparse.ArgumentParser(prog="python -m core.selection", description=main.__doc__)
+    p.add_argument("stem", help="checkpoint path without suffix, e.g. pretrained/mnist/rim")
+    p.add_argument("--n", type=int, default=2000, help="test images (fixed subset, seed 0)")
+    p.add_argument("--data-dir", default=None)
+    args = p.parse_args(argv)
+    torch.set_num_threads(1)
+    model, meta = load_checkpoint(args.stem)
+    data = load_dataset(meta["dataset"], "test", data_dir=args.data_dir)
+    idx = fixed_subset(len(data), args.n, seed=0)
+    out = {"model": args.stem, "test_source": data.source, "images": len(idx)}
+    for name, m in (("attention", model), ("random_twin", random_twin(model))):
+        r = selection_report(m, data.images[idx], data.labels[idx])
+        s = r.summary()
+        s["share_margin_below_0.01"] = float((r.margins[np.isfinite(r.margins)] < 0.01).mean()) \
+            if np.isfinite(r.margins).any() else None
+        out[name] = s
+    print(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())
