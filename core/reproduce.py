@@ -364,7 +364,7 @@ def ablation_table(rows: list[dict], datasets) -> list[dict]:
     out = []
     for ds in datasets:
         rim = _values(rows, ds, "rim", "test_error")
-        if not rim or not any(_values(rows, ds, v, "test_error") for v in ABLATIONS[1:]):
+        if not rim or not any(_values(rows, ds, v, "test_error") for v in ABLATIONS if v.startswith("rim_")):
             continue
         g_rim = _growth(rows, ds, "rim")
         for name in ABLATIONS:
