@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import time
+from urllib.parse import parse_qs, urlparse
 
 import pytest
 
@@ -55,6 +56,15 @@ def _choose(page, label: str, option: str) -> None:
                 raise
             page.keyboard.press("Escape")
             settle(page)
+
+
+def _selected(page, key: str) -> str:
+    """What a selectbox shows as chosen (the text of its combobox input)."""
+    return page.locator(f".st-key-{key} input").first.input_value()
+
+
+def _query(page) -> dict[str, str]:
+    return {k: v[-1] for k, v in parse_qs(urlparse(page.url).query).items()}
 
 
 def _start_button(page):
@@ -101,9 +111,9 @@ def test_reload_keeps_the_train_form(page, app_server):
     page.get_by_role("button", name="Remove Parallel LSTMs").click()
     settle(page)
     _choose(page, "Models", "EntNet")
-    page.keyboard.press("Escape")
-    poll(lambda: "train_iterations=3000" in page.url and "train_models=rim%2Centnet" in page.url.replace(",", "%2C"),
-         WAIT_S, what="the form in the URL")
+    page.locator("h1").filter(has_text="Train").first.click()  # close the list, as a person clicks away
+    poll(lambda: _query(page).get("train_iterations") == "3000" and _query(page).get("train_models") == "rim,entnet",
+         WAIT_S, what=f"the form in the URL (now {page.url})")
 
     page.reload(wait_until="commit", timeout=SLOW_MS)
     page.get_by_text("Your runs").first.wait_for(timeout=SLOW_MS)
@@ -221,9 +231,9 @@ def test_open_in_models_selects_the_run(page, app_server, screenshot):
     page.get_by_text("Inspect a model").first.wait_for(timeout=SLOW_MS)
     settle(page)
     assert "/models" in page.url
-    picked = page.locator(".st-key-models_pick").inner_text()
+    picked = _selected(page, "models_pick")
     assert rid in picked and "Fashion-MNIST" in picked and newer not in picked, picked
-    ds = page.locator(".st-key-models_ds").inner_text()
+    ds = _selected(page, "models_ds")
     assert "Fashion-MNIST" in ds and "All data sets" not in ds, ds
     assert_no_errors(page, "Models opened from a Train card")
     screenshot(page, "first-hour-open-in-models")
