@@ -23,9 +23,15 @@ def manifest_models():
 
 
 def test_manifest_covers_every_dataset_and_model():
-    have = {(m["dataset"], m["model"]) for m in manifest_models()}
+    """The paper protocol: every data set x method. The converged protocol: every method for
+    each data set it has (it is trained data set by data set)."""
+    paper = {(m["dataset"], m["model"]) for m in manifest_models() if m.get("protocol", "paper") == "paper"}
     want = {(d, m) for d in DATASETS for m in list_models()}
-    assert want <= have, f"missing pretrained models: {sorted(want - have)}"
+    assert want <= paper, f"missing pretrained models: {sorted(want - paper)}"
+    conv = {(m["dataset"], m["model"]) for m in manifest_models() if m.get("protocol") == "converged"}
+    for ds in {d for d, _ in conv}:
+        missing = {m for m in list_models() if (ds, m) not in conv}
+        assert not missing, f"converged {ds}: missing {sorted(missing)}"
 
 
 def test_pretrained_folder_is_small():
@@ -33,16 +39,26 @@ def test_pretrained_folder_is_small():
     assert total < 30 * 1024 * 1024, f"pretrained/ is {total / 2**20:.1f} MB"
 
 
-@pytest.mark.parametrize("entry", manifest_models() if MANIFEST.is_file() else [],
-                         ids=lambda m: f"{m['dataset']}-{m['model']}")
+def _id(m: dict) -> str:
+    return f"{m['dataset']}-{m['model']}-{m.get('protocol', 'paper')}"
+
+
+@pytest.mark.parametrize("entry", manifest_models() if MANIFEST.is_file() else [], ids=_id)
 def test_every_shipped_model_loads_with_full_metadata(entry):
     model, meta = load_checkpoint(PRETRAINED / entry["weights"], expected_dataset=entry["dataset"])
     assert meta["model"] == entry["model"]
     assert meta["status"] == "completed"
     cfg = meta["train_config"]
-    assert (cfg["lr"], cfg["batch_size"], cfg["iterations"]) == (0.1, 100, 1000)  # paper protocol
     hist = meta["history"]
-    assert len(hist["loss"]) == len(hist["batch_acc"]) == 1000
+    if entry.get("protocol", "paper") == "paper":
+        assert (cfg["lr"], cfg["batch_size"], cfg["iterations"]) == (0.1, 100, 1000)  # paper protocol
+        assert cfg.get("optimizer", "sgd") == "sgd"
+        assert len(hist["loss"]) == len(hist["batch_acc"]) == 1000
+    else:  # converged: Adam, validation split from the training data, best-validation weights
+        assert entry["protocol"] == "converged" == meta.get("protocol")
+        assert cfg["optimizer"] == "adam" and cfg["val_images"] > 0 and cfg["patience"] > 0
+        assert 1 <= meta["metrics"]["best_iteration"] <= len(hist["loss"]) <= cfg["iterations"]
+        assert meta["metrics"]["val_n"] == cfg["val_images"]
     assert len(meta["evals"]["test_acc"]) >= 5
     m = meta["metrics"]
     assert 0 <= m["test_accuracy"] <= 1 and m["test_n"] == meta["data_source"]["n_test"]
@@ -54,18 +70,21 @@ def test_every_shipped_model_loads_with_full_metadata(entry):
         assert m["class_weighting"] == "balanced"
 
 
-@pytest.mark.parametrize("dataset", ["mnist", "fashion_mnist"])
-@pytest.mark.parametrize("model_name", list_models())
-def test_accuracy_on_shipped_sample_matches_record(dataset, model_name):
+SAMPLE_ENTRIES = [m for m in (manifest_models() if MANIFEST.is_file() else [])
+                  if m["dataset"] in ("mnist", "fashion_mnist")]
+
+
+@pytest.mark.parametrize("entry", SAMPLE_ENTRIES, ids=_id)
+def test_accuracy_on_shipped_sample_matches_record(entry):
     """On the 1,000-image bundled sample, accuracy lies within sampling error of the record.
 
     MNIST: the sample is training images 0..9,999, which the MNIST models never saw.
     Fashion-MNIST: the sample is 1,000 test images. Bound: 4 binomial standard errors
     plus 1 point for the difference between sample and test distribution.
     """
-    with np.load(SAMPLES_DIR / f"{dataset}_sample.npz", allow_pickle=False) as d:
+    with np.load(SAMPLES_DIR / f"{entry['dataset']}_sample.npz", allow_pickle=False) as d:
         x, y = d["x"], d["y"]
-    model, meta = load_checkpoint(PRETRAINED / dataset / model_name)
+    model, meta = load_checkpoint(PRETRAINED / entry["weights"])
     p = meta["metrics"]["test_accuracy"]
     acc = evaluate(model, x, y).accuracy
     bound = 4 * math.sqrt(max(p * (1 - p), 1e-4) / len(y)) + 0.01
@@ -77,8 +96,7 @@ FULL = os.environ.get("RIMSCOPE_FULLDATA_DIR")
 
 @pytest.mark.fulldata
 @pytest.mark.skipif(not FULL, reason="set RIMSCOPE_FULLDATA_DIR to a folder with the full data sets")
-@pytest.mark.parametrize("entry", manifest_models() if MANIFEST.is_file() else [],
-                         ids=lambda m: f"{m['dataset']}-{m['model']}")
+@pytest.mark.parametrize("entry", manifest_models() if MANIFEST.is_file() else [], ids=_id)
 def test_recorded_accuracy_on_full_test_set(entry):
     from core.data import load_dataset
 
