@@ -19,8 +19,6 @@ from core.models import config_fields, list_models
 from core.plots import method_color, method_title
 from core.runs import RESUMABLE, DataPlan, RunInfo, RunStore, parse_seeds, training_data_plan, validate_config
 from core.train import OPTIMIZERS, PROTOCOLS, SAMPLE_TRAIN, SCHEDULES, TrainConfig
-
-SAMPLE_DATASETS = ("mnist", "fashion_mnist")  # the data sets with a bundled sample
 from pages.common import (
     dataset_picker,
     keep_valid,
@@ -32,6 +30,7 @@ from pages.common import (
     url_list,
 )
 
+SAMPLE_DATASETS = ("mnist", "fashion_mnist")  # the data sets with a bundled sample
 MAX_RUNS_PER_START = 20
 SHOWN_OWN_RUNS = 8  # finished runs of this session shown with curves; older ones in a table
 MAX_POINTS = 1500  # per curve (longer loss curves are thinned)

@@ -162,10 +162,7 @@ def _pick_step(page, t: int) -> None:
 
 
 @pytest.mark.parametrize("order", [
-    pytest.param("step_last", marks=pytest.mark.xfail(strict=True, reason=(
-        "pages/mechanisms.py: the timestep slider (and its ◀ ▶ buttons) live in a st.fragment, and "
-        "common.sync_url runs only at the end of a full script run, so moving it leaves the old mech_t in "
-        "the URL"))),
+    "step_last",  # the slider lives in a fragment: it writes mech_t into the URL itself
     "step_first",  # a full rerun (the image number) after the slider writes mech_t into the URL
 ])
 def test_shared_mechanisms_url_opens_the_same_view(page, browser, app_server, order):
