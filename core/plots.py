@@ -385,11 +385,17 @@ def fmt_gap(d, lo=None, hi=None, digits: int = 2) -> str:
     return f"{d:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
 
 
+# the verdict as shown in a table cell: the legend above the tables says what each mark means
+_VERDICT_SHORT = {"does not hold (the other method is better)": "does not hold",
+                  "cannot tell at this number of seeds": "cannot tell",
+                  "cannot tell (fewer than 2 seeds)": "cannot tell (< 2 seeds)"}
+
+
 def fmt_verdict(v) -> str:
     v = str(v or "n/a")
     for key, mark in _VERDICT_MARK.items():
         if v.startswith(key):
-            return f"{mark} {v}"
+            return f"{mark} {_VERDICT_SHORT.get(v, v)}"
     return v
 
 

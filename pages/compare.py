@@ -50,6 +50,27 @@ TABLE_INFO = {
 }
 
 
+# shorter column titles on screen (the frames and CSV keep the full ones; the text above the
+# tables says errors are in percent and gaps in percentage points), so the verdicts fit a laptop
+SHORT_TITLES = {
+    "RIM error (%)": "RIM error", "parallel LSTMs error (%)": "parallel LSTMs error",
+    "gap, ours (points) [95% CI]": "gap, ours [95% CI]", "gap, paper (points)": "gap, paper",
+    "gap to runner-up, ours (points) [95% CI]": "gap, ours [95% CI]",
+    "verdict: RIM's error grows less": "verdict: grows less", "verdict: RIM lowest under noise": "verdict: lowest",
+    "gap (parallel − RIM) [95% CI]": "gap [95% CI]", "noisy error (%)": "noisy error",
+    "verdict: RIM better": "verdict", "effect of forget bias 0 on RIM": "effect of bias 0 on RIM",
+    "effect on parallel LSTMs": "on parallel LSTMs", "test error (%)": "test error",
+}
+LAST_COLUMNS = ("what it is",)  # long explanations: after the numbers (the caption above explains the variants)
+
+
+def _table_config(df: pd.DataFrame) -> dict:
+    cfg = {c: st.column_config.TextColumn(SHORT_TITLES[c]) for c in df.columns if c in SHORT_TITLES}
+    if "data set" in df.columns:
+        cfg["data set"] = st.column_config.TextColumn("data set", width=110, pinned=True)
+    return cfg
+
+
 def _ds_title(ds: str) -> str:
     return DATASETS[ds].title if ds in DATASETS else str(ds)
 
@@ -172,15 +193,21 @@ with tab_err:
         common.keep_valid("cmp_err_metric", list(ERROR_METRICS))
         metric = st.radio("Test", list(ERROR_METRICS), horizontal=True, key="cmp_err_metric",
                           format_func=lambda k: "clean test images" if k == "test_error" else "Gaussian noise, variance 0.01")
-        fig_err = error_bar_figure(rows, metric)
+        base = set(method_order())
+        fig_err = error_bar_figure([r for r in rows if r.get("model") in base], metric)
         st.plotly_chart(fig_err, width="stretch", key="cmp_fig_err")
         figure_downloads(fig_err, f"{sched}_final_{metric}", key="cmp_dl_err")
         spread = _spread_table(rows)
-        st.dataframe(spread, hide_index=True, width="stretch")
+        st.dataframe(spread, hide_index=True, width="stretch", placeholder="–", column_config={
+            "data set": st.column_config.TextColumn("data set", width=110, pinned=True),
+            "method": st.column_config.TextColumn("method", width=150, pinned=True)}
+            | {c: st.column_config.NumberColumn(format="%.2f") for c in spread.columns if c.endswith("(%)")})
         st.download_button("⬇ Mean ± sd as CSV", spread.to_csv(index=False).encode(), file_name=f"{sched}_errors_mean_sd.csv",
                            mime="text/csv", key="cmp_csv_spread")
         st.caption("sd = sample standard deviation over training seeds. Diverged runs (loss became NaN or infinite) "
-                   "are counted but left out of the mean.")
+                   "are counted but left out of the mean."
+                   + (" Ablation and initialisation variants are compared in their tables under *Paper's claims vs "
+                      "ours*." if any(r.get("model") not in base for r in rows) else ""))
 
 # ---- tables --------------------------------------------------------------------------------------
 with tab_tables:
@@ -190,8 +217,9 @@ with tab_tables:
         frames = reproduction_tables(summary)
         raw = summary.get("tables") or {}
         st.markdown("Errors in percent, mean ± sd over seeds; gaps in percentage points with a 95% Welch t-interval. "
-                    "**Verdict**: ✅ holds (the interval lies above 0), ❌ does not hold (below 0), ❔ cannot tell at "
-                    "this number of seeds.")
+                    "**Verdict**: ✅ holds (the interval lies above 0), ❌ does not hold (below 0: the other method "
+                    "is better), ❔ cannot tell at this number of seeds (the interval contains 0; *< 2 seeds*: no "
+                    "interval yet).")
         for name, (title, claim) in TABLE_INFO.items():
             st.subheader(title)
             st.caption(claim)
@@ -199,7 +227,8 @@ with tab_tables:
             if df.empty:
                 st.info("Not enough runs for this table yet (it needs RIM and the compared methods on a data set).")
                 continue
-            st.dataframe(df, hide_index=True, width="stretch")
+            order = [c for c in df.columns if c not in LAST_COLUMNS] + [c for c in LAST_COLUMNS if c in df.columns]
+            st.dataframe(df, hide_index=True, width="stretch", column_order=order, column_config=_table_config(df))
             st.download_button(f"⬇ {name} as CSV (all numbers)", pd.DataFrame(raw.get(name) or []).to_csv(index=False).encode(),
                                file_name=f"{sched}_{name}.csv", mime="text/csv", key=f"cmp_csv_{name}")
         if any(r.get("dataset") == "animals10" for r in rows):
@@ -213,7 +242,12 @@ with tab_runs:
     else:
         st.dataframe(df_runs, hide_index=True, width="stretch", column_config={
             c: st.column_config.NumberColumn(format="%.2f") for c in ("test error (%)", "noisy test error (%)")}
-            | {"parameters": st.column_config.NumberColumn(format="localized")})
+            | {"parameters": st.column_config.NumberColumn(format="localized"),
+               "training time (s)": st.column_config.NumberColumn(format="%.0f"),
+               "loss fluctuation": st.column_config.NumberColumn(format="%.3f"),
+               "loss fluctuation (relative)": st.column_config.NumberColumn(format="%.3f"),
+               "data set": st.column_config.TextColumn("data set", width=110, pinned=True),
+               "model or variant": st.column_config.TextColumn("model or variant", pinned=True)})
         st.download_button("⬇ Runs as CSV", df_runs.to_csv(index=False).encode(), file_name=f"{sched}_runs.csv",
                            mime="text/csv", key="cmp_csv_runs")
 common.sync_url(URL_STATE)

@@ -157,10 +157,17 @@ elif table.empty:
 else:
     st.dataframe(
         table.drop(columns=["key"]), hide_index=True, width="stretch", height=min(36 * (len(table) + 1) + 3, 760),
-        column_config={
-            "parameters": st.column_config.NumberColumn("parameters", format="localized"),
-            "clean error (%)": st.column_config.NumberColumn("clean error (%)", format="%.2f"),
-            "noisy error (%)": st.column_config.NumberColumn("noisy error (%)", format="%.2f"),
+        column_config={  # widths: a data set's or a date's full text, whichever rows the grid measured
+            "data set": st.column_config.TextColumn("data set", width=110, pinned=True),
+            "model": st.column_config.TextColumn("model", width=150, pinned=True),
+            "owner": st.column_config.TextColumn("owner", width=110),
+            "parameters": st.column_config.NumberColumn("parameters", format="localized", width=85),
+            "seed": st.column_config.NumberColumn("seed", width=50),
+            "clean error (%)": st.column_config.NumberColumn("clean error %", format="%.2f", width=90),
+            "noisy error (%)": st.column_config.NumberColumn("noisy error %", format="%.2f", width=90),
+            "iterations": st.column_config.NumberColumn("iterations", width=75),
+            "status": st.column_config.TextColumn("status", width=90),
+            "date": st.column_config.TextColumn("date", width=130),
         })
     st.download_button("⬇ Table as CSV", table.drop(columns=["key"]).to_csv(index=False).encode(),
                        file_name="rimscope_models.csv", mime="text/csv", key="models_csv")

@@ -94,11 +94,11 @@ for name in list_models():
     row["what it is"] = spec.description
     row["initialisation"] = spec.init
     rows.append(row)
-st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
-             column_config={**{c: st.column_config.NumberColumn(format="localized")
-                               for c in (rows[0] if rows else {}) if c.startswith("parameters")},
-                            "what it is": st.column_config.TextColumn("what it is", width="large"),
-                            "initialisation": st.column_config.TextColumn("initialisation", width="large")})
+methods_df = pd.DataFrame(rows)
+# a static table: its long descriptions wrap instead of being cut at the cell's edge
+st.table(methods_df.style.format(lambda v: f"{int(v):,}" if pd.notna(v) else "n/a",
+                                 subset=[c for c in methods_df.columns if c.startswith("parameters")]),
+         hide_index=True)
 st.caption("Every LSTM-style forget gate (RIM's LSTMs, the parallel LSTMs, RMC's memory gate) starts from the same "
            "`forget_bias` (1.0); LSTM weights are drawn as `nn.LSTM` draws them. Other differences and their reasons: "
            "REPRODUCTION.md, \"Equal footing\".")
@@ -127,8 +127,7 @@ with c2:
 st.markdown("**Knobs of the paper's method (defaults used everywhere here)**")
 knobs = [{"setting": k, "default": str(v), "meaning": RIM_KNOBS.get(k, "")}
          for k, v in config_fields("rim").items() if k not in ("input_dim", "num_classes")]
-st.dataframe(pd.DataFrame(knobs), hide_index=True, width="stretch", height=36 * (len(knobs) + 1) + 3,
-             column_config={"meaning": st.column_config.TextColumn("meaning", width="large")})
+st.table(pd.DataFrame(knobs), hide_index=True)  # wraps the longer meanings
 
 # ---- what is loaded ------------------------------------------------------------------------
 st.header("What is loaded")
@@ -161,7 +160,10 @@ m1, m2, m3 = st.columns(3)
 m1.metric("Pretrained models", len(man["models"]))
 m2.metric("Your runs (trained or uploaded)", len(own))
 sched = schedules_available()
-m3.metric("Reproduction results", ", ".join(sched) if sched else "none yet")
+m3.metric("Reproduction results", f"{len(sched)} experiment{'s' if len(sched) != 1 else ''}" if sched else "none yet",
+          help="Reproduction outputs under results/; the Compare page shows each.")
+if sched:
+    st.caption("Reproduction results: " + ", ".join(f"`results/{name}`" for name in sched) + " (on the Compare page).")
 if not man["models"]:
     st.info("No pretrained models are installed yet. They are produced by "
             "`python -m core.reproduce run --seeds 0` followed by `python -m core.reproduce export-pretrained "

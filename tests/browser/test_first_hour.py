@@ -234,3 +234,36 @@ def test_open_in_models_selects_the_run(page, app_server, screenshot):
     assert "Fashion-MNIST" in ds and "All data sets" not in ds, ds
     assert_no_errors(page, "Models opened from a Train card")
     screenshot(page, "first-hour-open-in-models")
+
+
+# ------------------------------------------------------------------------------ PNG export
+
+
+def test_compare_png_is_made_with_visible_progress_then_downloads(page, app_server):
+    from pages.common import png_export_ready
+
+    if not png_export_ready():
+        pytest.skip("PNG export needs kaleido and a Chromium it can find")
+    _goto(page, app_server, "compare", "Compare the methods")
+    make = page.locator(".st-key-cmp_dl_loss_png_make button").first  # (a help tooltip nests a second copy)
+    make.wait_for(timeout=SLOW_MS)
+    settle(page)  # the first run's stale copy gone
+    assert make.inner_text().strip() == "🖼 Make PNG"
+    assert page.locator(".st-key-cmp_dl_loss_png").count() == 0, "no PNG download before one is made"
+    make.click()
+    seen_spinner = False
+    download = page.locator(".st-key-cmp_dl_loss_png button").first
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline and not download.count():
+        seen_spinner = seen_spinner or page.get_by_text("Rendering the PNG…").count() > 0
+        time.sleep(0.1)
+    assert download.count(), "no PNG download after Make PNG"
+    assert seen_spinner, "no visible progress while the PNG was rendered"
+    assert page.locator(".st-key-cmp_dl_loss_png_make").count() == 0  # the download took the button's place
+    with page.expect_download(timeout=WAIT_MS) as info:
+        download.click()
+    path = info.value.path()
+    with open(path, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    assert info.value.suggested_filename.endswith("_loss_overlay.png")
+    assert_no_errors(page, "Compare after a PNG export")

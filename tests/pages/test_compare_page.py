@@ -58,7 +58,10 @@ def test_compare_page_loads_with_curves_errors_tables_and_runs(page_env):
     assert {"⬇ table2 as CSV (all numbers)", "⬇ table3 as CSV (all numbers)", "⬇ table4 as CSV (all numbers)",
             "⬇ Runs as CSV", "⬇ Mean ± sd as CSV"} <= set(labels)
     assert labels.count("⬇ HTML") == 4  # one per figure, PNG beside it when kaleido can render
-    assert labels.count("⬇ PNG") in (0, 4)
+    assert "⬇ PNG" not in labels  # a PNG is made only when asked (kaleido takes seconds)
+    assert [b.label for b in at.button].count("🖼 Make PNG") in (0, 4)
+    assert all("(the other method is better)" not in v and "at this number of seeds" not in v
+               for f in frames if "verdict" in f.columns for v in f["verdict"])  # short verdicts; legend above
 
 
 def test_choosing_another_dataset_changes_the_curves(page_env):
@@ -133,3 +136,52 @@ def test_malformed_summary_is_reported_not_raised(page_env, tmp_path, monkeypatc
     at = run_page()
     assert not at.exception and not at.error
     assert any("missing or unreadable" in w.value for w in at.warning)
+
+
+def test_png_is_made_on_request_then_downloads_at_once(page_env, monkeypatch):
+    import pages.common as common
+
+    made = []
+    monkeypatch.setattr(common, "png_export_ready", lambda: True)
+    monkeypatch.setattr(common, "_figure_png", lambda fig_json, w, h: made.append((w, h)) or b"\x89PNG fake")
+    at = run_page()
+    downloads = lambda: [b.label for b in at.get("download_button")]  # noqa: E731
+    assert [b.label for b in at.button].count("🖼 Make PNG") == 4 and "⬇ PNG" not in downloads() and not made
+    at.button(key="cmp_dl_loss_png_make").click().run()
+    assert not at.exception
+    assert len(made) == 1 and made[0][0] == 1100  # rendered once, for that figure only
+    assert downloads().count("⬇ PNG") == 1 and [b.label for b in at.button].count("🖼 Make PNG") == 3
+    at.run()  # any later rerun: the PNG is kept, not rendered again
+    assert len(made) == 1 and downloads().count("⬇ PNG") == 1
+    at.slider(key="cmp_smoothing").set_value(0.0).run()  # the loss figure changed: its PNG is stale
+    assert downloads().count("⬇ PNG") == 0 and [b.label for b in at.button].count("🖼 Make PNG") == 4
+
+
+def test_png_export_failure_is_a_message(page_env, monkeypatch):
+    import pages.common as common
+
+    def broken(*_):
+        raise RuntimeError("no browser")
+
+    monkeypatch.setattr(common, "png_export_ready", lambda: True)
+    monkeypatch.setattr(common, "_figure_png", broken)
+    at = run_page()
+    at.button(key="cmp_dl_acc_png_make").click().run()
+    assert not at.exception
+    assert any("PNG export failed (RuntimeError); use HTML." in c.value for c in at.caption)
+    assert "⬇ PNG" not in [b.label for b in at.get("download_button")]
+
+
+def test_error_bars_show_the_five_methods_not_the_variants(page_env, tmp_path, monkeypatch):
+    res = tmp_path / "results"
+    shutil.copytree(page_env["results"] / "paper", res / "paper")
+    summary = json.loads((res / "paper" / "summary.json").read_text())
+    summary["runs"].append({**summary["runs"][0], "model": "rim_random", "seed": 0})
+    (res / "paper" / "summary.json").write_text(json.dumps(summary))
+    monkeypatch.setenv("RIMSCOPE_RESULTS_DIR", str(res))
+    at = run_page()
+    assert not at.exception
+    err = next(f for t, f in figures(at).items() if t.startswith("Final"))
+    names = {t.get("name") for t in err["data"]}
+    assert "rim_random" not in names and method_title("rim") in names
+    assert any("variants are compared in their tables" in c.value for c in at.caption)

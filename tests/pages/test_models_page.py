@@ -217,3 +217,16 @@ def test_models_page_opens_on_your_latest_run_else_mnist_rim(page_env):
     rid = store().import_checkpoint(w, m, expected_dataset="cifar10", owner=OWNER)
     at = run_page()
     assert at.selectbox(key="models_pick").value == f"run:{rid}"
+
+
+def test_table_columns_are_wide_enough_for_their_longest_values(page_env):
+    """The grid sizes columns by the rows it measures first (Animals-10, CIFAR-10): without set
+    widths a laptop showed "Fashion-MNI" and cut dates. Data set and model stay in view when it scrolls."""
+    import json
+
+    at = run_page()
+    cols = json.loads(at.dataframe[0].proto.columns)
+    assert cols["data set"]["width"] >= 110 and cols["data set"].get("pinned") is True  # "Fashion-MNIST"
+    assert cols["model"]["width"] >= 150 and cols["model"].get("pinned") is True  # "RIM (paper's method)"
+    assert cols["date"]["width"] >= 130  # "2026-01-02 03:04"
+    assert cols["owner"]["width"] >= 110  # "another session"

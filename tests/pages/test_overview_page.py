@@ -24,13 +24,13 @@ def test_overview_loads_with_diagram_methods_and_counts(page_env):
     headers = [h.value for h in at.header]
     assert headers == ["How the method works", "The five methods", "What is loaded", "Where to start"]
     assert len(at.image) == 1 and at.image[0].value[0].startswith("data:image/svg+xml")  # the diagram
-    methods = at.dataframe[0].value
+    methods = at.table[0].value  # static tables: long descriptions wrap instead of being cut
     assert list(methods["method"]) == [method_title(m) for m in list_models()]
     small = parameter_counts(28)
     col = next(c for c in methods.columns if "28x28" in c)
     assert list(methods[col]) == [small[m] for m in list_models()]
     assert any("32x32x3" in c for c in methods.columns)
-    knobs = at.dataframe[1].value
+    knobs = at.table[1].value
     assert dict(zip(knobs["setting"], knobs["default"]))["k_active"] == "4"
     assert dict(zip(knobs["setting"], knobs["default"]))["alpha"] == "0.1"
     assert len(at.get("plotly_chart")) == 1  # parameter bars
@@ -38,7 +38,7 @@ def test_overview_loads_with_diagram_methods_and_counts(page_env):
 
 def test_overview_counts_pretrained_per_dataset_and_sources(page_env):
     at = run_page()
-    loaded = at.dataframe[2].value.set_index("data set")
+    loaded = at.dataframe[0].value.set_index("data set")
     assert loaded.loc["MNIST", "pretrained models"] == "3 of 5"
     assert loaded.loc["CIFAR-10", "pretrained models"] == "3 of 5"
     assert loaded.loc["Fashion-MNIST", "pretrained models"] == "0 of 5"
@@ -48,7 +48,9 @@ def test_overview_counts_pretrained_per_dataset_and_sources(page_env):
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Pretrained models"] == "6"
     assert metrics["Your runs (trained or uploaded)"] == "0"
-    assert "paper" in metrics["Reproduction results"] and "long" in metrics["Reproduction results"]
+    assert metrics["Reproduction results"] == "2 experiments"  # a count: names would not fit the metric
+    listed = next(c.value for c in at.caption if c.value.startswith("Reproduction results:"))
+    assert "`results/paper`" in listed and "`results/unequal_init/long`" in listed
     assert any("Animals-10 here is a small, unbalanced subset" in w.value for w in at.warning)
 
 
@@ -56,7 +58,7 @@ def test_overview_source_check_can_be_switched_off(page_env):
     at = run_page()
     at.toggle(key="check_sources").set_value(False).run()
     assert not at.exception
-    assert "bundled sample" not in at.dataframe[2].value.columns
+    assert "bundled sample" not in at.dataframe[0].value.columns
 
 
 def test_overview_without_pretrained_models_says_how_to_get_them(empty_env):
