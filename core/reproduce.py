@@ -567,7 +567,7 @@ PROTOCOL_TEXT = {"paper": "SGD lr 0.1, batch 100, 1,000 iterations (paper protoc
                               "validation split, early stopping (converged protocol)"}
 
 
-def export_pretrained(out: Path, seed: int, dest: Path, protocol: str = "paper") -> dict:
+def export_pretrained(out: Path, seed: int, dest: Path, protocol: str = "paper", datasets=None) -> dict:
     """Copy seed ``seed`` of every cell of one protocol to ``dest/<folder>/<dataset>/<model>.*``
     (folder: none for the paper protocol, ``converged/`` for the converged one) and write the
     manifest, which lists both protocols' models; each entry says which protocol it follows."""
@@ -581,7 +581,8 @@ def export_pretrained(out: Path, seed: int, dest: Path, protocol: str = "paper")
             old = json.loads((dest / "manifest.json").read_text())
         except (OSError, json.JSONDecodeError):
             old = {}
-    kept = [m for m in old.get("models", []) if m.get("protocol", "paper") != protocol]
+    kept = [m for m in old.get("models", []) if m.get("protocol", "paper") != protocol
+            or (datasets and m.get("dataset") not in datasets)]
     manifest = {"models": kept, "protocols": {**old.get("protocols", {}), protocol: PROTOCOL_TEXT.get(protocol, protocol)},
                 "rebuild": "make pretrained"}
     for p in sorted((Path(out) / "runs").glob(f"*/*_s{seed}.json")):
@@ -589,7 +590,7 @@ def export_pretrained(out: Path, seed: int, dest: Path, protocol: str = "paper")
         w = p.with_suffix(".safetensors")
         if meta.get("status") != "completed" or not w.is_file() or meta.get("variant"):
             continue
-        if meta.get("protocol", "paper") != protocol:
+        if meta.get("protocol", "paper") != protocol or (datasets and meta["dataset"] not in datasets):
             continue
         target = dest / sub.rstrip("/") / meta["dataset"] / f"{meta['model']}" if sub else dest / meta["dataset"] / meta["model"]
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -671,6 +672,8 @@ def main(argv=None) -> int:
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--dest", default="pretrained")
     e.add_argument("--protocol", default="paper", choices=["paper", "converged"])
+    e.add_argument("--datasets", nargs="+", default=None, choices=list(DATASETS),
+                   help="only these data sets (e.g. those whose grid is complete)")
     args = p.parse_args(argv)
     if args.cmd == "run":
         from .errors import ConfigError
@@ -706,7 +709,7 @@ def main(argv=None) -> int:
         write_tables(Path(args.out))
         print((Path(args.out) / "tables.md").read_text())
     else:
-        m = export_pretrained(Path(args.out), args.seed, Path(args.dest), args.protocol)
+        m = export_pretrained(Path(args.out), args.seed, Path(args.dest), args.protocol, args.datasets)
         print(f"exported {len(m['models'])} models to {args.dest}")
     return 0
 

@@ -187,7 +187,7 @@ def _pick_image(dataset: str, data, key: str):
     rng = np.random.default_rng()
     c1, c2 = st.columns([3, 2], vertical_alignment="bottom")
     i = c1.number_input(f"Test image number (0-{n - 1})", 0, n - 1, key=f"{key}_idx")
-    c2.button("Random image", key=f"{key}_rand",
+    c2.button("Random", key=f"{key}_rand", help="a random test image",
               on_click=lambda: st.session_state.update({f"{key}_idx": int(rng.integers(n))}))
     return np.asarray(data.images[int(i)]), int(data.labels[int(i)]), common.image_name(data, int(i))
 
@@ -242,7 +242,8 @@ def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
             st.session_state["rb_kind"] = "gaussian"
             st.session_state["rb_strength_gaussian"] = PAPER_VAR
 
-        c_btn.button("Paper's test (Gaussian 0.01)", key="rb_paper", on_click=to_paper)
+        c_btn.button("Paper's test", key="rb_paper", on_click=to_paper,
+                     help="Back to the paper's noise test: Gaussian, variance 0.01")
     level = f"{title} {param} {strength:.2f}" if param else title
 
     # one image, clean and noisy
@@ -281,8 +282,8 @@ def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
     st.subheader(f"Test error at {level}")
     names = {m: e.display for m, (e, _) in models.items()}
     with st.spinner("Scoring the models at this noise level…"):
-        clean = {m: scorer.noise(m, "gaussian", 0.0) for m in models}
-        here = {m: scorer.noise(m, kind, strength) for m in models}
+        clean = {m: scorer.curve_noise(m, "gaussian", 0.0) for m in models}  # shipped where possible
+        here = {m: scorer.curve_noise(m, kind, strength) for m in models}
     _error_metrics(here, clean, names, f"; one noise draw (seed {SEED}) shared by all models")
     st.caption(f"{scorer.images.shape[0]} test images (fixed subset, seed 0) from {data.source}. One noise draw; "
                "the Compare page reports means over seeds and draws.")
