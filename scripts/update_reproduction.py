@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BLOCK = re.compile(r"(<!-- tables: (?P<dir>[^ ]+) -->\n).*?(\n<!-- /tables -->)", re.S)
+BLOCK = re.compile(r"(<!-- tables: (?P<dir>[^ ]+) -->\n).*?(<!-- /tables -->)", re.S)
 
 
 def main() -> int:
@@ -25,7 +25,7 @@ def main() -> int:
     def fill(m: re.Match) -> str:
         tables = (ROOT / m.group("dir") / "tables.md").read_text().strip()
         tables = re.sub(r"^### ", "#### ", tables, flags=re.M)  # nested under the document's sections
-        return m.group(1) + tables + m.group(3)
+        return m.group(1) + tables + "\n" + m.group(3)
 
     new, n = BLOCK.subn(fill, text)
     doc.write_text(new)
