@@ -97,7 +97,8 @@ def score_all(model, images, labels) -> dict[tuple[str, float], tuple[float, int
 
 def build(pretrained_dir: Path, data_dirs: list, log=print, subset: int = SUBSET) -> dict:
     """Score every manifest entry on the fixed subset of every test source found (the bundled
-    sample, and the full test set of each data folder given) and write ``curves.json``."""
+    sample, and the full test set of each data folder given) and write ``curves.json``. Points of
+    weights and subsets already in the file are kept, not recomputed (they are deterministic)."""
     import torch
 
     from .catalog import load_entry, pretrained_entries
@@ -105,7 +106,7 @@ def build(pretrained_dir: Path, data_dirs: list, log=print, subset: int = SUBSET
 
     torch.set_num_threads(1)
     pretrained_dir = Path(pretrained_dir)
-    points: dict = {}
+    points: dict = dict(ShippedCurves.load(pretrained_dir).points)  # incremental: known weights are kept
     t0 = time.perf_counter()
     entries = pretrained_entries(pretrained_dir=pretrained_dir)
     for ds in sorted({e.dataset for e in entries}):
@@ -124,9 +125,13 @@ def build(pretrained_dir: Path, data_dirs: list, log=print, subset: int = SUBSET
             model, _ = load_entry(e)
             wh = file_hash(e.stem.with_suffix(".safetensors"))
             for sh, x, y, src in subsets:
+                if point_key(wh, sh, "stretch", 1.0) in points:  # this weights file on this subset: done
+                    continue
                 for (what, v), (err, n) in score_all(model, x, y).items():
                     points[point_key(wh, sh, what, v)] = [err, n]
                 log(f"{e.key}: {src} done ({time.perf_counter() - t0:.0f} s)")
+    current = {file_hash(e.stem.with_suffix(".safetensors")) for e in entries}
+    points = {k: v for k, v in points.items() if k.split("|", 1)[0] in current}  # drop replaced weights
     out = {"subset": subset, "seed": SEED, "grid": list(GRID), "factors": list(FACTORS),
            "built_s": round(time.perf_counter() - t0, 1), "points": points}
     (pretrained_dir / FILE).write_text(json.dumps(out, separators=(",", ":")))
