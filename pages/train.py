@@ -22,6 +22,8 @@ from core.train import OPTIMIZERS, PROTOCOLS, SAMPLE_TRAIN, SCHEDULES, TrainConf
 from pages.common import (
     dataset_picker,
     keep_valid,
+    mtime,
+    pretrained_dir,
     restore_from_url,
     session_owner,
     show_error,
@@ -42,6 +44,13 @@ STATUS_ICONS = {"queued": "⏳", "running": "🏃", "completed": "✅", "stopped
 
 def md_escape(text: str) -> str:
     return re.sub(r"([\\`*_{}\[\]()#+\-.!|<>~$])", r"\\\1", text)
+
+
+@st.cache_data(ttl=60, show_spinner=False, max_entries=64)
+def _speed(model: str, dataset: str, n_runs: int, pre_dir: str, manifest_mtime: float):
+    """Measured seconds per iteration (reads run and model JSONs: cached, keyed by the run
+    count and the pretrained folder)."""
+    return seconds_per_iteration(model, dataset)
 
 
 def fmt_duration(s: float) -> str:
@@ -394,7 +403,8 @@ for e in dict.fromkeys(errors):
 if configs:
     est = []
     for m in dict.fromkeys(c.model for c in configs):
-        rate = seconds_per_iteration(m, dataset)
+        rate = _speed(m, dataset, len(store.list_runs()), str(pretrained_dir()),
+                      mtime(pretrained_dir() / "manifest.json"))
         if rate is not None:
             est.append(f"{method_title(m)} about {fmt_duration(rate[0] * int(iterations))} ({rate[1]})")
     if est:
