@@ -10,12 +10,14 @@ images and seed always give the same numbers, so the pages can cache results by 
   noise level or vertical stretch, plus the activity pattern when asked for.
 * ``activation_change``: which activations of a binary mask flip between two runs (clean vs
   noisy), as a fraction overall, per row and per unit.
-* ``noise_curve`` / ``stretch_curve``: the same over a grid, with a progress callback.
+* ``curve_from_points``: an error curve (with flips of a binary mask) from computed points.
+* ``Scorer``: the errors of several models on one fixed subset, point by point, taking the
+  shipped curves (``core.curves``) where they hold the point; a page wraps its point
+  functions in its own cache.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -23,6 +25,7 @@ import numpy as np
 import torch
 
 from .data import add_noise, stretch_rows, to_sequence
+from .stats import wilson_interval
 
 BATCH = 500  # RIM's per-image cost grows with batch size beyond this on a small CPU
 
@@ -68,15 +71,9 @@ def run_batched(model: torch.nn.Module, images, *, with_activity: bool = False,
     return np.concatenate(probs), (np.concatenate(acts) if with_activity else None)
 
 
-def error_interval(errors: int | float, n: int, z: float = 1.96) -> tuple[float, float]:
+def error_interval(errors: int | float, n: int) -> tuple[float, float]:
     """Wilson 95% interval for an error rate measured as ``errors`` wrong out of ``n``."""
-    if n <= 0:
-        return (math.nan, math.nan)
-    p = errors / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    return wilson_interval(errors, n)
 
 
 def is_binary_mask(activity: np.ndarray) -> bool:
@@ -243,29 +240,87 @@ def _curve(points: list[EvalPoint], xs, reference: EvalPoint | None) -> Curve:
     return Curve(np.asarray(xs, dtype=float), err, iv[:, 0], iv[:, 1], flips)
 
 
-def noise_curve(model, images, labels, strengths: Sequence[float], mode: str = "gaussian",
-                seed: int = 0, *, with_activity: bool = False,
-                progress: Callable[[int, int], None] | None = None) -> Curve:
-    """Error against noise strength; flips are measured against the clean (strength 0) run."""
-    points = []
-    for i, s in enumerate(strengths):
-        points.append(noisy_eval(model, images, labels, mode, s, seed, with_activity=with_activity))
-        if progress:
-            progress(i + 1, len(strengths))
-    ref = noisy_eval(model, images, labels, mode, 0.0, seed, with_activity=True) if with_activity else None
-    return _curve(points, strengths, ref)
-
-
-def stretch_curve(model, images, labels, factors: Sequence[float], *,
-                  progress: Callable[[int, int], None] | None = None) -> Curve:
-    points = []
-    for i, f in enumerate(factors):
-        points.append(stretch_eval(model, images, labels, f))
-        if progress:
-            progress(i + 1, len(factors))
-    return _curve(points, factors, None)
-
-
 def curve_from_points(xs, points: list[EvalPoint], reference: EvalPoint | None = None) -> Curve:
     """A ``Curve`` from points computed (and cached) one by one by a caller."""
     return _curve(points, xs, reference)
+
+
+def _clean_key(kind: str, strength: float) -> tuple[str, float]:
+    from .curves import clean_key
+
+    return clean_key(kind, strength)
+
+
+def noise_point(model, model_key: str, mtime: float, data_key: str, images, labels, kind: str, strength: float,
+                with_activity: bool, seed: int = 0) -> EvalPoint:
+    """``noisy_eval`` with the identity of its inputs as arguments (a page caches on them)."""
+    return noisy_eval(model, images, labels, kind, strength, seed, with_activity=with_activity)
+
+
+def stretch_point(model, model_key: str, mtime: float, data_key: str, images, labels, factor: float) -> EvalPoint:
+    """``stretch_eval`` with the identity of its inputs as arguments (a page caches on them)."""
+    return stretch_eval(model, images, labels, factor)
+
+
+class Scorer:
+    """Errors of the compared models on one fixed test subset, point by point.
+
+    ``models``: method -> ``(catalog.ModelEntry, model)``. A curve point comes from the shipped
+    curves (``shipped``, a ``core.curves.ShippedCurves``) when they hold it for these weights
+    and this subset, else it is computed by ``noise_fn`` / ``stretch_fn`` (``noise_point`` /
+    ``stretch_point`` or a cached wrapper of them). Models whose trace schema has a binary
+    activity keep their activity with every noise point (for the mask flips).
+    """
+
+    def __init__(self, key: str, images, labels, models: dict, *, shipped=None, seed: int = 0,
+                 noise_fn: Callable = noise_point, stretch_fn: Callable = stretch_point,
+                 weights_hash: Callable[[str, float], str] | None = None):
+        from . import curves
+        from .models import trace_schema
+
+        self.key, self.images, self.labels, self.models, self.seed = key, images, labels, models, seed
+        self.subset_hash = curves.subset_hash(images, labels)
+        self.shipped = shipped
+        self._noise_fn, self._stretch_fn = noise_fn, stretch_fn
+        self._weights_hash = weights_hash or (lambda path, mtime: curves.file_hash(path))
+        self._binary = {m: trace_schema(e.model).activity_binary for m, (e, _) in models.items()}
+
+    def _from_shipped(self, method: str, what: str, value: float) -> EvalPoint | None:
+        entry, _ = self.models[method]
+        if entry.source != "pretrained" or self.shipped is None or not self.shipped.points:
+            return None
+        path = entry.stem.with_suffix(".safetensors")
+        return self.shipped.get(self._weights_hash(str(path), entry.weights_mtime), self.subset_hash, what, value)
+
+    def curve_noise(self, method: str, kind: str, strength: float) -> EvalPoint:
+        """A curve point: from the shipped curves when they hold it, else computed."""
+        return self._from_shipped(method, *_clean_key(kind, strength)) or self.noise(method, kind, strength)
+
+    def curve_stretch(self, method: str, factor: float) -> EvalPoint:
+        return self._from_shipped(method, "stretch", float(factor)) or self.stretch(method, factor)
+
+    def signature(self, what: str) -> tuple:
+        """Identifies a curve: the data subset, what varies, and every model with its file's time."""
+        return (self.key, what, tuple((m, e.key, e.weights_mtime) for m, (e, _) in self.models.items()))
+
+    def noise(self, method: str, kind: str, strength: float) -> EvalPoint:
+        """A computed point (with the activity for a model with a binary mask)."""
+        entry, model = self.models[method]
+        kind, strength = _clean_key(kind, strength)
+        return self._noise_fn(model, entry.key, entry.weights_mtime, self.key, self.images, self.labels,
+                              kind, strength, self._binary[method], self.seed)
+
+    def stretch(self, method: str, factor: float) -> EvalPoint:
+        entry, model = self.models[method]
+        return self._stretch_fn(model, entry.key, entry.weights_mtime, self.key, self.images, self.labels,
+                                float(factor))
+
+    def noise_curve(self, method: str, kind: str, strengths: Sequence[float], *, shipped: bool = True,
+                    flips: bool = False) -> Curve:
+        """Error against noise strength; ``flips``: changed activations against the clean run."""
+        get = self.curve_noise if shipped else self.noise
+        ref = self.noise(method, "gaussian", 0.0) if flips else None
+        return curve_from_points(strengths, [get(method, kind, s) for s in strengths], reference=ref)
+
+    def stretch_curve(self, method: str, factors: Sequence[float]) -> Curve:
+        return curve_from_points(factors, [self.curve_stretch(method, f) for f in factors])

@@ -1,22 +1,24 @@
 """Every model a user can pick: shipped pretrained ones and the user's own runs.
 
-``list_entries(dataset)`` merges ``pretrained/manifest.json`` with the runs in the run store
-that have weights (trained in the app, stopped early, or uploaded), and ``load_entry`` loads
-one through the validating checkpoint loader. Pages call only these two.
+``list_entries(dataset)`` merges ``pretrained/manifest.json`` (``read_manifest``, the one
+reader of it) with the runs in the run store that have weights (trained in the app, stopped
+early, or uploaded), and ``load_entry`` loads one through the validating checkpoint loader.
+The pretrained folder is ``core.paths.pretrained_dir()``, read at call time.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import paths
 from .checkpoint import load_checkpoint
-from .data import ROOT
 from .errors import CheckpointError
+from .models import DEFAULT_MODEL
 
-PRETRAINED_DIR = Path(os.environ.get("RIMSCOPE_PRETRAINED_DIR") or ROOT / "pretrained")
+DEFAULT_DATASET = "mnist"  # with DEFAULT_MODEL: the featured model, the pages' first choice
+DEFAULT_PROTOCOL = "converged"  # the shipped models the pages prefer
 
 
 @dataclass(frozen=True)
@@ -36,18 +38,31 @@ class ModelEntry:
     def display(self) -> str:
         return self.label or f"{self.model} ({self.source})"
 
+    @property
+    def weights_mtime(self) -> float:
+        """Modification time of the weights file (0 when missing): part of every cache key of
+        a result computed with them, so a replaced file is never answered from a cache."""
+        try:
+            return Path(self.stem).with_suffix(".safetensors").stat().st_mtime
+        except OSError:
+            return 0.0
 
-def read_manifest(pretrained_dir: Path = PRETRAINED_DIR) -> dict:
-    path = Path(pretrained_dir) / "manifest.json"
-    if not path.is_file():
-        return {"models": []}
+
+def manifest_path(pretrained_dir: Path | None = None) -> Path:
+    return Path(pretrained_dir or paths.pretrained_dir()) / "manifest.json"
+
+
+def read_manifest(pretrained_dir: Path | None = None) -> dict:
+    """``manifest.json`` of the pretrained folder; ``{"models": []}`` when missing or malformed."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
+        m = json.loads(manifest_path(pretrained_dir).read_text())
+    except (OSError, ValueError, RecursionError):
         return {"models": []}
+    return m if isinstance(m, dict) and isinstance(m.get("models"), list) else {"models": []}
 
 
-def pretrained_entries(dataset: str | None = None, pretrained_dir: Path = PRETRAINED_DIR) -> list[ModelEntry]:
+def pretrained_entries(dataset: str | None = None, pretrained_dir: Path | None = None) -> list[ModelEntry]:
+    pretrained_dir = Path(pretrained_dir or paths.pretrained_dir())
     out = []
     for m in read_manifest(pretrained_dir).get("models", []):
         if dataset and m.get("dataset") != dataset:
@@ -94,6 +109,21 @@ def list_entries(dataset: str | None = None, store=None) -> list[ModelEntry]:
     return pretrained_entries(dataset) + run_entries(dataset, store)
 
 
+def featured_entry(entries: list[ModelEntry]) -> ModelEntry | None:
+    """The model a page shows first: the paper's method on MNIST, converged pretrained when
+    shipped, else any of its pretrained or own models there, else the first entry."""
+    if not entries:
+        return None
+    home = [e for e in entries if e.model == DEFAULT_MODEL and e.dataset == DEFAULT_DATASET]
+    return next((e for e in home if e.protocol == DEFAULT_PROTOCOL), home[0] if home else entries[0])
+
+
+def preferred_entry(candidates: list[ModelEntry], protocol: str = DEFAULT_PROTOCOL) -> ModelEntry:
+    """Among ``candidates``: the pretrained one of ``protocol``, else any pretrained one, else the first."""
+    pre = [e for e in candidates if e.source == "pretrained"]
+    return next((e for e in pre if e.protocol == protocol), pre[0] if pre else candidates[0])
+
+
 def load_entry(entry: ModelEntry):
     """``(model, metadata)``; raises CheckpointError with a clear message."""
     if not Path(entry.stem).with_suffix(".safetensors").is_file():
@@ -113,7 +143,7 @@ def seconds_per_iteration(model: str, dataset: str, pretrained_dir: Path | None 
             rates.append(float(t) / float(n))
     if rates:
         return sorted(rates)[len(rates) // 2], f"{len(rates)} of your runs"
-    for e in pretrained_entries(dataset, pretrained_dir=pretrained_dir or _pretrained_dir()):
+    for e in pretrained_entries(dataset, pretrained_dir=pretrained_dir):
         if e.model != model:
             continue
         try:
@@ -128,6 +158,3 @@ def seconds_per_iteration(model: str, dataset: str, pretrained_dir: Path | None 
         return min(rates), "the shipped models' training (2-core CPU)"
     return None
 
-
-def _pretrained_dir() -> Path:
-    return Path(os.environ.get("RIMSCOPE_PRETRAINED_DIR") or ROOT / "pretrained")

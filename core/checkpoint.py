@@ -21,7 +21,8 @@ from torch.overrides import TorchFunctionMode
 
 from . import __version__
 from .errors import CheckpointError
-from .fileio import atomic_write_bytes  # the one atomic writer (re-exported here)
+from .fileio import atomic_write_bytes, json_bytes, os_error_reason
+from .fileio import write_json as atomic_write_json  # noqa: F401 - the old name (core.reproduce)
 from .models import build_model, list_models, model_config_dict
 
 FORMAT = "rimscope-checkpoint/1"
@@ -36,29 +37,6 @@ def _stem(path) -> Path:
     return p.with_suffix("") if p.suffix in (".safetensors", ".json") else p
 
 
-def atomic_write_json(path: Path, obj) -> None:
-    atomic_write_bytes(Path(path), json.dumps(obj, indent=1, allow_nan=False, default=_json_default).encode())
-
-
-def _json_default(o):
-    if hasattr(o, "item"):
-        return o.item()
-    if hasattr(o, "tolist"):
-        return o.tolist()
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
-
-
-def _finite_json(obj):
-    """Replace NaN/inf floats (e.g. a diverged loss) by None so the JSON stays strict."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _finite_json(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite_json(v) for v in obj]
-    return obj
-
-
 def checkpoint_bytes(model: torch.nn.Module, metadata: dict) -> tuple[bytes, bytes]:
     """The two files of a checkpoint as bytes (for downloads and for saving)."""
     meta = dict(metadata)
@@ -68,7 +46,7 @@ def checkpoint_bytes(model: torch.nn.Module, metadata: dict) -> tuple[bytes, byt
     meta.setdefault("code_version", __version__)
     state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
     weights = st_save_bytes(state, metadata={"format": FORMAT, "model": str(meta["model"])})
-    meta_bytes = json.dumps(_finite_json(meta), indent=1, allow_nan=False, default=_json_default).encode()
+    meta_bytes = json_bytes(meta)
     return weights, meta_bytes
 
 
@@ -84,10 +62,36 @@ def save_checkpoint(model: torch.nn.Module, metadata: dict, path) -> Path:
         atomic_write_bytes(stem.with_suffix(".safetensors"), weights)
         atomic_write_bytes(stem.with_suffix(".json"), meta)
     except OSError as exc:
-        from .resume import _why
-
-        raise CheckpointError(f"Could not write the checkpoint {stem.name} to {stem.parent}: {_why(exc)}.") from None
+        raise CheckpointError(f"Could not write the checkpoint {stem.name} to {stem.parent}: "
+                              f"{os_error_reason(exc)}.") from None
     return stem.with_suffix(".safetensors")
+
+
+def run_metadata(cfg, result, train_data, test_data, note: str = "") -> dict:
+    """The JSON metadata stored beside the weights of a run (a TrainConfig, its TrainResult and data)."""
+    import time
+
+    from .data import get_info
+
+    info = get_info(cfg.dataset)
+    return {
+        "model": cfg.model,
+        "dataset": cfg.dataset,
+        "classes": list(info.classes),
+        "image_shape": list(info.image_shape),
+        "seed": cfg.seed,
+        "status": result.status,
+        "message": result.message,
+        "train_config": cfg.to_dict(),
+        "data_source": {"train": train_data.source, "test": test_data.source,
+                        "n_train": len(train_data), "n_test": len(test_data), "note": note},
+        "metrics": result.metrics,
+        "history": result.history,
+        "evals": result.evals,
+        "code_version": __version__,
+        "torch_version": torch.__version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
 
 
 def load_checkpoint(path, *, expected_dataset: str | None = None):
@@ -132,6 +136,61 @@ def parse_metadata(meta_bytes: bytes) -> dict:
             raise CheckpointError(f"The metadata field {key!r} holds an unsafe or malformed value "
                                   f"{str(val)[:60]!r}.")
     return meta
+
+
+UPLOAD_PICKLE_SUFFIXES = (".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".bin", ".tar", ".joblib", ".npy", ".npz",
+                          ".zip")
+
+
+def check_upload(weights, meta, *, expected_dataset: str | None = None, weights_name: str | None = None,
+                 meta_name: str | None = None, max_bytes: int | None = None):
+    """Validate an uploaded checkpoint in full before anything is stored; ``(model, metadata)``.
+
+    The one check the Models page and the run store share. File names, when given, must be
+    ``.safetensors`` and ``.json`` (pickle-based names are refused and never opened);
+    each file at most ``max_bytes`` (default the checkpoint limits); the metadata and the
+    weights as in :func:`load_checkpoint_bytes`; the data set must be a known one
+    (``expected_dataset=None``: the one the metadata names) and the model must fit it (row
+    width, number of classes). Raises CheckpointError naming the problem.
+    """
+    from .data import DATASETS
+
+    weights = bytes(weights) if isinstance(weights, (bytearray, memoryview)) else weights
+    meta = bytes(meta) if isinstance(meta, (bytearray, memoryview)) else meta
+    if not isinstance(weights, bytes) or not isinstance(meta, bytes):
+        raise CheckpointError("Upload both files: the weights (.safetensors) and the metadata (.json).")
+    for name in (weights_name, meta_name):
+        if name is not None and name.lower().endswith(UPLOAD_PICKLE_SUFFIXES):
+            raise CheckpointError(
+                f"{name} is a pickle-based file (PyTorch .pt/.pth/.ckpt and similar). RIMscope never opens "
+                "pickle files, because loading one can run arbitrary code. Save the weights with safetensors "
+                "(safetensors.torch.save_file(model.state_dict(), 'model.safetensors')) and upload that "
+                "together with its .json metadata.")
+    if weights_name is not None and not weights_name.lower().endswith(".safetensors"):
+        raise CheckpointError(f"The weights file must be a .safetensors file; got {weights_name!r}.")
+    if meta_name is not None and not meta_name.lower().endswith(".json"):
+        raise CheckpointError(f"The metadata file must be a .json file; got {meta_name!r}.")
+    for data, shown, limit in ((weights, weights_name or "The weights file", MAX_WEIGHTS_BYTES),
+                               (meta, meta_name or "The metadata file", MAX_META_BYTES)):
+        limit = min(limit, max_bytes) if max_bytes else limit
+        if len(data) > limit:
+            raise CheckpointError(f"{shown} is too large ({len(data) / 2**20:.1f} MB; the limit is "
+                                  f"{limit / 2**20:g} MB per file).")
+    if expected_dataset is None:
+        expected_dataset = parse_metadata(meta).get("dataset")
+        if expected_dataset not in DATASETS:
+            raise CheckpointError(f"The metadata names no known data set ({expected_dataset!r}); add \"dataset\" "
+                                  f"to the JSON or choose the data set it was trained on ({', '.join(DATASETS)}).")
+    model, meta_doc = load_checkpoint_bytes(weights, meta, expected_dataset=expected_dataset)
+    info = DATASETS[expected_dataset]
+    cfg = getattr(model, "config", None)
+    if getattr(cfg, "input_dim", info.input_dim) != info.input_dim:
+        raise CheckpointError(f"The model reads rows of {cfg.input_dim} values; {info.title} rows have "
+                              f"{info.input_dim}.")
+    if getattr(cfg, "num_classes", len(info.classes)) != len(info.classes):
+        raise CheckpointError(f"The model has {cfg.num_classes} outputs; {info.title} has "
+                              f"{len(info.classes)} classes.")
+    return model, meta_doc
 
 
 def load_checkpoint_bytes(weights: bytes, meta_bytes: bytes, *, expected_dataset: str | None = None):

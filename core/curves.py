@@ -23,8 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import analysis
-from .data import ROOT
+from . import analysis, paths
 
 SUBSET = 500  # test images every method is scored on (fixed subset, seed 0)
 SEED = 0  # one noise draw, shared by all methods
@@ -142,11 +141,12 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m core.curves", description=__doc__.split("::")[0].strip())
     sub = p.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="score the shipped models and write pretrained/curves.json")
-    b.add_argument("--pretrained", default=str(ROOT / "pretrained"))
+    b.add_argument("--pretrained", default=None, help="the pretrained folder (default: $RIMSCOPE_PRETRAINED_DIR or pretrained/)")
     b.add_argument("--data-dir", action="append", default=[], help="a folder with <dataset>/test.npz (repeatable)")
     args = p.parse_args(argv)
-    out = build(Path(args.pretrained), args.data_dir)
-    print(f"{len(out['points'])} points in {out['built_s']} s -> {Path(args.pretrained) / FILE}")
+    pre = Path(args.pretrained) if args.pretrained else paths.pretrained_dir()
+    out = build(pre, args.data_dir)
+    print(f"{len(out['points'])} points in {out['built_s']} s -> {pre / FILE}")
     return 0
 
 

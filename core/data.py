@@ -16,12 +16,17 @@ reported to the caller (``LoadedData.source``):
    the per-image pages work offline. Used only when ``allow_sample`` is true (the default for
    the test split).
 
+``training_data_plan`` says cheaply (no image loaded) which source a run will train from;
+``prepare_training_data`` loads a run's train and test data, with the MNIST holdout. Paths
+and settings come from core.paths; the image transforms (``to_sequence``, ``add_noise``,
+``stretch_rows``) live in core.transforms and are re-exported here.
+
 Nothing here unpickles: ``np.load(..., allow_pickle=False)`` everywhere.
 """
 
 from __future__ import annotations
 
-import os
+import dataclasses
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +34,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .errors import DataUnavailableError
+from . import paths
+from .errors import ConfigError, DataUnavailableError
+from .transforms import NOISE_MODES, add_noise, stretch_rows, to_sequence  # noqa: F401 - re-exported (they moved)
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES_DIR = ROOT / "assets" / "samples"
@@ -96,8 +103,6 @@ def mnist_holdout_applies(n_train: int | None, has_indices: bool) -> bool:
 def check_data_dir(data_dir, dataset: str) -> Path:
     """An explicitly given data folder that cannot serve ``dataset``: a clear error, never a
     silent fall-back to another source. Returns the folder when it can."""
-    from .errors import DataUnavailableError
-
     info = get_info(dataset)
     p = Path(data_dir).expanduser()
     hint = (f" Give a folder with {info.name}/train.npz and {info.name}/test.npz (x uint8, y int64, classes), "
@@ -146,23 +151,6 @@ class LoadedData:
         return len(self.labels)
 
 
-def default_data_dir() -> Path | None:
-    env = os.environ.get("RIMSCOPE_DATA_DIR")
-    if env:
-        return Path(env).expanduser()
-    local = ROOT / "data"
-    return local if local.is_dir() else None
-
-
-def torchvision_root() -> Path:
-    base = os.environ.get("RIMSCOPE_HOME") or Path.home() / ".rimscope"
-    return Path(base).expanduser() / "torchvision"
-
-
-def offline() -> bool:
-    return os.environ.get("RIMSCOPE_OFFLINE", "").strip().lower() in ("1", "true", "yes")
-
-
 # ---------------------------------------------------------------------------------------
 # sources
 def _check_arrays(x, y, info: DatasetInfo, where: str):
@@ -193,8 +181,8 @@ def _from_npz(info: DatasetInfo, split: str, data_dir: Path | None) -> LoadedDat
 
 
 def _find_image_folder(data_dir: Path | None) -> Path | None:
-    env = os.environ.get("RIMSCOPE_ANIMALS10_DIR")
-    candidates = [Path(env).expanduser()] if env else []
+    env = paths.animals10_dir()
+    candidates = [env] if env is not None else []
     if data_dir is not None:
         candidates += [Path(data_dir) / "animals10" / "raw-img", Path(data_dir) / "animals10"]
     for c in candidates:
@@ -247,12 +235,12 @@ def _from_torchvision(info: DatasetInfo, split: str, download: bool) -> LoadedDa
         return None
     import torchvision
 
-    root = torchvision_root()
+    root = paths.torchvision_root()
     cls = getattr(torchvision.datasets, _TV[info.name])
     try:
         ds = cls(str(root), train=(split == "train"), download=False)
     except Exception:
-        if not download or offline():
+        if not download or paths.offline():
             return None
         try:
             ds = cls(str(root), train=(split == "train"), download=True)
@@ -284,7 +272,7 @@ def how_to_get(name: str) -> list[str]:
     ways = [f"a data folder with `{info.name}/train.npz` and `test.npz` (x uint8, y int64, classes): start the "
             f"app with `RIMSCOPE_DATA_DIR=/path/to/folder make app`"]
     if info.name in _TV:
-        ways.append(f"an internet connection: torchvision downloads {info.title} into `{torchvision_root()}`")
+        ways.append(f"an internet connection: torchvision downloads {info.title} into `{paths.torchvision_root()}`")
     if info.name == "animals10":
         ways.append("the Kaggle Animals-10 `raw-img` folder: `RIMSCOPE_ANIMALS10_DIR=/path/to/raw-img make app`")
     return ways
@@ -298,7 +286,7 @@ def _missing_message(info: DatasetInfo, split: str, download_error: Exception | 
     lines.append("Options: set RIMSCOPE_DATA_DIR (or the data folder setting) to a folder with "
                  f"{info.name}/{split}.npz (x uint8, y int64, classes)")
     if info.name in _TV:
-        lines.append(f"or connect to the internet so torchvision can download it into {torchvision_root()}")
+        lines.append(f"or connect to the internet so torchvision can download it into {paths.torchvision_root()}")
     if info.name == "animals10":
         lines.append("or point RIMSCOPE_ANIMALS10_DIR at the Kaggle Animals-10 'raw-img' folder "
                      "(one folder per class, Italian names are fine)")
@@ -322,7 +310,7 @@ def load_dataset(name: str, split: str = "test", *, data_dir: str | Path | None 
         raise DataUnavailableError(f"split must be 'train' or 'test', got {split!r}")
     if allow_sample is None:
         allow_sample = split == "test"
-    ddir = Path(data_dir).expanduser() if data_dir else default_data_dir()
+    ddir = Path(data_dir).expanduser() if data_dir else paths.data_dir()
     key = (name, split, str(ddir), tuple(sources), download, allow_sample)
     with _CACHE_LOCK:
         if key in _CACHE:
@@ -364,58 +352,107 @@ def available_sources(name: str, data_dir: str | Path | None = None) -> dict[str
 
 
 # ---------------------------------------------------------------------------------------
-# image -> sequence, noise, stretching
-def to_sequence(images) -> torch.Tensor:
-    """``[N,H,W]`` or ``[N,H,W,C]`` images -> float ``[N, T=H, D=W*C]`` in [0, 1].
+# training data: which source a run will use (cheap), and the data themselves
+SAMPLE_TRAIN = 800  # demo on the bundled 1,000-image sample: 800 to train, 200 to test
+_TV_TRAIN_FILES = {"mnist": ("MNIST/raw/train-images-idx3-ubyte", 60_000),
+                   "fashion_mnist": ("FashionMNIST/raw/train-images-idx3-ubyte", 60_000),
+                   "cifar10": ("cifar-10-batches-py/data_batch_1", 50_000)}
 
-    uint8 input is divided by 255; float input is taken as already in [0, 1]. Serves
-    training, evaluation and the pages alike.
+
+@dataclass(frozen=True)
+class DataPlan:
+    """Where a worker will find the training data, without loading it."""
+
+    source: str
+    n_train: int | None  # images left for training (after the MNIST holdout), when known
+    note: str = ""
+
+
+def _mnist_holdout(n: int | None, has_indices: bool) -> tuple[bool, str]:
+    """(whether train images 0..9,999 are held out, the note saying so) for MNIST with holdout asked."""
+    if not has_indices:
+        return False, "holdout requested but the source has no image indices; nothing held out"
+    if not mnist_holdout_applies(n, True):
+        return False, (f"nothing held out: these {n:,} images are not the original 60,000-image MNIST training "
+                       "set, so the bundled sample is not among them")
+    lo, hi = MNIST_SAMPLE_TRAIN_INDICES.start, MNIST_SAMPLE_TRAIN_INDICES.stop
+    return True, f"train images {lo}..{hi - 1} held out (the bundled sample comes from them)"
+
+
+def training_data_plan(dataset: str, data_dir: str | Path | None = None, holdout_sample: bool = True) -> DataPlan:
+    """Which source a worker will train from, found cheaply (no image is loaded).
+
+    Raises DataUnavailableError (with the options) when no source has the training split
+    and downloading is impossible (``RIMSCOPE_OFFLINE=1``).
     """
-    t = torch.as_tensor(np.asarray(images)) if not isinstance(images, torch.Tensor) else images
-    if t.ndim not in (3, 4):
-        raise ValueError(f"expected a batch [N,H,W] or [N,H,W,C], got shape {tuple(t.shape)}")
-    t = t.float() / 255.0 if t.dtype == torch.uint8 else t.float()
-    return t.reshape(t.shape[0], t.shape[1], -1)
+    info = get_info(dataset)
+    if data_dir:  # given explicitly: it must serve this data set, or the user hears why not
+        check_data_dir(data_dir, dataset)
+    ddir = Path(data_dir).expanduser() if data_dir else paths.data_dir()
+
+    def plan(source: str, n: int | None) -> DataPlan:
+        if n is None or dataset != "mnist" or not holdout_sample:
+            return DataPlan(source, n)
+        held, note = _mnist_holdout(n, True)
+        lo, hi = MNIST_SAMPLE_TRAIN_INDICES.start, MNIST_SAMPLE_TRAIN_INDICES.stop
+        return DataPlan(source, n - max(0, min(n, hi) - lo) if held else n, note)
+
+    if ddir is not None:
+        train_npz, test_npz = ddir / info.name / "train.npz", ddir / info.name / "test.npz"
+        if train_npz.is_file() and test_npz.is_file():
+            n = None
+            try:
+                with np.load(train_npz, allow_pickle=False) as d:
+                    n = int(d["y"].shape[0])
+            except Exception:  # the worker reports a broken file with its own message
+                pass
+            return plan(f"npz folder ({train_npz.parent})", n)
+    if info.name == "animals10":
+        folder = _find_image_folder(ddir)
+        if folder is not None:
+            files = sum(1 for sub in folder.iterdir() if sub.is_dir()
+                        for p in sub.iterdir() if p.suffix.lower() in (".jpg", ".jpeg", ".png"))
+            return DataPlan(f"image folder ({folder}), seeded 80/20 split", int(files * 0.8) or None)
+    if info.name in _TV_TRAIN_FILES:
+        rel, n = _TV_TRAIN_FILES[info.name]
+        root = paths.torchvision_root()
+        if (root / rel).is_file():
+            return plan(f"torchvision ({root})", n)
+        if not paths.offline():
+            return plan(f"torchvision download into {root} (needs internet)", n)
+    raise DataUnavailableError(_missing_message(info, "train"))
 
 
-NOISE_MODES = {
-    # name -> (skimage mode, parameter the strength sets, or None)
-    "gaussian": ("gaussian", "var"),
-    "salt_pepper": ("s&p", "amount"),
-    "speckle": ("speckle", "var"),
-    "poisson": ("poisson", None),
-}
+def sample_split(dataset: str) -> tuple[LoadedData, LoadedData, str]:
+    """A quick demo without any data set: the bundled sample split 800 / 200 (fixed, seeded)."""
+    info = get_info(dataset)
+    sample = _from_sample(info)
+    if sample is None:
+        raise ConfigError(f"There is no bundled sample of {info.title} (only MNIST and Fashion-MNIST ship one).")
+    perm = np.random.default_rng(30_000).permutation(len(sample.labels))
+    parts = []
+    for idx in (np.sort(perm[:SAMPLE_TRAIN]), np.sort(perm[SAMPLE_TRAIN:])):
+        parts.append(dataclasses.replace(sample, images=sample.images[idx], labels=sample.labels[idx],
+                                         indices=None if sample.indices is None else sample.indices[idx]))
+    note = (f"demo on the bundled sample: {SAMPLE_TRAIN} images to train, {len(perm) - SAMPLE_TRAIN} to test; "
+            "not comparable with runs on the full data set")
+    return parts[0], parts[1], note
 
 
-def add_noise(images, mode: str = "gaussian", strength: float = 0.01, seed: int = 0) -> np.ndarray:
-    """Noisy copy of uint8 (or [0,1] float) images as float32 in [0,1], seeded.
-
-    Uses ``skimage.util.random_noise`` (clipped). For 'gaussian' and 'speckle' ``strength``
-    is the variance (mean 0); for 'salt_pepper' it is the fraction of pixels replaced;
-    'poisson' has no parameter.
-    """
-    from skimage.util import random_noise
-
-    if mode not in NOISE_MODES:
-        raise ValueError(f"Unknown noise {mode!r}; choose one of {', '.join(NOISE_MODES)}")
-    x = np.asarray(images)
-    x = x.astype(np.float32) / 255.0 if x.dtype == np.uint8 else x.astype(np.float32)
-    sk_mode, param = NOISE_MODES[mode]
-    if param is not None and strength <= 0:
-        return x.copy()
-    kwargs = {param: float(strength)} if param else {}
-    return random_noise(x, mode=sk_mode, rng=seed, clip=True, **kwargs).astype(np.float32)
-
-
-def stretch_rows(images, factor: float) -> np.ndarray:
-    """Resize images vertically by ``factor`` (width unchanged): more or fewer timesteps.
-
-    Returns float32 in [0,1]. Tests whether a model generalises to other sequence lengths.
-    """
-    from skimage.transform import resize
-
-    x = np.asarray(images)
-    x = x.astype(np.float32) / 255.0 if x.dtype == np.uint8 else x.astype(np.float32)
-    new_h = max(1, int(round(x.shape[1] * factor)))
-    shape = (x.shape[0], new_h) + x.shape[2:]
-    return resize(x, shape, order=1, anti_aliasing=factor < 1, preserve_range=True).astype(np.float32)
+def prepare_training_data(cfg, data_dir=None) -> tuple[LoadedData, LoadedData, str]:
+    """Train and test data for a TrainConfig, with MNIST's bundled sample held out if asked."""
+    if cfg.data_source == "sample":
+        return sample_split(cfg.dataset)
+    if data_dir:
+        check_data_dir(data_dir, cfg.dataset)
+    train = load_dataset(cfg.dataset, "train", data_dir=data_dir, allow_sample=False)
+    test = load_dataset(cfg.dataset, "test", data_dir=data_dir, allow_sample=False)
+    note = ""
+    if cfg.dataset == "mnist" and cfg.holdout_sample:
+        held, note = _mnist_holdout(len(train), train.indices is not None)
+        if held:
+            lo, hi = MNIST_SAMPLE_TRAIN_INDICES.start, MNIST_SAMPLE_TRAIN_INDICES.stop
+            keep = (train.indices < lo) | (train.indices >= hi)
+            train = dataclasses.replace(train, images=train.images[keep], labels=train.labels[keep],
+                                        indices=train.indices[keep])
+    return train, test, note

@@ -3,7 +3,7 @@
 ``local`` (the default) is :func:`core.reproduce.run_grid`, a process pool on this machine.
 ``ray`` (this module, :func:`run_grid_ray`) makes every missing cell a Ray task: on a local
 Ray started here (``--engine ray``) or on a cluster it joins (``--engine ray --address
-auto``). The unit of work is the same, :func:`core.reproduce._train_one`, so a cell gives
+auto``). The unit of work is the same, :func:`core.reproduce.train_cell`, so a cell gives
 the same JSON and safetensors, bit for bit, whichever engine trains it (same threads).
 
 Where the results go: the task writes the cell under ``--out`` as the local pool does (so
@@ -27,6 +27,8 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from . import paths
 
 RAY_INSTALL_HINT = "pip install -r requirements-scale.txt"
 ENV_PREFIX = "RIMSCOPE_"  # the driver's RIMSCOPE_* settings (data folder, offline, home) go to the tasks
@@ -52,7 +54,7 @@ def default_threads(workers: int) -> int:
 
 
 def grid_jobs(*args, **kw) -> list[dict]:
-    """The missing cells of a grid as ``_train_one`` jobs (``core.reproduce.grid_jobs``)."""
+    """The missing cells of a grid as ``train_cell`` jobs (``core.reproduce.grid_jobs``)."""
     from .reproduce import grid_jobs as jobs
 
     return jobs(*args, **kw)
@@ -74,12 +76,12 @@ def _label(job: dict) -> str:
 
 
 def run_cell(job: dict) -> dict:
-    """Body of one Ray task: train and store the cell with ``_train_one``; return its files too.
+    """Body of one Ray task: train and store the cell with ``train_cell``; return its files too.
 
     When the folder of ``job["path"]`` cannot be written on this node, the cell is trained
     into a temporary folder instead (the driver stores the returned bytes).
     """
-    from .reproduce import _train_one
+    from .reproduce import train_cell
 
     path = Path(job["path"])
     tmp = None
@@ -92,7 +94,7 @@ def run_cell(job: dict) -> dict:
         tmp = tempfile.mkdtemp(prefix="rimscope-cell-")
         job = {**job, "path": str(Path(tmp) / path.name)}
     try:
-        summary = _train_one(job)
+        summary = train_cell(job)
         where = Path(job["path"])
         files = {}
         weights = where.with_suffix(".safetensors")
@@ -117,7 +119,7 @@ def _attempt_number() -> int | None:
 
 def store_files(path: Path, files: dict) -> None:
     """Write a cell's returned files beside ``path`` unless identical ones are there; JSON last."""
-    from .checkpoint import atomic_write_bytes
+    from .fileio import atomic_write_bytes
 
     for suffix in sorted(files, key=lambda s: s == ".json"):
         target = Path(path).with_suffix(suffix)
@@ -141,7 +143,7 @@ def start_ray(address: str | None = None, num_cpus: int | None = None, env: dict
     if address is None:
         ray.init(num_cpus=num_cpus, **kw)
     else:
-        env = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIX)} if env is None else env
+        env = paths.settings_environment(ENV_PREFIX) if env is None else env
         runtime_env = {"py_modules": [str(Path(__file__).resolve().parent)], "env_vars": env}
         ray.init(address=address, runtime_env=runtime_env, **kw)
     return ray

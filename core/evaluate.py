@@ -1,4 +1,4 @@
-"""One evaluation path for every model and caller: clean, noisy and stretched test error.
+"""One evaluation path for every model and caller: clean and noisy test error, one trace.
 
 All functions take images as stored (uint8) or as float in [0,1], turn them into row
 sequences with ``data.to_sequence`` and run the model in batches under ``no_grad``.
@@ -13,7 +13,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .data import add_noise, stretch_rows, to_sequence
+from .data import add_noise, to_sequence
 
 
 @torch.no_grad()
@@ -89,9 +89,3 @@ def noisy_accuracy(model, images, labels, mode: str = "gaussian", strength: floa
         accs.append(float((pred == labels).mean()))
     return np.asarray(accs)
 
-
-def stretched_accuracy(model, images, labels, factor: float, batch_size: int = 1000) -> float:
-    """Accuracy on images resized vertically by ``factor`` (other sequence lengths)."""
-    x = stretch_rows(images, factor)
-    pred = predict_logits(model, x, batch_size).argmax(1).numpy()
-    return float((pred == np.asarray(labels)).mean())

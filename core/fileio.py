@@ -1,12 +1,16 @@
-"""Atomic file writes, torch-free (the run store's workers import this before torch).
+"""Atomic file writes and strict JSON, torch-free (the run store's workers import this before torch).
 
 A temporary file in the same folder, fsync, rename, then fsync of the folder: a reader
-never sees half a file, and a crash leaves either the old file or the new one.
+never sees half a file, and a crash leaves either the old file or the new one. JSON is
+written strict (``allow_nan=False``): NaN and infinities (a diverged loss) become ``null``
+through :func:`finite`, the one sanitiser the run store, checkpoints and records share.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import os
 import tempfile
 from collections.abc import Callable
@@ -40,3 +44,53 @@ def atomic_write_bytes(path: Path, data: bytes, write: Callable | None = None, m
         Path(tmp).unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
+
+
+def os_error_reason(exc: OSError) -> str:
+    """A failed write's cause in words ("the disk is full (No space left on device)")."""
+    import errno
+
+    hint = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
+            errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
+            errno.EPERM: "permission denied"}.get(exc.errno)
+    detail = exc.strerror or str(exc) or type(exc).__name__
+    return f"{hint} ({detail})" if hint else detail
+
+
+def finite(obj):
+    """``obj`` as strict-JSON data: NaN/inf -> None, numpy/torch scalars -> Python numbers,
+    arrays -> lists, tuples -> lists, keys -> str; recurses into dicts and lists."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {str(k): finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    if isinstance(obj, (str, bytes, bool, int)) or obj is None:
+        return obj
+    if hasattr(obj, "tolist") and getattr(obj, "ndim", 0):  # an array
+        return finite(obj.tolist())
+    if hasattr(obj, "item"):  # a numpy or torch scalar
+        try:
+            return finite(obj.item())
+        except (TypeError, ValueError):
+            return str(obj)
+    return obj
+
+
+def json_bytes(obj, indent: int | None = 1) -> bytes:
+    """Strict JSON of ``obj`` after :func:`finite`."""
+    return json.dumps(finite(obj), indent=indent, allow_nan=False).encode()
+
+
+def write_json(path: Path, obj, mkdir: bool = True) -> None:
+    """``obj`` as strict JSON at ``path``, atomically."""
+    atomic_write_bytes(Path(path), json_bytes(obj), mkdir=mkdir)
+
+
+def read_json(path: Path):
+    """Parsed JSON, or None when the file is missing or unreadable."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None

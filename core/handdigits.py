@@ -14,6 +14,10 @@ set or the network, so the whole way from such an image to a prediction can be m
   model, the share of each set it recognises after ``core.preprocess`` as the pages apply
   it (``--json PATH`` also writes the numbers).
 
+The glyphs and their handmade geometry come from ``core.digit_glyphs``, the measuring from
+``core.digit_measure``; this module makes the two styles, the fixed set and the command
+line, and every name stays importable from here.
+
 Styles:
 
 ``canvas``
@@ -39,148 +43,26 @@ import json
 import sys
 import time
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, ImageDraw, ImageFilter, ImageFont
+from PIL import Image, ImageFilter
+
+# Everything importable from here as before the split (the fonts' settings, the measuring).
+from core.digit_glyphs import FONT_DIRS as FONT_DIRS
+from core.digit_glyphs import FONT_SUFFIXES as FONT_SUFFIXES
+from core.digit_glyphs import GLYPH_PX as GLYPH_PX
+from core.digit_glyphs import find_fonts, glyph, skeleton_stroke, transform_glyph
+from core.digit_measure import format_table, measure
+from core.digit_measure import page_input as page_input
+from core.digit_measure import prepared_inputs as prepared_inputs
 
 STYLES = ("photo", "canvas")
 CANVAS_SIDE = 280  # the pages draw on a 280 x 280 canvas
-FONT_DIRS = ("/usr/share/fonts", "/usr/local/share/fonts")
-FONT_SUFFIXES = (".ttf", ".otf")
-GLYPH_PX = 160  # font size at which glyphs are rendered before they are transformed
 PHOTO_SIDES = (200, 300)  # photo height and width are drawn from this range
 JPEG_QUALITY = (40, 90)
 DEFAULT_DIR = Path(__file__).resolve().parent.parent / "assets" / "digits"
 STYLE_IDS = {"photo": 1, "canvas": 2}
-
-
-# --------------------------------------------------------------------------- fonts
-
-
-@lru_cache(maxsize=4)
-def find_fonts(dirs: tuple[str, ...] = FONT_DIRS) -> tuple[str, ...]:
-    """Font files under ``dirs`` that render all ten digits as distinct glyphs, sorted.
-
-    Fonts that fail to load, lack digits (their "digits" are all the same missing-glyph box)
-    or map digits to symbols that are empty are left out. May be empty.
-    """
-    found = set()
-    for d in dirs:
-        root = Path(d)
-        if not root.is_dir():
-            continue
-        for path in root.glob("**/*"):
-            if path.suffix.lower() in FONT_SUFFIXES and path.is_file():
-                found.add(str(path))
-    return tuple(p for p in sorted(found) if _renders_digits(p))
-
-
-def _renders_digits(path: str) -> bool:
-    try:
-        font = ImageFont.truetype(path, 48)
-        glyphs = [_render(font, str(d)) for d in range(10)]
-    except Exception:  # noqa: BLE001 - a broken or exotic font is simply not used
-        return False
-    if any(g is None for g in glyphs):
-        return False
-    distinct = {g.tobytes() + bytes(g.shape) for g in glyphs}
-    return len(distinct) == 10
-
-
-def _render(font, text: str) -> np.ndarray | None:
-    """The text as a float mask in 0..1 cropped to its ink, or None if nothing is drawn."""
-    size = int(getattr(font, "size", 48) * 2.5) + 16
-    img = Image.new("L", (size, size), 0)
-    ImageDraw.Draw(img).text((size // 4, size // 4), text, fill=255, font=font)
-    a = np.asarray(img, dtype=np.float32) / 255
-    rows = np.flatnonzero(a.max(axis=1) > 0.5)
-    cols = np.flatnonzero(a.max(axis=0) > 0.5)
-    if len(rows) < 2 or len(cols) < 1:
-        return None
-    return a[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1]
-
-
-@lru_cache(maxsize=256)
-def _font(path: str | None, size: int):
-    if path is None:  # no usable system font: Pillow's own (scalable from Pillow 10.1 on)
-        try:
-            return ImageFont.load_default(size=size)
-        except TypeError:  # older Pillow: a small bitmap font; _glyph upscales it
-            return ImageFont.load_default()
-    return ImageFont.truetype(path, size)
-
-
-def _glyph(digit: int, font_path: str | None) -> np.ndarray:
-    """The digit as a float mask 0..1, about GLYPH_PX high, cropped to its ink."""
-    g = _render(_font(font_path, GLYPH_PX), str(digit))
-    if g is None:
-        raise RuntimeError(f"the font {font_path or 'default'} does not draw the digit {digit}")
-    if g.shape[0] < GLYPH_PX // 2:  # a bitmap fallback font: scale it up
-        scale = GLYPH_PX / g.shape[0]
-        size = (max(1, round(g.shape[1] * scale)), GLYPH_PX)
-        g = np.asarray(Image.fromarray(g).resize(size, Image.Resampling.BILINEAR))
-    return g
-
-
-# --------------------------------------------------------------------------- geometry
-
-
-def _transform(mask: np.ndarray, rng: np.random.Generator, *, rotate: float, shear: float,
-               aspect: tuple[float, float], wobble: float, height: int) -> np.ndarray:
-    """Rotate, shear, squash, wobble and scale a glyph mask; float 0..1, cropped to its ink.
-
-    ``height`` is the height of the glyph's box before rotation; ``wobble`` is the amplitude
-    of a smooth random displacement, as a fraction of it (hand-drawn lines are not straight).
-    """
-    from skimage.transform import AffineTransform, warp
-
-    h0, w0 = mask.shape
-    sy = height / h0
-    sx = sy * rng.uniform(*aspect)
-    pad = 0.6 * max(h0 * sy, w0 * sx) + 8
-    out_side = int(2 * pad + max(h0 * sy, w0 * sx))
-    centre = np.array([w0 / 2, h0 / 2])
-    # forward map: glyph (x, y) -> output; warp wants the inverse
-    fwd = (AffineTransform(translation=-centre)
-           + AffineTransform(scale=(sx, sy), shear=shear, rotation=np.deg2rad(rotate))
-           + AffineTransform(translation=(out_side / 2, out_side / 2)))
-    coords = np.indices((out_side, out_side), dtype=np.float32)  # [2 (row, col), H, W]
-    if wobble > 0:
-        coords += _smooth_field(rng, out_side, wobble * height)
-    pts = np.stack([coords[1].ravel(), coords[0].ravel()], axis=1)
-    src = fwd.inverse(pts)
-    out = warp(mask, np.stack([src[:, 1].reshape(out_side, out_side),
-                               src[:, 0].reshape(out_side, out_side)]),
-               order=1, mode="constant", cval=0.0, preserve_range=True)
-    rows = np.flatnonzero(out.max(axis=1) > 0.5)
-    cols = np.flatnonzero(out.max(axis=0) > 0.5)
-    return out[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1].astype(np.float32)
-
-
-def _smooth_field(rng: np.random.Generator, side: int, amplitude: float) -> np.ndarray:
-    """A smooth random displacement field [2, side, side] of about ``amplitude`` pixels."""
-    coarse = rng.normal(0, 1, size=(2, 4, 4)).astype(np.float32)
-    field = np.stack([np.asarray(Image.fromarray(c).resize((side, side), Image.Resampling.BICUBIC))
-                      for c in coarse])
-    return field * amplitude
-
-
-def _skeleton_stroke(mask: np.ndarray, width: float, margin: int) -> np.ndarray:
-    """The mask's skeleton redrawn with a round brush ``width`` px wide (anti-aliased edge).
-
-    The result has ``margin`` px of extra border on every side, so the brush fits.
-    """
-    from scipy.ndimage import distance_transform_edt
-    from skimage.morphology import skeletonize
-
-    padded = np.pad(mask > 0.5, margin)
-    skeleton = skeletonize(padded)
-    if not skeleton.any():
-        skeleton = padded
-    dist = distance_transform_edt(~skeleton)
-    return np.clip(width / 2 + 0.5 - dist, 0, 1).astype(np.float32)
 
 
 # --------------------------------------------------------------------------- styles
@@ -208,13 +90,13 @@ def _has_serifs(path: str) -> bool:
 
 def canvas_digit(digit: int, rng: np.random.Generator) -> np.ndarray:
     """One digit as drawn with the mouse on the pages' canvas: RGBA uint8 [280, 280, 4]."""
-    glyph = _glyph(digit, _pick_font(rng, sans=0.75))
+    mask = glyph(digit, _pick_font(rng, sans=0.75))
     width = float(np.clip(rng.normal(18, 5), 8, 32))  # the pages' brush is 18 px
     height = int(rng.integers(110, 231))
-    shape = _transform(glyph, rng, rotate=rng.uniform(-12, 12), shear=rng.uniform(-0.25, 0.25),
+    shape = transform_glyph(mask, rng, rotate=rng.uniform(-12, 12), shear=rng.uniform(-0.25, 0.25),
                        aspect=(0.75, 1.25), wobble=rng.uniform(0.0, 0.03), height=height)
     margin = int(np.ceil(width / 2)) + 2
-    stroke = _skeleton_stroke(shape, width, margin)
+    stroke = skeleton_stroke(shape, width, margin)
     limit = CANVAS_SIDE - 4
     if max(stroke.shape) > limit:  # keep the whole drawing on the canvas
         scale = limit / max(stroke.shape)
@@ -241,16 +123,16 @@ def photo_digit(digit: int, rng: np.random.Generator, *, return_jpeg: bool = Fal
 
     With ``return_jpeg`` also the JPEG bytes, which decode to exactly that array.
     """
-    glyph = _glyph(digit, _pick_font(rng, sans=0.5))
+    mask = glyph(digit, _pick_font(rng, sans=0.5))
     height_px, width_px = (int(rng.integers(PHOTO_SIDES[0], PHOTO_SIDES[1] + 1)) for _ in range(2))
     short = min(height_px, width_px)
     digit_h = int(short * rng.uniform(0.3, 0.6))
-    shape = _transform(glyph, rng, rotate=rng.uniform(-20, 20), shear=rng.uniform(-0.2, 0.2),
+    shape = transform_glyph(mask, rng, rotate=rng.uniform(-20, 20), shear=rng.uniform(-0.2, 0.2),
                        aspect=(0.8, 1.2), wobble=rng.uniform(0.0, 0.02), height=digit_h)
     if rng.random() < 0.5:  # a pen line along the glyph's skeleton rather than the filled glyph
         pen = max(1.5, digit_h * rng.uniform(0.04, 0.12))
         margin = int(np.ceil(pen / 2)) + 2
-        shape = _skeleton_stroke(shape, pen, margin)
+        shape = skeleton_stroke(shape, pen, margin)
     shape = shape[: height_px - 4, : width_px - 4]
     h, w = shape.shape
     # off-centre: anywhere that keeps the digit in the frame
@@ -398,80 +280,6 @@ def generated_set(n: int, seed: int) -> dict[str, DigitSet]:
     return out
 
 
-# --------------------------------------------------------------------------- measuring
-
-
-def page_input(style: str, image: np.ndarray, file: bytes | None = None):
-    """``PreparedImage`` exactly as the pages make it for an MNIST model.
-
-    canvas: the Mechanisms page hands the canvas's RGBA array to ``prepare_for_dataset``;
-    photo: an upload's bytes go through ``load_image`` and then ``prepare_for_dataset``
-    (``pages.common.prepare_upload``). A photo without its file is sent as a PNG.
-    """
-    from core.data import DATASETS
-    from core.preprocess import load_image, prepare_for_dataset
-
-    shape = DATASETS["mnist"].image_shape
-    if style == "canvas":
-        return prepare_for_dataset(image, shape, mode="digit")
-    if file is None:
-        buf = io.BytesIO()
-        Image.fromarray(image).save(buf, "PNG")
-        file = buf.getvalue()
-    return prepare_for_dataset(load_image(file), shape, mode="digit")
-
-
-def prepared_inputs(sets: dict[str, DigitSet]) -> dict[str, np.ndarray]:
-    """The 28 x 28 model inputs of every set, ``{style: uint8 [n, 28, 28]}``."""
-    out = {}
-    for style, s in sets.items():
-        files = s.files or [None] * len(s.images)
-        out[style] = np.stack([page_input(style, im, f).array for im, f in zip(s.images, files)])
-    return out
-
-
-def _mnist_sample():
-    path = Path(__file__).resolve().parent.parent / "assets" / "samples" / "mnist_sample.npz"
-    if not path.is_file():
-        return None
-    with np.load(path, allow_pickle=False) as z:
-        return z["x"], z["y"].astype(np.int64)
-
-
-def measure(entries, sets: dict[str, DigitSet], *, reference: bool = True) -> list[dict]:
-    """For each model entry, the share of every set it recognises; one dict per model.
-
-    With ``reference`` also the shipped 1,000-image MNIST sample as is ("mnist") and after
-    ``prepare_digit`` ("mnist_prep"), which shows what preprocessing costs on real MNIST.
-    """
-    from core.catalog import load_entry
-    from core.evaluate import predict_proba
-    from core.preprocess import prepare_digit
-
-    inputs = prepared_inputs(sets)
-    labels = {style: s.labels for style, s in sets.items()}
-    sample = _mnist_sample() if reference else None
-    if sample is not None:
-        inputs["mnist"], labels["mnist"] = sample
-        inputs["mnist_prep"] = np.stack([prepare_digit(x).array for x in sample[0]])
-        labels["mnist_prep"] = sample[1]
-    rows = []
-    for entry in entries:
-        row = {"model": entry.model, "key": entry.key, "protocol": entry.protocol or "",
-               "label": entry.display}
-        try:
-            model, _ = load_entry(entry)
-        except Exception as exc:  # noqa: BLE001 - report, measure the others
-            row["error"] = str(exc)
-            rows.append(row)
-            continue
-        for name, x in inputs.items():
-            pred = predict_proba(model, x).argmax(axis=1)
-            row[name] = float((pred == labels[name]).mean())
-        rows.append(row)
-    return rows
-
-
 def _entries(which: str):
     from core import catalog
 
@@ -480,22 +288,6 @@ def _entries(which: str):
     if which == "all":
         return catalog.list_entries("mnist")
     raise ValueError(f"--models must be 'pretrained' or 'all', got {which!r}")
-
-
-def format_table(rows: list[dict], counts: dict[str, int]) -> str:
-    cols = [c for c in ("photo", "canvas", "mnist", "mnist_prep") if any(c in r for r in rows)]
-    head = {"photo": f"photo ({counts.get('photo', 0)})", "canvas": f"canvas ({counts.get('canvas', 0)})",
-            "mnist": "MNIST sample", "mnist_prep": "MNIST sample, preprocessed"}
-    names = [f"{r['model']}" + (f" [{r['protocol']}]" if r.get("protocol") else "") for r in rows]
-    width = max([len("model")] + [len(n) for n in names])
-    lines = ["model".ljust(width) + "  " + "  ".join(head[c].rjust(max(len(head[c]), 6)) for c in cols)]
-    for name, r in zip(names, rows):
-        if "error" in r:
-            lines.append(name.ljust(width) + "  " + r["error"])
-            continue
-        lines.append(name.ljust(width) + "  " + "  ".join(
-            f"{100 * r[c]:.1f}%".rjust(max(len(head[c]), 6)) for c in cols))
-    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import CheckpointError
+from .fileio import atomic_write_bytes, fsync_dir, os_error_reason
 
 FORMAT = "rimscope-train-state/1"
 KEEP = 2  # training states kept per folder
@@ -201,26 +202,8 @@ def _write_all(f, data: bytes) -> None:
     f.write(data)
 
 
-def _fsync_dir(folder: Path) -> None:
-    from .fileio import fsync_dir
-
-    fsync_dir(folder)
-
-
 def _atomic_write(path: Path, data: bytes) -> None:
-    from .fileio import atomic_write_bytes
-
     atomic_write_bytes(path, data, write=lambda f, d: _write_all(f, d), mkdir=False)
-
-
-def _why(exc: OSError) -> str:
-    import errno
-
-    hint = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
-            errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
-            errno.EPERM: "permission denied"}.get(exc.errno)
-    detail = exc.strerror or str(exc) or type(exc).__name__
-    return f"{hint} ({detail})" if hint else detail
 
 
 def encode_state(state: TrainState) -> tuple[bytes, dict]:
@@ -272,7 +255,7 @@ def write_state(folder, state: TrainState, keep: int = KEEP) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
         _atomic_write(weights_path, data)
         _atomic_write(json_path, meta)
-        _fsync_dir(folder)
+        fsync_dir(folder)
     except OSError as exc:
         if not existed:  # a state of this iteration that was complete before is not ours to remove
             with contextlib.suppress(OSError):
@@ -281,7 +264,7 @@ def write_state(folder, state: TrainState, keep: int = KEEP) -> Path:
         prev = [it for it, _ in list_states(folder) if it != state.iteration]
         kept = f"; the checkpoint of iteration {prev[0]} is kept" if prev else ""
         raise CheckpointError(f"Could not write the training checkpoint of iteration {state.iteration} to "
-                              f"{folder}: {_why(exc)}{kept}.") from None
+                              f"{folder}: {os_error_reason(exc)}{kept}.") from None
     prune(folder, keep=keep, upto=state.iteration)
     return json_path
 
@@ -328,7 +311,7 @@ def read_state(json_path) -> TrainState:
     try:
         raw = json_path.read_bytes()
     except OSError as exc:
-        raise CheckpointError(f"{json_path.name} cannot be read ({_why(exc)}).") from None
+        raise CheckpointError(f"{json_path.name} cannot be read ({os_error_reason(exc)}).") from None
     if not raw:
         raise CheckpointError(f"{json_path.name} is empty.")
     if len(raw) > MAX_STATE_JSON_BYTES:
@@ -355,7 +338,7 @@ def read_state(json_path) -> TrainState:
     try:
         data = weights_path.read_bytes()
     except OSError as exc:
-        raise CheckpointError(f"{weights_path.name} cannot be read ({_why(exc)}).") from None
+        raise CheckpointError(f"{weights_path.name} cannot be read ({os_error_reason(exc)}).") from None
     if len(data) != rec.get("bytes"):
         raise CheckpointError(f"{weights_path.name} has {len(data)} bytes, its record says {rec.get('bytes')} "
                               "(a half-written or truncated file).")

@@ -122,10 +122,10 @@ def random_twin(model):
     """The same weights with the random selection: the chance level for ``selection_report``."""
     import dataclasses
 
-    from .models import build_model
+    from .models import DEFAULT_MODEL, build_model
 
     cfg = {**dataclasses.asdict(model.config), "selection": "random"}
-    twin = build_model(getattr(model, "model_name", "rim"), **cfg)
+    twin = build_model(getattr(model, "model_name", DEFAULT_MODEL), **cfg)
     twin.load_state_dict(model.state_dict())
     return twin
 

@@ -2,39 +2,49 @@
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 import streamlit as st
 
 from core.data import DATASETS
-from core.plots import (
-    ERROR_METRICS,
-    curves_overlay,
-    curves_small_multiples,
-    error_bar_figure,
-    method_order,
-    method_title,
-    reproduction_tables,
-    runs_frame,
-)
-from pages import common
-from pages.common import SCHEDULES, figure_downloads, load_curves, load_summary, reproduce_hint, schedules_available
+from core.fmt import dataset_title as _ds_title
+from core.fmt import method_title, reproduction_tables, runs_frame
+from core.plots import ERROR_METRICS, curves_overlay, curves_small_multiples, error_bar_figure, method_order
+from core.reproduce import DATASET_ORDER, PAPER
+from core.stats import mean_sd
+from pages import ui
+from pages.ui import SCHEDULES, figure_downloads, load_curves, load_summary, reproduce_hint, schedules_available
 
 SMALL_MULTIPLE_METRICS = {"loss": "training loss", "batch_acc": "training-batch accuracy",
                           "test_acc": "periodic test accuracy"}
+
+
+def _paper_gaps(claim: str, note: str = "") -> str:
+    """The paper's numbers of one claim in the data sets' order, e.g. ``"0.35, 0.62, 0.77 and 1.19"``;
+    ``note``: a name of PAPER's per-data-set wording ("about 1")."""
+    notes = PAPER.get(note, {})
+    vals = [notes.get(d, f"{PAPER[claim][d]:g}") for d in DATASET_ORDER if d in PAPER[claim]]
+    return ", ".join(vals[:-1]) + " and " + vals[-1]
+
+
+def _paper_mean(claim: str) -> str:
+    return f"{PAPER['stated_mean'][claim]:.2f}"
+
+
+_PL, _RU, _NG = PAPER["vs_parallel_gap"], PAPER["vs_runner_up_gap"], "noise_growth_gap"
 TABLE_INFO = {
     "table2": ("Table 2 · RIM vs parallel LSTMs",
-               "Paper: RIM has a lower test error than parallel LSTMs on all four sets; gaps 0.35 (MNIST), about 1 "
-               "(Fashion-MNIST, CIFAR-10) and 3.03 (Animals-10) points, about 1.39 on average. Gap = parallel − RIM "
-               "(positive: RIM better)."),
+               f"Paper: RIM has a lower test error than parallel LSTMs on all four sets; gaps {_PL['mnist']:g} (MNIST), "
+               f"about {_PL['fashion_mnist']:g} (Fashion-MNIST, CIFAR-10) and {_PL['animals10']:g} (Animals-10) points, "
+               f"about {_paper_mean('vs_parallel_gap')} on average. Gap = parallel − RIM (positive: RIM better)."),
     "table3": ("Table 3 · RIM vs EntNet, RMC, IndRNN",
-               "Paper: RIM has the lowest test error on all four sets, ahead of the runner-up by 0.02 (MNIST, runner-up "
-               "RMC), 0.21, 0.25 and 0.37 points; about 0.21 on average. Gap = runner-up − RIM."),
+               f"Paper: RIM has the lowest test error on all four sets, ahead of the runner-up by {_RU['mnist']:.2f} "
+               f"(MNIST, runner-up {method_title(PAPER['runner_up']['mnist']).split(' (')[0]}), "
+               f"{_paper_gaps('vs_runner_up_gap').split(', ', 1)[1]} points; about {_paper_mean('vs_runner_up_gap')} "
+               "on average. Gap = runner-up − RIM."),
     "table4": ("Table 4 · Gaussian noise (variance 0.01)",
                "Paper: with noise RIM still has the lowest error everywhere, and its error grows less than the "
-               "runner-up's by 0.35, 0.62, 0.77 and 1.19 points (about 0.73 on average). In brackets: change from "
-               "the clean error. Growth gap = runner-up's growth − RIM's growth."),
+               f"runner-up's by {_paper_gaps(_NG)} points (about {_paper_mean(_NG)} on average). In brackets: change "
+               "from the clean error. Growth gap = runner-up's growth − RIM's growth."),
     "fluctuation": ("Training-loss fluctuation · parallel LSTMs vs RIM",
                     "Paper: the parallel LSTMs' training loss fluctuates more (no number given). Ours: second half of "
                     "training, sd of the batch loss around its 51-iteration moving average; relative = divided by "
@@ -71,10 +81,6 @@ def _table_config(df: pd.DataFrame) -> dict:
     return cfg
 
 
-def _ds_title(ds: str) -> str:
-    return DATASETS[ds].title if ds in DATASETS else str(ds)
-
-
 def _ordered(datasets) -> list[str]:
     order = list(DATASETS)
     return sorted(set(datasets), key=lambda d: order.index(d) if d in order else len(order))
@@ -91,17 +97,17 @@ def _spread_table(rows: list[dict]) -> pd.DataFrame:
             row = {"data set": _ds_title(ds), "method": method_title(m),
                    "diverged": sum(1 for r in sel if r.get("status") == "diverged")}
             for key, label in (("test_error", "clean"), ("noisy_test_error", "noisy")):
-                vals = [100 * float(r[key]) for r in sel if r.get("status") == "completed" and r.get(key) is not None]
-                vals = [v for v in vals if math.isfinite(v)]
-                row[f"{label} error mean (%)"] = round(sum(vals) / len(vals), 2) if vals else None
-                row[f"{label} error sd (%)"] = round(pd.Series(vals).std(ddof=1), 2) if len(vals) > 1 else None
-                row[f"{label} seeds"] = len(vals)
+                m, sd, n = mean_sd([100 * float(r[key]) for r in sel
+                                    if r.get("status") == "completed" and r.get(key) is not None])
+                row[f"{label} error mean (%)"] = round(m, 2) if n else None
+                row[f"{label} error sd (%)"] = round(sd, 2) if n > 1 else None
+                row[f"{label} seeds"] = n
             out.append(row)
     return pd.DataFrame(out)
 
 
 URL_STATE = {"cmp_schedule": str, "cmp_curves_ds": str, "cmp_tab": str, "cmp_err_metric": str, "cmp_sm_metric": str}
-common.restore_from_url(URL_STATE)
+ui.restore_from_url(URL_STATE)
 
 st.title("Compare the methods")
 
@@ -113,7 +119,7 @@ if not available:
 
 names = list(available)
 if len(names) > 1:
-    common.keep_valid("cmp_schedule", names)
+    ui.keep_valid("cmp_schedule", names)
     sched = st.selectbox("Experiment", names, key="cmp_schedule",
                      format_func=lambda n: f"{SCHEDULES.get(n, n)} · results/{n}")
 else:
@@ -135,7 +141,7 @@ else:
                "Errors are in percent of the test split.")
 
 TABS = ["Training curves", "Final errors over seeds", "Paper's claims vs ours", "Runs"]
-common.keep_valid("cmp_tab", TABS)
+ui.keep_valid("cmp_tab", TABS)
 tab_curves, tab_err, tab_tables, tab_runs = st.tabs(TABS, key="cmp_tab", on_change="rerun")
 
 # ---- curves ----------------------------------------------------------------------------------
@@ -145,7 +151,7 @@ with tab_curves:
     else:
         ds_list = _ordered(curves)
         c1, c2, c3 = st.columns([1, 2, 1])
-        common.keep_valid("cmp_curves_ds", ds_list)
+        ui.keep_valid("cmp_curves_ds", ds_list)
         ds = c1.selectbox("Data set", ds_list, key="cmp_curves_ds", format_func=_ds_title)
         smoothing = c2.slider("Loss smoothing (exponential moving average weight)", 0.0, 0.99, 0.6, 0.01,
                               key="cmp_smoothing", help="0 = raw per-iteration loss; 0.9 averages roughly the last "
@@ -173,7 +179,7 @@ with tab_curves:
                    "every few iterations on a fixed subset of the test split (the final errors use the whole split).")
 
         st.subheader("One panel per method")
-        common.keep_valid("cmp_sm_metric", list(SMALL_MULTIPLE_METRICS))
+        ui.keep_valid("cmp_sm_metric", list(SMALL_MULTIPLE_METRICS))
         metric = st.radio("Quantity", list(SMALL_MULTIPLE_METRICS), horizontal=True, key="cmp_sm_metric",
                           format_func=SMALL_MULTIPLE_METRICS.get)
         fig_sm = curves_small_multiples(per_ds.get(metric, []), metric,
@@ -190,7 +196,7 @@ with tab_err:
     if not rows:
         st.info("No finished runs in the summary. " + reproduce_hint(out_dir))
     else:
-        common.keep_valid("cmp_err_metric", list(ERROR_METRICS))
+        ui.keep_valid("cmp_err_metric", list(ERROR_METRICS))
         metric = st.radio("Test", list(ERROR_METRICS), horizontal=True, key="cmp_err_metric",
                           format_func=lambda k: "clean test images" if k == "test_error" else "Gaussian noise, variance 0.01")
         base = set(method_order())
@@ -250,4 +256,4 @@ with tab_runs:
                "model or variant": st.column_config.TextColumn("model or variant", pinned=True)})
         st.download_button("⬇ Runs as CSV", df_runs.to_csv(index=False).encode(), file_name=f"{sched}_runs.csv",
                            mime="text/csv", key="cmp_csv_runs")
-common.sync_url(URL_STATE)
+ui.sync_url(URL_STATE)

@@ -8,8 +8,8 @@ import streamlit as st
 from core import analysis, plots
 from core.data import DATASETS
 from core.errors import DataUnavailableError, InputImageError
-from core.models import get_spec
-from pages import common
+from core.models import TraceSchema, get_spec
+from pages import ui
 
 STATS_SIZES = (200, 500, 1000)
 MISCLASSIFIED_POOL = 1000  # misclassified images are searched among this fixed test subset
@@ -63,7 +63,7 @@ def selection_view(dataset: str, entry, model, data, n: int) -> None:
     import plotly.graph_objects as go
 
     with st.spinner(f"Measuring the selection on {min(n, len(data))} images (clean, noisy, random twin)…"):
-        rep_, rnd = _selection(model, entry.key, common.entry_mtime(entry), _data_key(dataset, data), data.images,
+        rep_, rnd = _selection(model, entry.key, ui.entry_mtime(entry), _data_key(dataset, data), data.images,
                                data.labels, n)
     st.subheader("What the attention decides")
     q = rep_.margin_quantiles()
@@ -107,7 +107,7 @@ def _pick_test_image(dataset: str, model, entry, data):
     n = len(data)
     st.session_state.setdefault("mech_idx", 0)
     st.session_state["mech_idx"] = int(min(max(0, st.session_state["mech_idx"]), n - 1))
-    common.keep_valid("mech_how", ["Random", "By class", "Misclassified"])
+    ui.keep_valid("mech_how", ["Random", "By class", "Misclassified"])
     how = st.radio("Which test image", ["Random", "By class", "Misclassified"], horizontal=True, key="mech_how",
                    help="Misclassified: images of a fixed test subset that the chosen model gets wrong, "
                         "the most confident mistakes first.")
@@ -128,7 +128,7 @@ def _pick_test_image(dataset: str, model, entry, data):
                   on_click=lambda: st.session_state.update(mech_idx=int(rng.choice(members))))
     else:
         with st.spinner(f"Finding the mistakes of {entry.display} on {min(n, MISCLASSIFIED_POOL)} test images…"):
-            idx, probs = _subset_probs(model, entry.key, common.entry_mtime(entry), _data_key(dataset, data),
+            idx, probs = _subset_probs(model, entry.key, ui.entry_mtime(entry), _data_key(dataset, data),
                                        data.images, MISCLASSIFIED_POOL)
         wrong = idx[analysis.misclassified(probs, data.labels[idx])]
         if len(wrong) == 0:
@@ -139,7 +139,7 @@ def _pick_test_image(dataset: str, model, entry, data):
         st.session_state["mech_idx"] = int(wrong[int(k) - 1])
     i = st.number_input(f"Test image number (0-{n - 1})", 0, n - 1, key="mech_idx", disabled=how == "Misclassified")
     st.caption(f"From {data.source}.")
-    return np.asarray(data.images[int(i)]), int(data.labels[int(i)]), None, common.image_name(data, int(i))
+    return np.asarray(data.images[int(i)]), int(data.labels[int(i)]), None, ui.image_name(data, int(i))
 
 
 def _drawn_image(dataset: str):
@@ -157,50 +157,36 @@ def _drawn_image(dataset: str):
         st.info("The canvas is empty: draw a " + ("digit" if dataset == "mnist" else "piece of clothing") + ".")
         return None
     try:
-        from core.preprocess import prepare_for_dataset
-
-        mode = "plain" if dataset == "fashion_mnist" else "digit"
-        return prepare_for_dataset(pixels, DATASETS[dataset].image_shape, mode=mode)
+        return ui.prepare_pixels(pixels, dataset)
     except InputImageError as exc:
-        common.show_error(exc, "The drawing cannot be used")
+        ui.show_error(exc, "The drawing cannot be used")
     return None
 
 
 def _uploaded_image(dataset: str):
-    up = st.file_uploader("Image (PNG, JPEG, GIF, BMP or WebP)", type=["png", "jpg", "jpeg", "gif", "bmp", "webp"],
-                          key="mech_upload")
-    if up is None:
-        st.info("Upload an image: it is cropped, scaled and centred like the training images "
-                "(see the preprocessing steps below the image).")
-        return None
-    try:
-        return common.prepare_upload(up.getvalue(), dataset)
-    except InputImageError as exc:
-        common.show_error(exc, f"{up.name} cannot be used")
-    except Exception as exc:  # anything else: a message, not a traceback
-        common.show_error(exc, f"{up.name} cannot be used")
-    return None
+    return ui.uploaded_image(dataset, "mech_upload", "Upload an image: it is cropped, scaled and centred like the "
+                                                     "training images (see the preprocessing steps below the image).")
 
 
 # --------------------------------------------------------------------------- per-step view
 
 
-def _step_text(trace: dict, unit_names: list, model_name: str, t: int, T: int, activity_label: str) -> str:
-    if model_name == "rim" and "active" in trace:
-        act = trace["active"][t - 1] > 0.5
-        w = trace["input_attention"][t - 1]
+def _step_text(trace: dict, unit_names: list, schema: TraceSchema, t: int, T: int) -> str:
+    if schema.has(trace, "mask") and schema.has(trace, "input_attention"):
+        act = schema.get(trace, "mask")[t - 1] > 0.5
+        w = schema.get(trace, "input_attention")[t - 1]
         on = ", ".join(f"{unit_names[i]} ({w[i]:.2f})" for i in np.flatnonzero(act))
         off = ", ".join(f"{unit_names[i]} ({w[i]:.2f})" for i in np.flatnonzero(~act))
         return (f"**Step {t} of {T}** (image row {t}). Active: {on}. Inactive (state kept): {off}. "
                 "Numbers: input-attention weight on the row.")
     vals = trace["activity"][t - 1]
     parts = ", ".join(f"{u} {v:.2f}" for u, v in zip(unit_names, vals))
-    return f"**Step {t} of {T}** (image row {t}). {activity_label}: {parts}."
+    return f"**Step {t} of {T}** (image row {t}). {schema.activity_label}: {parts}."
 
 
 def _framed_row(image: np.ndarray, row: int, side: int = 224) -> np.ndarray:
     """The image enlarged (nearest neighbour) with row ``row`` (1-based) framed in orange."""
-    big = common.upscaled(image, side)
+    big = ui.upscaled(image, side)
     f = big.shape[0] // image.shape[0]
     out = np.repeat(big[..., None], 3, axis=2) if big.ndim == 2 else big.copy()
     top, bottom = (row - 1) * f, row * f - 1
@@ -213,20 +199,20 @@ def _framed_row(image: np.ndarray, row: int, side: int = 224) -> np.ndarray:
     return out
 
 
-def _timeline(image: np.ndarray, trace: dict, unit_names: list, model_name: str, activity_label: str,
-              heads: bool, cache_key: tuple):
+def _timeline(image: np.ndarray, trace: dict, unit_names: list, schema: TraceSchema, heads: bool,
+              cache_key: tuple):
     """The timeline figure without a step marker, built once per input and kept per session."""
     held = st.session_state.get("_mech_timeline")
     if held is not None and held[0] == cache_key:
         return held[1]
-    panels = plots.trace_panels(trace, unit_names, model_name, activity_label, heads=heads)
+    panels = plots.trace_panels(trace, unit_names, schema, heads=heads)
     fig = plots.timeline_figure(image, panels)
     st.session_state["_mech_timeline"] = (cache_key, fig)
     return fig
 
 
-def _timestep_view(image: np.ndarray, trace: dict, unit_names: list, model_name: str, activity_label: str,
-                   playing: bool, cache_key: tuple) -> None:
+def _timestep_view(image: np.ndarray, trace: dict, unit_names: list, schema: TraceSchema, playing: bool,
+                   cache_key: tuple) -> None:
     T = image.shape[0]
     t_now = int(st.session_state.get("mech_t", 1))
     if playing:
@@ -245,17 +231,17 @@ def _timestep_view(image: np.ndarray, trace: dict, unit_names: list, model_name:
 
     c_img, c_comm, c_text = st.columns([2, 3, 3])
     c_img.image(_framed_row(image, t), caption=f"row {t} of {T}, framed")
-    if model_name == "rim" and "comm_attention" in trace:
-        c_comm.plotly_chart(plots.comm_attention_figure(trace["comm_attention"][t - 1], unit_names,
-                                                        trace["active"][t - 1], t=t, height=300),
+    if schema.has(trace, "comm_attention"):
+        mask = schema.get(trace, "mask")
+        c_comm.plotly_chart(plots.comm_attention_figure(schema.get(trace, "comm_attention")[t - 1], unit_names,
+                                                        None if mask is None else mask[t - 1], t=t, height=300),
                             key="mech_comm", config=CHART)
     with c_text:
-        st.markdown(_step_text(trace, unit_names, model_name, t, T, activity_label))
-        if model_name == "rim":
-            st.caption("An active LSTM runs its own LSTM cell on the row and then adds 1/10 of what it reads "
-                       "from the others (attention on the left); an inactive one keeps its state unchanged.")
-        heads = model_name == "rim" and st.checkbox("Show each input-attention head", key="mech_heads")
-    fig = _timeline(image, trace, unit_names, model_name, activity_label, heads, cache_key + (heads,))
+        st.markdown(_step_text(trace, unit_names, schema, t, T))
+        if schema.step_note:
+            st.caption(schema.step_note)
+        heads = schema.has(trace, "input_heads") and st.checkbox("Show each input-attention head", key="mech_heads")
+    fig = _timeline(image, trace, unit_names, schema, heads, cache_key + (heads,))
     st.plotly_chart(plots.mark_step(fig, t), key="mech_timeline", config=CHART)
 
 
@@ -266,7 +252,7 @@ def one_input_view(dataset: str, entry, model, compared: dict) -> None:
     info = DATASETS[dataset]
     grey = info.channels == 1
     sources = ["Test image", "Draw", "Upload"] if grey else ["Test image", "Upload"]
-    common.keep_valid("mech_source", sources)
+    ui.keep_valid("mech_source", sources)
     source = st.radio("Input", sources, horizontal=True, key="mech_source",
                       help=None if grey else "Drawing is offered for the grey data sets (MNIST, Fashion-MNIST).")
 
@@ -276,9 +262,9 @@ def one_input_view(dataset: str, entry, model, compared: dict) -> None:
     with left:
         if source == "Test image":
             try:
-                data = common.test_data(dataset)
+                data = ui.test_data(dataset)
             except DataUnavailableError as exc:
-                common.missing_data_note(dataset, exc, "there are no test images to pick (uploading or drawing "
+                ui.missing_data_note(dataset, exc, "there are no test images to pick (uploading or drawing "
                                                        "an image still works)")
                 data = None
             if data is not None:
@@ -294,7 +280,7 @@ def one_input_view(dataset: str, entry, model, compared: dict) -> None:
         if prepared is not None:
             if prepared.warning:
                 st.info(prepared.warning)
-                common.show_preprocessing(prepared)
+                ui.show_preprocessing(prepared)
                 return
             image = prepared.array
     if image is None:
@@ -304,17 +290,17 @@ def one_input_view(dataset: str, entry, model, compared: dict) -> None:
     with right:
         rows = []
         for method, e in compared.items():
-            loaded = model if e.key == entry.key else common.load_or_report(e)
+            loaded = model if e.key == entry.key else ui.load_or_report(e)
             if loaded is None:
                 continue
             if e.key == entry.key:  # the chosen model's trace holds its probabilities too
-                p = _trace(model, entry.key, common.entry_mtime(entry), image)[0]
+                p = _trace(model, entry.key, ui.entry_mtime(entry), image)[0]
             else:
-                p = _proba(loaded[0], e.key, common.entry_mtime(e), image)
+                p = _proba(loaded[0], e.key, ui.entry_mtime(e), image)
             rows.append({"label": e.display, "method": method, "probs": p})
         c_img, c_pred = st.columns([1, 2])
         with c_img:
-            st.image(common.upscaled(image))
+            st.image(ui.upscaled(image))
             st.caption(f"What the model sees: {what}, {info.image_shape[0]}x{info.image_shape[1]}"
                        + ("" if grey else " RGB") + (f", true class {classes[label]}" if label is not None else ""))
         with c_pred:
@@ -324,19 +310,19 @@ def one_input_view(dataset: str, entry, model, compared: dict) -> None:
             st.caption(" · ".join(f"{r['label']}: **{classes[int(np.argmax(r['probs']))]}** "
                                   f"({np.max(r['probs']) * 100:.0f}%)" for r in rows))
         if prepared is not None:
-            common.show_preprocessing(prepared)
+            ui.show_preprocessing(prepared)
 
-    probs, trace = _trace(model, entry.key, common.entry_mtime(entry), image)
+    probs, trace = _trace(model, entry.key, ui.entry_mtime(entry), image)
     unit_names = list(getattr(model, "unit_names", [f"unit {i + 1}" for i in range(trace["activity"].shape[-1])]))
     spec = get_spec(entry.model)
     st.subheader(f"Inside {entry.display}, row by row")
-    if entry.model != "rim":
+    if spec.trace.mask is None:
         st.caption(f"{spec.title} has no active mask or input attention; shown is its activity: "
                    f"{spec.activity_label}. Pick a RIM model above to see the mechanisms.")
     playing = st.toggle(f"▶ Play (one row every {PLAY_SECONDS} s)", key="mech_play")
     view = st.fragment(run_every=PLAY_SECONDS if playing else None)(_timestep_view)
-    cache_key = (entry.key, common.entry_mtime(entry), image.shape, hash(image.tobytes()))
-    view(image, trace, unit_names, entry.model, spec.activity_label, playing, cache_key)
+    cache_key = (entry.key, ui.entry_mtime(entry), image.shape, hash(image.tobytes()))
+    view(image, trace, unit_names, spec.trace, playing, cache_key)
 
 
 def protocol_mask_view(dataset: str, entry, stats, others, data, n: int) -> None:
@@ -346,10 +332,10 @@ def protocol_mask_view(dataset: str, entry, stats, others, data, n: int) -> None
 
     rows = {entry.display: stats.overall}
     for other in others:
-        loaded = common.load_or_report(other)
+        loaded = ui.load_or_report(other)
         if loaded is None:
             continue
-        o_stats = _stats(loaded[0], other.key, common.entry_mtime(other), _data_key(dataset, data), data.images,
+        o_stats = _stats(loaded[0], other.key, ui.entry_mtime(other), _data_key(dataset, data), data.images,
                          data.labels, n, len(DATASETS[dataset].classes))
         rows[other.display] = o_stats.overall
     if len(rows) < 2:
@@ -367,21 +353,21 @@ def protocol_mask_view(dataset: str, entry, stats, others, data, n: int) -> None
 def dataset_view(dataset: str, entry, model, all_entries=()) -> None:
     info = DATASETS[dataset]
     try:
-        data = common.test_data(dataset)
+        data = ui.test_data(dataset)
     except DataUnavailableError as exc:
-        common.missing_data_note(dataset, exc, "the statistics over the test set are off")
+        ui.missing_data_note(dataset, exc, "the statistics over the test set are off")
         return
     spec = get_spec(entry.model)
     c1, c2 = st.columns([2, 3])
-    common.keep_valid("mech_stats_n", STATS_SIZES)
+    ui.keep_valid("mech_stats_n", STATS_SIZES)
     st.session_state.setdefault("mech_stats_n", min(1000, STATS_SIZES[-1]))
     n = c1.select_slider("Test images", STATS_SIZES, key="mech_stats_n")
     relative = c2.toggle("Relative to each unit's average (shows preferences)", key="mech_stats_rel", value=True)
     with st.spinner(f"Running {entry.display} on {min(n, len(data))} test images…"):
-        stats = _stats(model, entry.key, common.entry_mtime(entry), _data_key(dataset, data), data.images,
+        stats = _stats(model, entry.key, ui.entry_mtime(entry), _data_key(dataset, data), data.images,
                        data.labels, n, len(info.classes))
-    what = "fraction of rows active" if entry.model == "rim" else f"mean {spec.activity_label}"
-    short = "share active" if entry.model == "rim" else "mean"
+    what, short = spec.trace.mean_what, spec.trace.mean_label
+    zmin, zmax = spec.trace.value_range
     st.caption(f"{stats.n} images from {data.source} (fixed subset, seed 0); model accuracy on them "
                f"{stats.accuracy * 100:.1f}%. Colour: {what}"
                + (", minus the unit's average over all images and rows (red: more than usual)." if relative else "."))
@@ -393,14 +379,12 @@ def dataset_view(dataset: str, entry, model, all_entries=()) -> None:
         z, cb, div = stats.by_class, short, False
     left, right = st.columns(2)
     left.plotly_chart(plots.unit_heatmap(z, classes, units, x_title="class", colorbar=cb, diverging=div,
-                                         zmin=0 if entry.model == "rim" else None,
-                                         zmax=1 if entry.model == "rim" else None, annotate=True,
+                                         zmin=zmin, zmax=zmax, annotate=True,
                                          title="per class"), key="mech_stats_class", config=CHART)
     row_z = stats.by_row - stats.overall[None, :] if relative else stats.by_row
     right.plotly_chart(plots.unit_heatmap(row_z, list(range(1, row_z.shape[0] + 1)), units,
                                           x_title=plots.TIMESTEP_AXIS, colorbar=cb, diverging=div,
-                                          zmin=0 if entry.model == "rim" else None,
-                                          zmax=1 if entry.model == "rim" else None, title="per row"),
+                                          zmin=zmin, zmax=zmax, title="per row"),
                        key="mech_stats_row", config=CHART)
     prefs = stats.preferences(classes)
     if prefs:
@@ -427,7 +411,7 @@ def dataset_view(dataset: str, entry, model, all_entries=()) -> None:
 
 URL_STATE = {"mech_dataset": str, "mech_model_*": str, "mech_source": str, "mech_how": str, "mech_idx": int,
              "mech_t": int, "mech_tab": str, "mech_stats_n": int, "pretrained_protocol": str}
-common.restore_from_url(URL_STATE)
+ui.restore_from_url(URL_STATE)
 
 st.title("Mechanisms")
 st.caption("Which of the 6 LSTMs the input attention activates at each image row, what the active ones read "
@@ -435,30 +419,17 @@ st.caption("Which of the 6 LSTMs the input attention activates at each image row
 
 c_ds, c_model = st.columns(2)
 with c_ds:
-    dataset = common.dataset_picker(key="mech_dataset")
-all_entries, problems = common.model_entries(dataset)
-common.protocol_switch(all_entries)
-for problem in problems:
-    st.warning(problem)
-if not all_entries:
-    st.info(f"No model for {DATASETS[dataset].title} yet. Train one on the Train page, upload one on the "
-            "Models page, or install the pretrained models (pretrained/manifest.json).")
-    st.stop()
+    dataset = ui.dataset_picker(key="mech_dataset")
+all_entries = ui.entries_or_stop(dataset)
 with c_model:
-    entry = common.main_model_picker(all_entries, key=f"mech_model_{dataset}")
-compared = common.method_models_picker(all_entries, f"mech_cmp_{dataset}", main=entry,
+    entry = ui.main_model_picker(all_entries, key=f"mech_model_{dataset}")
+compared = ui.method_models_picker(all_entries, f"mech_cmp_{dataset}", main=entry,
                                        label="Predictions compared")
-loaded = common.load_or_report(entry)
+loaded = ui.load_or_report(entry)
 if loaded is None:
     st.stop()
 model, _meta = loaded
 
-common.keep_valid("mech_tab", ["One input", "Across the test set"])
-tab_one, tab_data = st.tabs(["One input", "Across the test set"], key="mech_tab", on_change="rerun")
-if tab_one.open:
-    with tab_one:
-        one_input_view(dataset, entry, model, compared)
-if tab_data.open:
-    with tab_data:
-        dataset_view(dataset, entry, model, all_entries)
-common.sync_url(URL_STATE)
+ui.tab_views("mech_tab", {"One input": lambda: one_input_view(dataset, entry, model, compared),
+                          "Across the test set": lambda: dataset_view(dataset, entry, model, all_entries)})
+ui.sync_url(URL_STATE)

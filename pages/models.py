@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
+from core.catalog import featured_entry
 from core.data import DATASETS
 from core.errors import CheckpointError
+from core.fmt import dataset_title as _ds_title
+from core.fmt import params, pct, pct_value
 from core.plots import method_title, run_curves_figure
-from pages.common import (
+from pages.ui import (
     MAX_UPLOAD_MB,
     check_upload,
     entry_metadata,
     figure_downloads,
-    fmt_pct,
     model_entries,
     run_store,
     session_owner,
@@ -24,18 +25,6 @@ from pages.common import (
 )
 
 ALL = "All data sets"
-
-
-def _ds_title(ds: str) -> str:
-    return DATASETS[ds].title if ds in DATASETS else str(ds)
-
-
-def _pct(v):
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return round(100 * f, 2) if math.isfinite(f) else None
 
 
 def _label(entry) -> str:
@@ -94,8 +83,8 @@ def _row(entry, meta: dict | None) -> dict:
         "owner": _owner_label(entry),
         "parameters": metrics.get("parameters"),
         "seed": entry.seed,
-        "clean error (%)": _pct(metrics.get("test_error")),
-        "noisy error (%)": _pct(metrics.get("noisy_test_error")),
+        "clean error (%)": pct_value(metrics.get("test_error")),
+        "noisy error (%)": pct_value(metrics.get("noisy_test_error")),
         "iterations": its if its is None else int(its),
         "status": status,
         "date": str(created)[:16].replace("T", " "),
@@ -134,9 +123,7 @@ if wanted in by_key_all and st.session_state.get("models_opened") != wanted:
 elif "models_pick" not in st.session_state and "models_pick_next" not in st.session_state and entries:
     own = [e for e in entries if e.source != "pretrained" and infos.get(e.key) is not None
            and infos[e.key].owner == owner]
-    first = own[0] if own else next((e for e in entries if e.model == "rim" and e.dataset == "mnist"
-                                     and e.protocol == "converged"),
-                                    next((e for e in entries if e.model == "rim" and e.dataset == "mnist"), entries[0]))
+    first = own[0] if own else featured_entry(entries)
     st.session_state["models_pick_next"] = first.key
 
 # ---- the table -----------------------------------------------------------------------------
@@ -189,9 +176,9 @@ if shown:
     else:
         row = _row(entry, meta)
         c = st.columns(5)
-        c[0].metric("Clean test error", fmt_pct((meta.get("metrics") or {}).get("test_error")))
-        c[1].metric("Noisy test error", fmt_pct((meta.get("metrics") or {}).get("noisy_test_error")))
-        c[2].metric("Parameters", f"{row['parameters']:,}" if row["parameters"] else "n/a")
+        c[0].metric("Clean test error", pct((meta.get("metrics") or {}).get("test_error")))
+        c[1].metric("Noisy test error", pct((meta.get("metrics") or {}).get("noisy_test_error")))
+        c[2].metric("Parameters", params(row["parameters"]))
         c[3].metric("Iterations", row["iterations"] if row["iterations"] is not None else "n/a")
         c[4].metric("Seed", entry.seed if entry.seed is not None else "n/a")
         if meta.get("status") not in (None, "completed"):

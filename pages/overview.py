@@ -5,10 +5,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from core.data import DATASETS, ROOT, SOURCES, available_sources
-from core.models import config_fields, get_spec, list_models, parameter_counts
+from core.data import DATASETS, SOURCES, available_sources
+from core.models import DEFAULT_MODEL, config_fields, get_spec, list_models, parameter_counts
+from core.paths import ROOT
 from core.plots import INPUT_SHAPES, method_color, method_title, parameter_bar_figure
-from pages.common import entry_metadata, manifest, model_entries, schedules_available, show_error
+from pages.ui import entry_metadata, manifest, model_entries, schedules_available, show_error
 
 DIAGRAM = ROOT / "assets" / "diagram.svg"
 
@@ -26,6 +27,8 @@ RIM_KNOBS = {
     "alpha": "share of the communication read added to an active LSTM's state (paper: 1/10; 0 = ablation: no communication)",
     "forget_bias": "starting bias of every LSTM forget gate (the same default for every method)",
     "selection": "who is active: attention (the paper), random (ablation: k drawn at random), all (ablation)",
+    "impl": "how the recurrence runs: fused (a hand-written kernel, the default) or reference (plain torch ops); "
+            "same parameters, same results",
 }
 SOURCE_NAMES = {"npz": "npz folder", "folder": "image folder", "torchvision": "torchvision cache",
                 "sample": "bundled sample"}
@@ -126,7 +129,7 @@ with c2:
             )
 st.markdown("**Knobs of the paper's method (defaults used everywhere here)**")
 knobs = [{"setting": k, "default": str(v), "meaning": RIM_KNOBS.get(k, "")}
-         for k, v in config_fields("rim").items() if k not in ("input_dim", "num_classes")]
+         for k, v in config_fields(DEFAULT_MODEL).items() if k not in ("input_dim", "num_classes")]
 st.table(pd.DataFrame(knobs), hide_index=True)  # wraps the longer meanings
 
 # ---- what is loaded ------------------------------------------------------------------------

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import streamlit as st
 
-from core import analysis, curves, plots
+from core import analysis, curves, paths, plots
 from core.data import DATASETS, add_noise, stretch_rows
-from core.errors import DataUnavailableError, InputImageError
-from pages import common
+from core.errors import DataUnavailableError
+from core.fmt import short_method_title
+from core.models import is_method, trace_schema
+from pages import ui
 
 # test images every method is scored on (fixed subset, seed 0); smaller on a slow machine
-SUBSET = max(10, int(os.environ.get("RIMSCOPE_ROBUSTNESS_SUBSET", str(curves.SUBSET)) or curves.SUBSET))
+SUBSET = paths.robustness_subset(curves.SUBSET)
 SEED = curves.SEED  # one noise draw, shared by all methods
 PAPER_VAR = 0.01
 GRID = curves.GRID  # slider positions = curve points: 0 .. 0.20
@@ -29,8 +29,6 @@ CHART = {"displayModeBar": False}
 
 # --------------------------------------------------------------------------- cached compute
 
-
-_clean_key = curves.clean_key
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
@@ -50,14 +48,15 @@ def _weights_hash(path: str, mtime: float) -> str:
 # slider move cheap even when the curve needs 21 points x 5 models from the cache
 @st.cache_resource(max_entries=4000, show_spinner=False)
 def _noise_point(_model, model_key: str, mtime: float, data_key: str, _images, _labels, kind: str,
-                 strength: float, with_activity: bool) -> analysis.EvalPoint:
-    return analysis.noisy_eval(_model, _images, _labels, kind, strength, SEED, with_activity=with_activity)
+                 strength: float, with_activity: bool, seed: int) -> analysis.EvalPoint:
+    return analysis.noise_point(_model, model_key, mtime, data_key, _images, _labels, kind, strength,
+                                with_activity, seed)
 
 
 @st.cache_resource(max_entries=1000, show_spinner=False)
 def _stretch_point(_model, model_key: str, mtime: float, data_key: str, _images, _labels,
                    factor: float) -> analysis.EvalPoint:
-    return analysis.stretch_eval(_model, _images, _labels, factor)
+    return analysis.stretch_point(_model, model_key, mtime, data_key, _images, _labels, factor)
 
 
 @st.cache_data(max_entries=512, show_spinner=False)
@@ -83,61 +82,29 @@ def _subset(data_key: str, _data) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(_data.images[idx]), np.ascontiguousarray(_data.labels[idx])
 
 
-class Scorer:
-    """Errors of the compared models on the fixed test subset, cached point by point."""
+def make_scorer(dataset: str, data, models: dict) -> analysis.Scorer:
+    """``core.analysis.Scorer`` over this page's caches: points computed once per session."""
+    key = f"{dataset}|{data.source}|{len(data)}|{SUBSET}"
+    images, labels = _subset(key, data)
+    pre = paths.pretrained_dir()
+    return analysis.Scorer(key, images, labels, models, shipped=_shipped(str(pre), ui.mtime(pre / curves.FILE)),
+                           seed=SEED, noise_fn=_noise_point, stretch_fn=_stretch_point, weights_hash=_weights_hash)
 
-    def __init__(self, dataset: str, data, models: dict):
-        self.key = f"{dataset}|{data.source}|{len(data)}|{SUBSET}"
-        self.images, self.labels = _subset(self.key, data)
-        self.models = models  # method -> (entry, model)
-        self.subset_hash = curves.subset_hash(self.images, self.labels)
-        pre = common.pretrained_dir()
-        self.shipped = _shipped(str(pre), common.mtime(pre / curves.FILE))
 
-    def _from_shipped(self, method: str, what: str, value: float) -> analysis.EvalPoint | None:
-        entry, _ = self.models[method]
-        if entry.source != "pretrained" or not self.shipped.points:
-            return None
-        path = entry.stem.with_suffix(".safetensors")
-        return self.shipped.get(_weights_hash(str(path), common.entry_mtime(entry)), self.subset_hash, what, value)
+def fill(jobs: list, label: str) -> None:
+    """Compute (or fetch) ``jobs`` = [(callable, args)]; a progress bar appears once one is slow."""
+    import time
 
-    def curve_noise(self, method: str, kind: str, strength: float) -> analysis.EvalPoint:
-        """A curve point: from the shipped curves when they hold it, else computed (cached)."""
-        k = _clean_key(kind, strength)
-        return self._from_shipped(method, *k) or self.noise(method, kind, strength)
-
-    def curve_stretch(self, method: str, factor: float) -> analysis.EvalPoint:
-        return self._from_shipped(method, "stretch", float(factor)) or self.stretch(method, factor)
-
-    def signature(self, what: str) -> tuple:
-        """Identifies a curve: the data subset, what varies, and every model with its file's time."""
-        return (self.key, what, tuple((m, e.key, common.entry_mtime(e)) for m, (e, _) in self.models.items()))
-
-    def noise(self, method: str, kind: str, strength: float) -> analysis.EvalPoint:
-        entry, model = self.models[method]
-        kind, strength = _clean_key(kind, strength)
-        return _noise_point(model, entry.key, common.entry_mtime(entry), self.key, self.images, self.labels,
-                            kind, strength, method == "rim")
-
-    def stretch(self, method: str, factor: float) -> analysis.EvalPoint:
-        entry, model = self.models[method]
-        return _stretch_point(model, entry.key, common.entry_mtime(entry), self.key, self.images, self.labels,
-                              float(factor))
-
-    def fill(self, jobs: list, label: str) -> None:
-        """Compute (or fetch) ``jobs`` = [(callable, args)]; a progress bar appears once one is slow."""
-        import time
-
-        bar = None
-        for i, (fn, args) in enumerate(jobs):
-            t0 = time.perf_counter()
-            fn(*args)
-            if bar is None and time.perf_counter() - t0 > 0.05:  # not cached: show progress
-                bar = st.progress(0.0, text=label)
-            if bar is not None:
-                bar.progress((i + 1) / len(jobs), text=f"{label} ({i + 1}/{len(jobs)})")
+    bar = None
+    for i, (fn, args) in enumerate(jobs):
+        t0 = time.perf_counter()
+        fn(*args)
+        if bar is None and time.perf_counter() - t0 > 0.05:  # not cached: show progress
+            bar = st.progress(0.0, text=label)
         if bar is not None:
-            bar.empty()
+            bar.progress((i + 1) / len(jobs), text=f"{label} ({i + 1}/{len(jobs)})")
+    if bar is not None:
+        bar.empty()
 
 
 def _zoom(image: np.ndarray, px: int = 6) -> np.ndarray:
@@ -161,21 +128,11 @@ def _memo(name: str, key: tuple, build):
 
 def _pick_image(dataset: str, data, key: str):
     """A test image (by number or at random) or an uploaded one: ``(image, label, caption)``."""
-    common.keep_valid(f"{key}_src", ["Test image", "Upload"])
+    ui.keep_valid(f"{key}_src", ["Test image", "Upload"])
     src = st.radio("Image", ["Test image", "Upload"], horizontal=True, key=f"{key}_src") if data is not None else "Upload"
     if src == "Upload":
-        up = st.file_uploader("Image (PNG, JPEG, GIF, BMP or WebP)", key=f"{key}_upload",
-                              type=["png", "jpg", "jpeg", "gif", "bmp", "webp"])
-        if up is None:
-            st.info("Upload an image to see it with noise.")
-            return None
-        try:
-            prepared = common.prepare_upload(up.getvalue(), dataset)
-        except InputImageError as exc:
-            common.show_error(exc, f"{up.name} cannot be used")
-            return None
-        except Exception as exc:
-            common.show_error(exc, f"{up.name} cannot be used")
+        prepared = ui.uploaded_image(dataset, f"{key}_upload", "Upload an image to see it with noise.")
+        if prepared is None:
             return None
         if prepared.warning:
             st.info(prepared.warning)
@@ -183,13 +140,13 @@ def _pick_image(dataset: str, data, key: str):
         return prepared.array, None, "your image"
     n = len(data)
     st.session_state.setdefault(f"{key}_idx", 0)
-    common.clamp_state(f"{key}_idx", 0, n - 1)
+    ui.clamp_state(f"{key}_idx", 0, n - 1)
     rng = np.random.default_rng()
     c1, c2 = st.columns([3, 2], vertical_alignment="bottom")
     i = c1.number_input(f"Test image number (0-{n - 1})", 0, n - 1, key=f"{key}_idx")
     c2.button("Random", key=f"{key}_rand", help="a random test image",
               on_click=lambda: st.session_state.update({f"{key}_idx": int(rng.integers(n))}))
-    return np.asarray(data.images[int(i)]), int(data.labels[int(i)]), common.image_name(data, int(i))
+    return np.asarray(data.images[int(i)]), int(data.labels[int(i)]), ui.image_name(data, int(i))
 
 
 def _prediction_table(rows_clean: list, rows_other: list, classes: list, what: str, base: str = "clean"):
@@ -205,25 +162,51 @@ def _prediction_table(rows_clean: list, rows_other: list, classes: list, what: s
     st.dataframe(df, hide_index=True)
 
 
-def _error_metrics(points: dict, clean: dict, names: dict, suffix: str, versus: str = "clean") -> None:
+def _predictions(models: dict, classes: list, image, changed, label, *, key: str, what: str, base: str,
+                 caption: str) -> None:
+    """Every model's class probabilities on the changed image, and its prediction before → after."""
+    rows_b, rows_c = [], []
+    for method, (entry, model) in models.items():
+        mt = ui.entry_mtime(entry)
+        rows_b.append({"label": entry.display, "method": method, "probs": _proba(model, entry.key, mt, image)})
+        rows_c.append({"label": entry.display, "method": method, "probs": _proba(model, entry.key, mt, changed)})
+    pc, pt = st.columns([3, 2])
+    pc.plotly_chart(plots.probability_figure(rows_c, classes, true_class=label, height=280), key=key, config=CHART)
+    with pt:
+        st.caption(caption)
+        _prediction_table(rows_b, rows_c, classes, what, base=base)
+
+
+def _error_metrics(scorer: analysis.Scorer | None, dataset: str, heading: str, spinner: str, base_of, here_of,
+                   suffix: str, versus: str = "clean") -> bool:
+    """Each model's test error here (``here_of(method)``) against ``base_of(method)``; False
+    (after saying so) when there is no test set to score on."""
+    if scorer is None:
+        st.info("Test errors need the test set; " + _data_message(dataset))
+        return False
+    st.subheader(heading)
+    with st.spinner(spinner):
+        base = {m: base_of(m) for m in scorer.models}
+        points = {m: here_of(m) for m in scorer.models}
     cols = st.columns(max(1, len(points)))
     for col, (method, p) in zip(cols, points.items()):
         lo, hi = p.interval
-        d = (p.error - clean[method].error) * 100
-        col.metric(names[method], f"{p.error * 100:.1f}%",
+        d = (p.error - base[method].error) * 100
+        col.metric(scorer.models[method][0].display, f"{p.error * 100:.1f}%",
                    delta=f"{d:+.1f} pts vs {versus}" if round(d, 1) else f"±0.0 pts vs {versus}",
                    delta_color="inverse" if round(d, 1) else "off",
                    help=f"95% interval {lo * 100:.1f}-{hi * 100:.1f}% ({p.n} images){suffix}")
+    return True
 
 
 # --------------------------------------------------------------------------- noise tab
 
 
-def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
+def noise_view(dataset: str, data, scorer: analysis.Scorer | None, models: dict) -> None:
     info = DATASETS[dataset]
     classes = list(info.classes)
     c_kind, c_level, c_btn = st.columns([1, 3, 1], vertical_alignment="bottom")
-    common.keep_valid("rb_kind", list(NOISES))
+    ui.keep_valid("rb_kind", list(NOISES))
     kind = c_kind.selectbox("Noise", list(NOISES), key="rb_kind", format_func=lambda k: NOISES[k][0])
     title, param, desc = NOISES[kind]
     if param is None:
@@ -231,7 +214,7 @@ def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
         c_level.caption(f"{title}: {desc}.")
     else:
         skey = f"rb_strength_{kind}"
-        common.keep_valid(skey, GRID)
+        ui.keep_valid(skey, GRID)
         st.session_state.setdefault(skey, PAPER_VAR)
         strength = c_level.select_slider(f"{title} noise: {param}", GRID, key=skey,
                                          format_func=lambda v: f"{v:.2f}" + (" (paper)" if v == PAPER_VAR else ""),
@@ -260,31 +243,15 @@ def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
             c1.caption(f"clean: {what}")
             c2.image(_zoom((noisy * 255).round().astype(np.uint8)))
             c2.caption(f"noisy: {level} (seed {SEED})")
-        rows_c, rows_n = [], []
-        for method, (entry, model) in models.items():
-            rows_c.append({"label": entry.display, "method": method, "probs": _proba(model, entry.key,
-                           common.entry_mtime(entry), image)})
-            rows_n.append({"label": entry.display, "method": method, "probs": _proba(model, entry.key,
-                           common.entry_mtime(entry), noisy)})
-        pc, pt = st.columns([3, 2])
-        pc.plotly_chart(plots.probability_figure(rows_n, classes, true_class=label, height=280),
-                        key="rb_probs", config=CHART)
-        with pt:
-            st.caption("Prediction per model, clean → noisy" + (f" (true class: {classes[label]})"
-                                                                 if label is not None else ""))
-            _prediction_table(rows_c, rows_n, classes, "noisy")
+        _predictions(models, classes, image, noisy, label, key="rb_probs", what="noisy", base="clean",
+                     caption="Prediction per model, clean → noisy" + (f" (true class: {classes[label]})"
+                                                                      if label is not None else ""))
 
-    if scorer is None:
-        st.info("Test errors need the test set; " + _data_message(dataset))
+    # test error at this level (shipped points where possible)
+    if not _error_metrics(scorer, dataset, f"Test error at {level}", "Scoring the models at this noise level…",
+                          lambda m: scorer.curve_noise(m, "gaussian", 0.0), lambda m: scorer.curve_noise(m, kind, strength),
+                          f"; one noise draw (seed {SEED}) shared by all models"):
         return
-
-    # test error at this level
-    st.subheader(f"Test error at {level}")
-    names = {m: e.display for m, (e, _) in models.items()}
-    with st.spinner("Scoring the models at this noise level…"):
-        clean = {m: scorer.curve_noise(m, "gaussian", 0.0) for m in models}  # shipped where possible
-        here = {m: scorer.curve_noise(m, kind, strength) for m in models}
-    _error_metrics(here, clean, names, f"; one noise draw (seed {SEED}) shared by all models")
     st.caption(f"{scorer.images.shape[0]} test images (fixed subset, seed 0) from {data.source}. One noise draw; "
                "the Compare page reports means over seeds and draws.")
 
@@ -293,13 +260,9 @@ def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
         st.subheader("Error against noise strength")
 
         def build():
-            scorer.fill([(scorer.curve_noise, (m, kind, s)) for s in GRID for m in models],
-                        f"Scoring {len(models)} models at {len(GRID)} noise levels")
-            lines = []
-            for m, (e, _) in models.items():
-                c = analysis.curve_from_points(GRID, [scorer.curve_noise(m, kind, s) for s in GRID])
-                lines.append({"label": e.display, "method": m, "x": c.x, "y": c.error, "low": c.low,
-                              "high": c.high})
+            fill([(scorer.curve_noise, (m, kind, s)) for s in GRID for m in models],
+                 f"Scoring {len(models)} models at {len(GRID)} noise levels")
+            lines = _error_lines(scorer, lambda m: scorer.noise_curve(m, kind, GRID))
             return plots.error_curve_figure(lines, x_title=f"{title} noise {param}",
                                             reference=PAPER_VAR if kind == "gaussian" else None,
                                             reference_label="paper (0.01)")
@@ -308,17 +271,18 @@ def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
         st.plotly_chart(plots.mark_current(fig, strength), key="rb_curve", config=CHART)
         st.caption("Bands: 95% intervals (Wilson) of each error on this subset.")
 
-    # RIM's activation pattern
-    if "rim" in models:
-        _rim_shift(scorer, models["rim"], picked, kind, strength, param, level)
+    # how a selection mask shifts (the models whose activity is a binary mask)
+    for method in [m for m in models if trace_schema(m).activity_binary]:
+        _mask_shift(scorer, method, picked, kind, strength, param, level)
 
 
-def _rim_shift(scorer, rim, picked, kind, strength, param, level) -> None:
-    entry, model = rim
-    st.subheader("How RIM's active mask shifts under noise")
-    mt = common.entry_mtime(entry)
-    clean_pt = scorer.noise("rim", "gaussian", 0.0)
-    here_pt = scorer.noise("rim", kind, strength)
+def _mask_shift(scorer: analysis.Scorer, method: str, picked, kind, strength, param, level) -> None:
+    entry, model = scorer.models[method]
+    suffix = "" if is_method(method) else f"_{method}"  # widget keys: the method's keep their old names
+    st.subheader(f"How {short_method_title(method)}'s active mask shifts under noise")
+    mt = ui.entry_mtime(entry)
+    clean_pt = scorer.noise(method, "gaussian", 0.0)
+    here_pt = scorer.noise(method, kind, strength)
     subset_change = analysis.activation_change(clean_pt.activity, here_pt.activity)
     c1, c2 = st.columns([3, 1])
     with c2:
@@ -337,18 +301,18 @@ def _rim_shift(scorer, rim, picked, kind, strength, param, level) -> None:
     with c1:
         if picked is not None:
             st.plotly_chart(plots.mask_shift_figure(a_clean, a_noisy, list(model.unit_names),
-                                                    labels=("clean", level)), key="rb_mask", config=CHART)
+                                                    labels=("clean", level)), key="rb_mask" + suffix, config=CHART)
     if param is not None:
         def build():
-            c = analysis.curve_from_points(GRID, [scorer.noise("rim", kind, s) for s in GRID], reference=clean_pt)
+            c = scorer.noise_curve(method, kind, GRID, shipped=False, flips=True)
             if c.flips is None:
                 return None
             return plots.error_curve_figure(
-                [{"label": f"{entry.display}: activations changed", "method": "rim", "x": c.x, "y": c.flips}],
+                [{"label": f"{entry.display}: activations changed", "method": method, "x": c.x, "y": c.flips}],
                 x_title=f"noise {param}", y_title="activations changed vs clean (%)",
                 reference=PAPER_VAR if kind == "gaussian" else None, reference_label="paper (0.01)", height=280)
 
-        fig = _memo("_rb_flip_curve", scorer.signature(kind), build)
+        fig = _memo("_rb_flip_curve" + suffix, scorer.signature(kind), build)
         if fig is not None:
             st.plotly_chart(plots.mark_current(fig, strength), key="rb_flips", config=CHART)
 
@@ -356,13 +320,13 @@ def _rim_shift(scorer, rim, picked, kind, strength, param, level) -> None:
 # --------------------------------------------------------------------------- stretch tab
 
 
-def stretch_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
+def stretch_view(dataset: str, data, scorer: analysis.Scorer | None, models: dict) -> None:
     info = DATASETS[dataset]
     classes = list(info.classes)
     H = info.image_shape[0]
     st.caption(f"Beyond the paper: the models were trained on {H} rows; stretching the image vertically changes "
                "the number of timesteps (T) without changing the row width.")
-    common.keep_valid("rb_factor", FACTORS)
+    ui.keep_valid("rb_factor", FACTORS)
     st.session_state.setdefault("rb_factor", 1.0)
     factor = st.select_slider("Vertical stretch factor", FACTORS, key="rb_factor",
                               format_func=lambda f: f"{f:g}× ({max(1, round(H * f))} rows)")
@@ -379,40 +343,32 @@ def stretch_view(dataset: str, data, scorer: Scorer | None, models: dict) -> Non
             c1.caption(f"original ({H} rows)")
             c2.image(_zoom(shown))
             c2.caption(f"stretched ×{factor:g} ({shown.shape[0]} rows, same scale)")
-        rows_o, rows_s = [], []
-        for method, (entry, model) in models.items():
-            mt = common.entry_mtime(entry)
-            rows_o.append({"label": entry.display, "method": method, "probs": _proba(model, entry.key, mt, image)})
-            rows_s.append({"label": entry.display, "method": method, "probs": _proba(model, entry.key, mt, stretched)})
-        pc, pt = st.columns([3, 2])
-        pc.plotly_chart(plots.probability_figure(rows_s, classes, true_class=label, height=280), key="rb_s_probs",
-                        config=CHART)
-        with pt:
-            st.caption("Prediction per model, original → stretched")
-            _prediction_table(rows_o, rows_s, classes, "stretched", base="original")
-    if scorer is None:
-        st.info("Test errors need the test set; " + _data_message(dataset))
+        _predictions(models, classes, image, stretched, label, key="rb_s_probs", what="stretched", base="original",
+                     caption="Prediction per model, original → stretched")
+    if not _error_metrics(scorer, dataset, f"Test error at stretch ×{factor:g}", "Scoring the models at this stretch…",
+                          lambda m: scorer.stretch(m, 1.0), lambda m: scorer.stretch(m, factor), "",
+                          versus="unstretched"):
         return
-    st.subheader(f"Test error at stretch ×{factor:g}")
-    names = {m: e.display for m, (e, _) in models.items()}
-    with st.spinner("Scoring the models at this stretch…"):
-        base = {m: scorer.stretch(m, 1.0) for m in models}
-        here = {m: scorer.stretch(m, factor) for m in models}
-    _error_metrics(here, base, names, "", versus="unstretched")
     st.subheader("Error against stretch factor")
 
     def build():
-        scorer.fill([(scorer.curve_stretch, (m, f)) for f in FACTORS for m in models],
-                    f"Scoring {len(models)} models at {len(FACTORS)} stretch factors")
-        lines = []
-        for m, (e, _) in models.items():
-            c = analysis.curve_from_points(FACTORS, [scorer.curve_stretch(m, f) for f in FACTORS])
-            lines.append({"label": e.display, "method": m, "x": c.x, "y": c.error, "low": c.low, "high": c.high})
+        fill([(scorer.curve_stretch, (m, f)) for f in FACTORS for m in models],
+             f"Scoring {len(models)} models at {len(FACTORS)} stretch factors")
+        lines = _error_lines(scorer, lambda m: scorer.stretch_curve(m, FACTORS))
         return plots.error_curve_figure(lines, x_title="vertical stretch factor (1 = training length)",
                                         reference=1.0, reference_label="training length")
 
     fig = _memo("_rb_stretch_curve", scorer.signature("stretch"), build)
     st.plotly_chart(plots.mark_current(fig, factor), key="rb_s_curve", config=CHART)
+
+
+def _error_lines(scorer: analysis.Scorer, curve_of) -> list[dict]:
+    """One error line (with its 95% band) per compared model; ``curve_of(method)`` gives its curve."""
+    lines = []
+    for m, (e, _) in scorer.models.items():
+        c = curve_of(m)
+        lines.append({"label": e.display, "method": m, "x": c.x, "y": c.error, "low": c.low, "high": c.high})
+    return lines
 
 
 def _data_message(dataset: str) -> str:
@@ -423,26 +379,19 @@ def _data_message(dataset: str) -> str:
 
 URL_STATE = {"rb_dataset": str, "rb_kind": str, "rb_strength_*": float, "rb_tab": str, "rb_img_src": str,
              "rb_img_idx": int, "rb_factor": float, "pretrained_protocol": str}
-common.restore_from_url(URL_STATE)
+ui.restore_from_url(URL_STATE)
 
 st.title("Robustness")
 st.caption("The paper's noise test, live: Gaussian noise on the test images only (training unchanged), and, beyond "
            "the paper, images stretched to other numbers of rows. Every method is scored on the same test images "
            "and the same noise draw.")
 
-dataset = common.dataset_picker(key="rb_dataset")
-all_entries, problems = common.model_entries(dataset)
-common.protocol_switch(all_entries)
-for problem in problems:
-    st.warning(problem)
-if not all_entries:
-    st.info(f"No model for {DATASETS[dataset].title} yet. Train one on the Train page, upload one on the "
-            "Models page, or install the pretrained models (pretrained/manifest.json).")
-    st.stop()
-chosen = common.method_models_picker(all_entries, f"rb_cmp_{dataset}")
+dataset = ui.dataset_picker(key="rb_dataset")
+all_entries = ui.entries_or_stop(dataset)
+chosen = ui.method_models_picker(all_entries, f"rb_cmp_{dataset}")
 models = {}
 for method, entry in chosen.items():
-    loaded = common.load_or_report(entry)
+    loaded = ui.load_or_report(entry)
     if loaded is not None:
         models[method] = (entry, loaded[0])
 if not models:
@@ -450,18 +399,12 @@ if not models:
 st.caption("Models: " + ", ".join(f"{e.display}" for e, _ in models.values()) + ".")
 
 try:
-    data = common.test_data(dataset)
+    data = ui.test_data(dataset)
 except DataUnavailableError as exc:
-    common.missing_data_note(dataset, exc, "the error curves are off (uploading an image still works)")
+    ui.missing_data_note(dataset, exc, "the error curves are off (uploading an image still works)")
     data = None
-scorer = Scorer(dataset, data, models) if data is not None else None
+scorer = make_scorer(dataset, data, models) if data is not None else None
 
-common.keep_valid("rb_tab", ["Noise", "Stretch (other sequence lengths)"])
-tab_noise, tab_stretch = st.tabs(["Noise", "Stretch (other sequence lengths)"], key="rb_tab", on_change="rerun")
-if tab_noise.open:
-    with tab_noise:
-        noise_view(dataset, data, scorer, models)
-if tab_stretch.open:
-    with tab_stretch:
-        stretch_view(dataset, data, scorer, models)
-common.sync_url(URL_STATE)
+ui.tab_views("rb_tab", {"Noise": lambda: noise_view(dataset, data, scorer, models),
+                        "Stretch (other sequence lengths)": lambda: stretch_view(dataset, data, scorer, models)})
+ui.sync_url(URL_STATE)

@@ -13,17 +13,18 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
 from core.catalog import seconds_per_iteration
-from core.data import DATASETS, how_to_get
+from core.config import parse_seeds
+from core.data import DATASETS, DataPlan, how_to_get, training_data_plan
 from core.errors import ConfigError, DataUnavailableError, RimscopeError
-from core.models import config_fields, list_models
+from core.models import DEFAULT_MODEL, config_fields, list_models
+from core.paths import pretrained_dir
 from core.plots import method_color, method_title
-from core.runs import RESUMABLE, DataPlan, RunInfo, RunStore, parse_seeds, training_data_plan, validate_config
+from core.runs import RESUMABLE, RunInfo, RunStore
 from core.train import OPTIMIZERS, PROTOCOLS, SAMPLE_TRAIN, SCHEDULES, TrainConfig
-from pages.common import (
+from pages.ui import (
     dataset_picker,
     keep_valid,
     mtime,
-    pretrained_dir,
     restore_from_url,
     session_owner,
     show_error,
@@ -245,7 +246,7 @@ if "train_models" in st.session_state:
     st.session_state["train_models"] = [m for m in st.session_state["train_models"] if m in list_models()]
 if any(k not in st.session_state for k in PROTOCOL_FORM):
     apply_protocol(only_missing=True)
-_rim = config_fields("rim")
+_rim = config_fields(DEFAULT_MODEL)
 for key, default in {"train_models": ["rim", "parallel_lstm"], "train_seeds": "0", "train_holdout": True,
                      "train_eval_n": 1000, "train_noise_var": 0.01, "train_noise_draws": 3, "train_data_dir": "",
                      "train_forget_bias": float(_rim["forget_bias"]), "train_k_active": int(_rim["k_active"]),
@@ -330,7 +331,7 @@ with st.expander("Initialisation and ablations"):
                              format_func={"attention": "attention picks k (paper)",
                                           "random": "k at random (ablation)", "all": "all (ablation)"}.get)
     k_active = a3.number_input("RIM: active LSTMs k", min_value=1,
-                               max_value=int(config_fields("rim")["num_units"]), key="train_k_active")
+                               max_value=int(_rim["num_units"]), key="train_k_active")
     alpha = a4.number_input("RIM: communication share alpha", step=0.05,
                             format="%.3f", key="train_alpha", help="0 = ablation: no communication")
 
@@ -391,7 +392,7 @@ elif models and seeds:
                               noise_var=float(noise_var), noise_draws=int(noise_draws), device=device,
                               data_source="sample" if demo else "auto", model_overrides=model_overrides(m))
             try:
-                validate_config(cfg, n_train=plan.n_train if plan else None)
+                cfg.validate(n_train=plan.n_train if plan else None)
             except ConfigError as exc:
                 errors.extend(str(exc).splitlines())  # every problem, each once
                 continue

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.run_helpers import write_tiny_mnist
+
 
 @pytest.fixture(autouse=True)
 def _isolated_data_env(tmp_path_factory, monkeypatch):
@@ -25,6 +27,19 @@ def _isolated_data_env(tmp_path_factory, monkeypatch):
     except ImportError:
         pass
     yield data_dir
+
+
+@pytest.fixture
+def tiny_mnist_home(tmp_path, monkeypatch):
+    """``tmp_path`` holding a tiny MNIST-shaped data set in ``data/`` (tests/run_helpers.py):
+    RIMSCOPE_DATA_DIR points at it, RIMSCOPE_HOME at ``home/``, offline, and workers start at
+    normal priority (RIMSCOPE_WORKER_NICE=0)."""
+    write_tiny_mnist(tmp_path / "data")
+    monkeypatch.setenv("RIMSCOPE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("RIMSCOPE_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("RIMSCOPE_OFFLINE", "1")
+    monkeypatch.setenv("RIMSCOPE_WORKER_NICE", "0")
+    return tmp_path
 
 
 def _has_gpu() -> bool:

@@ -13,7 +13,7 @@ import torch
 
 from core import analysis, plots
 from core.evaluate import trace_one
-from core.models import build_model
+from core.models import build_model, get_spec, list_models
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -78,6 +78,32 @@ def test_error_interval_wilson():
     lo, hi = analysis.error_interval(50, 100)
     assert lo < 0.5 < hi and hi - lo == pytest.approx(0.19, abs=0.01)
     assert all(np.isnan(analysis.error_interval(0, 0)))
+
+
+# the hand-written formulas these replaced (z = 1.96, t quantile from scipy.stats.t): the
+# scipy.stats results must agree within rounding (the Wilson z is 1.959964 there)
+WILSON_KNOWN = {(50, 100): (0.40382983, 0.59617017), (3, 40): (0.02583556, 0.19864530),
+                (0, 500): (0.0, 0.00762462), (37, 500): (0.05416087, 0.10033530)}
+WELCH_KNOWN = [(([1.2, 0.8, 1.5], [2.1, 2.9, 2.4, 2.2]), (-1.23333333, -1.95111604, -0.51555063)),
+               (([3.1, 3.4, 2.9], [3.0, 3.05, 2.95]), (0.13333333, -0.46143454, 0.72810121))]
+
+
+@pytest.mark.parametrize("kn", list(WILSON_KNOWN))
+def test_wilson_interval_matches_the_old_formula(kn):
+    from core import stats
+
+    assert stats.wilson_interval(*kn) == pytest.approx(WILSON_KNOWN[kn], abs=1e-5)
+    assert analysis.error_interval(*kn) == stats.wilson_interval(*kn)
+
+
+@pytest.mark.parametrize("ab,known", WELCH_KNOWN)
+def test_welch_interval_matches_the_old_formula(ab, known):
+    from core import stats
+
+    assert stats.welch_ci(*ab) == pytest.approx(known, abs=1e-7)
+    d, lo, hi = stats.welch_ci([1.0, 1.0], [0.5, 0.5])  # no spread: the difference is exact
+    assert (d, lo, hi) == (0.5, 0.5, 0.5)
+    assert all(np.isnan(stats.welch_ci([1.0], [0.5, 0.7])[1:]))
 
 
 def test_misclassified_most_confident_first():
@@ -173,16 +199,47 @@ def test_activation_change():
         analysis.activation_change(a, np.zeros((5, 3)))
 
 
-def test_noise_curve_and_flips(rim, images):
+def _entry(tmp_path, model: str, source: str = "trained"):
+    from core.catalog import ModelEntry
+
+    return ModelEntry(f"{source}:{model}", "mnist", model, source, tmp_path / model)
+
+
+def test_scorer_curves_flips_and_its_point_functions(rim, plstm, images, tmp_path):
     x, y = images
     calls = []
-    curve = analysis.noise_curve(rim, x[:20], y[:20], [0.0, 0.05, 0.2], with_activity=True,
-                                 progress=lambda i, n: calls.append((i, n)))
-    assert calls == [(1, 3), (2, 3), (3, 3)]
+
+    def noise_fn(*args):
+        calls.append(args[6:8] + (args[8],))  # kind, strength, with_activity
+        return analysis.noise_point(*args)
+
+    models = {"rim": (_entry(tmp_path, "rim"), rim), "parallel_lstm": (_entry(tmp_path, "parallel_lstm"), plstm)}
+    scorer = analysis.Scorer("k", x[:20], y[:20], models, noise_fn=noise_fn)
+    curve = scorer.noise_curve("rim", "gaussian", [0.0, 0.05, 0.2], flips=True)
     assert curve.error.shape == (3,) and (curve.low <= curve.error).all() and (curve.error <= curve.high).all()
     assert curve.flips[0] == 0 and curve.flips[2] > 0
-    s = analysis.stretch_curve(rim, x[:10], y[:10], [0.5, 1.0])
+    assert ("gaussian", 0.2, True) in calls  # the binary mask's model keeps its activity for the flips
+    assert scorer.noise_curve("parallel_lstm", "gaussian", [0.0, 0.1], flips=True).flips is None
+    assert ("gaussian", 0.1, False) in calls
+    s = scorer.stretch_curve("rim", [0.5, 1.0])
     assert s.flips is None and s.x.tolist() == [0.5, 1.0]
+    assert scorer.signature("stretch")[2][0] == ("rim", "trained:rim", 0.0)
+
+
+def test_scorer_takes_shipped_points_of_pretrained_weights_only(rim, images, tmp_path):
+    from core import curves
+
+    x, y = images
+    sub = curves.subset_hash(x[:10], y[:10])
+    shipped = curves.ShippedCurves({curves.point_key("w", sub, "gaussian", 0.05): [0.125, 10]})
+    pre = {"rim": (_entry(tmp_path, "rim", "pretrained"), rim)}
+    scorer = analysis.Scorer("k", x[:10], y[:10], pre, shipped=shipped, weights_hash=lambda path, mtime: "w")
+    assert scorer.curve_noise("rim", "gaussian", 0.05).error == 0.125  # from the file, not computed
+    assert scorer.curve_noise("rim", "gaussian", 0.1).n == 10  # not shipped: computed
+    assert scorer.noise("rim", "gaussian", 0.05).predictions.shape == (10,)  # noise() always computes
+    own = analysis.Scorer("k", x[:10], y[:10], {"rim": (_entry(tmp_path, "rim"), rim)}, shipped=shipped,
+                          weights_hash=lambda path, mtime: "w")
+    assert own.curve_noise("rim", "gaussian", 0.05).predictions.shape == (10,)  # a user's model: computed
     assert analysis.is_binary_mask(np.array([[0.0, 1.0]])) and not analysis.is_binary_mask(np.array([0.5]))
 
 
@@ -193,16 +250,49 @@ def _heatmaps(fig):
     return [t for t in fig.data if isinstance(t, go.Heatmap)]
 
 
+@pytest.mark.parametrize("name", list_models())
+def test_trace_schema_names_what_the_model_traces(name, images):
+    """Every trace key a model's schema names is in its trace, with the shape the pages draw."""
+    x, _ = images
+    model = build_model(name)
+    _, tr = trace_one(model, x[0])
+    schema = get_spec(name).trace
+    T, U = tr["activity"].shape
+    for panel in ("mask", "input_attention", "input_heads", "comm_attention"):
+        if getattr(schema, panel) is not None:
+            assert schema.has(tr, panel), f"{name}: {panel} -> {getattr(schema, panel)!r} not in the trace"
+            assert schema.get(tr, panel).shape[:2] == (T, U)
+    if schema.activity_binary:
+        assert analysis.is_binary_mask(tr["activity"]) and schema.value_range == (0.0, 1.0)
+        assert schema.mean_label == "share active"
+    else:
+        assert schema.value_range == (None, None) and schema.mean_what == f"mean {schema.activity_label}"
+    assert sum(get_spec(n).is_method for n in list_models()) == 1
+
+
+def test_pages_and_figures_never_branch_on_a_model_name():
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    names = "|".join(list_models())
+    pattern = re.compile(rf"""[!=]=\s*["']({names})["']|["']({names})["']\s*[!=]=|["']({names})["']\s+(not\s+)?in\b""")
+    files = [root / "app.py", *sorted((root / "pages").rglob("*.py")), *sorted((root / "core" / "plots").glob("*.py"))]
+    hits = [f"{f.relative_to(root)}:{i}" for f in files for i, line in enumerate(f.read_text().splitlines(), 1)
+            if pattern.search(line)]
+    assert len(files) > 10 and not hits, hits
+
+
 def test_trace_panels_rim_and_baseline(rim, plstm, images):
     x, _ = images
     _, tr = trace_one(rim, x[0])
-    panels = plots.trace_panels(tr, rim.unit_names, "rim", "active (1) / inactive (0)")
+    panels = plots.trace_panels(tr, rim.unit_names, "rim")
     assert [p.get("binary", False) for p in panels] == [True, False]
     assert panels[0]["z"].shape == (28, 6)
     with_heads = plots.trace_panels(tr, rim.unit_names, "rim", heads=True)
     assert len(with_heads) == 2 + rim.config.input_heads
     _, tr2 = trace_one(plstm, x[0])
-    p2 = plots.trace_panels(tr2, plstm.unit_names, "parallel_lstm", "hidden-state norm")
+    p2 = plots.trace_panels(tr2, plstm.unit_names, get_spec("parallel_lstm").trace)
     assert len(p2) == 1 and p2[0]["title"] == "hidden-state norm" and p2[0]["colorbar"] == "hidden-state norm"
 
 

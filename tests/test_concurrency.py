@@ -18,7 +18,6 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -31,23 +30,10 @@ RUN_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{8}")
 OWNERS = ["1" * 16, "2" * 16, "3" * 16, "4" * 16]
 
 
-def write_tiny_mnist(data_dir: Path, n: int = 300, seed: int = 0) -> None:
-    rng = np.random.default_rng(seed)
-    (data_dir / "mnist").mkdir(parents=True, exist_ok=True)
-    for split in ("train", "test"):
-        np.savez(data_dir / "mnist" / f"{split}.npz", x=rng.integers(0, 256, (n, 28, 28), dtype=np.uint8),
-                 y=rng.integers(0, 10, n).astype(np.int64), classes=np.array([str(i) for i in range(10)]))
-
-
 @pytest.fixture
-def env(tmp_path, monkeypatch):
-    write_tiny_mnist(tmp_path / "data")
-    monkeypatch.setenv("RIMSCOPE_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("RIMSCOPE_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("RIMSCOPE_OFFLINE", "1")
+def env(tiny_mnist_home, monkeypatch):
     monkeypatch.setenv("RIMSCOPE_MAX_CONCURRENT", "1")
-    monkeypatch.setenv("RIMSCOPE_WORKER_NICE", "0")
-    return tmp_path
+    return tiny_mnist_home
 
 
 def session(owner: str) -> AppTest:

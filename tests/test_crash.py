@@ -20,7 +20,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
@@ -28,16 +27,9 @@ from core import catalog
 from core.checkpoint import load_checkpoint
 from core.runs import RunStore, run_worker, worker_alive
 from core.train import TrainConfig
+from tests.run_helpers import kill_running_workers, write_tiny_mnist
 
 KILLS = 5
-
-
-def write_tiny_mnist(data_dir: Path, n: int = 300, seed: int = 0) -> None:
-    rng = np.random.default_rng(seed)
-    (data_dir / "mnist").mkdir(parents=True, exist_ok=True)
-    for split in ("train", "test"):
-        np.savez(data_dir / "mnist" / f"{split}.npz", x=rng.integers(0, 256, (n, 28, 28), dtype=np.uint8),
-                 y=rng.integers(0, 10, n).astype(np.int64), classes=np.array([str(i) for i in range(10)]))
 
 
 def tiny(**kw) -> TrainConfig:
@@ -70,21 +62,10 @@ def store_readable(store: RunStore) -> list[str]:
 
 
 @pytest.fixture
-def store(tmp_path, monkeypatch):
-    write_tiny_mnist(tmp_path / "data")
-    monkeypatch.setenv("RIMSCOPE_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("RIMSCOPE_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("RIMSCOPE_OFFLINE", "1")
-    monkeypatch.setenv("RIMSCOPE_WORKER_NICE", "0")
+def store(tiny_mnist_home):
     s = RunStore(max_concurrent=1)
     yield s
-    for r in s.list_runs():
-        if r.status == "running" and r.pid and r.pid != os.getpid():
-            try:
-                os.kill(r.pid, signal.SIGKILL)
-            except OSError:
-                pass
-    s.pump()
+    kill_running_workers(s)
 
 
 def wait_dead(pid: int, run_id: str, timeout: float = 10.0) -> None:

@@ -39,6 +39,8 @@ def test_device_setting_is_validated():
 def test_cuda_without_a_gpu_says_so():
     with pytest.raises(ConfigError, match="torch sees no GPU"):
         train(cfg(device="cuda"), data(40, 0), data(10, 1))
+    with pytest.raises(ConfigError, match="torch sees no GPU"):  # said by the one validation, before a run starts
+        cfg(device="cuda").validate()
 
 
 def test_cpu_run_records_its_device_and_returns_a_cpu_model(tmp_path):

@@ -1,7 +1,8 @@
 """Equal footing (one initialisation for every LSTM) and the ablation fields of rim.
 
 Each ablation test checks what the field says it does, and is written so that it fails
-when the field is ignored (the paper's default behaves differently on the same check).
+when the field is ignored (the paper's default behaves differently on the same check). The
+ablation tests run on both implementations of the RIM (``impl`` "fused" and "reference").
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from core.models._init import FORGET_BIAS
 
 SMALL = dict(num_units=5, hidden_size=8, k_active=3, embed_dim=12, input_heads=2, input_key_size=4,
              input_value_size=4, comm_heads=2, comm_key_size=4, comm_value_size=4)
+IMPLS = ("fused", "reference")
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -76,16 +78,18 @@ def _masks(model, x):
         return model(x, return_trace=True)[1]["active"]
 
 
-def test_selection_all_activates_every_lstm():
+@pytest.mark.parametrize("impl", IMPLS)
+def test_selection_all_activates_every_lstm(impl):
     torch.manual_seed(0)
-    m = build_model("rim", selection="all", **SMALL)
+    m = build_model("rim", selection="all", impl=impl, **SMALL)
     act = _masks(m, torch.rand(4, 7, 28))
     assert torch.equal(act, torch.ones_like(act))
 
 
-def test_selection_random_does_not_depend_on_the_input():
+@pytest.mark.parametrize("impl", IMPLS)
+def test_selection_random_does_not_depend_on_the_input(impl):
     torch.manual_seed(0)
-    m = build_model("rim", selection="random", **SMALL)
+    m = build_model("rim", selection="random", impl=impl, **SMALL)
     x1, x2 = torch.rand(6, 9, 28), torch.rand(6, 9, 28) * 3
     torch.manual_seed(123)
     a1 = _masks(m, x1)
@@ -96,26 +100,28 @@ def test_selection_random_does_not_depend_on_the_input():
     assert not torch.equal(a1, _masks(m, x1))  # fresh draws differ
     assert len({tuple(r.tolist()) for r in a1.reshape(-1, SMALL["num_units"])}) > 3  # varies over steps/examples
     # while the paper's attention selection does depend on the input (the check can fail)
-    att = build_model("rim", **SMALL)
+    att = build_model("rim", impl=impl, **SMALL)
     att.load_state_dict(m.state_dict())
     assert not torch.equal(_masks(att, x1), _masks(att, x2))
 
 
+@pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("k", [4, 5, 6])
-def test_k_active(k):
+def test_k_active(k, impl):
     torch.manual_seed(0)
-    m = build_model("rim", k_active=k)
+    m = build_model("rim", k_active=k, impl=impl)
     act = _masks(m, torch.rand(3, 28, 28))
     assert torch.equal(act.sum(-1), torch.full_like(act.sum(-1), k))
 
 
-def test_alpha_zero_is_no_communication():
+@pytest.mark.parametrize("impl", IMPLS)
+def test_alpha_zero_is_no_communication(impl):
     """With alpha 0 the states are those of a model without communication: the communication
     weights have no effect at all (bit for bit); with the paper's alpha they do."""
     x = torch.rand(5, 8, 28)
     for alpha, unaffected in ((0.0, True), (0.1, False)):
         torch.manual_seed(0)
-        m = build_model("rim", alpha=alpha, **SMALL)
+        m = build_model("rim", alpha=alpha, impl=impl, **SMALL)
         logits, tr = m(x, return_trace=True)
         with torch.no_grad():
             m.w_comm.normal_()
@@ -125,11 +131,13 @@ def test_alpha_zero_is_no_communication():
         assert torch.equal(tr["hidden_norm"], tr2["hidden_norm"]) == unaffected
 
 
+@pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("selection", ["random", "all"])
-def test_fixed_mask_gradients_are_exact(selection):
-    """The fused backward under a fixed (ablation) mask matches finite differences."""
+def test_fixed_mask_gradients_are_exact(selection, impl):
+    """The gradient under a fixed (ablation) mask (the fused kernel's hand-written backward, and
+    autograd through the reference step) matches finite differences."""
     torch.manual_seed(0)
-    m = build_model("rim", selection=selection, **SMALL).double()
+    m = build_model("rim", selection=selection, impl=impl, **SMALL).double()
     x = torch.rand(2, 5, 28, dtype=torch.double)
     torch.manual_seed(1)
     mask = m.selection_mask(5, 2, x)

@@ -15,6 +15,7 @@ from PIL import Image
 from scipy.ndimage import median_filter
 
 from core import handdigits as hd
+from core.digit_glyphs import renders_digits
 from core.handdigits import generate, load_fixed_set, page_input
 from tests.digit_helpers import centre_of_mass, ink_box
 
@@ -92,8 +93,8 @@ def test_found_fonts_draw_ten_distinct_digits():
     fonts = hd.find_fonts()
     assert list(fonts) == sorted(fonts)
     for path in fonts[:3]:
-        assert hd._renders_digits(path)
-    assert not hd._renders_digits("/nonexistent/font.ttf")
+        assert renders_digits(path)
+    assert not renders_digits("/nonexistent/font.ttf")
 
 
 @pytest.mark.parametrize("style", hd.STYLES)

@@ -34,8 +34,17 @@ def _one_thread(one_torch_thread):
     """One torch thread for this module (tests/conftest.py says why)."""
 
 
-def tiny(name: str, input_dim: int = 8, num_classes: int = 4, seed: int = 0, **extra) -> torch.nn.Module:
+# The RIM and the RMC have two implementations ("fused", the default, and "reference", the
+# plain step): the behavioural tests run on both.
+IMPLS = ("fused", "reference")
+VARIANTS = [(name, impl) for name in MODELS for impl in (IMPLS if name in ("rim", "rmc") else (None,))]
+VARIANT_IDS = [name if impl is None else f"{name}-{impl}" for name, impl in VARIANTS]
+
+
+def tiny(name: str, input_dim: int = 8, num_classes: int = 4, seed: int = 0, impl: str | None = None,
+         **extra) -> torch.nn.Module:
     torch.manual_seed(seed)
+    extra = {**extra, **({} if impl is None else {"impl": impl})}
     return build_model(name, input_dim=input_dim, num_classes=num_classes, **{**TINY[name], **extra})
 
 
@@ -89,6 +98,8 @@ def test_build_model_refuses_unknown_model_with_the_choices():
     ("rim", {"hidden_size": 0}, ["hidden_size", "at least 1"]),
     ("rim", {"alpha": float("nan")}, ["alpha", "finite"]),
     ("rim", {"k_active": 7}, ["k_active", "num_units"]),
+    ("rim", {"impl": "fast"}, ["impl must be one of fused, reference", "'fast'"]),
+    ("rmc", {"impl": 3}, ["impl must be one of fused, reference", "3"]),
     ("entnet", {"num_slots": -3}, ["num_slots", "at least 1"]),
     ("indrnn", {"trace_groups": 5}, ["hidden_size", "trace_groups"]),
     ("indrnn", {"layers": 2}, ["Unknown setting", "layers"]),
@@ -107,9 +118,9 @@ def test_make_config_accepts_ints_for_float_fields():
 # --------------------------------------------------------------------------- traces
 
 
-@pytest.mark.parametrize("name", MODELS)
-def test_trace_has_activity_for_every_unit(name):
-    model = tiny(name)
+@pytest.mark.parametrize("name,impl", VARIANTS, ids=VARIANT_IDS)
+def test_trace_has_activity_for_every_unit(name, impl):
+    model = tiny(name, impl=impl)
     x = rand_x(B=3, T=7)
     logits, trace = model(x, return_trace=True)
     assert logits.shape == (3, 4) and torch.isfinite(logits).all()
@@ -124,9 +135,10 @@ def test_trace_has_activity_for_every_unit(name):
     assert torch.equal(model(x), logits)
 
 
-def test_rim_trace_keys_and_shapes():
+@pytest.mark.parametrize("impl", IMPLS)
+def test_rim_trace_keys_and_shapes(impl):
     n, Hi = 5, 2
-    model = tiny("rim")
+    model = tiny("rim", impl=impl)
     B, T = 4, 6
     _, trace = model(rand_x(B=B, T=T), return_trace=True)
     assert {"active", "input_attention", "input_attention_heads", "comm_attention", "activity"} <= set(trace)
@@ -145,22 +157,24 @@ def test_rim_trace_keys_and_shapes():
     assert (comm.sum(-1) - 1).abs().max() < 1e-5
 
 
-def test_rim_exactly_k_active_per_step_for_every_example():
+@pytest.mark.parametrize("impl", IMPLS)
+def test_rim_exactly_k_active_per_step_for_every_example(impl):
     for k in (1, 3, 5):
-        model = tiny("rim", k_active=k, seed=k)
+        model = tiny("rim", k_active=k, seed=k, impl=impl)
         _, trace = model(rand_x(B=16, T=12, seed=k), return_trace=True)
         active = trace["active"]
         assert set(active.unique().tolist()) <= {0.0, 1.0}
         assert (active.sum(-1) == k).all(), f"k={k}: {active.sum(-1)}"
     # the choice is not constant: different LSTMs get activated across rows and examples
-    model = tiny("rim")
+    model = tiny("rim", impl=impl)
     _, trace = model(rand_x(B=16, T=12), return_trace=True)
     per_unit = trace["active"].mean((0, 1))
     assert (per_unit > 0).sum() > 3
 
 
-def test_rim_active_ones_have_the_most_attention_on_the_row():
-    model = tiny("rim")
+@pytest.mark.parametrize("impl", IMPLS)
+def test_rim_active_ones_have_the_most_attention_on_the_row(impl):
+    model = tiny("rim", impl=impl)
     _, trace = model(rand_x(B=8, T=10), return_trace=True)
     att, act = trace["input_attention"], trace["active"].bool()
     lowest_active = att.masked_fill(~act, float("inf")).min(-1).values
@@ -168,9 +182,10 @@ def test_rim_active_ones_have_the_most_attention_on_the_row():
     assert (lowest_active >= highest_inactive).all()
 
 
-def test_rim_inactive_lstms_keep_h_bit_for_bit():
+@pytest.mark.parametrize("impl", IMPLS)
+def test_rim_inactive_lstms_keep_h_bit_for_bit(impl):
     """Final h after t rows vs after t+1 rows: an LSTM inactive at row t must not change."""
-    model = tiny("rim")
+    model = tiny("rim", impl=impl)
     n, H = 5, 8
     x = rand_x(B=12, T=10, seed=3)
     checked = 0
@@ -196,7 +211,7 @@ def test_rim_inactive_lstms_keep_h_bit_for_bit():
 
 def _single_unit_copy(full: torch.nn.Module, i: int, H: int) -> torch.nn.Module:
     """A RIM with every LSTM a copy of the full model's LSTM i, all of them always active."""
-    cfg = dict(TINY["rim"], k_active=5, alpha=0.0)
+    cfg = dict(TINY["rim"], k_active=5, alpha=0.0, impl=full.config.impl)
     solo = build_model("rim", input_dim=8, num_classes=4, **cfg)
     state = {}
     n = cfg["num_units"]
@@ -212,12 +227,13 @@ def _single_unit_copy(full: torch.nn.Module, i: int, H: int) -> torch.nn.Module:
     return solo
 
 
-def test_rim_inactive_lstms_keep_c_too():
+@pytest.mark.parametrize("impl", IMPLS)
+def test_rim_inactive_lstms_keep_c_too(impl):
     """c is not visible from outside, so replay: with communication off (alpha=0) an LSTM's
     final h must equal running that LSTM alone on exactly the rows where it was active. If
     inactive rows changed its c (or h), the replay would start later rows from another state."""
     H = 8
-    full = tiny("rim", alpha=0.0, seed=5)
+    full = tiny("rim", alpha=0.0, seed=5, impl=impl)
     x = rand_x(B=5, T=12, seed=7)
     replayed = 0
     for b in range(5):
@@ -244,11 +260,12 @@ def test_rim_inactive_lstms_keep_c_too():
     assert replayed >= 15
 
 
-def test_rim_all_black_row_is_not_the_null_input():
+@pytest.mark.parametrize("impl", IMPLS)
+def test_rim_all_black_row_is_not_the_null_input(impl):
     """The null row has score 0, i.e. attention sigmoid(0) = 0.5 in every head. An all-black
     row is encoded first (e = b_e), so its scores differ from 0; without the encoder bias the
     black row would look exactly like the null row (the pitfall METHOD.md warns about)."""
-    model = tiny("rim")
+    model = tiny("rim", impl=impl)
     black = torch.zeros(3, 6, 8)
     _, trace = model(black, return_trace=True)
     heads = trace["input_attention_heads"]
@@ -260,8 +277,9 @@ def test_rim_all_black_row_is_not_the_null_input():
     assert torch.equal(trace0["input_attention_heads"], torch.full_like(heads, 0.5))
 
 
-def test_rim_gradient_reaches_every_lstm():
-    model = tiny("rim")
+@pytest.mark.parametrize("impl", IMPLS)
+def test_rim_gradient_reaches_every_lstm(impl):
+    model = tiny("rim", impl=impl)
     x, y = rand_x(B=32, T=10, seed=11), torch.arange(32) % 4
     F.cross_entropy(model(x), y).backward()
     n = 5
@@ -272,9 +290,9 @@ def test_rim_gradient_reaches_every_lstm():
         assert (per_lstm > 0).all(), f"{name}: no gradient for LSTM(s) {(per_lstm == 0).nonzero().flatten().tolist()}"
 
 
-@pytest.mark.parametrize("name", MODELS)
-def test_every_parameter_gets_a_gradient(name):
-    model = tiny(name)
+@pytest.mark.parametrize("name,impl", VARIANTS, ids=VARIANT_IDS)
+def test_every_parameter_gets_a_gradient(name, impl):
+    model = tiny(name, impl=impl)
     x, y = rand_x(B=16, T=8, seed=12), torch.arange(16) % 4
     F.cross_entropy(model(x), y).backward()
     for pname, p in model.named_parameters():
@@ -302,10 +320,10 @@ def test_same_seed_same_logits_different_seed_different(name):
 # --------------------------------------------------------------------------- sequence lengths
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name,impl", VARIANTS, ids=VARIANT_IDS)
 @pytest.mark.parametrize("T", [1, 10, 50])
-def test_other_sequence_lengths(name, T):
-    model = tiny(name)
+def test_other_sequence_lengths(name, impl, T):
+    model = tiny(name, impl=impl)
     logits, trace = model(rand_x(B=2, T=T), return_trace=True)
     assert logits.shape == (2, 4) and torch.isfinite(logits).all()
     assert trace["activity"].shape == (2, T, len(model.unit_names))
@@ -339,11 +357,11 @@ RECIPES = {"rim": (50, 0.02, 64), "indrnn": (60, 0.02, 64)}
 DEFAULT_RECIPE = (40, 0.03, 64)
 
 
-@pytest.mark.parametrize("name", MODELS)
-def test_every_model_learns_a_tiny_task(name):
+@pytest.mark.parametrize("name,impl", VARIANTS, ids=VARIANT_IDS)
+def test_every_model_learns_a_tiny_task(name, impl):
     steps, lr, batch = RECIPES.get(name, DEFAULT_RECIPE)
     torch.manual_seed(0)
-    model = tiny(name)
+    model = tiny(name, impl=impl)
     x, y = bright_row_task(256, seed=0)
     x_test, y_test = bright_row_task(200, seed=1)
     opt = torch.optim.Adam(model.parameters(), lr=lr)

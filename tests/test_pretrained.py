@@ -105,3 +105,23 @@ def test_recorded_accuracy_on_full_test_set(entry):
     acc = evaluate(model, data.images, data.labels).accuracy
     # same code path as when recorded; allow 2 images for float differences between builds
     assert abs(acc - meta["metrics"]["test_accuracy"]) <= 2 / len(data.labels) + 1e-9
+
+
+def test_catalog_reads_the_shipped_manifest_at_call_time(monkeypatch, tmp_path):
+    """One manifest reader, one pretrained folder (``core.paths``, read when asked), and the
+    featured model the pages open first: the paper's method on MNIST, converged when shipped."""
+    from core import catalog
+    from core.models import DEFAULT_MODEL
+
+    monkeypatch.setenv("RIMSCOPE_PRETRAINED_DIR", str(PRETRAINED))
+    entries = catalog.pretrained_entries()
+    assert len(entries) == len(manifest_models()) and catalog.read_manifest()["models"] == manifest_models()
+    first = catalog.featured_entry(entries)
+    assert (first.model, first.dataset, first.source) == (DEFAULT_MODEL, catalog.DEFAULT_DATASET, "pretrained")
+    if any(e.protocol == "converged" and e.dataset == first.dataset and e.model == first.model for e in entries):
+        assert first.protocol == "converged"
+    assert first.weights_mtime > 0
+    monkeypatch.setenv("RIMSCOPE_PRETRAINED_DIR", str(tmp_path))  # moved after import: followed
+    assert catalog.pretrained_entries() == [] and catalog.read_manifest() == {"models": []}
+    (tmp_path / "manifest.json").write_text("[1, 2]")  # malformed: no models, no exception
+    assert catalog.read_manifest() == {"models": []} and catalog.featured_entry([]) is None

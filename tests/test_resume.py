@@ -518,7 +518,7 @@ def test_grid_cell_continues_from_its_checkpoint(tmp_path, monkeypatch):
                     path=str(reproduce.run_path(out, "fashion_mnist", "rim", 0)))
 
     fresh_pools()
-    ref = reproduce._train_one(job(tmp_path / "ref"))
+    ref = reproduce.train_cell(job(tmp_path / "ref"))
     assert ref["status"] == "completed" and ref["resumed_from"] is None
     real = T.train
 
@@ -528,12 +528,12 @@ def test_grid_cell_continues_from_its_checkpoint(tmp_path, monkeypatch):
     monkeypatch.setattr(T, "train", killed)
     j = job(tmp_path / "out")
     with pytest.raises(Crash):
-        reproduce._train_one(j)
+        reproduce.train_cell(j)
     cell = Path(j["path"])
     assert not cell.exists() and R.last_iteration(cell.with_suffix(".ckpt")) == 8
     monkeypatch.setattr(T, "train", real)
     fresh_pools()
-    r = reproduce._train_one(j)
+    r = reproduce.train_cell(j)
     assert r["status"] == "completed" and r["resumed_from"] == 8
     assert not cell.with_suffix(".ckpt").exists()
     a = json.loads(Path(job(tmp_path / "ref")["path"]).read_text())

@@ -13,7 +13,6 @@ import signal
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from core import catalog
@@ -29,17 +28,10 @@ from core.runs import (
     training_data_plan,
 )
 from core.train import TrainConfig
+from tests.run_helpers import kill_running_workers
 
 TINY = {"parallel_lstm": {"num_units": 1, "hidden_size": 8},
         "rim": {"num_units": 2, "k_active": 1, "hidden_size": 8}}
-
-
-def write_tiny_mnist(data_dir: Path, n: int = 300, seed: int = 0) -> None:
-    rng = np.random.default_rng(seed)
-    (data_dir / "mnist").mkdir(parents=True, exist_ok=True)
-    for split in ("train", "test"):
-        np.savez(data_dir / "mnist" / f"{split}.npz", x=rng.integers(0, 256, (n, 28, 28), dtype=np.uint8),
-                 y=rng.integers(0, 10, n).astype(np.int64), classes=np.array([str(i) for i in range(10)]))
 
 
 def tiny(model: str = "parallel_lstm", **kw) -> TrainConfig:
@@ -66,22 +58,11 @@ def listing(root: Path) -> dict:
 
 
 @pytest.fixture
-def store(tmp_path, monkeypatch):
-    write_tiny_mnist(tmp_path / "data")
-    monkeypatch.setenv("RIMSCOPE_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("RIMSCOPE_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("RIMSCOPE_OFFLINE", "1")
-    monkeypatch.setenv("RIMSCOPE_WORKER_NICE", "0")
+def store(tiny_mnist_home, monkeypatch):
     monkeypatch.delenv("RIMSCOPE_MAX_CONCURRENT", raising=False)
     s = RunStore()
     yield s
-    for r in s.list_runs():  # never leave a worker behind
-        if r.status == "running" and r.pid:
-            try:
-                os.kill(r.pid, signal.SIGKILL)
-            except OSError:
-                pass
-    s.pump()
+    kill_running_workers(s)
 
 
 @pytest.mark.slow
@@ -104,6 +85,7 @@ def test_tiny_run_completes_in_a_worker(store):
     assert m["eval_iteration"] == [10, 20, 30] and len(m["test_acc"]) == 3 and len(m["test_loss"]) == 3
     st = json.loads((store.run_dir(rid) / "status.json").read_text())
     assert st["started"] and st["finished"] and st["pid"] == info.pid and isinstance(st["heartbeat"], float)
+    assert isinstance(st["pid_started"], float)  # the worker's start time: a reused pid is told apart
     cfg = json.loads((store.run_dir(rid) / "config.json").read_text())
     assert cfg["train_config"]["iterations"] == 30 and cfg["owner"] == "session-1"
     stem = store.checkpoint_stem(rid)
@@ -316,3 +298,130 @@ def test_seeds_and_data_plan(store, tmp_path, monkeypatch):
 
     with pytest.raises(DataUnavailableError, match="No CIFAR-10 train data found"):
         training_data_plan("cifar10")
+
+
+# --------------------------------------------------------------------------- the pieces of core.runs
+def test_store_lock_is_exclusive_across_threads_and_processes(store):
+    import subprocess
+    import sys
+    import threading
+
+    from core.paths import ROOT
+
+    other = ("import sys\nfrom core.runs import RunStore, RunStoreError\n"
+             "try:\n    RunStore(sys.argv[1]).lock(timeout=0.3).__enter__()\nexcept RunStoreError as e:\n"
+             "    print('refused:', e)\nelse:\n    print('got it')\n")
+
+    def other_process() -> str:
+        return subprocess.run([sys.executable, "-c", other, str(store.root)], capture_output=True, text=True,
+                              cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60).stdout
+
+    def other_thread() -> list:
+        out = []
+
+        def take():
+            try:
+                with RunStore(store.root).lock(timeout=0.3):
+                    out.append("got it")
+            except RunStoreError as exc:
+                out.append(str(exc))
+        t = threading.Thread(target=take)
+        t.start()
+        t.join()
+        return out
+
+    with store.lock():
+        with RunStore(store.root).lock(timeout=0.1):  # re-entrant in this thread, across instances
+            pass
+        assert "refused: The run store is busy" in other_process()
+        assert other_thread() == ["The run store is busy; try again in a moment."]
+    assert other_process().strip() == "got it" and other_thread() == ["got it"]
+
+
+def test_worker_liveness_and_pid_reuse(tmp_path):
+    import subprocess
+    import sys
+
+    from core.runs import process_started, worker_alive
+
+    rid = "20240101-000000-0000000a"
+    assert worker_alive(os.getpid(), rid)  # a worker in this process (tests)
+    for bad in (None, 0, -1, True, "123", 2**22 + 12345):
+        assert not worker_alive(bad, rid)
+    ours = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "worker", str(tmp_path / rid)])
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        t0 = wait_for(lambda: process_started(ours.pid), 10)
+        wait_for(lambda: rid in " ".join(__import__("psutil").Process(ours.pid).cmdline()), 10)
+        assert worker_alive(ours.pid, rid) and worker_alive(ours.pid, rid, started=t0)
+        assert not worker_alive(ours.pid, "20240101-000000-0000000b")  # someone else's run
+        assert not worker_alive(ours.pid, rid, started=t0 - 100)  # the pid was given to a newer process
+        assert not worker_alive(other.pid, rid)  # a live process that is no worker of ours
+    finally:
+        for p in (ours, other):
+            p.kill()
+    ours.wait()
+    assert not worker_alive(ours.pid, rid) and process_started(ours.pid) is None
+    other.kill()  # killed, not yet reaped: a zombie is no worker either
+    time.sleep(0.2)
+    assert not worker_alive(other.pid, rid)
+    other.wait()
+
+
+def test_events_round_trip_nan_torn_line_and_truncation(tmp_path):
+    import math
+
+    from core.runs.events import MetricsWriter, truncate_metrics
+
+    path = tmp_path / "metrics.jsonl"
+    with MetricsWriter(path) as w:
+        for it in (1, 2, 3):
+            line = w.write({"kind": "iter", "iteration": it, "total": 3, "loss": math.nan if it == 2 else 1.0 / it,
+                            "batch_acc": 0.5})
+        w.write({"kind": "eval", "iteration": 3, "test_acc": 0.25, "test_loss": math.inf})
+    assert line["loss"] == 1 / 3 and "NaN" not in path.read_text() and "Infinity" not in path.read_text()
+    m = read_metrics_file(path)
+    assert m["iteration"] == [1, 2, 3] and m["loss"] == [1.0, None, 1 / 3] and m["batch_acc"] == [0.5] * 3
+    assert (m["eval_iteration"], m["test_acc"], m["test_loss"]) == ([3], [0.25], [None])
+    with open(path, "a") as f:  # a writer killed mid-line
+        f.write('{"kind": "iter", "iteration": 4, "lo')
+    assert read_metrics_file(path)["iteration"] == [1, 2, 3]
+    truncate_metrics(path, 2)  # a resume from iteration 2: later events and the torn line go
+    assert path.read_text().count("\n") == 2 and path.read_text().endswith("}\n")
+    m = read_metrics_file(path)  # the reader notices the rewrite (new file) and starts over
+    assert m["iteration"] == [1, 2] and m["eval_iteration"] == []
+    with MetricsWriter(path) as w:
+        w.write({"kind": "iter", "iteration": 3, "loss": 0.1, "batch_acc": 1.0})
+    assert read_metrics_file(path)["iteration"] == [1, 2, 3]
+
+
+def test_status_and_config_documents_are_typed():
+    from core.runs import RunConfig, RunStatus
+
+    st = RunStatus.from_dict({"status": "running", "pid": "12", "iteration": 7.5, "heartbeat": 3, "latest": [],
+                              "total": 30, "from_the_future": 1})
+    assert (st.status, st.pid, st.iteration, st.heartbeat, st.latest, st.total) == ("running", None, 0, 3, {}, 30)
+    assert RunStatus.from_dict(None).status == "failed" and "unreadable" in RunStatus.from_dict(None).message
+    assert RunStatus.from_dict({"status": "exploded", "message": "m"}).status == "failed"
+    with pytest.raises(TypeError, match="no field"):
+        st.update(iteraton=3)
+    assert RunStatus.from_dict(st.update(metrics={"a": float("nan")}).to_dict()).metrics == {"a": None}
+    cfg = RunConfig.from_dict({"kind": "upload", "seed": True, "train_config": {"seed": 4}, "data_dir": 5})
+    assert (cfg.kind, cfg.seed, cfg.data_dir, cfg.train_config) == ("upload", None, None, {"seed": 4})
+
+
+def test_upload_check_shared_with_the_page(store):
+    from core.checkpoint import check_upload
+
+    w, m = good_checkpoint()
+    model, meta = check_upload(w, m, weights_name="model.safetensors", meta_name="model.json")
+    assert meta["dataset"] == "mnist" and model.config.input_dim == 28
+    for names, words in [(("model.pt", "model.json"), "pickle-based"), (("model.bin", "m.json"), "pickle-based"),
+                         (("weights.dat", "model.json"), "must be a .safetensors"),
+                         (("model.safetensors", "model.txt"), "must be a .json")]:
+        with pytest.raises(CheckpointError, match=words):
+            check_upload(w, m, weights_name=names[0], meta_name=names[1])
+    with pytest.raises(CheckpointError, match=r"^model.safetensors is too large \(.* MB; the limit is .* per file"):
+        check_upload(w, m, weights_name="model.safetensors", max_bytes=100)
+    with pytest.raises(CheckpointError, match="trained on 'mnist'"):
+        check_upload(bytearray(w), memoryview(m), expected_dataset="fashion_mnist")

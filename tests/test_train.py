@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 import torch
 
+import core.data as D
 import core.train as T
 from core.checkpoint import load_checkpoint
-from core.data import LoadedData
+from core.data import LoadedData, training_data_plan
 from core.errors import ConfigError, DataUnavailableError
 from core.evaluate import evaluate
 from core.models import count_parameters
@@ -327,8 +328,6 @@ def test_holdout_never_empties_a_users_own_training_set(tmp_path):
     ("/nonexistent/folder", "does not exist"), ("/etc/passwd", "is a file, not a folder"),
     ("EMPTY", "has no mnist/train.npz and mnist/test.npz")])
 def test_a_wrong_data_folder_is_an_error_not_a_silent_fallback(tmp_path, folder, words):
-    from core.runs import training_data_plan
-
     path = tmp_path if folder == "EMPTY" else folder
     with pytest.raises(DataUnavailableError, match=words):
         prepare_training_data(cfg(), path)
@@ -361,7 +360,7 @@ def test_holdout_only_for_mnist_and_only_with_indices(tmp_path, monkeypatch):
     def no_indices(name, split, **kw):
         return dataclasses.replace(synth(12_000 if split == "train" else 5, 0), indices=None)
 
-    monkeypatch.setattr(T, "load_dataset", no_indices)
+    monkeypatch.setattr(D, "load_dataset", no_indices)
     tr, _, note = prepare_training_data(cfg(), None)
     assert len(tr) == 12_000 and "no image indices" in note
 

@@ -33,7 +33,8 @@ def test_pool_reuses_one_workspace_per_key_and_bounds_keys():
 
 def test_training_steps_reuse_the_workspace():
     """Two training steps of rim and rmc on the same shapes allocate their workspace once."""
-    from core.models import rim, rmc
+    from core.models import rim_kernel as rim
+    from core.models import rmc_kernel as rmc
 
     torch.manual_seed(0)
     x, y = torch.rand(4, 28, 28), torch.randint(0, 10, (4,))

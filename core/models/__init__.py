@@ -22,15 +22,64 @@ from .rmc import RMC
 
 
 @dataclass(frozen=True)
+class TraceSchema:
+    """What a model's trace holds and how the pages draw it (no page branches on a model name).
+
+    ``activity`` (``[T, U]`` per image) is in every trace; the other keys name optional
+    tensors: a selection mask ``[T, U]`` (1 = the unit is active), the head-averaged
+    input-attention weight on the real row ``[T, U]``, that weight per head ``[T, U, heads]``
+    and the communication attention ``[T, U, U]`` (row = reader). None: the model has no such
+    panel.
+    """
+
+    activity_label: str  # what the "activity" trace means for this model
+    activity_binary: bool = False  # activity is a 0/1 mask: range 0..1, its averages are shares
+    mask: str | None = None
+    input_attention: str | None = None
+    input_heads: str | None = None
+    comm_attention: str | None = None
+    step_note: str = ""  # what one step does, in words (shown beside the step on the Mechanisms page)
+
+    @property
+    def mean_label(self) -> str:
+        """Short colour-bar title of an average of the activity."""
+        return "share active" if self.activity_binary else "mean"
+
+    @property
+    def mean_what(self) -> str:
+        """What an average of the activity is, in words."""
+        return "fraction of rows active" if self.activity_binary else f"mean {self.activity_label}"
+
+    @property
+    def value_range(self) -> tuple[float | None, float | None]:
+        """The fixed colour range of the activity and its averages (None: fitted to the values)."""
+        return (0.0, 1.0) if self.activity_binary else (None, None)
+
+    def has(self, trace: dict, panel: str) -> bool:
+        """Whether ``trace`` holds the tensor of ``panel`` ("mask", "input_attention", ...)."""
+        key = getattr(self, panel)
+        return key is not None and key in trace
+
+    def get(self, trace: dict, panel: str):
+        """The tensor of ``panel`` in ``trace``, or None."""
+        return trace[getattr(self, panel)] if self.has(trace, panel) else None
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     name: str
     title: str
     cls: type
     description: str
-    activity_label: str  # what the "activity" trace means for this model
+    trace: TraceSchema
     init: str = ""  # its initialisation, in words (shown beside the parameter count)
     forget_gate: bool = False  # has LSTM-style forget gates (their bias: config forget_bias)
-    selects_units: bool = False  # its trace["active"] is a real choice of units (a mask)
+    selects_units: bool = False  # its trace mask is a real choice of units (core.selection applies)
+    is_method: bool = False  # the paper's method: drawn highlighted, the pages' default model
+
+    @property
+    def activity_label(self) -> str:
+        return self.trace.activity_label
 
 
 _REGISTRY: dict[str, ModelSpec] = {
@@ -38,26 +87,48 @@ _REGISTRY: dict[str, ModelSpec] = {
     for s in [
         ModelSpec("rim", "RIM (paper's method)", RIM,
                   "6 LSTMs x 32 units; input attention activates 4 per row; active ones read 1/10 from the others",
-                  "active (1) / inactive (0)",
+                  TraceSchema("active (1) / inactive (0)", activity_binary=True, mask="active",
+                              input_attention="input_attention", input_heads="input_attention_heads",
+                              comm_attention="comm_attention",
+                              step_note="An active LSTM runs its own LSTM cell on the row and then adds 1/10 of "
+                                        "what it reads from the others (attention on the left); an inactive one "
+                                        "keeps its state unchanged."),
                   "LSTM weights U(±1/√H), LSTM biases 0, forget bias 1; query bias U(±0.5)",
-                  forget_gate=True, selects_units=True),
+                  forget_gate=True, selects_units=True, is_method=True),
         ModelSpec("parallel_lstm", "Parallel LSTMs", ParallelLSTM,
                   "4 independent LSTMs x 32 units, all active, no communication",
-                  "hidden-state norm", "LSTM weights U(±1/√H), LSTM biases 0, forget bias 1",
+                  TraceSchema("hidden-state norm"), "LSTM weights U(±1/√H), LSTM biases 0, forget bias 1",
                   forget_gate=True),
         ModelSpec("entnet", "EntNet", EntNet,
-                  "Recurrent entity network: gated memory slots with keys", "write gate",
+                  "Recurrent entity network: gated memory slots with keys", TraceSchema("write gate"),
                   "nn.Linear defaults; keys N(0, 1/d); no forget gate (slots are renormalised)"),
         ModelSpec("rmc", "RMC", RMC,
-                  "Relational memory core: memory slots updated by multi-head attention", "mean input gate",
+                  "Relational memory core: memory slots updated by multi-head attention",
+                  TraceSchema("mean input gate"),
                   "nn.Linear defaults; gate biases 0, forget bias 1, input bias 0; memory starts at I",
                   forget_gate=True),
         ModelSpec("indrnn", "IndRNN", IndRNN,
                   "Independently recurrent network: element-wise recurrence, 2 layers",
-                  "fraction of units firing",
+                  TraceSchema("fraction of units firing"),
                   "nn.Linear defaults; recurrent weights U(0, 1); no gates"),
     ]
 }
+
+
+# the paper's method: the pages' default model and the line drawn highlighted
+DEFAULT_MODEL = next(s.name for s in _REGISTRY.values() if s.is_method)
+
+
+def is_method(name: str) -> bool:
+    """Whether ``name`` is the paper's method (False for unknown names, e.g. an upload's)."""
+    spec = _REGISTRY.get(name)
+    return bool(spec and spec.is_method)
+
+
+def trace_schema(name: str) -> TraceSchema:
+    """The trace schema of ``name``; an unknown model has only its ``activity``."""
+    spec = _REGISTRY.get(name)
+    return spec.trace if spec else TraceSchema("activity")
 
 
 # integer settings are sizes or counts: at least 1, except these
@@ -131,4 +202,5 @@ def parameter_counts(input_dim: int = 28, num_classes: int = 10) -> dict[str, in
 
 
 __all__ = ["build_model", "list_models", "get_spec", "count_parameters", "parameter_counts",
-           "make_config", "config_fields", "model_config_dict", "ModelSpec"]
+           "make_config", "config_fields", "model_config_dict", "ModelSpec", "TraceSchema", "DEFAULT_MODEL",
+           "is_method", "trace_schema"]

@@ -5,6 +5,8 @@ the backward needs into a preallocated workspace (a dict of tensors). Allocating
 afresh every step costs more in page faults than the arithmetic they hold, so finished
 workspaces go back to a small pool keyed by shape, dtype and device. A workspace belongs to one
 forward until its backward has run; a forward whose backward never runs simply drops its own.
+Both autograd nodes also share ``outputs_with_trace``: asked for a trace, their forward returns
+it next to the result, so a traced training step runs the recurrence once.
 """
 
 from __future__ import annotations
@@ -48,3 +50,11 @@ def claim(ctx, model: str) -> dict:
         raise RuntimeError(f"{model}: backward through the same forward twice is not supported "
                            "(retain_graph); run the forward again")
     return ws
+
+
+def outputs_with_trace(ctx, out, trace: dict | None) -> tuple:
+    """An autograd node's outputs: ``out``, then the trace tensors (if any), which are marked
+    non-differentiable (the backward receives no gradient for them and returns none)."""
+    stacked = tuple(trace.values()) if trace is not None else ()
+    ctx.mark_non_differentiable(*stacked)
+    return (out, *stacked)

@@ -15,21 +15,19 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ._config import SequenceConfig, SequenceModel
+
 
 @dataclass
-class EntNetConfig:
-    input_dim: int = 28
-    num_classes: int = 10
+class EntNetConfig(SequenceConfig):
     num_slots: int = 8
     slot_size: int = 96
 
 
-class EntNet(nn.Module):
-    config_class = EntNetConfig
-
+class EntNet(SequenceModel, config=EntNetConfig):
     def __init__(self, config: EntNetConfig):
-        super().__init__()
-        self.config = c = config
+        super().__init__(config)
+        c = config
         d = c.slot_size
         self.unit_names = [f"slot {i + 1}" for i in range(c.num_slots)]
         self.encoder = nn.Linear(c.input_dim, d)

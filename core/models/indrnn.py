@@ -14,23 +14,21 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
+from ._config import SequenceConfig, SequenceModel
+
 
 @dataclass
-class IndRNNConfig:
-    input_dim: int = 28
-    num_classes: int = 10
+class IndRNNConfig(SequenceConfig):
     hidden_size: int = 128
     num_layers: int = 2
     ref_length: int = 28  # T used for the recurrent-weight bound 2 ** (1 / T)
     trace_groups: int = 8  # units are shown in this many groups in the trace
 
 
-class IndRNN(nn.Module):
-    config_class = IndRNNConfig
-
+class IndRNN(SequenceModel, config=IndRNNConfig):
     def __init__(self, config: IndRNNConfig):
-        super().__init__()
-        self.config = c = config
+        super().__init__(config)
+        c = config
         if c.hidden_size % c.trace_groups:
             raise ValueError(f"hidden_size ({c.hidden_size}) must be a multiple of trace_groups ({c.trace_groups})")
         self.u_max = 2.0 ** (1.0 / c.ref_length)

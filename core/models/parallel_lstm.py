@@ -12,24 +12,21 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
+from ._config import SequenceConfig, SequenceModel
 from ._init import FORGET_BIAS, init_nn_lstm_
 
 
 @dataclass
-class ParallelLSTMConfig:
-    input_dim: int = 28
-    num_classes: int = 10
+class ParallelLSTMConfig(SequenceConfig):
     num_units: int = 4
     hidden_size: int = 32
     forget_bias: float = FORGET_BIAS  # every LSTM of every model starts alike: see _init.py
 
 
-class ParallelLSTM(nn.Module):
-    config_class = ParallelLSTMConfig
-
+class ParallelLSTM(SequenceModel, config=ParallelLSTMConfig):
     def __init__(self, config: ParallelLSTMConfig):
-        super().__init__()
-        self.config = c = config
+        super().__init__(config)
+        c = config
         self.unit_names = [f"LSTM {i + 1}" for i in range(c.num_units)]
         self.lstms = nn.ModuleList(
             nn.LSTM(c.input_dim, c.hidden_size, batch_first=True) for _ in range(c.num_units)

@@ -5,31 +5,15 @@ row an input attention decides which ``k`` of them are active. Active LSTMs upda
 state from the row and then read a share ``alpha`` of the others' states through a second
 attention; inactive LSTMs keep their state unchanged. The logits come from all final states.
 
-Read top to bottom: config, the module, then the fused recurrence it runs. Shapes use
-B batch, T rows (timesteps), D row features, n LSTMs, H hidden units per LSTM,
-Hi input-attention heads, Hc communication heads. A plain step-by-step version of the same
-maths lives in ``tests/reference_models.py``; ``tests/test_equivalence.py`` holds the two
-together (logits, every gradient, the trace).
+Read top to bottom: the config, the parameters, one step of the recurrence (``step``), then
+the forward pass and its readout. Shapes use B batch, T rows (timesteps), D row features,
+n LSTMs, H hidden units per LSTM, Hi input-attention heads (key size dk, value size dv),
+Hc communication heads (dkc, dvc). States are ``h, c`` [B, n, H].
 
-Why the code looks the way it does (speed without changing the maths):
-* Everything that does not depend on the recurrent state is computed for all rows at once
-  before the loop: the row encoding, its keys and values. Attention over ``[row; null]``
-  with a zero null row reduces to scaling the row's value by ``sigmoid(score)``, so no
-  softmax over two rows and no null-row products are needed.
-* Per-LSTM weights are stored as stacked tensors ``[n, in, out]`` and applied to all
-  LSTMs with one batched matmul over the LSTM axis, never a Python loop over LSTMs.
-* Inside the recurrence the batch is the last, contiguous axis (states ``[n, H, B]``), so the
-  per-head sums of the two attentions reduce over middle axes, which is much cheaper than
-  reducing many 16-element rows.
-* Training runs through ``_RIMSequence``, an autograd function with a hand-written backward
-  over the whole sequence: the forward saves what the backward needs into one preallocated
-  workspace (reused between steps: fresh large allocations cost page faults), and the four
-  weight gradients are each one large matrix product over all timesteps at the end instead
-  of one small product per step.
-* ``tanh(x)`` is computed as ``2 * sigmoid(2x) - 1`` (an identity; sigmoid is several times
-  cheaper than tanh on CPU). For the LSTM's g gate the doubling is folded into a copy of
-  the weights (multiplying by 2 is exact in floating point), so all four gates come out of
-  one sigmoid over a contiguous block.
+This file is the method's statement *and* a working implementation (``impl="reference"``).
+The default ``impl="fused"`` runs the same maths through the fused kernel of
+``rim_kernel.py`` (a hand-written backward, several times faster on CPU);
+``tests/test_equivalence.py`` holds the two together: logits, every gradient, the trace.
 """
 
 from __future__ import annotations
@@ -39,18 +23,18 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
-from torch.autograd.function import once_differentiable
 
+from . import rim_kernel
+from ._config import SequenceConfig, SequenceModel
 from ._init import FORGET_BIAS, lstm_bound
-from ._workspace import WorkspacePool, claim
+from .rim_kernel import _POOL  # noqa: F401  (the fused kernel's workspace pool; tests empty it)
 
 SELECTIONS = ("attention", "random", "all")
+IMPLS = ("fused", "reference")
 
 
 @dataclass
-class RIMConfig:
-    input_dim: int = 28  # D: features per row (W * C)
-    num_classes: int = 10
+class RIMConfig(SequenceConfig):
     num_units: int = 6  # n: number of LSTMs
     hidden_size: int = 32  # H: units per LSTM
     k_active: int = 4  # k: LSTMs active per timestep
@@ -70,6 +54,11 @@ class RIMConfig:
     # The attended input a_i = w_i * v still uses the attention weights in every variant,
     # so "random"/"all" remove only the input-dependent choice of who updates.
     selection: str = "attention"
+    # How the recurrence is computed; both give the same numbers and load the same weights:
+    #   "fused":     rim_kernel.py, one autograd node with a hand-written backward (fast; what
+    #                the benchmarks and grids measure);
+    #   "reference": the plain step below, differentiated by autograd (easy to read and trust).
+    impl: str = "fused"
 
 
 def _stacked(n: int, fan_in: int, fan_out: int, bound: float | None = None) -> nn.Parameter:
@@ -78,19 +67,23 @@ def _stacked(n: int, fan_in: int, fan_out: int, bound: float | None = None) -> n
     return nn.Parameter(torch.empty(n, fan_in, fan_out).uniform_(-bound, bound))
 
 
-class RIM(nn.Module):
+def _per_unit(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Each LSTM's own linear map: x [B, n, in] and stacked weights w [n, in, out] -> [B, n, out]."""
+    return torch.einsum("bni,nio->bno", x, w)
+
+
+class RIM(SequenceModel, config=RIMConfig):
     """Attention-activated parallel LSTMs. ``forward(x [B,T,D]) -> logits [B,C]``."""
 
-    config_class = RIMConfig
-
     def __init__(self, config: RIMConfig):
-        super().__init__()
+        super().__init__(config)
         c = config
         if not 1 <= c.k_active <= c.num_units:
             raise ValueError(f"k_active must be in 1..num_units ({c.num_units}), got {c.k_active}")
         if c.selection not in SELECTIONS:
             raise ValueError(f"selection must be one of {', '.join(SELECTIONS)}, got {c.selection!r}")
-        self.config = c
+        if c.impl not in IMPLS:
+            raise ValueError(f"impl must be one of {', '.join(IMPLS)}, got {c.impl!r}")
         n, H = c.num_units, c.hidden_size
         self.unit_names = [f"LSTM {i + 1}" for i in range(n)]
 
@@ -134,289 +127,91 @@ class RIM(nn.Module):
         return self.b_hq[:, 0, q_out + c.hidden_size : q_out + 2 * c.hidden_size].detach()
 
     def selection_mask(self, T: int, B: int, like: torch.Tensor) -> torch.Tensor | None:
-        """The fixed activation mask [T, n, 1, B] of the "random" and "all" ablations (None for
-        "attention", whose mask comes from the state inside the recurrence). "random" draws from
-        torch's global generator, so a seeded run is reproducible, and never looks at x."""
+        """The fixed activation mask [T, B, n] (1 = active) of the "random" and "all" ablations
+        (None for "attention", whose mask comes from the state inside the recurrence). "random"
+        draws from torch's global generator, so a seeded run is reproducible, and never looks at
+        x. Drawn once per forward, before the recurrence, the same way for both impls."""
         c = self.config
         if c.selection == "attention":
             return None
         if c.selection == "all":
-            return like.new_ones(T, c.num_units, 1, B)
+            return like.new_ones(T, B, c.num_units)
         top = torch.rand(T, c.num_units, B).argsort(dim=1)[:, : c.k_active].to(like.device)
-        return like.new_zeros(T, c.num_units, B).scatter_(1, top, 1.0).unsqueeze(2)
+        return like.new_zeros(T, c.num_units, B).scatter_(1, top, 1.0).transpose(1, 2)
 
     # ------------------------------------------------------------------------------------
+    def step(self, e_t, h, cell, active=None):
+        """One timestep for all LSTMs at once: row encoding e_t [B, E], states h, cell [B, n, H],
+        an optional fixed mask ``active`` [B, n]. Returns the new (h, cell) and this step's trace."""
+        c = self.config
+        B, n, H = h.shape
+        Hi, dk, dv, Hc, dkc, dvc = (c.input_heads, c.input_key_size, c.input_value_size,
+                                    c.comm_heads, c.comm_key_size, c.comm_value_size)
+        Q = Hi * dk
+
+        # 1. Input attention: each LSTM's query (from its own h) against the two rows
+        #    [real row; null row]; the null row's key and value are 0 (no bias).
+        hq = _per_unit(h, self.w_hq) + self.b_hq[:, 0]  # [B,n,Q+4H]: queries | recurrent gates
+        query = hq[..., :Q].view(B, n, Hi, dk)
+        rows = torch.stack([e_t, torch.zeros_like(e_t)], dim=1)  # [B, 2, E]
+        keys = self.key(rows).view(B, 2, Hi, dk)
+        values = self.value(rows).view(B, 2, Hi, dv)
+        scores = torch.einsum("bnhd,brhd->bnhr", query, keys) / math.sqrt(dk)
+        weights = torch.softmax(scores, dim=-1)  # [B, n, Hi, 2 rows]
+        w_heads = weights[..., 0]  # attention on the real row, per LSTM and head
+        w_mean = w_heads.mean(-1)  # [B, n]: ranks the LSTMs
+        attended = torch.einsum("bnhr,brhd->bnhd", weights, values).reshape(B, n, Hi * dv)
+
+        # 2. Who is active: the k LSTMs with the most attention on the row (ties: topk's
+        #    order), or the ablation's fixed mask.
+        if active is None:
+            top = w_mean.topk(c.k_active, dim=1).indices
+            active = torch.zeros_like(w_mean).scatter_(1, top, 1.0)
+        act = active.bool().unsqueeze(-1)  # [B, n, 1]
+
+        # 3. Every LSTM's cell on its attended input (gate order i, f, o, g); only the active
+        #    ones keep the result, the inactive ones keep h and c bit for bit.
+        gates = _per_unit(attended, self.w_ih) + hq[..., Q:]
+        i_g, f_g, o_g, g_g = gates.chunk(4, dim=-1)
+        c_new = torch.sigmoid(f_g) * cell + torch.sigmoid(i_g) * torch.tanh(g_g)
+        h_new = torch.sigmoid(o_g) * torch.tanh(c_new)
+        h_tilde = torch.where(act, h_new, h)
+        cell = torch.where(act, c_new, cell)
+
+        # 4. Communication: every LSTM's h~ gives a query, key and value; each LSTM attends
+        #    over all n (softmax per head); the active ones add alpha times the projected read.
+        qkv = _per_unit(h_tilde, self.w_comm)
+        cq = qkv[..., : Hc * dkc].reshape(B, n, Hc, dkc)
+        ck = qkv[..., Hc * dkc : 2 * Hc * dkc].reshape(B, n, Hc, dkc)
+        cv = qkv[..., 2 * Hc * dkc :].reshape(B, n, Hc, dvc)
+        comm_att = torch.softmax(torch.einsum("bihd,bjhd->bhij", cq, ck) / math.sqrt(dkc), dim=-1)
+        read = torch.einsum("bhij,bjhd->bihd", comm_att, cv).reshape(B, n, Hc * dvc)
+        h = torch.where(act, h_tilde + c.alpha * _per_unit(read, self.w_comm_out), h_tilde)
+
+        trace = {"active": active.to(h.dtype), "input_attention": w_mean, "input_attention_heads": w_heads,
+                 "comm_attention": comm_att.mean(1), "hidden_norm": h.norm(dim=-1)}
+        return h, cell, trace
+
     def forward(self, x: torch.Tensor, return_trace: bool = False):
+        """Logits [B, C], or ``(logits, trace)``. The trace holds [B, T, ...] tensors: "active"
+        [B,T,n] (1 = active), "input_attention" [B,T,n] (head-averaged weight on the row),
+        "input_attention_heads" [B,T,n,Hi], "comm_attention" [B,T,n,n] (reader i over read j,
+        head-averaged), "hidden_norm" [B,T,n] (|h| after the step) and "activity" (= "active")."""
         c = self.config
         B, T, _ = x.shape
-        n, H = c.num_units, c.hidden_size
-
-        # --- state-independent work, all timesteps at once --------------------------------
-        e = self.encoder(x)  # [B,T,E]
-        # keys (scale folded in) and values, batch last: [T, Hi*dk, B] and [T, Hi*dv, B]
-        keys = (self.key(e) / math.sqrt(c.input_key_size)).permute(1, 2, 0).contiguous()
-        vals = self.value(e).permute(1, 2, 0).contiguous()
-
-        weights = (self.w_hq, self.b_hq, self.w_ih, self.w_comm, self.w_comm_out)
-        dims = _Dims.of(c)
-        mask = self.selection_mask(T, B, keys)
-        needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (keys, vals, *weights))
-        trace = None
-        if return_trace or not needs_grad:
-            with torch.no_grad():
-                h, trace = _recurrence(keys, vals, *_g_doubled(*weights, dims), dims, trace=return_trace,
-                                       mask=mask)
-        if needs_grad:
-            h = _RIMSequence.apply(keys, vals, *weights, dims, mask)
-
-        logits = self.readout(h.permute(2, 0, 1).reshape(B, n * H))  # h: [n,H,B]
+        e = self.encoder(x)  # [B, T, E]: every row encoded at once (independent of the state)
+        mask = self.selection_mask(T, B, x)  # [T, B, n] or None
+        if c.impl == "fused":
+            h, trace = rim_kernel.fused_forward(self, e, mask, return_trace)
+        else:
+            h = cell = x.new_zeros(B, c.num_units, c.hidden_size)
+            steps = []
+            for t in range(T):
+                h, cell, tr = self.step(e[:, t], h, cell, None if mask is None else mask[t])
+                steps.append(tr)
+            trace = {key: torch.stack([tr[key] for tr in steps], 1).detach() for key in rim_kernel.TRACE_KEYS}
+        logits = self.readout(h.reshape(B, c.num_units * c.hidden_size))
         if not return_trace:
             return logits
-        out = {k_: torch.stack(v, dim=1) for k_, v in trace.items()}
-        out["activity"] = out["active"]  # the common per-unit view every model provides
-        return logits, out
-
-
-# ----------------------------------------------------------------------------------------
-# The recurrence. Batch-last layout: h, c [n,H,B]; per step keys [Hi*dk, B], values [Hi*dv, B].
-@dataclass(frozen=True)
-class _Dims:
-    n: int
-    k: int
-    H: int
-    Hi: int
-    dk: int
-    dv: int
-    Hc: int
-    dkc: int
-    dvc: int
-    alpha: float
-
-    @staticmethod
-    def of(c: RIMConfig) -> _Dims:
-        return _Dims(c.num_units, c.k_active, c.hidden_size, c.input_heads, c.input_key_size,
-                     c.input_value_size, c.comm_heads, c.comm_key_size, c.comm_value_size, float(c.alpha))
-
-
-def _g_doubled(w_hq, b_hq, w_ih, w_comm, w_comm_out, d: _Dims):
-    """The five weights, with copies of the gate weights whose g-gate columns are doubled (exact
-    in floating point): sigmoid of the g pre-activation is then sigmoid(2x), and
-    tanh(x) = 2 sigmoid(2x) - 1 comes out of the same sigmoid as the other three gates."""
-    g0 = d.Hi * d.dk + 3 * d.H  # first g column of w_hq / b_hq
-    w_hq2, b_hq2, w_ih2 = w_hq.detach().clone(), b_hq.detach().clone(), w_ih.detach().clone()
-    w_hq2[..., g0:] *= 2
-    b_hq2[..., g0:] *= 2
-    w_ih2[..., 3 * d.H :] *= 2
-    return w_hq2, b_hq2, w_ih2, w_comm.detach(), w_comm_out.detach()
-
-
-def _recurrence(keys, vals, w_hq, b_hq, w_ih, w_comm, w_comm_out, d: _Dims, trace=False, ws=None,
-                mask=None):
-    """Run all T steps. Returns the final h [n,H,B] and the trace lists (or None).
-
-    ``mask`` [T,n,1,B]: a fixed activation mask (the random / all ablations) used instead of
-    the top-k of the input attention.
-
-    With a workspace ``ws`` (training) every tensor the backward needs is written into it;
-    without one (inference, tracing) nothing is kept. The weights come from ``_g_doubled``.
-    """
-    T, Q, B = keys.shape
-    n, k, H, Hi, dk, dv, Hc, dkc, dvc = d.n, d.k, d.H, d.Hi, d.dk, d.dv, d.Hc, d.dkc, d.dvc
-    V, C = Hi * dv, Hc * dkc
-    w_hq_t, b_hq_t, w_ih_t = w_hq.transpose(1, 2), b_hq.transpose(1, 2), w_ih.transpose(1, 2)
-    w_comm_t, w_out_t = w_comm.transpose(1, 2), w_comm_out.transpose(1, 2)
-    scale = 1.0 / math.sqrt(dkc)
-    key_t = keys.view(T, 1, Hi, dk, B).unbind(0)
-    val_t = vals.view(T, 1, Hi, dv, B).unbind(0)
-    none = [None] * T
-    if ws is not None:
-        ws["H"][:, :, 0].zero_()
-        ws["C"][:, :, 0].zero_()
-        h, c = ws["H"][:, :, 0], ws["C"][:, :, 0]
-        h_out, c_out = ws["H"].unbind(2)[1:], ws["C"].unbind(2)[1:]
-        ht_out = ws["HT"].unbind(2)
-        a_out = [x.view(n, Hi, dv, B) for x in ws["A"].unbind(2)]
-        read_out = [x.view(n, Hc, dvc, B) for x in ws["READ"].unbind(2)]
-        hq_out, w_out, u_out, g_out, tc_out, qkv_out, att_out, act_out = (
-            ws[name].unbind(0) for name in ("HQ", "W", "U", "G", "TC", "QKV", "ATT", "ACT"))
-    else:
-        h = keys.new_zeros(n, H, B)
-        c = keys.new_zeros(n, H, B)
-        h_out = c_out = ht_out = a_out = read_out = none
-        hq_out = w_out = u_out = g_out = tc_out = qkv_out = att_out = act_out = none
-    tr = {name: [] for name in ("active", "input_attention", "input_attention_heads",
-                                "comm_attention", "hidden_norm")} if trace else None
-
-    for t in range(T):
-        # queries and recurrent gate terms for every LSTM in one product
-        hq = torch.baddbmm(b_hq_t, w_hq_t, h, out=hq_out[t])  # [n,Q+4H,B]
-        # attention score on the real row per head; the null row's score is 0, so the
-        # two-way softmax weight on the real row is sigmoid(score)
-        score = (hq[:, :Q].view(n, Hi, dk, B) * key_t[t]).sum(2)  # [n,Hi,B]
-        w = torch.sigmoid(score, out=w_out[t])
-        w_mean = w.mean(1)  # [n,B] head-averaged, ranks the LSTMs
-        if mask is None:
-            # top-k activation: exactly k LSTMs per example (ties broken by topk's order)
-            top = w_mean.topk(k, dim=0).indices  # [k,B]
-            act = (w_mean.new_zeros(n, 1, B) if ws is None else act_out[t].zero_())
-            act.squeeze(1).scatter_(0, top, 1.0)  # [n,1,B], 1 = active
-        else:
-            act = mask[t] if ws is None else act_out[t].copy_(mask[t])
-        keep = 1.0 - act
-
-        # LSTM cell on the attended input a_i = [w_{i,h} * v_{t,h}]_h (the null row's value
-        # is 0, so attention over [row; null] just scales the row's value)
-        a = torch.mul(w.unsqueeze(2), val_t[t], out=a_out[t])  # [n,Hi,dv,B]
-        gates = torch.baddbmm(hq[:, Q:], w_ih_t, a.view(n, V, B))  # [n,4H,B], g rows doubled
-        u = torch.sigmoid(gates, out=u_out[t])  # i, f, o, sigmoid(2 x_g)
-        g = torch.mul(u[:, 3 * H :], 2, out=g_out[t]).sub_(1)  # tanh(x_g)
-        c_new = torch.addcmul(u[:, H : 2 * H] * c, u[:, :H], g)
-        tc = torch.sigmoid(c_new * 2, out=tc_out[t]).mul_(2).sub_(1)  # tanh(c_new)
-        h_new = u[:, 2 * H : 3 * H] * tc
-        # inactive LSTMs keep their state bit for bit: x*1 + y*0 = x for finite x, y
-        h_t = torch.addcmul(h * keep, h_new, act, out=ht_out[t])
-        c = torch.addcmul(c * keep, c_new, act, out=c_out[t])
-
-        # communication: every LSTM's h~ as keys/values, active ones read alpha of it;
-        # the n x n attention per example and head as broadcast products
-        qkv = torch.bmm(w_comm_t, h_t, out=qkv_out[t])  # [n, 2*Hc*dkc + Hc*dvc, B]
-        cq = qkv[:, :C].view(n, 1, Hc, dkc, B)  # reader i
-        ck = qkv[:, C : 2 * C].view(1, n, Hc, dkc, B)  # read j
-        cv = qkv[:, 2 * C :].view(1, n, Hc, dvc, B)
-        att = torch._softmax((cq * ck).sum(3) * scale, 1, False, out=att_out[t])  # [n_i,n_j,Hc,B]
-        read = torch.sum(att.unsqueeze(3) * cv, 1, out=read_out[t])  # [n,Hc,dvc,B]
-        comm = torch.bmm(w_out_t, read.view(n, Hc * dvc, B))  # [n,H,B]
-        h = torch.addcmul(h_t, act, comm, value=d.alpha, out=h_out[t])
-
-        if tr is not None:
-            tr["active"].append(act.squeeze(1).t())
-            tr["input_attention"].append(w_mean.t())
-            tr["input_attention_heads"].append(w.permute(2, 0, 1))
-            tr["comm_attention"].append(att.mean(2).permute(2, 0, 1))
-            tr["hidden_norm"].append(h.norm(dim=1).t())
-    return h, tr
-
-
-def _recurrence_backward(dh, ws, keys, vals, w_hq, b_hq, w_ih, w_comm, w_comm_out, d: _Dims):
-    """Gradients of the final h w.r.t. keys, values and the five stacked weights (given as
-    ``_g_doubled`` returns them; the gradients are for the stored weights)."""
-    T, Q, B = keys.shape
-    n, H, Hi, dk, dv, Hc, dkc, dvc = d.n, d.H, d.Hi, d.dk, d.dv, d.Hc, d.dkc, d.dvc
-    V, C, Cv, G, TB = Hi * dv, Hc * dkc, Hc * dvc, 4 * H, T * B
-    scale = 1.0 / math.sqrt(dkc)
-    key_t = keys.view(T, 1, Hi, dk, B).unbind(0)
-    val_t = vals.view(T, 1, Hi, dv, B).unbind(0)
-    act_all = ws["ACT"]
-    act_t, act_alpha_t, keep_t = act_all.unbind(0), (act_all * d.alpha).unbind(0), (1.0 - act_all).unbind(0)
-    qkv_all = ws["QKV"]
-    cq_t = qkv_all[:, :, :C].view(T, n, 1, Hc, dkc, B).unbind(0)
-    ck_t = qkv_all[:, :, C : 2 * C].view(T, 1, n, Hc, dkc, B).unbind(0)
-    cv_t = qkv_all[:, :, 2 * C :].view(T, 1, n, Hc, dvc, B).unbind(0)
-    att_t, u_t, g_t, tc_t, w_t = (ws[name].unbind(0) for name in ("ATT", "U", "G", "TC", "W"))
-    c_prev_t = ws["C"].unbind(2)
-    dHQ, dQKV, dCOMM, dA_all, dS_all = ws["dHQ"], ws["dQKV"], ws["dCOMM"], ws["dA"], ws["dSCORE"]
-    dhq_t, dqkv_t, dcomm_t = dHQ.unbind(2), dQKV.unbind(2), dCOMM.unbind(2)
-    da_t, dscore_t = dA_all.unbind(0), dS_all.unbind(0)
-
-    dc = None  # gradient w.r.t. c after the step (none flows into the last cell state)
-    for t in range(T - 1, -1, -1):
-        act, keep = act_t[t], keep_t[t]
-        # h = h~ + alpha * act * (W_out read)
-        dcomm = torch.mul(dh, act_alpha_t[t], out=dcomm_t[t])
-        dread = torch.bmm(w_comm_out, dcomm).view(n, 1, Hc, dvc, B)
-        cq, ck, cv, att = cq_t[t], ck_t[t], cv_t[t], att_t[t]
-        dqkv = dqkv_t[t]
-        d_att = (dread * cv).sum(3)  # [n_i,n_j,Hc,B]
-        torch.sum(att.unsqueeze(3) * dread, 0, out=dqkv[:, 2 * C :].view(n, Hc, dvc, B))
-        d_s = torch._softmax_backward_data(d_att, att, 1, att.dtype).mul_(scale)
-        torch.sum(d_s.unsqueeze(3) * ck, 1, out=dqkv[:, :C].view(n, Hc, dkc, B))
-        torch.sum(d_s.unsqueeze(3) * cq, 0, out=dqkv[:, C : 2 * C].view(n, Hc, dkc, B))
-        dh_t = torch.baddbmm(dh, w_comm, dqkv)  # [n,H,B]
-        # h~ = h_new where active else h; c likewise
-        dh_new = dh_t * act
-        u, g, tc = u_t[t], g_t[t], tc_t[t]
-        i_, f_, o_ = u[:, :H], u[:, H : 2 * H], u[:, 2 * H : 3 * H]
-        dc_new = torch.ops.aten.tanh_backward(dh_new * o_, tc)  # through tanh(c_new)
-        if dc is not None:
-            dc_new.addcmul_(dc, act)
-        dz = dhq_t[t][:, Q:]  # gradient of the gate pre-activations (g rows doubled)
-        torch.mul(dc_new, g, out=dz[:, :H])
-        torch.mul(dc_new, c_prev_t[t], out=dz[:, H : 2 * H])
-        torch.mul(dh_new, tc, out=dz[:, 2 * H : 3 * H])
-        torch.mul(dc_new, i_, out=dz[:, 3 * H :]).mul_(2)  # d/d sigmoid(2x) = 2 d/dg
-        torch.ops.aten.sigmoid_backward.grad_input(dz, u, grad_input=dz)  # sigmoid' = u (1 - u)
-        dc_new.mul_(f_)
-        dc = dc_new if dc is None else dc_new.addcmul_(dc, keep)
-        # attended input a = w * v  ->  the input-attention weight w = sigmoid(score)
-        da = torch.bmm(w_ih, dz, out=da_t[t]).view(n, Hi, dv, B)
-        w = w_t[t]
-        dw = (da * val_t[t]).sum(2)  # [n,Hi,B]
-        dscore = torch.ops.aten.sigmoid_backward.grad_input(dw, w, grad_input=dscore_t[t].squeeze(2)).unsqueeze(2)
-        torch.mul(dscore, key_t[t], out=dhq_t[t][:, :Q].view(n, Hi, dk, B))
-        dh = torch.baddbmm(dh_t * keep, w_hq, dhq_t[t])
-
-    # gradients that nothing in the loop depends on, all timesteps at once
-    d_vals = (ws["W"].unsqueeze(3) * dA_all.view(T, n, Hi, dv, B)).sum(1).view(T, V, B)
-    d_keys = (dS_all * ws["HQ"][:, :, :Q].view(T, n, Hi, dk, B)).sum(1).view(T, Q, B)
-    g_w_hq = torch.bmm(ws["H"][:, :, :T].reshape(n, H, TB), dHQ.view(n, Q + G, TB).transpose(1, 2))
-    g_b_hq = dHQ.sum((2, 3)).unsqueeze(1)
-    g_w_ih = torch.bmm(ws["A"].view(n, V, TB), dHQ[:, Q:].reshape(n, G, TB).transpose(1, 2))
-    for grad in (g_w_hq[..., Q + 3 * H :], g_b_hq[..., Q + 3 * H :], g_w_ih[..., 3 * H :]):
-        grad.mul_(2)  # back from the doubled g columns to the stored weights
-    g_w_comm = torch.bmm(ws["HT"].view(n, H, TB), dQKV.view(n, 2 * C + Cv, TB).transpose(1, 2))
-    g_w_out = torch.bmm(ws["READ"].view(n, Cv, TB), dCOMM.view(n, H, TB).transpose(1, 2))
-    return d_keys, d_vals, g_w_hq, g_b_hq, g_w_ih, g_w_comm, g_w_out
-
-
-_POOL = WorkspacePool()  # see core/models/_workspace.py: why workspaces are reused
-
-
-def _workspace(T: int, B: int, d: _Dims, dtype, device) -> dict:
-    return _POOL.take((T, B, d, dtype, device), lambda: _new_workspace(T, B, d, dtype, device))
-
-
-def _new_workspace(T: int, B: int, d: _Dims, dtype, device) -> dict:
-    n, H, Hi, Hc = d.n, d.H, d.Hi, d.Hc
-    Q, V, C, Cv = Hi * d.dk, Hi * d.dv, Hc * d.dkc, Hc * d.dvc
-
-    def new(*shape):
-        return torch.empty(*shape, dtype=dtype, device=device)
-
-    return {
-        # [n, F, T(+1), B]: operands of the weight-gradient products over all timesteps
-        "H": new(n, H, T + 1, B), "C": new(n, H, T + 1, B), "HT": new(n, H, T, B),
-        "A": new(n, V, T, B), "READ": new(n, Cv, T, B),
-        "dHQ": new(n, Q + 4 * H, T, B), "dQKV": new(n, 2 * C + Cv, T, B), "dCOMM": new(n, H, T, B),
-        # [T, ...]: per-step tensors
-        "HQ": new(T, n, Q + 4 * H, B), "W": new(T, n, Hi, B), "U": new(T, n, 4 * H, B),
-        "G": new(T, n, H, B), "TC": new(T, n, H, B), "QKV": new(T, n, 2 * C + Cv, B),
-        "ATT": new(T, n, n, Hc, B), "ACT": new(T, n, 1, B),
-        "dA": new(T, n, V, B), "dSCORE": new(T, n, Hi, 1, B),
-    }
-
-
-def _release(ws: dict) -> None:
-    _POOL.give_back(ws)
-
-
-class _RIMSequence(torch.autograd.Function):
-    """The whole recurrence as one autograd node: keys, values, weights -> final h [n,H,B]."""
-
-    @staticmethod
-    def forward(ctx, keys, vals, w_hq, b_hq, w_ih, w_comm, w_comm_out, dims, mask=None):
-        T, _, B = keys.shape
-        ws = _workspace(T, B, dims, keys.dtype, keys.device)
-        weights = _g_doubled(w_hq, b_hq, w_ih, w_comm, w_comm_out, dims)
-        h, _ = _recurrence(keys, vals, *weights, dims, ws=ws, mask=mask)
-        ctx.ws, ctx.dims, ctx.weights = ws, dims, weights
-        ctx.save_for_backward(keys, vals)
-        return h.clone()
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, dh):
-        ws = claim(ctx, "RIM")
-        grads = _recurrence_backward(dh.contiguous(), ws, *ctx.saved_tensors, *ctx.weights, ctx.dims)
-        ctx.weights = None
-        _release(ws)
-        return (*grads, None, None)
+        trace["activity"] = trace["active"]  # the common per-unit view every model provides
+        return logits, trace

@@ -1,7 +1,7 @@
 """A deep link is the first request a freshly started server sees.
 
 Streamlit decides on its first script run whether the ``pages/`` folder means its old
-folder-based navigation. Without ``pages.common._leave_legacy_pages_mode`` a fresh server's
+folder-based navigation. Without ``pages.ui.legacy`` a fresh server's
 first request to ``/compare`` ran ``pages/compare.py`` on its own: a sidebar listing every
 file in ``pages/`` (``common`` included) and none of app.py's page titles. This module has
 its own server (the ``app_server`` fixture is per module), so its first request is the link.

@@ -102,23 +102,25 @@ def fixture_dirs(tmp_path_factory) -> dict[str, Path]:
             "empty_results": empty / "results"}
 
 
+def _pages_read(monkeypatch, pretrained: Path, results: Path, home: Path) -> None:
+    """Pages read these pretrained models and results and the run store under ``home``;
+    offline, and the queue paused (nothing trains)."""
+    monkeypatch.setenv("RIMSCOPE_PRETRAINED_DIR", str(pretrained))
+    monkeypatch.setenv("RIMSCOPE_RESULTS_DIR", str(results))
+    monkeypatch.setenv("RIMSCOPE_HOME", str(home))
+    monkeypatch.setenv("RIMSCOPE_OFFLINE", "1")
+    monkeypatch.setenv("RIMSCOPE_MAX_CONCURRENT", "0")
+
+
 @pytest.fixture
 def page_env(fixture_dirs, tmp_path, monkeypatch) -> dict[str, Path]:
     """Pages see the fixture's pretrained models and results, and an empty run store."""
-    monkeypatch.setenv("RIMSCOPE_PRETRAINED_DIR", str(fixture_dirs["pretrained"]))
-    monkeypatch.setenv("RIMSCOPE_RESULTS_DIR", str(fixture_dirs["results"]))
-    monkeypatch.setenv("RIMSCOPE_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("RIMSCOPE_OFFLINE", "1")
-    monkeypatch.setenv("RIMSCOPE_MAX_CONCURRENT", "0")
+    _pages_read(monkeypatch, fixture_dirs["pretrained"], fixture_dirs["results"], tmp_path / "home")
     return {**fixture_dirs, "home": tmp_path / "home"}
 
 
 @pytest.fixture
 def empty_env(fixture_dirs, tmp_path, monkeypatch) -> dict[str, Path]:
     """No pretrained models, no results, no runs: pages must explain how to get them."""
-    monkeypatch.setenv("RIMSCOPE_PRETRAINED_DIR", str(fixture_dirs["empty_pretrained"]))
-    monkeypatch.setenv("RIMSCOPE_RESULTS_DIR", str(fixture_dirs["empty_results"]))
-    monkeypatch.setenv("RIMSCOPE_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("RIMSCOPE_OFFLINE", "1")
-    monkeypatch.setenv("RIMSCOPE_MAX_CONCURRENT", "0")
+    _pages_read(monkeypatch, fixture_dirs["empty_pretrained"], fixture_dirs["empty_results"], tmp_path / "home")
     return fixture_dirs

@@ -139,11 +139,11 @@ def test_malformed_summary_is_reported_not_raised(page_env, tmp_path, monkeypatc
 
 
 def test_png_is_made_on_request_then_downloads_at_once(page_env, monkeypatch):
-    import pages.common as common
+    import pages.ui.export as export
 
     made = []
-    monkeypatch.setattr(common, "png_export_ready", lambda: True)
-    monkeypatch.setattr(common, "_figure_png", lambda fig_json, w, h: made.append((w, h)) or b"\x89PNG fake")
+    monkeypatch.setattr(export, "png_export_ready", lambda: True)
+    monkeypatch.setattr(export, "_figure_png", lambda fig_json, w, h: made.append((w, h)) or b"\x89PNG fake")
     at = run_page()
     downloads = lambda: [b.label for b in at.get("download_button")]  # noqa: E731
     assert [b.label for b in at.button].count("🖼 Make PNG") == 4 and "⬇ PNG" not in downloads() and not made
@@ -158,13 +158,13 @@ def test_png_is_made_on_request_then_downloads_at_once(page_env, monkeypatch):
 
 
 def test_png_export_failure_is_a_message(page_env, monkeypatch):
-    import pages.common as common
+    import pages.ui.export as export
 
     def broken(*_):
         raise RuntimeError("no browser")
 
-    monkeypatch.setattr(common, "png_export_ready", lambda: True)
-    monkeypatch.setattr(common, "_figure_png", broken)
+    monkeypatch.setattr(export, "png_export_ready", lambda: True)
+    monkeypatch.setattr(export, "_figure_png", broken)
     at = run_page()
     at.button(key="cmp_dl_acc_png_make").click().run()
     assert not at.exception

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -17,22 +16,10 @@ from core.runs import RunStore
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "train.py")
 
 
-def write_tiny_mnist(data_dir: Path, n: int = 300, seed: int = 0) -> None:
-    rng = np.random.default_rng(seed)
-    (data_dir / "mnist").mkdir(parents=True, exist_ok=True)
-    for split in ("train", "test"):
-        np.savez(data_dir / "mnist" / f"{split}.npz", x=rng.integers(0, 256, (n, 28, 28), dtype=np.uint8),
-                 y=rng.integers(0, 10, n).astype(np.int64), classes=np.array([str(i) for i in range(10)]))
-
-
 @pytest.fixture
-def home(tmp_path, monkeypatch):
-    write_tiny_mnist(tmp_path / "data")
-    monkeypatch.setenv("RIMSCOPE_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("RIMSCOPE_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("RIMSCOPE_OFFLINE", "1")
+def home(tiny_mnist_home, monkeypatch):
     monkeypatch.setenv("RIMSCOPE_MAX_CONCURRENT", "0")  # queue paused: nothing trains here
-    return tmp_path
+    return tiny_mnist_home
 
 
 def run_page(owner: str = "a" * 16) -> AppTest:

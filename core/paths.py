@@ -1,0 +1,99 @@
+"""Every path and setting RIMscope takes from the environment, read at call time.
+
+Tests and deployments move these folders after import (monkeypatch, a page started with
+other variables), so nothing here is cached in a module constant. One place, so a reader
+can see every knob at once:
+
+==========================  =============================================================
+``RIMSCOPE_DATA_DIR``       folder with ``<dataset>/{train,test}.npz`` (default ``data/``)
+``RIMSCOPE_ANIMALS10_DIR``  an Animals-10 image folder in Kaggle's layout
+``RIMSCOPE_HOME``           per-user state: the run store, torchvision downloads
+                            (default ``~/.rimscope``)
+``RIMSCOPE_PRETRAINED_DIR`` the shipped models with their ``manifest.json``
+``RIMSCOPE_RESULTS_DIR``    reproduction outputs (``paper/``, ``converged/``, ...)
+``RIMSCOPE_OFFLINE``        ``1``: never try to download
+``RIMSCOPE_MAX_CONCURRENT`` training runs the store starts at once (0 pauses the queue)
+``RIMSCOPE_WORKER_THREADS`` torch threads of a run-store worker
+``RIMSCOPE_WORKER_NICE``    niceness of a run-store worker (keeps the pages responsive)
+``RIMSCOPE_ROBUSTNESS_SUBSET`` test images the Robustness page scores (smaller: faster)
+==========================  =============================================================
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent  # the repository (pretrained/, assets/, results/)
+
+
+def _env_path(name: str) -> Path | None:
+    value = os.environ.get(name, "").strip()
+    return Path(value).expanduser() if value else None
+
+
+def _env_int(name: str, default: int, minimum: int = 0) -> int:
+    try:
+        return max(minimum, int(os.environ.get(name, "").strip() or default))
+    except ValueError:
+        return default
+
+
+def data_dir() -> Path | None:
+    """The npz data folder, or None when neither the variable nor ``data/`` exists."""
+    env = _env_path("RIMSCOPE_DATA_DIR")
+    if env is not None:
+        return env
+    local = ROOT / "data"
+    return local if local.is_dir() else None
+
+
+def animals10_dir() -> Path | None:
+    return _env_path("RIMSCOPE_ANIMALS10_DIR")
+
+
+def home() -> Path:
+    return _env_path("RIMSCOPE_HOME") or Path.home() / ".rimscope"
+
+
+def runs_root() -> Path:
+    return home() / "runs"
+
+
+def torchvision_root() -> Path:
+    return home() / "torchvision"
+
+
+def pretrained_dir() -> Path:
+    return _env_path("RIMSCOPE_PRETRAINED_DIR") or ROOT / "pretrained"
+
+
+def results_dir() -> Path:
+    return _env_path("RIMSCOPE_RESULTS_DIR") or ROOT / "results"
+
+
+def offline() -> bool:
+    return os.environ.get("RIMSCOPE_OFFLINE", "").strip().lower() in ("1", "true", "yes")
+
+
+def max_concurrent() -> int:
+    """``RIMSCOPE_MAX_CONCURRENT`` (default 1); 0 pauses the queue (runs stay queued)."""
+    return _env_int("RIMSCOPE_MAX_CONCURRENT", 1)
+
+
+def worker_threads() -> int:
+    return _env_int("RIMSCOPE_WORKER_THREADS", 1, minimum=1)
+
+
+def worker_nice() -> int:
+    return _env_int("RIMSCOPE_WORKER_NICE", 5)
+
+
+def robustness_subset(default: int) -> int:
+    """Test images the Robustness page scores each method on (at least 10)."""
+    return _env_int("RIMSCOPE_ROBUSTNESS_SUBSET", default, minimum=10)
+
+
+def settings_environment(prefix: str = "RIMSCOPE_") -> dict[str, str]:
+    """Every ``RIMSCOPE_*`` variable set now (what a worker on another machine must see)."""
+    return {k: v for k, v in os.environ.items() if k.startswith(prefix)}

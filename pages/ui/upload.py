@@ -1,0 +1,84 @@
+"""What users upload: images (prepared like the training images) and checkpoints (checked
+before anything is stored; pickle files are refused and never opened)."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from core.data import DATASETS
+from core.errors import InputImageError
+
+from .messages import show_error
+
+MAX_UPLOAD_MB = 20  # per file; server.maxUploadSize is 20 as well
+IMAGE_TYPES = ["png", "jpg", "jpeg", "gif", "bmp", "webp"]
+
+
+def prepare_upload(data: bytes, dataset: str):
+    """Uploaded bytes -> ``PreparedImage`` for ``dataset``; raises ``InputImageError``."""
+    from core.preprocess import load_image
+
+    return prepare_pixels(load_image(data), dataset)
+
+
+def prepare_pixels(pixels, dataset: str):
+    """An image array (an upload, a drawing) -> ``PreparedImage`` for ``dataset``."""
+    from core.preprocess import prepare_for_dataset
+
+    mode = "plain" if dataset == "fashion_mnist" else "digit"
+    return prepare_for_dataset(pixels, DATASETS[dataset].image_shape, mode=mode)
+
+
+def uploaded_image(dataset: str, key: str, prompt: str):
+    """An image file uploader: the prepared image, or None (with ``prompt`` or the reason shown)."""
+    up = st.file_uploader("Image (PNG, JPEG, GIF, BMP or WebP)", type=IMAGE_TYPES, key=key)
+    if up is None:
+        st.info(prompt)
+        return None
+    try:
+        return prepare_upload(up.getvalue(), dataset)
+    except InputImageError as exc:
+        show_error(exc, f"{up.name} cannot be used")
+    except Exception as exc:  # anything else: a message, not a traceback
+        show_error(exc, f"{up.name} cannot be used")
+    return None
+
+
+def upscaled(image, side: int = 168):
+    """Nearest-neighbour enlargement of a small image, so pixels stay crisp on screen."""
+    arr = np.asarray(image)
+    f = max(1, side // max(arr.shape[:2]))
+    return np.repeat(np.repeat(arr, f, axis=0), f, axis=1)
+
+
+def show_preprocessing(prepared, expanded: bool = False) -> None:
+    """The intermediate images of ``core.preprocess`` in an expander."""
+    with st.expander("Preprocessing steps", expanded=expanded):
+        names = {"gray": "grey", "rgb": "as uploaded", "cropped": "cropped", "fitted": "fitted"}
+        steps = list(prepared.steps.items())
+        cols = st.columns(len(steps) + 1)
+        for col, (name, arr) in zip(cols, steps):
+            shown = upscaled(arr, 112) if max(arr.shape[:2]) < 112 else arr
+            col.image(shown, caption=f"{names.get(name, name)} ({arr.shape[1]}x{arr.shape[0]})", width="stretch")
+        cols[-1].image(upscaled(prepared.array), caption="model input", width="stretch")
+        notes = []
+        if prepared.inverted:
+            notes.append("inverted (a light background became black, as in MNIST)")
+        if prepared.warning:
+            notes.append(prepared.warning)
+        if notes:
+            st.caption("; ".join(notes))
+
+
+def check_upload(weights_name: str, weights: bytes, meta_name: str, meta: bytes,
+                 expected_dataset: str | None = None) -> dict:
+    """Refuse bad checkpoint uploads before anything is stored; returns the parsed metadata.
+
+    The check itself is ``core.checkpoint.check_upload`` (the run store uses the same one):
+    pickle-based files are refused by name and never opened; raises ``CheckpointError``.
+    """
+    from core.checkpoint import check_upload as check
+
+    return check(weights, meta, weights_name=weights_name, meta_name=meta_name,
+                 expected_dataset=expected_dataset, max_bytes=MAX_UPLOAD_MB * 2**20)[1]

@@ -1,0 +1,30 @@
+"""Helpers shared by the tests that queue and run training: a tiny data set, worker clean-up."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+
+
+def write_tiny_mnist(data_dir: Path, n: int = 300, seed: int = 0) -> None:
+    """An MNIST-shaped npz data set under ``data_dir/mnist``: ``n`` random 28x28 images per split."""
+    rng = np.random.default_rng(seed)
+    (data_dir / "mnist").mkdir(parents=True, exist_ok=True)
+    for split in ("train", "test"):
+        np.savez(data_dir / "mnist" / f"{split}.npz", x=rng.integers(0, 256, (n, 28, 28), dtype=np.uint8),
+                 y=rng.integers(0, 10, n).astype(np.int64), classes=np.array([str(i) for i in range(10)]))
+
+
+def kill_running_workers(store) -> None:
+    """SIGKILL every worker the store lists as running (never this test process), then pump it:
+    a test never leaves a worker behind."""
+    for r in store.list_runs():
+        if r.status == "running" and r.pid and r.pid != os.getpid():
+            try:
+                os.kill(r.pid, signal.SIGKILL)
+            except OSError:
+                pass
+    store.pump()
