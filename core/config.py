@@ -38,6 +38,10 @@ def resolve_device(name: str):
 
 
 SCHEDULES = ("none", "cosine", "step")
+# training-image augmentation: "affine" = a small random affine per training image (rotation,
+# translation, scale, shear; core.transforms.AFFINE_RANGES), drawn from the run's own seeded
+# generator; validation and test images are never augmented
+AUGMENTS = ("none", "affine")
 
 # Named protocols: the paper's, and one that trains to convergence. "converged" was chosen by
 # measurement (REPRODUCTION.md, "Converged protocol"): Adam with a cosine decay, weights of
@@ -81,6 +85,7 @@ class TrainConfig:
     model_overrides: dict = field(default_factory=dict)
     device: str = "auto"  # "auto" (CUDA when torch sees a GPU, else CPU), "cpu" or "cuda"
     data_source: str = "auto"  # "auto" (data folder, torchvision, ...) or "sample" (a labelled demo)
+    augment: str = "none"  # training images only: "none" or "affine" (small random affine per image)
 
     def validate(self, n_train: int | None = None) -> TrainConfig:
         """Raise one ConfigError naming every out-of-range setting (one per line)."""
@@ -117,6 +122,8 @@ class TrainConfig:
             bad("Weight decay must be in [0, 1).")
         if self.schedule not in SCHEDULES:
             bad(f"Learning-rate schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}.")
+        if self.augment not in AUGMENTS:
+            bad(f"Augmentation must be one of {', '.join(AUGMENTS)}, got {self.augment!r}.")
         if not whole(self.step_every) or self.step_every < 1:
             bad("Step schedule: step every must be at least 1 iteration.")
         if not (number(self.step_gamma) and math.isfinite(self.step_gamma) and 0 < self.step_gamma <= 1):
@@ -243,6 +250,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--weight-decay", type=float, default=d.weight_decay, help="weight decay (default %(default)s)")
     p.add_argument("--schedule", choices=SCHEDULES, default=d.schedule,
                    help="learning-rate schedule over the iterations (default %(default)s)")
+    p.add_argument("--augment", choices=AUGMENTS, default=d.augment,
+                   help="training images only: affine = a small random rotation (about 10 degrees), shift "
+                        "(about 2 px), scale (0.9-1.1) and shear per image, seeded; validation and test images "
+                        "are never changed (default %(default)s)")
     p.add_argument("--step-every", type=int, default=d.step_every, help="step schedule: iterations per step (default %(default)s)")
     p.add_argument("--step-gamma", type=float, default=d.step_gamma, help="step schedule: factor per step (default %(default)s)")
     p.add_argument("--val-images", type=int, default=d.val_images,
@@ -280,7 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 _CLI_FIELDS = ("device", "iterations", "batch_size", "lr", "momentum", "optimizer", "weight_decay", "schedule", "step_every",
                "step_gamma", "val_images", "patience", "grad_clip", "eval_every", "eval_samples", "class_weighting",
-               "noise_var", "noise_draws", "threads", "checkpoint_every", "checkpoint_every_s")
+               "noise_var", "noise_draws", "threads", "checkpoint_every", "checkpoint_every_s", "augment")
 
 
 def config_from_args(args) -> TrainConfig:

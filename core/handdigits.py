@@ -287,7 +287,32 @@ def _entries(which: str):
         return catalog.pretrained_entries("mnist")
     if which == "all":
         return catalog.list_entries("mnist")
-    raise ValueError(f"--models must be 'pretrained' or 'all', got {which!r}")
+    if which == "none":
+        return []
+    raise ValueError(f"--models must be 'pretrained', 'all' or 'none', got {which!r}")
+
+
+def checkpoint_entry(path):
+    """A ModelEntry for a checkpoint on disk (``<stem>``, ``<stem>.json`` or ``<stem>.safetensors``),
+    named by its recorded model, protocol and (when not "none") augmentation; ValueError when its
+    metadata cannot be read."""
+    from core.catalog import ModelEntry
+    from core.config import PROTOCOLS
+
+    p = Path(path)
+    stem = p.with_suffix("") if p.suffix in (".json", ".safetensors") else p
+    try:
+        meta = json.loads(stem.with_suffix(".json").read_text())
+        model, dataset = str(meta["model"]), str(meta["dataset"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{stem}: not a readable checkpoint ({type(exc).__name__}: {exc})") from None
+    tc = meta.get("train_config") if isinstance(meta.get("train_config"), dict) else {}
+    augment = tc.get("augment", "none")
+    protocol = meta.get("protocol") or next(  # a CLI run records none: the protocol its settings are
+        (name for name, settings in PROTOCOLS.items() if all(tc.get(k) == v for k, v in settings.items())), "")
+    protocol = ", ".join(p for p in (str(protocol), f"augment {augment}" if augment != "none" else "") if p)
+    return ModelEntry(f"file:{stem}", dataset, model, "file", stem, meta.get("seed"), f"{model} ({stem})", "",
+                      dict(meta.get("metrics") or {}), protocol)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -298,7 +323,11 @@ def main(argv: list[str] | None = None) -> int:
     make.add_argument("--n", type=int, default=100, help="digits per style")
     make.add_argument("--seed", type=int, default=0)
     meas = sub.add_parser("measure", help="share of the digits each MNIST model recognises")
-    meas.add_argument("--models", default="pretrained", help="'pretrained' (shipped) or 'all' (with runs)")
+    meas.add_argument("--models", default="pretrained",
+                      help="'pretrained' (shipped), 'all' (with runs) or 'none' (only --checkpoint)")
+    meas.add_argument("--checkpoint", action="append", default=[], metavar="STEM",
+                      help="also measure this MNIST checkpoint (<stem>.safetensors + <stem>.json, e.g. the --out "
+                           "of python -m core.train); repeatable")
     meas.add_argument("--data", type=Path, default=DEFAULT_DIR, help="folder of the fixed set")
     meas.add_argument("--generate", type=int, metavar="N", default=0,
                       help="measure on N freshly generated digits per style instead of the fixed set")
@@ -321,7 +350,15 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as exc:
         print(exc, file=sys.stderr)
         return 2
-    entries = _entries(args.models)
+    try:
+        entries = _entries(args.models) + [checkpoint_entry(c) for c in args.checkpoint]
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    wrong = [e for e in entries if e.dataset != "mnist"]
+    if wrong:
+        print(f"error: {wrong[0].stem} is a {wrong[0].dataset} model; the digits need an MNIST one", file=sys.stderr)
+        return 2
     if not entries:
         print("No MNIST models found.", file=sys.stderr)
         return 2

@@ -3,7 +3,8 @@
 A checkpoint folder (``<stem>.ckpt/`` beside a CLI run or a grid cell, ``ckpt/`` in a run
 store folder) holds the newest training states, two files each::
 
-    state-00000200.safetensors   every tensor: weights, optimiser moments, torch RNG state,
+    state-00000200.safetensors   every tensor: weights, optimiser moments, torch RNG state (and
+                                 the augmentation generator's, for augmented runs),
                                  the data order, the best-validation weights, the history so far
     state-00000200.json          everything else: iteration, position in the data order,
                                  numpy and Python RNG states, scheduler state, the optimiser's
@@ -47,6 +48,9 @@ STATE_RE = re.compile(r"^state-(\d{8})\.json$")
 # settings that may differ between a run and its resumption (they do not change what is learned;
 # threads may change the last bits of the arithmetic, see README)
 RESUME_FREE_FIELDS = ("threads", "checkpoint_every", "checkpoint_every_s")
+# settings added after checkpoints were first written, with the value that means what those runs did
+# (a state without the field was trained that way)
+ADDED_FIELDS = {"augment": "none"}
 
 
 def state_name(iteration: int) -> str:
@@ -93,7 +97,8 @@ class TrainState:
     model: dict  # model.state_dict()
     optimizer: dict  # optimizer.state_dict()
     scheduler: dict | None  # scheduler.state_dict() or None
-    rng: dict  # {"torch": uint8 tensor, "numpy": bit-generator state, "python": random.getstate()}
+    rng: dict  # {"torch": uint8 tensor, "numpy": bit-generator state, "python": random.getstate(),
+    #             "augment": the augmentation generator's uint8 state (augmented runs only)}
     order: object  # np.ndarray: the current permutation of the training images
     pos: int  # position in ``order``
     best: dict  # validation bookkeeping: acc, iteration, since, state (weights or None)
@@ -416,7 +421,7 @@ def _normal(d: dict) -> dict:
 
 def config_mismatch(state: TrainState, config: dict) -> list[str]:
     """The training settings in which ``config`` differs from the state's (empty: compatible)."""
-    a = {k: v for k, v in _normal(state.train_config).items() if k not in RESUME_FREE_FIELDS}
+    a = {k: v for k, v in _normal({**ADDED_FIELDS, **state.train_config}).items() if k not in RESUME_FREE_FIELDS}
     b = {k: v for k, v in _normal(config).items() if k not in RESUME_FREE_FIELDS}
     return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
 

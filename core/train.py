@@ -37,6 +37,7 @@ import torch.nn.functional as F
 
 from .checkpoint import run_metadata  # noqa: F401 - re-exported
 from .config import (  # noqa: F401 - re-exported: ``from core.train import TrainConfig, PROTOCOLS`` stays
+    AUGMENTS,
     DEVICES,
     MAX_EVAL_SAMPLES,
     MAX_ITERATIONS,
@@ -55,6 +56,9 @@ from .data import SAMPLE_TRAIN, LoadedData, get_info, prepare_training_data, to_
 from .errors import CheckpointError, ConfigError
 from .evaluate import evaluate, noisy_accuracy
 from .models import build_model, count_parameters
+from .transforms import affine_augment, draw_affine_params
+
+AUGMENT_SEED_OFFSET = 30_000  # the augmentation generator of seed s starts from 30,000 + s
 
 
 @dataclass
@@ -186,6 +190,9 @@ def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
         weights = weights.to(device)
     opt, sched = make_optimizer(cfg, model.parameters())
     rng = np.random.default_rng(cfg.seed)
+    # augmentation draws come from their own generator (saved in every checkpoint), so the weights,
+    # the batch order and any model randomness are those of the unaugmented run
+    aug_gen = torch.Generator().manual_seed(AUGMENT_SEED_OFFSET + cfg.seed) if cfg.augment != "none" else None
 
     # fixed periodic-evaluation subset, the same for every model with this seed
     n_eval = min(cfg.eval_samples, len(test_data))
@@ -202,7 +209,7 @@ def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
     start, elapsed_before = 1, 0.0
     if state is not None:
         order, pos, start, elapsed_before = _restore(state, model, opt, sched, rng, history, evals, best,
-                                                     len(y_train))
+                                                     len(y_train), aug_gen)
     t0 = time.perf_counter()
     extra = {**(checkpoint_extra or {}), "data": fingerprint}
     ckpt = {"iteration": state.iteration if state is not None else 0, "at": time.monotonic(), "path": None,
@@ -215,7 +222,8 @@ def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
             iteration=it, model={k: v.detach().cpu() for k, v in model.state_dict().items()},
             optimizer=_to_cpu(opt.state_dict()),
             scheduler=sched.state_dict() if sched is not None else None,
-            rng={"torch": torch.get_rng_state(), "numpy": rng.bit_generator.state, "python": random.getstate()},
+            rng={"torch": torch.get_rng_state(), "numpy": rng.bit_generator.state, "python": random.getstate(),
+                 **({"augment": aug_gen.get_state()} if aug_gen is not None else {})},
             order=order, pos=pos, best=best, history=history, evals=evals,
             elapsed_s=elapsed_before + t - t0, train_config=cfg.to_dict(), extra=extra)
         try:
@@ -262,7 +270,11 @@ def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
             order, pos = rng.permutation(len(y_train)), 0
         idx = order[pos : pos + cfg.batch_size]
         pos += cfg.batch_size
-        xb = to_sequence(x_train[idx]).to(device, non_blocking=True)
+        if aug_gen is not None:  # training batch only; validation and test images are never augmented
+            xb = to_sequence(affine_augment(x_train[idx], draw_affine_params(len(idx), aug_gen)))
+        else:
+            xb = to_sequence(x_train[idx])
+        xb = xb.to(device, non_blocking=True)
         yb = torch.from_numpy(y_train[idx]).to(device, non_blocking=True)
 
         logits = model(xb)
@@ -331,7 +343,8 @@ def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
                        checkpoint=ckpt["path"], resumed_from=state.iteration if state is not None else None)
 
 
-def _restore(state, model, opt, sched, rng, history: dict, evals: dict, best: dict, n_train: int):
+def _restore(state, model, opt, sched, rng, history: dict, evals: dict, best: dict, n_train: int,
+             aug_gen: torch.Generator | None = None):
     """Put a checkpoint's state into a freshly built run; returns (order, pos, next iteration, elapsed)."""
     try:
         model.load_state_dict(state.model, strict=True)
@@ -342,6 +355,10 @@ def _restore(state, model, opt, sched, rng, history: dict, evals: dict, best: di
             sched.load_state_dict(state.scheduler)
         torch.set_rng_state(state.rng["torch"])
         rng.bit_generator.state = state.rng["numpy"]
+        if aug_gen is not None:
+            if state.rng.get("augment") is None:
+                raise ValueError("it has no augmentation generator state")
+            aug_gen.set_state(state.rng["augment"])
         if state.rng.get("python") is not None:
             py = state.rng["python"]
             random.setstate((py[0], tuple(py[1]), py[2]))

@@ -20,7 +20,7 @@ from core.models import DEFAULT_MODEL, config_fields, list_models
 from core.paths import pretrained_dir
 from core.plots import method_color, method_title
 from core.runs import RESUMABLE, RunInfo, RunStore
-from core.train import OPTIMIZERS, PROTOCOLS, SAMPLE_TRAIN, SCHEDULES, TrainConfig
+from core.train import AUGMENTS, OPTIMIZERS, PROTOCOLS, SAMPLE_TRAIN, SCHEDULES, TrainConfig
 from pages.ui import (
     dataset_picker,
     keep_valid,
@@ -235,10 +235,11 @@ URL_STATE = {"train_protocol": str, "train_dataset": str, "train_models": url_li
              "train_holdout": url_bool, "train_eval_n": int, "train_noise_var": float, "train_noise_draws": int,
              "train_wd": float, "train_step_every": int, "train_step_gamma": float, "train_device": str,
              "train_data_dir": str, "train_forget_bias": float, "train_selection": str, "train_k_active": int,
-             "train_alpha": float, "train_demo": url_bool}
+             "train_alpha": float, "train_demo": url_bool, "train_augment": str}
 restore_from_url(URL_STATE)
 for key, options in (("train_protocol", list(PROTOCOLS)), ("train_optimizer", OPTIMIZERS),
-                     ("train_schedule", SCHEDULES), ("train_device", ["auto", "cpu", "cuda"]),
+                     ("train_schedule", SCHEDULES), ("train_augment", AUGMENTS),
+                     ("train_device", ["auto", "cpu", "cuda"]),
                      ("train_weighting", ["auto", "none", "balanced"]),
                      ("train_selection", ["attention", "random", "all"])):
     keep_valid(key, options)
@@ -250,7 +251,7 @@ _rim = config_fields(DEFAULT_MODEL)
 for key, default in {"train_models": ["rim", "parallel_lstm"], "train_seeds": "0", "train_holdout": True,
                      "train_eval_n": 1000, "train_noise_var": 0.01, "train_noise_draws": 3, "train_data_dir": "",
                      "train_forget_bias": float(_rim["forget_bias"]), "train_k_active": int(_rim["k_active"]),
-                     "train_alpha": float(_rim["alpha"])}.items():
+                     "train_alpha": float(_rim["alpha"]), "train_augment": "none"}.items():
     st.session_state.setdefault(key, default)  # defaults here, not in the widgets (the URL may set them)
 clamp_k = int(_rim["num_units"])
 if not 1 <= int(st.session_state.get("train_k_active", 1)) <= clamp_k:
@@ -294,6 +295,11 @@ with c3:
                                  key="train_eval_every")
     class_weighting = st.selectbox("Class weighting", ["auto", "none", "balanced"], key="train_weighting",
                                    help="auto = balanced loss weights when the classes are unbalanced")
+    augment = st.selectbox("Augmentation (training images)", AUGMENTS, key="train_augment",
+                           format_func={"none": "none", "affine": "small random affine"}.get,
+                           help="affine: each training image is rotated (up to 10°), shifted (up to 2 px), scaled "
+                                "(0.9-1.1) and sheared a little, drawn from the run's own seed. Validation and test "
+                                "images are never changed.")
     holdout = True
     if dataset == "mnist":
         holdout = st.checkbox("Hold out the bundled sample", key="train_holdout",
@@ -390,7 +396,8 @@ elif models and seeds:
                               eval_every=int(eval_every), eval_samples=int(eval_samples),
                               class_weighting=class_weighting, holdout_sample=bool(holdout),
                               noise_var=float(noise_var), noise_draws=int(noise_draws), device=device,
-                              data_source="sample" if demo else "auto", model_overrides=model_overrides(m))
+                              data_source="sample" if demo else "auto", augment=augment,
+                              model_overrides=model_overrides(m))
             try:
                 cfg.validate(n_train=plan.n_train if plan else None)
             except ConfigError as exc:

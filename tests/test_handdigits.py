@@ -159,3 +159,29 @@ def test_measure_prints_a_table_and_writes_json(tmp_path, monkeypatch, capsys):
     (row,) = result["models"]
     assert row["key"] == entries[0].key and row["protocol"] == entries[0].protocol
     assert 0.0 <= row["photo"] <= 1.0 and 0.0 <= row["canvas"] <= 1.0
+
+
+def test_measure_takes_checkpoints_by_path_and_names_their_augmentation(tmp_path, capsys):
+    import shutil
+
+    from core import catalog
+
+    entries = [e for e in catalog.pretrained_entries("mnist") if e.protocol == "converged"]
+    if not entries:
+        pytest.skip("no shipped converged MNIST model")
+    src = entries[0].stem
+    stem = tmp_path / "mine"
+    shutil.copy(src.with_suffix(".safetensors"), stem.with_suffix(".safetensors"))
+    meta = json.loads(src.with_suffix(".json").read_text())
+    meta.pop("protocol", None)  # as python -m core.train writes it: the protocol follows from the settings
+    meta["train_config"]["augment"] = "affine"
+    stem.with_suffix(".json").write_text(json.dumps(meta))
+    out = tmp_path / "m.json"
+    assert hd.main(["measure", "--models", "none", "--checkpoint", str(stem.with_suffix(".json")), "--generate", "10",
+                    "--no-reference", "--json", str(out)]) == 0
+    assert f"{entries[0].model} [converged, augment affine]" in capsys.readouterr().out
+    (row,) = json.loads(out.read_text())["models"]
+    assert row["key"] == f"file:{stem}" and "error" not in row and 0.0 <= row["photo"] <= 1.0
+    assert hd.main(["measure", "--models", "none", "--checkpoint", str(tmp_path / "missing"), "--generate", "2"]) == 2
+    assert "not a readable checkpoint" in capsys.readouterr().err
+    assert hd.main(["measure", "--models", "none", "--generate", "2"]) == 2  # nothing to measure

@@ -145,3 +145,122 @@ def test_cli_protocol_and_explicit_options(tmp_path, capsys):
     assert tc["optimizer"] == "adam" and tc["schedule"] == "cosine" and tc["lr"] == PROTOCOLS["converged"]["lr"]
     assert tc["iterations"] == 4 and tc["val_images"] == 10  # typed options win over the protocol
     assert "val_acc" in meta["evals"] and meta["metrics"]["val_n"] == 10
+
+
+# --------------------------------------------------------------------------- augmentation
+
+_BUILD_MODEL = T.build_model
+
+def recorded_inputs(monkeypatch) -> list:
+    """Every input the built model sees, with whether it was in training mode (a forward pre-hook)."""
+    seen = []
+    real = _BUILD_MODEL
+
+    def build(*a, **kw):
+        m = real(*a, **kw)
+        m.register_forward_pre_hook(lambda mod, args: seen.append((mod.training, args[0].detach().clone())))
+        return m
+
+    monkeypatch.setattr(T, "build_model", build)
+    return seen
+
+
+def test_augment_setting_is_validated_cli_reachable_and_recorded(tmp_path):
+    with pytest.raises(ConfigError, match="Augmentation must be one of none, affine, got 'flip'"):
+        cfg(augment="flip").validate()
+    assert TrainConfig().augment == "none" and TrainConfig.from_protocol("converged", augment="affine").augment == "affine"
+    args = T.build_parser().parse_args(["--protocol", "converged", "--augment", "affine"])
+    c = T.config_from_args(args)
+    assert c.augment == "affine" and c.optimizer == "adam" and c.schedule == "cosine"
+    assert T.config_from_args(T.build_parser().parse_args(["--protocol", "converged"])).augment == "none"
+    with pytest.raises(SystemExit):
+        T.build_parser().parse_args(["--augment", "flip"])
+    d = tmp_path / "data" / "fashion_mnist"
+    d.mkdir(parents=True)
+    for split, n in (("train", 40), ("test", 20)):
+        ld = rows_data(n, 0 if split == "train" else 1)
+        np.savez(d / f"{split}.npz", x=ld.images, y=ld.labels, classes=np.array(ld.classes))
+    out = tmp_path / "run"
+    assert T.main(["--dataset", "fashion_mnist", "--model", "parallel_lstm", "--iterations", "3", "--batch-size", "10",
+                   "--eval-every", "3", "--eval-samples", "10", "--noise-draws", "0", "--threads", "1", "--quiet",
+                   "--augment", "affine", "--data-dir", str(tmp_path / "data"), "--out", str(out),
+                   "--set", "hidden_size=8"]) == 0
+    _, meta = load_checkpoint(out)
+    assert meta["train_config"]["augment"] == "affine"
+
+
+def test_augment_affine_is_torchvision_affine_per_image_within_the_ranges():
+    from torchvision.transforms import InterpolationMode
+    from torchvision.transforms.v2 import functional as TF
+
+    from core.transforms import AFFINE_RANGES, affine_augment, draw_affine_params
+
+    p = draw_affine_params(2000, torch.Generator().manual_seed(0))
+    for j, k in enumerate(("angle", "translate", "translate", "scale", "shear")):
+        lo, hi = AFFINE_RANGES[k]
+        assert lo <= p[:, j].min() < lo + 0.05 * (hi - lo) and hi - 0.05 * (hi - lo) < p[:, j].max() <= hi
+    assert torch.equal(p, draw_affine_params(2000, torch.Generator().manual_seed(0)))
+    for shape in ((6, 28, 28), (3, 20, 32, 3)):  # grey and colour, square and not
+        x = rows_data(6, 0).images[: shape[0]] if len(shape) == 3 else \
+            np.random.default_rng(1).integers(0, 256, shape, dtype=np.uint8)
+        params = draw_affine_params(shape[0], torch.Generator().manual_seed(1))
+        out = affine_augment(x, params)
+        assert out.shape == shape and out.dtype == torch.float32 and 0 <= out.min() and out.max() <= 1
+        chw = torch.from_numpy(x).float().div(255)
+        chw = chw.unsqueeze(1) if len(shape) == 3 else chw.permute(0, 3, 1, 2)
+        for i, (angle, tx, ty, scale, shear) in enumerate(params.tolist()):
+            ref = TF.affine(chw[i], angle=angle, translate=[tx, ty], scale=scale, shear=[shear, 0.0],
+                            interpolation=InterpolationMode.BILINEAR)
+            got = out[i].unsqueeze(0) if len(shape) == 3 else out[i].permute(2, 0, 1)
+            assert torch.allclose(got, ref, atol=1e-5)
+            assert not torch.allclose(got, chw[i], atol=1e-3)  # each image really moved
+
+
+def test_augment_none_is_the_unaugmented_run(monkeypatch):
+    """augment="none" (the default) never touches the augmentation code and trains on the images as
+    they are: the same run as a config without the setting, and its checkpoints carry no extra state."""
+    tr, te = rows_data(60, 0), rows_data(20, 1)
+    ref = train(cfg(val_images=10), tr, te)
+
+    def boom(*a, **kw):
+        raise AssertionError("augmentation used by augment='none'")
+
+    monkeypatch.setattr(T, "affine_augment", boom)
+    monkeypatch.setattr(T, "draw_affine_params", boom)
+    seen = recorded_inputs(monkeypatch)
+    res = train(cfg(val_images=10, augment="none"), tr, te)
+    sa, sb = ref.model.state_dict(), res.model.state_dict()
+    assert all(torch.equal(sa[k], sb[k]) for k in sa) and ref.history == res.history and ref.evals == res.evals
+    from core.data import to_sequence
+
+    tr_idx, _ = split_validation(cfg(val_images=10), 60)
+    rows = {r.numpy().tobytes() for r in to_sequence(tr.images[tr_idx])}
+    batches = [x for training, x in seen if training]
+    assert len(batches) == 6 and all(r.numpy().tobytes() in rows for b in batches for r in b)
+
+
+def test_augment_affine_changes_the_training_batches_only(monkeypatch):
+    from core.data import to_sequence
+
+    tr, te = rows_data(60, 0), rows_data(20, 1)
+    seen_none = recorded_inputs(monkeypatch)
+    plain = train(cfg(val_images=10, noise_draws=1), tr, te)
+    seen_aug = recorded_inputs(monkeypatch)
+    aug = train(cfg(val_images=10, noise_draws=1, augment="affine"), tr, te)
+    train_none = [x for training, x in seen_none if training]
+    train_aug = [x for training, x in seen_aug if training]
+    assert len(train_aug) == len(train_none) == 6
+    rows = {r.numpy().tobytes() for r in to_sequence(tr.images)}
+    for a, b in zip(train_aug, train_none):
+        assert a.shape == b.shape and 0 <= a.min() and a.max() <= 1
+        assert not any(r.numpy().tobytes() in rows for r in a)  # no training image is shown as it is
+        assert (a - b).abs().mean() > 0.01
+    # validation, periodic test subset, final and noisy test: the very same inputs, untouched
+    eval_none = [x for training, x in seen_none if not training]
+    eval_aug = [x for training, x in seen_aug if not training]
+    assert len(eval_aug) == len(eval_none) > 0 and all(torch.equal(a, b) for a, b in zip(eval_aug, eval_none))
+    assert any(torch.equal(x, to_sequence(te.images)) for x in eval_aug)  # the full test set as it is
+    _, va_idx = split_validation(cfg(val_images=10), 60)
+    assert any(torch.equal(x, to_sequence(tr.images[va_idx])) for x in eval_aug)
+    pa, pb = plain.model.state_dict(), aug.model.state_dict()
+    assert not all(torch.equal(pa[k], pb[k]) for k in pa)

@@ -559,3 +559,59 @@ def test_checkpoint_benchmark_runs_and_counts_protocol_checkpoints(capsys):
                  "--no-adam"]) == 0
     out = capsys.readouterr().out
     assert "parallel_lstm" in out and "share of a 1,000-it run" in out
+
+
+# --------------------------------------------------------------------------- augmentation
+
+AUGMENTED = cfg("parallel_lstm", augment="affine", optimizer="adam", lr=0.01, schedule="cosine", val_images=30)
+
+
+def test_augmented_run_crash_then_resume_is_bit_identical(data, tmp_path):
+    tr, te = data
+    ref = train(AUGMENTED, tr, te)
+    plain = train(cfg("parallel_lstm", optimizer="adam", lr=0.01, schedule="cosine", val_images=30), tr, te)
+    assert not same_run(ref, plain)  # the augmentation is on: this is not the unaugmented run
+    res = crash_and_resume(AUGMENTED, data, tmp_path / "ck", at=10)  # resumes from the checkpoint of 8
+    assert res.resumed_from == 8 and same_run(ref, res)
+    st = R.read_state(tmp_path / "ck" / "state-00000008.json")
+    assert st.train_config["augment"] == "affine" and st.rng["augment"].dtype == torch.uint8
+    # stopped midway, then resumed: the same run too
+    polls = []
+    stopped = train(AUGMENTED, tr, te, checkpoint_dir=tmp_path / "st", should_stop=lambda: polls.append(1) or len(polls) > 5)
+    assert stopped.status == "stopped" and stopped.metrics["iterations_done"] == 5
+    res2 = train(AUGMENTED, tr, te, checkpoint_dir=tmp_path / "st", resume_from=tmp_path / "st")
+    assert res2.resumed_from == 5 and same_run(ref, res2)
+
+
+def test_augment_generator_left_out_breaks_identity(data, tmp_path, monkeypatch):
+    """Negative control: the augmentation generator's state is what keeps a resumed run identical."""
+    tr, te = data
+    ref = train(AUGMENTED, tr, te)
+    with pytest.raises(Crash):
+        train(AUGMENTED, tr, te, callback=crash_at(10), checkpoint_dir=tmp_path)
+    real = R.read_state
+
+    def spoiled(path):
+        st = real(path)
+        st.rng["augment"] = torch.Generator().manual_seed(123).get_state()
+        return st
+
+    monkeypatch.setattr(R, "read_state", spoiled)
+    res = train(AUGMENTED, tr, te, resume_from=tmp_path)
+    assert res.resumed_from == 8 and not same_run(ref, res)
+
+
+def test_augment_resume_refuses_the_other_setting_and_old_states_mean_none(data, tmp_path):
+    tr, te = data
+    with pytest.raises(Crash):
+        train(cfg(), tr, te, callback=crash_at(6), checkpoint_dir=tmp_path)
+    with pytest.raises(CheckpointError, match="other settings.*augment"):
+        train(cfg(augment="affine"), tr, te, resume_from=tmp_path)
+    # a state written before the setting existed has no "augment": it was an unaugmented run
+    st = R.read_state(tmp_path / "state-00000004.json")
+    old = {k: v for k, v in st.train_config.items() if k != "augment"}
+    st.train_config = old
+    assert R.config_mismatch(st, cfg().to_dict()) == []
+    assert R.config_mismatch(st, cfg(augment="affine").to_dict()) == ["augment"]
+    res = train(cfg(), tr, te, resume_from=st)
+    assert res.resumed_from == 4

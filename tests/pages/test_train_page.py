@@ -289,3 +289,30 @@ def test_the_form_lives_in_the_url_and_a_reload_keeps_it(home):
     assert again.checkbox(key="train_holdout").value is False
     assert again.text_input(key="train_data_dir").value == str(home / "data")
     assert again.button(key="train_start").label == "Start 1 run"
+
+
+def test_augment_choice_lives_in_the_url_and_reaches_the_queued_runs(home):
+    at = run_page("f" * 16)
+    at.checkbox(key="train_holdout").uncheck().run()
+    assert at.selectbox(key="train_augment").value == "none"
+    assert list(at.selectbox(key="train_augment").options) == ["none", "small random affine"]
+    at.selectbox(key="train_augment").set_value("affine").run()
+    at.radio(key="train_protocol").set_value("converged").run()  # a protocol leaves the augmentation alone
+    assert at.selectbox(key="train_augment").value == "affine"
+    qp = {k: (v[0] if isinstance(v, list) else v) for k, v in dict(at.query_params).items()}
+    assert qp["train_augment"] == "affine"
+    at.number_input(key="train_val").set_value(50).run()
+    at.number_input(key="train_iterations").set_value(10).run()
+    assert not errors(at)
+    at.button(key="train_start").click().run()
+    assert {r.config["augment"] for r in RunStore().list_runs()} == {"affine"}
+    again = AppTest.from_file(PAGE, default_timeout=60)  # a reload keeps it; a bad value falls back to none
+    again.session_state["rimscope_owner"] = "f" * 16
+    again.query_params["train_augment"] = "affine"
+    again.run()
+    assert not again.exception and again.selectbox(key="train_augment").value == "affine"
+    bad = AppTest.from_file(PAGE, default_timeout=60)
+    bad.session_state["rimscope_owner"] = "f" * 16
+    bad.query_params["train_augment"] = "flip"
+    bad.run()
+    assert not bad.exception and bad.selectbox(key="train_augment").value == "none"
