@@ -9,22 +9,28 @@ import numpy as np
 import torch
 
 
+def _float_batch(images) -> torch.Tensor:
+    """``[N,H,W]`` or ``[N,H,W,C]`` images as a float tensor in [0, 1] (uint8 / 255)."""
+    t = torch.as_tensor(np.asarray(images)) if not isinstance(images, torch.Tensor) else images
+    if t.ndim not in (3, 4):
+        raise ValueError(f"expected a batch [N,H,W] or [N,H,W,C], got shape {tuple(t.shape)}")
+    return t.float() / 255.0 if t.dtype == torch.uint8 else t.float()
+
+
 def to_sequence(images) -> torch.Tensor:
     """``[N,H,W]`` or ``[N,H,W,C]`` images -> float ``[N, T=H, D=W*C]`` in [0, 1].
 
     uint8 input is divided by 255; float input is taken as already in [0, 1]. Serves
     training, evaluation and the pages alike.
     """
-    t = torch.as_tensor(np.asarray(images)) if not isinstance(images, torch.Tensor) else images
-    if t.ndim not in (3, 4):
-        raise ValueError(f"expected a batch [N,H,W] or [N,H,W,C], got shape {tuple(t.shape)}")
-    t = t.float() / 255.0 if t.dtype == torch.uint8 else t.float()
+    t = _float_batch(images)
     return t.reshape(t.shape[0], t.shape[1], -1)
 
 
 # "affine" augmentation (TrainConfig.augment): each parameter drawn uniformly from its range,
 # independently per image; translation in pixels, angles in degrees
 AFFINE_RANGES = {"angle": (-10.0, 10.0), "translate": (-2.0, 2.0), "scale": (0.9, 1.1), "shear": (-5.0, 5.0)}
+_AFFINE_ORDER = ("angle", "translate", "translate", "scale", "shear")  # the columns of the parameters
 
 
 def draw_affine_params(n: int, generator: torch.Generator) -> torch.Tensor:
@@ -33,10 +39,7 @@ def draw_affine_params(n: int, generator: torch.Generator) -> torch.Tensor:
     One ``torch.rand`` call per batch on ``generator`` (a CPU generator whose state the training
     checkpoint saves), so a resumed run draws the same parameters."""
     u = torch.rand(n, 5, generator=generator, dtype=torch.float64)
-    lo = torch.tensor([AFFINE_RANGES[k][0] for k in ("angle", "translate", "translate", "scale", "shear")],
-                      dtype=torch.float64)
-    hi = torch.tensor([AFFINE_RANGES[k][1] for k in ("angle", "translate", "translate", "scale", "shear")],
-                      dtype=torch.float64)
+    lo, hi = torch.tensor([AFFINE_RANGES[k] for k in _AFFINE_ORDER], dtype=torch.float64).unbind(1)
     return lo + u * (hi - lo)
 
 
@@ -61,10 +64,7 @@ def affine_augment(images, params: torch.Tensor) -> torch.Tensor:
     The same transform as ``torchvision.transforms.v2.functional.affine(img, angle, [tx, ty],
     scale, [shear, 0], interpolation=BILINEAR)`` per image (tests/test_optim.py compares them),
     done for the whole batch in one ``affine_grid`` + ``grid_sample``."""
-    t = torch.as_tensor(np.asarray(images)) if not isinstance(images, torch.Tensor) else images
-    if t.ndim not in (3, 4):
-        raise ValueError(f"expected a batch [N,H,W] or [N,H,W,C], got shape {tuple(t.shape)}")
-    t = t.float() / 255.0 if t.dtype == torch.uint8 else t.float()
+    t = _float_batch(images)
     chw = t.unsqueeze(1) if t.ndim == 3 else t.permute(0, 3, 1, 2)
     n, _, h, w = chw.shape
     if params.shape != (n, 5):

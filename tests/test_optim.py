@@ -29,6 +29,15 @@ def rows_data(n: int, seed: int) -> LoadedData:
     return LoadedData(x, y, [str(i) for i in range(10)], "synthetic", np.arange(n))
 
 
+def write_rows_npz(data_dir, n_train: int, n_test: int) -> None:
+    """``rows_data`` as a Fashion-MNIST npz folder (train seed 0, test seed 1) for the CLI."""
+    d = data_dir / "fashion_mnist"
+    d.mkdir(parents=True)
+    for split, n, seed in (("train", n_train, 0), ("test", n_test, 1)):
+        ld = rows_data(n, seed)
+        np.savez(d / f"{split}.npz", x=ld.images, y=ld.labels, classes=np.array(ld.classes))
+
+
 def cfg(**kw) -> TrainConfig:
     base = dict(dataset="fashion_mnist", model="parallel_lstm", iterations=6, batch_size=10, eval_every=2,
                 eval_samples=20, noise_draws=0, threads=1, model_overrides=dict(TINY))
@@ -129,11 +138,7 @@ def test_protocols():
 
 
 def test_cli_protocol_and_explicit_options(tmp_path, capsys):
-    d = tmp_path / "data" / "fashion_mnist"
-    d.mkdir(parents=True)
-    for split, n in (("train", 60), ("test", 20)):
-        ld = rows_data(n, 0 if split == "train" else 1)
-        np.savez(d / f"{split}.npz", x=ld.images, y=ld.labels, classes=np.array(ld.classes))
+    write_rows_npz(tmp_path / "data", 60, 20)
     out = tmp_path / "run"
     args = ["--dataset", "fashion_mnist", "--model", "parallel_lstm", "--protocol", "converged", "--iterations", "4",
             "--batch-size", "10", "--val-images", "10", "--eval-every", "2", "--eval-samples", "10",
@@ -175,11 +180,7 @@ def test_augment_setting_is_validated_cli_reachable_and_recorded(tmp_path):
     assert T.config_from_args(T.build_parser().parse_args(["--protocol", "converged"])).augment == "none"
     with pytest.raises(SystemExit):
         T.build_parser().parse_args(["--augment", "flip"])
-    d = tmp_path / "data" / "fashion_mnist"
-    d.mkdir(parents=True)
-    for split, n in (("train", 40), ("test", 20)):
-        ld = rows_data(n, 0 if split == "train" else 1)
-        np.savez(d / f"{split}.npz", x=ld.images, y=ld.labels, classes=np.array(ld.classes))
+    write_rows_npz(tmp_path / "data", 40, 20)
     out = tmp_path / "run"
     assert T.main(["--dataset", "fashion_mnist", "--model", "parallel_lstm", "--iterations", "3", "--batch-size", "10",
                    "--eval-every", "3", "--eval-samples", "10", "--noise-draws", "0", "--threads", "1", "--quiet",

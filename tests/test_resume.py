@@ -97,6 +97,9 @@ def crash_and_resume(c: TrainConfig, data, folder: Path, at: int):
 
 # --------------------------------------------------------------------------- bit-identity
 
+# an augmented run (its own generator, saved in every checkpoint)
+AUGMENTED = cfg("parallel_lstm", augment="affine", optimizer="adam", lr=0.01, schedule="cosine", val_images=30)
+
 CASES = {
     "rim": cfg("rim"),
     "rim_random_adam_cosine_val": cfg("rim", model_overrides={**TINY["rim"], "selection": "random"},
@@ -151,10 +154,11 @@ def test_resume_twice_and_by_time(data, tmp_path):
     assert res.resumed_from == 10 and same_run(ref, res)
 
 
-@pytest.mark.parametrize("part", ["torch_rng", "optimizer", "data_order", "best"])
+@pytest.mark.parametrize("part", ["torch_rng", "optimizer", "data_order", "best", "augment"])
 def test_a_part_left_out_breaks_identity(data, tmp_path, monkeypatch, part):
-    """Negative controls: the comparison above notices each part of the state."""
-    c = CASES["rim_random_adam_cosine_val"]
+    """Negative controls: the comparison above notices each part of the state (the augmentation
+    generator's state is what keeps a resumed augmented run identical)."""
+    c = AUGMENTED if part == "augment" else CASES["rim_random_adam_cosine_val"]
     tr, te = data
     ref = train(c, tr, te)
     with pytest.raises(Crash):
@@ -172,12 +176,14 @@ def test_a_part_left_out_breaks_identity(data, tmp_path, monkeypatch, part):
             st.pos = (st.pos + 20) % len(st.order)
         elif part == "best":
             st.best = {"acc": -1.0, "iteration": 0, "state": None, "since": 0}
+        elif part == "augment":
+            st.rng["augment"] = torch.Generator().manual_seed(123).get_state()
         return st
 
     monkeypatch.setattr(R, "read_state", spoiled)
     fresh_pools()
     res = train(c, tr, te, resume_from=tmp_path)
-    assert not same_run(ref, res)
+    assert res.resumed_from == 8 and not same_run(ref, res)
 
 
 # --------------------------------------------------------------------------- files
@@ -563,8 +569,6 @@ def test_checkpoint_benchmark_runs_and_counts_protocol_checkpoints(capsys):
 
 # --------------------------------------------------------------------------- augmentation
 
-AUGMENTED = cfg("parallel_lstm", augment="affine", optimizer="adam", lr=0.01, schedule="cosine", val_images=30)
-
 
 def test_augmented_run_crash_then_resume_is_bit_identical(data, tmp_path):
     tr, te = data
@@ -581,24 +585,6 @@ def test_augmented_run_crash_then_resume_is_bit_identical(data, tmp_path):
     assert stopped.status == "stopped" and stopped.metrics["iterations_done"] == 5
     res2 = train(AUGMENTED, tr, te, checkpoint_dir=tmp_path / "st", resume_from=tmp_path / "st")
     assert res2.resumed_from == 5 and same_run(ref, res2)
-
-
-def test_augment_generator_left_out_breaks_identity(data, tmp_path, monkeypatch):
-    """Negative control: the augmentation generator's state is what keeps a resumed run identical."""
-    tr, te = data
-    ref = train(AUGMENTED, tr, te)
-    with pytest.raises(Crash):
-        train(AUGMENTED, tr, te, callback=crash_at(10), checkpoint_dir=tmp_path)
-    real = R.read_state
-
-    def spoiled(path):
-        st = real(path)
-        st.rng["augment"] = torch.Generator().manual_seed(123).get_state()
-        return st
-
-    monkeypatch.setattr(R, "read_state", spoiled)
-    res = train(AUGMENTED, tr, te, resume_from=tmp_path)
-    assert res.resumed_from == 8 and not same_run(ref, res)
 
 
 def test_augment_resume_refuses_the_other_setting_and_old_states_mean_none(data, tmp_path):
