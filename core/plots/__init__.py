@@ -8,6 +8,7 @@ no streamlit here, so they work in a notebook too. By subject:
 * ``training``: training curves (overlaid, one panel per method, one run)
 * ``comparison``: final errors over seeds, parameter counts
 * ``traces``: per-timestep traces of one input, unit heatmaps, class probabilities
+* ``sets``: mechanisms across a set (matches of a mask block, what each unit is for)
 * ``robustness``: error against a setting, how a selection mask shifts
 
 Table formatting lives in ``core.fmt`` (re-exported here under its old names).
@@ -20,6 +21,7 @@ from ..fmt import verdict as fmt_verdict
 from ..stats import ema_smooth
 from .comparison import ERROR_METRICS, INPUT_SHAPES, error_bar_figure, parameter_bar_figure
 from .robustness import error_curve_figure, mark_current, mask_shift_figure
+from .sets import class_share_figure, unit_profile_figure, unit_shift_figure
 from .style import (
     CHANGE_COLORS,
     LOG_TICKS,
@@ -35,6 +37,7 @@ from .style import (
 from .traces import (
     comm_attention_figure,
     mark_step,
+    pair_panels,
     probability_figure,
     timeline_figure,
     trace_panels,
