@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from core import analysis, plots
+from core import analysis, fmt, plots
 from core.data import DATASETS
 from core.errors import DataUnavailableError, InputImageError
-from core.models import TraceSchema, get_spec
+from core.export import matrix_csv
+from core.models import get_spec
 from pages import ui
 
 STATS_SIZES = (200, 500, 1000)
@@ -171,19 +172,6 @@ def _uploaded_image(dataset: str):
 # --------------------------------------------------------------------------- per-step view
 
 
-def _step_text(trace: dict, unit_names: list, schema: TraceSchema, t: int, T: int) -> str:
-    if schema.has(trace, "mask") and schema.has(trace, "input_attention"):
-        act = schema.get(trace, "mask")[t - 1] > 0.5
-        w = schema.get(trace, "input_attention")[t - 1]
-        on = ", ".join(f"{unit_names[i]} ({w[i]:.2f})" for i in np.flatnonzero(act))
-        off = ", ".join(f"{unit_names[i]} ({w[i]:.2f})" for i in np.flatnonzero(~act))
-        return (f"**Step {t} of {T}** (image row {t}). Active: {on}. Inactive (state kept): {off}. "
-                "Numbers: input-attention weight on the row.")
-    vals = trace["activity"][t - 1]
-    parts = ", ".join(f"{u} {v:.2f}" for u, v in zip(unit_names, vals))
-    return f"**Step {t} of {T}** (image row {t}). {schema.activity_label}: {parts}."
-
-
 def _timeline(image: np.ndarray, a: ui.Side, b: ui.Side | None, heads: bool, cache_key: tuple):
     """The timeline figure (one model, or two aligned) without a step marker, built once per
     input and kept per session, with its panels (for the CSV downloads)."""
@@ -221,10 +209,14 @@ def _timestep_view(image: np.ndarray, a: ui.Side, b: ui.Side | None, playing: bo
         c_comm.plotly_chart(plots.comm_attention_figure(schema.get(trace, "comm_attention")[t - 1], unit_names,
                                                         None if mask is None else mask[t - 1], t=t, height=300),
                             key="mech_comm", config=CHART)
+        c_comm.download_button("⬇ CSV: this row's communication attention", key="mech_dl_comm", on_click="ignore",
+                               data=lambda: matrix_csv(schema.get(trace, "comm_attention")[t - 1], unit_names,
+                                                       unit_names, row_title="reader"),
+                               file_name=f"comm_attention_row{t}.csv", mime="text/csv")
     with c_text:
-        st.markdown(_step_text(trace, unit_names, schema, t, T))
+        st.markdown(fmt.step_text(trace, unit_names, schema, t, T))
         if b is not None:
-            st.markdown(f"*{b.entry.display}*: " + _step_text(b.trace, b.unit_names, b.schema, t, T).split(". ", 1)[1])
+            st.markdown(f"*{b.entry.display}*: " + fmt.step_text(b.trace, b.unit_names, b.schema, t, T).split(". ", 1)[1])
         if schema.step_note:
             st.caption(schema.step_note)
         heads = schema.has(trace, "input_heads") and st.checkbox("Show each input-attention head", key="mech_heads")
@@ -394,14 +386,16 @@ def dataset_view(dataset: str, entry, model, all_entries=()) -> None:
     else:
         z, cb, div = stats.by_class, short, False
     left, right = st.columns(2)
-    left.plotly_chart(plots.unit_heatmap(z, classes, units, x_title="class", colorbar=cb, diverging=div,
-                                         zmin=zmin, zmax=zmax, annotate=True,
-                                         title="per class"), key="mech_stats_class", config=CHART)
     row_z = stats.by_row - stats.overall[None, :] if relative else stats.by_row
-    right.plotly_chart(plots.unit_heatmap(row_z, list(range(1, row_z.shape[0] + 1)), units,
-                                          x_title=plots.TIMESTEP_AXIS, colorbar=cb, diverging=div,
-                                          zmin=zmin, zmax=zmax, title="per row"),
-                       key="mech_stats_row", config=CHART)
+    rows = list(range(1, row_z.shape[0] + 1))
+    for col, m, xs, axis, what in ((left, z, classes, "class", "class"), (right, row_z, rows, plots.TIMESTEP_AXIS, "row")):
+        fig = plots.unit_heatmap(m, xs, units, x_title=axis, colorbar=cb, diverging=div, zmin=zmin, zmax=zmax,
+                                 annotate=what == "class", title=f"per {what}")
+        with col:
+            st.plotly_chart(fig, key=f"mech_stats_{what}", config=CHART)
+            name = f"{dataset}_{entry.model}_per_{what}" + ("_relative" if relative else "")
+            ui.figure_downloads(fig, name, key=f"mech_dl_{what}", extra=ui.heatmap_csvs(
+                [{"name": f"per {what}", "z": m, "units": units, "row_labels": xs, "row_title": what}], name))
     prefs = stats.preferences(classes)
     if prefs:
         import pandas as pd

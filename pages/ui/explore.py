@@ -75,7 +75,8 @@ def match_view(dataset: str, entry, model, mask, unit_names: list, here: int | N
         return
     T = mask.shape[0]
     t_now = int(st.session_state.get("mech_t", 1))
-    for k, default in (("mech_blk_t1", max(1, t_now - 2)), ("mech_blk_t2", min(T, t_now + 2))):
+    mid = t_now if t_now > 3 else (T + 1) // 2  # the first rows are often blank: the same mask everywhere
+    for k, default in (("mech_blk_t1", max(1, mid - 2)), ("mech_blk_t2", min(T, mid + 2))):
         clamp_state(k, 1, T)
         st.session_state.setdefault(k, default)
     st.session_state["mech_blk_units"] = [u for u in st.session_state.get("mech_blk_units", unit_names)

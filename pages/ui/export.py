@@ -91,7 +91,7 @@ def heatmap_csvs(panels: list[dict], name: str, row_title: str = "timestep") -> 
         def data(z=z, rows=rows, units=p["units"], rt=rt) -> bytes:
             return matrix_csv(z, rows, units, row_title=rt)
 
-        label = p.get("name") or p["title"].split(" (")[0]
+        label = p.get("name") or p["title"].split(" (")[0]  # panels of plots.trace_panels have both
         out.append((f"⬇ CSV: {label}", data, f"{name}_{_slug(label)}.csv", "text/csv"))
     return out
 
