@@ -38,7 +38,7 @@ from . import paths
 from .errors import ConfigError, DataUnavailableError
 from .transforms import NOISE_MODES, add_noise, stretch_rows, to_sequence  # noqa: F401 - re-exported (they moved)
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLES_DIR = ROOT / "assets" / "samples"
 SOURCES = ("npz", "folder", "torchvision", "sample")
 

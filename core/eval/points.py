@@ -11,9 +11,6 @@ images and seed always give the same numbers, so the pages can cache results by 
 * ``activation_change``: which activations of a binary mask flip between two runs (clean vs
   noisy), as a fraction overall, per row and per unit.
 * ``curve_from_points``: an error curve (with flips of a binary mask) from computed points.
-* ``Scorer``: the errors of several models on one fixed subset, point by point, taking the
-  shipped curves (``core.curves``) where they hold the point; a page wraps its point
-  functions in its own cache.
 """
 
 from __future__ import annotations
@@ -243,84 +240,3 @@ def _curve(points: list[EvalPoint], xs, reference: EvalPoint | None) -> Curve:
 def curve_from_points(xs, points: list[EvalPoint], reference: EvalPoint | None = None) -> Curve:
     """A ``Curve`` from points computed (and cached) one by one by a caller."""
     return _curve(points, xs, reference)
-
-
-def _clean_key(kind: str, strength: float) -> tuple[str, float]:
-    from .curves import clean_key
-
-    return clean_key(kind, strength)
-
-
-def noise_point(model, model_key: str, mtime: float, data_key: str, images, labels, kind: str, strength: float,
-                with_activity: bool, seed: int = 0) -> EvalPoint:
-    """``noisy_eval`` with the identity of its inputs as arguments (a page caches on them)."""
-    return noisy_eval(model, images, labels, kind, strength, seed, with_activity=with_activity)
-
-
-def stretch_point(model, model_key: str, mtime: float, data_key: str, images, labels, factor: float) -> EvalPoint:
-    """``stretch_eval`` with the identity of its inputs as arguments (a page caches on them)."""
-    return stretch_eval(model, images, labels, factor)
-
-
-class Scorer:
-    """Errors of the compared models on one fixed test subset, point by point.
-
-    ``models``: method -> ``(catalog.ModelEntry, model)``. A curve point comes from the shipped
-    curves (``shipped``, a ``core.curves.ShippedCurves``) when they hold it for these weights
-    and this subset, else it is computed by ``noise_fn`` / ``stretch_fn`` (``noise_point`` /
-    ``stretch_point`` or a cached wrapper of them). Models whose trace schema has a binary
-    activity keep their activity with every noise point (for the mask flips).
-    """
-
-    def __init__(self, key: str, images, labels, models: dict, *, shipped=None, seed: int = 0,
-                 noise_fn: Callable = noise_point, stretch_fn: Callable = stretch_point,
-                 weights_hash: Callable[[str, float], str] | None = None):
-        from . import curves
-        from .models import trace_schema
-
-        self.key, self.images, self.labels, self.models, self.seed = key, images, labels, models, seed
-        self.subset_hash = curves.subset_hash(images, labels)
-        self.shipped = shipped
-        self._noise_fn, self._stretch_fn = noise_fn, stretch_fn
-        self._weights_hash = weights_hash or (lambda path, mtime: curves.file_hash(path))
-        self._binary = {m: trace_schema(e.model).activity_binary for m, (e, _) in models.items()}
-
-    def _from_shipped(self, method: str, what: str, value: float) -> EvalPoint | None:
-        entry, _ = self.models[method]
-        if entry.source != "pretrained" or self.shipped is None or not self.shipped.points:
-            return None
-        path = entry.stem.with_suffix(".safetensors")
-        return self.shipped.get(self._weights_hash(str(path), entry.weights_mtime), self.subset_hash, what, value)
-
-    def curve_noise(self, method: str, kind: str, strength: float) -> EvalPoint:
-        """A curve point: from the shipped curves when they hold it, else computed."""
-        return self._from_shipped(method, *_clean_key(kind, strength)) or self.noise(method, kind, strength)
-
-    def curve_stretch(self, method: str, factor: float) -> EvalPoint:
-        return self._from_shipped(method, "stretch", float(factor)) or self.stretch(method, factor)
-
-    def signature(self, what: str) -> tuple:
-        """Identifies a curve: the data subset, what varies, and every model with its file's time."""
-        return (self.key, what, tuple((m, e.key, e.weights_mtime) for m, (e, _) in self.models.items()))
-
-    def noise(self, method: str, kind: str, strength: float) -> EvalPoint:
-        """A computed point (with the activity for a model with a binary mask)."""
-        entry, model = self.models[method]
-        kind, strength = _clean_key(kind, strength)
-        return self._noise_fn(model, entry.key, entry.weights_mtime, self.key, self.images, self.labels,
-                              kind, strength, self._binary[method], self.seed)
-
-    def stretch(self, method: str, factor: float) -> EvalPoint:
-        entry, model = self.models[method]
-        return self._stretch_fn(model, entry.key, entry.weights_mtime, self.key, self.images, self.labels,
-                                float(factor))
-
-    def noise_curve(self, method: str, kind: str, strengths: Sequence[float], *, shipped: bool = True,
-                    flips: bool = False) -> Curve:
-        """Error against noise strength; ``flips``: changed activations against the clean run."""
-        get = self.curve_noise if shipped else self.noise
-        ref = self.noise(method, "gaussian", 0.0) if flips else None
-        return curve_from_points(strengths, [get(method, kind, s) for s in strengths], reference=ref)
-
-    def stretch_curve(self, method: str, factors: Sequence[float]) -> Curve:
-        return curve_from_points(factors, [self.curve_stretch(method, f) for f in factors])

@@ -144,7 +144,7 @@ def start_ray(address: str | None = None, num_cpus: int | None = None, env: dict
         ray.init(num_cpus=num_cpus, **kw)
     else:
         env = paths.settings_environment(ENV_PREFIX) if env is None else env
-        runtime_env = {"py_modules": [str(Path(__file__).resolve().parent)], "env_vars": env}
+        runtime_env = {"py_modules": [str(Path(__file__).resolve().parents[1])], "env_vars": env}
         ray.init(address=address, runtime_env=runtime_env, **kw)
     return ray
 

@@ -51,7 +51,7 @@ def prepared_inputs(sets: dict[str, DigitSet]) -> dict[str, np.ndarray]:
 
 
 def _mnist_sample():
-    path = Path(__file__).resolve().parent.parent / "assets" / "samples" / "mnist_sample.npz"
+    path = Path(__file__).resolve().parents[2] / "assets" / "samples" / "mnist_sample.npz"
     if not path.is_file():
         return None
     with np.load(path, allow_pickle=False) as z:
