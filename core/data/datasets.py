@@ -1,4 +1,4 @@
-"""Data sets, where they come from, and how an image becomes a sequence of rows.
+"""Data sets and where they come from.
 
 Four data sets by name. Each can come from several sources, tried in this order and
 reported to the caller (``LoadedData.source``):
@@ -16,17 +16,14 @@ reported to the caller (``LoadedData.source``):
    the per-image pages work offline. Used only when ``allow_sample`` is true (the default for
    the test split).
 
-``training_data_plan`` says cheaply (no image loaded) which source a run will train from;
-``prepare_training_data`` loads a run's train and test data, with the MNIST holdout. Paths
-and settings come from core.paths; the image transforms (``to_sequence``, ``add_noise``,
-``stretch_rows``) live in core.transforms and are re-exported here.
+What a run trains on (the plan, the MNIST holdout, the bundled demo) is core.data.plan. Paths
+and settings come from core.paths; the image transforms live in core.data.transforms.
 
 Nothing here unpickles: ``np.load(..., allow_pickle=False)`` everywhere.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,9 +31,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import paths
-from .errors import ConfigError, DataUnavailableError
-from .transforms import NOISE_MODES, add_noise, stretch_rows, to_sequence  # noqa: F401 - re-exported (they moved)
+from .. import paths
+from ..errors import DataUnavailableError
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES_DIR = ROOT / "assets" / "samples"
@@ -114,7 +110,7 @@ def check_data_dir(data_dir, dataset: str) -> Path:
         raise DataUnavailableError(f"The data folder {p} is a file, not a folder." + hint)
     if (p / info.name / "train.npz").is_file() and (p / info.name / "test.npz").is_file():
         return p
-    if info.name == "animals10" and _find_image_folder(p) is not None:
+    if info.name == "animals10" and find_image_folder(p) is not None:
         return p
     raise DataUnavailableError(f"The data folder {p} has no {info.name}/train.npz and {info.name}/test.npz"
                                + (" (nor an Animals-10 image folder)" if info.name == "animals10" else "") + "."
@@ -180,7 +176,7 @@ def _from_npz(info: DatasetInfo, split: str, data_dir: Path | None) -> LoadedDat
     return LoadedData(x, y, classes, f"npz folder ({path})", np.arange(len(y)))
 
 
-def _find_image_folder(data_dir: Path | None) -> Path | None:
+def find_image_folder(data_dir: Path | None) -> Path | None:
     env = paths.animals10_dir()
     candidates = [env] if env is not None else []
     if data_dir is not None:
@@ -194,12 +190,12 @@ def _find_image_folder(data_dir: Path | None) -> Path | None:
 def _from_folder(info: DatasetInfo, split: str, data_dir: Path | None) -> LoadedData | None:
     if info.name != "animals10":
         return None
-    folder = _find_image_folder(data_dir)
+    folder = find_image_folder(data_dir)
     if folder is None:
         return None
     from PIL import Image
 
-    from .preprocess import prepare_rgb  # one resize path for folders and uploads
+    from ..digits.prepare import prepare_rgb
 
     class_names = list(info.classes)
     xs, ys, names = [], [], []
@@ -245,14 +241,14 @@ def _from_torchvision(info: DatasetInfo, split: str, download: bool) -> LoadedDa
         try:
             ds = cls(str(root), train=(split == "train"), download=True)
         except Exception as exc:
-            raise DataUnavailableError(_missing_message(info, split, download_error=exc)) from exc
+            raise DataUnavailableError(missing_message(info, split, download_error=exc)) from exc
     x = ds.data.numpy() if isinstance(ds.data, torch.Tensor) else np.asarray(ds.data)
     y = np.asarray(ds.targets, dtype=np.int64)
     return LoadedData(x.astype(np.uint8), y, list(info.classes), f"torchvision ({root})",
                       np.arange(len(y)))
 
 
-def _from_sample(info: DatasetInfo) -> LoadedData | None:
+def from_sample(info: DatasetInfo) -> LoadedData | None:
     path = SAMPLES_DIR / f"{info.name}_sample.npz"
     if not path.is_file():
         return None
@@ -278,7 +274,7 @@ def how_to_get(name: str) -> list[str]:
     return ways
 
 
-def _missing_message(info: DatasetInfo, split: str, download_error: Exception | None = None) -> str:
+def missing_message(info: DatasetInfo, split: str, download_error: Exception | None = None) -> str:
     lines = [f"No {info.title} {split} data found."]
     if download_error is not None:
         lines.append(f"Downloading with torchvision failed ({type(download_error).__name__}: "
@@ -328,11 +324,11 @@ def load_dataset(name: str, split: str = "test", *, data_dir: str | Path | None 
             except DataUnavailableError as exc:  # offline: fall through to the bundled sample
                 download_error = exc
         elif src == "sample" and allow_sample:
-            result = _from_sample(info)
+            result = from_sample(info)
         if result is not None:
             break
     if result is None:
-        raise download_error or DataUnavailableError(_missing_message(info, split))
+        raise download_error or DataUnavailableError(missing_message(info, split))
     with _CACHE_LOCK:
         _CACHE[key] = result
     return result
@@ -353,106 +349,3 @@ def available_sources(name: str, data_dir: str | Path | None = None) -> dict[str
 
 # ---------------------------------------------------------------------------------------
 # training data: which source a run will use (cheap), and the data themselves
-SAMPLE_TRAIN = 800  # demo on the bundled 1,000-image sample: 800 to train, 200 to test
-_TV_TRAIN_FILES = {"mnist": ("MNIST/raw/train-images-idx3-ubyte", 60_000),
-                   "fashion_mnist": ("FashionMNIST/raw/train-images-idx3-ubyte", 60_000),
-                   "cifar10": ("cifar-10-batches-py/data_batch_1", 50_000)}
-
-
-@dataclass(frozen=True)
-class DataPlan:
-    """Where a worker will find the training data, without loading it."""
-
-    source: str
-    n_train: int | None  # images left for training (after the MNIST holdout), when known
-    note: str = ""
-
-
-def _mnist_holdout(n: int | None, has_indices: bool) -> tuple[bool, str]:
-    """(whether train images 0..9,999 are held out, the note saying so) for MNIST with holdout asked."""
-    if not has_indices:
-        return False, "holdout requested but the source has no image indices; nothing held out"
-    if not mnist_holdout_applies(n, True):
-        return False, (f"nothing held out: these {n:,} images are not the original 60,000-image MNIST training "
-                       "set, so the bundled sample is not among them")
-    lo, hi = MNIST_SAMPLE_TRAIN_INDICES.start, MNIST_SAMPLE_TRAIN_INDICES.stop
-    return True, f"train images {lo}..{hi - 1} held out (the bundled sample comes from them)"
-
-
-def training_data_plan(dataset: str, data_dir: str | Path | None = None, holdout_sample: bool = True) -> DataPlan:
-    """Which source a worker will train from, found cheaply (no image is loaded).
-
-    Raises DataUnavailableError (with the options) when no source has the training split
-    and downloading is impossible (``RIMSCOPE_OFFLINE=1``).
-    """
-    info = get_info(dataset)
-    if data_dir:  # given explicitly: it must serve this data set, or the user hears why not
-        check_data_dir(data_dir, dataset)
-    ddir = Path(data_dir).expanduser() if data_dir else paths.data_dir()
-
-    def plan(source: str, n: int | None) -> DataPlan:
-        if n is None or dataset != "mnist" or not holdout_sample:
-            return DataPlan(source, n)
-        held, note = _mnist_holdout(n, True)
-        lo, hi = MNIST_SAMPLE_TRAIN_INDICES.start, MNIST_SAMPLE_TRAIN_INDICES.stop
-        return DataPlan(source, n - max(0, min(n, hi) - lo) if held else n, note)
-
-    if ddir is not None:
-        train_npz, test_npz = ddir / info.name / "train.npz", ddir / info.name / "test.npz"
-        if train_npz.is_file() and test_npz.is_file():
-            n = None
-            try:
-                with np.load(train_npz, allow_pickle=False) as d:
-                    n = int(d["y"].shape[0])
-            except Exception:  # the worker reports a broken file with its own message
-                pass
-            return plan(f"npz folder ({train_npz.parent})", n)
-    if info.name == "animals10":
-        folder = _find_image_folder(ddir)
-        if folder is not None:
-            files = sum(1 for sub in folder.iterdir() if sub.is_dir()
-                        for p in sub.iterdir() if p.suffix.lower() in (".jpg", ".jpeg", ".png"))
-            return DataPlan(f"image folder ({folder}), seeded 80/20 split", int(files * 0.8) or None)
-    if info.name in _TV_TRAIN_FILES:
-        rel, n = _TV_TRAIN_FILES[info.name]
-        root = paths.torchvision_root()
-        if (root / rel).is_file():
-            return plan(f"torchvision ({root})", n)
-        if not paths.offline():
-            return plan(f"torchvision download into {root} (needs internet)", n)
-    raise DataUnavailableError(_missing_message(info, "train"))
-
-
-def sample_split(dataset: str) -> tuple[LoadedData, LoadedData, str]:
-    """A quick demo without any data set: the bundled sample split 800 / 200 (fixed, seeded)."""
-    info = get_info(dataset)
-    sample = _from_sample(info)
-    if sample is None:
-        raise ConfigError(f"There is no bundled sample of {info.title} (only MNIST and Fashion-MNIST ship one).")
-    perm = np.random.default_rng(30_000).permutation(len(sample.labels))
-    parts = []
-    for idx in (np.sort(perm[:SAMPLE_TRAIN]), np.sort(perm[SAMPLE_TRAIN:])):
-        parts.append(dataclasses.replace(sample, images=sample.images[idx], labels=sample.labels[idx],
-                                         indices=None if sample.indices is None else sample.indices[idx]))
-    note = (f"demo on the bundled sample: {SAMPLE_TRAIN} images to train, {len(perm) - SAMPLE_TRAIN} to test; "
-            "not comparable with runs on the full data set")
-    return parts[0], parts[1], note
-
-
-def prepare_training_data(cfg, data_dir=None) -> tuple[LoadedData, LoadedData, str]:
-    """Train and test data for a TrainConfig, with MNIST's bundled sample held out if asked."""
-    if cfg.data_source == "sample":
-        return sample_split(cfg.dataset)
-    if data_dir:
-        check_data_dir(data_dir, cfg.dataset)
-    train = load_dataset(cfg.dataset, "train", data_dir=data_dir, allow_sample=False)
-    test = load_dataset(cfg.dataset, "test", data_dir=data_dir, allow_sample=False)
-    note = ""
-    if cfg.dataset == "mnist" and cfg.holdout_sample:
-        held, note = _mnist_holdout(len(train), train.indices is not None)
-        if held:
-            lo, hi = MNIST_SAMPLE_TRAIN_INDICES.start, MNIST_SAMPLE_TRAIN_INDICES.stop
-            keep = (train.indices < lo) | (train.indices >= hi)
-            train = dataclasses.replace(train, images=train.images[keep], labels=train.labels[keep],
-                                        indices=train.indices[keep])
-    return train, test, note

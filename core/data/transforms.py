@@ -1,6 +1,6 @@
 """Images as model input: image -> sequence of rows, noise, vertical stretching.
 
-Serves training, evaluation and the pages alike; ``core.data`` re-exports these names.
+Serves training, evaluation and the pages alike.
 """
 
 from __future__ import annotations

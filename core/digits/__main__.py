@@ -14,12 +14,12 @@ import sys
 import time
 from pathlib import Path
 
-from core.digit_measure import format_table, measure
-from core.handdigits import DEFAULT_DIR, generated_set, load_fixed_set, make_fixed_set
+from .measure import format_table, measure
+from .synth import DEFAULT_DIR, generated_set, load_fixed_set, make_fixed_set
 
 
 def _entries(which: str):
-    from core import catalog
+    from .. import catalog
 
     if which == "pretrained":
         return catalog.pretrained_entries("mnist")
@@ -34,8 +34,8 @@ def checkpoint_entry(path):
     """A ModelEntry for a checkpoint on disk (``<stem>``, ``<stem>.json`` or ``<stem>.safetensors``),
     named by its recorded model, protocol and (when not "none") augmentation; ValueError when its
     metadata cannot be read."""
-    from core.catalog import ModelEntry
-    from core.config import PROTOCOLS
+    from ..catalog import ModelEntry
+    from ..training.config import PROTOCOLS
 
     p = Path(path)
     stem = p.with_suffix("") if p.suffix in (".json", ".safetensors") else p

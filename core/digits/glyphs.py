@@ -1,6 +1,6 @@
 """Digit glyphs from the machine's own fonts, and the geometry that makes them look handmade.
 
-``core.handdigits`` builds its drawn-like and photo-like digits from these: ``find_fonts``
+``core.digits.synth`` builds its drawn-like and photo-like digits from these: ``find_fonts``
 lists the usable fonts, ``glyph`` renders one digit as a float mask, ``transform_glyph``
 rotates, shears, squashes, wobbles and scales it, and ``skeleton_stroke`` redraws it as a
 line of a given width along its skeleton.

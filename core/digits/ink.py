@@ -1,6 +1,6 @@
 """The digit pipeline's ink steps: polarity, background, ink threshold, stroke width.
 
-``core.preprocess.prepare_digit`` runs them in this order on a grey float image (0..255):
+``core.digits.prepare.prepare_digit`` runs them in this order on a grey float image (0..255):
 ``ink_is_dark`` decides the polarity, ``subtract_background`` takes away paper, uneven light
 and a shadowed edge, ``ink_mask`` tells ink from background (Otsu's threshold, never below
 the noise; specks dropped; contrast stretched to 255) and ``normalise_strokes`` redraws

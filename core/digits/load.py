@@ -4,7 +4,7 @@
 array of any common shape and type into grey [H, W] or RGB [H, W, 3] uint8 with transparency
 flattened. Anything a user can hand in either comes out that way or is refused with an
 ``InputImageError`` whose message can be shown as is: no traceback, no hang.
-``core.preprocess`` builds the model inputs on top of these and re-exports them.
+``core.digits.prepare`` builds the model inputs on top of these.
 
 Guards against hostile or broken files, in the order ``load_image`` applies them:
 * the byte size is capped before Pillow sees anything;
@@ -23,7 +23,7 @@ import warnings
 import numpy as np
 from PIL import Image, ImageOps
 
-from core.errors import InputImageError
+from ..errors import InputImageError
 
 MAX_UPLOAD_BYTES = 10 * 1024 * 1024
 MAX_PIXELS = 40_000_000  # about a 7300 x 5500 photo; far below what would exhaust memory

@@ -5,10 +5,10 @@ functions for a PIL image or a numpy array (for example a drawing canvas's RGBA 
 Anything a user can hand in either comes out as a model-ready ``uint8`` array or is refused
 with an ``InputImageError`` whose message can be shown as is: no traceback, no hang.
 
-Three modules share the work, and every name is importable from here:
-* ``core.image_load``: uploaded bytes and in-memory images to plain uint8 pixels, with the
+Three modules share the work:
+* ``core.digits.load``: uploaded bytes and in-memory images to plain uint8 pixels, with the
   guards against hostile or broken files (``load_image``, ``to_array``, the size limits);
-* ``core.digit_ink``: the digit pipeline's ink steps (polarity, background, ink threshold,
+* ``core.digits.ink``: the digit pipeline's ink steps (polarity, background, ink threshold,
   stroke width) and their settings;
 * this module: the model inputs (``prepare_digit``, ``prepare_plain``, ``prepare_rgb``,
   ``prepare_for_dataset``): fitting, centring and the 28 x 28 field.
@@ -19,7 +19,7 @@ that its centre of mass sits at the centre. Before that it undoes what a drawing
 adds: the polarity (dark ink on paper is inverted), uneven lighting (the background is
 estimated and subtracted, so a shadowed edge does not survive as a bar), faint or noisy ink
 (Otsu's threshold, specks dropped, contrast stretched to 255) and the pen (strokes far
-thicker or thinner than MNIST's are redrawn at its width). ``core.handdigits`` makes
+thicker or thinner than MNIST's are redrawn at its width). ``core.digits.synth`` makes
 drawn-like and photo-like digits and measures how well the shipped models read them.
 """
 
@@ -31,39 +31,15 @@ from typing import Literal
 import numpy as np
 from PIL import Image
 
-from core.digit_ink import (
-    BACKGROUND_SIDE,
-    BACKGROUND_SPAN,
+from .ink import (
     DIGIT_BOX,
-    INK_PERCENTILE,
     MIN_CONTRAST,
-    NOISE_SIGMAS,
-    POLARITY_NOISE,
-    POLARITY_SIDE,
-    POLARITY_SPAN,
-    SHARP_EDGE,
-    SPECK_FRACTION,
-    STROKE_SIDE,
-    STROKE_TOLERANCE,
-    STROKE_WIDTH,
     ink_is_dark,
     ink_mask,
     normalise_strokes,
     subtract_background,
 )
-from core.image_load import ALLOWED_FORMATS, MAX_PIXELS, MAX_UPLOAD_BYTES, load_image, to_array
-
-__all__ = [
-    # loading and pixels (core.image_load)
-    "ALLOWED_FORMATS", "MAX_PIXELS", "MAX_UPLOAD_BYTES", "load_image", "to_array",
-    # the digit pipeline's settings (core.digit_ink)
-    "BACKGROUND_SIDE", "BACKGROUND_SPAN", "DIGIT_BOX", "INK_PERCENTILE", "MIN_CONTRAST",
-    "NOISE_SIGMAS", "POLARITY_NOISE", "POLARITY_SIDE", "POLARITY_SPAN", "SHARP_EDGE",
-    "SPECK_FRACTION", "STROKE_SIDE", "STROKE_TOLERANCE", "STROKE_WIDTH",
-    # model inputs (here)
-    "CENTRE", "EMPTY_DIGIT", "EMPTY_PLAIN", "Invert", "MNIST_SIZE", "PreparedImage", "WORKING_SIDE",
-    "prepare_digit", "prepare_for_dataset", "prepare_plain", "prepare_rgb",
-]
+from .load import to_array
 
 MNIST_SIZE = 28
 CENTRE = MNIST_SIZE / 2  # where the centre of mass goes, in pixel-index coordinates
@@ -109,7 +85,7 @@ def prepare_digit(image: Image.Image | np.ndarray, *, invert: Invert = "auto") -
     The steps, following the recipe behind MNIST:
 
     1. polarity: ``invert="auto"`` inverts when the ink is darker than its surroundings
-       (see ``core.digit_ink.ink_is_dark``); True or False forces it;
+       (see ``core.digits.ink.ink_is_dark``); True or False forces it;
     2. the background (paper, uneven light, a shadowed edge) is estimated and subtracted,
        so the background is 0 everywhere (``subtract_background``);
     3. ink is told from background by Otsu's threshold (never below the noise), specks are

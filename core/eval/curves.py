@@ -9,7 +9,7 @@ and computes it live otherwise (the user's own models, other data).
 
 ::
 
-    python -m core.curves build          # every manifest entry x every data source here
+    python -m core.eval.curves build          # every manifest entry x every data source here
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import analysis, paths
+from .. import paths
+from .points import EvalPoint, fixed_subset, noisy_eval, stretch_eval
 
 SUBSET = 500  # test images every method is scored on (fixed subset, seed 0)
 SEED = 0  # one noise draw, shared by all methods
@@ -70,11 +71,11 @@ class ShippedCurves:
         except (OSError, ValueError):
             return cls({})
 
-    def get(self, weights: str, subset: str, what: str, value: float) -> analysis.EvalPoint | None:
+    def get(self, weights: str, subset: str, what: str, value: float) -> EvalPoint | None:
         v = self.points.get(point_key(weights, subset, what, value))
         if not (isinstance(v, list) and len(v) == 2):
             return None
-        return analysis.EvalPoint(float(v[0]), int(v[1]), np.empty(0, np.int64), float("nan"))
+        return EvalPoint(float(v[0]), int(v[1]), np.empty(0, np.int64), float("nan"))
 
 
 def score_all(model, images, labels) -> dict[tuple[str, float], tuple[float, int]]:
@@ -84,12 +85,12 @@ def score_all(model, images, labels) -> dict[tuple[str, float], tuple[float, int
         for s in GRID:
             k = clean_key(kind, s)
             if k not in out:
-                p = analysis.noisy_eval(model, images, labels, k[0], k[1], SEED)
+                p = noisy_eval(model, images, labels, k[0], k[1], SEED)
                 out[k] = (p.error, p.n)
-    p = analysis.noisy_eval(model, images, labels, "poisson", 1.0, SEED)
+    p = noisy_eval(model, images, labels, "poisson", 1.0, SEED)
     out[("poisson", 1.0)] = (p.error, p.n)
     for f in FACTORS:
-        p = analysis.stretch_eval(model, images, labels, f)
+        p = stretch_eval(model, images, labels, f)
         out[("stretch", float(f))] = (p.error, p.n)
     return out
 
@@ -100,8 +101,8 @@ def build(pretrained_dir: Path, data_dirs: list, log=print, subset: int = SUBSET
     weights and subsets already in the file are kept, not recomputed (they are deterministic)."""
     import torch
 
-    from .catalog import load_entry, pretrained_entries
-    from .data import load_dataset
+    from ..catalog import load_entry, pretrained_entries
+    from ..data.datasets import load_dataset
 
     torch.set_num_threads(1)
     pretrained_dir = Path(pretrained_dir)
@@ -117,7 +118,7 @@ def build(pretrained_dir: Path, data_dirs: list, log=print, subset: int = SUBSET
             except Exception as exc:  # noqa: BLE001 - a source that is not here is skipped
                 log(f"{ds}: no test data from {d or 'the bundled sample'} ({type(exc).__name__})")
                 continue
-            idx = analysis.fixed_subset(len(data), subset, seed=0)
+            idx = fixed_subset(len(data), subset, seed=0)
             x, y = np.ascontiguousarray(data.images[idx]), np.ascontiguousarray(data.labels[idx])
             subsets.append((subset_hash(x, y), x, y, data.source))
         for e in [e for e in entries if e.dataset == ds]:
@@ -138,7 +139,7 @@ def build(pretrained_dir: Path, data_dirs: list, log=print, subset: int = SUBSET
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m core.curves", description=__doc__.split("::")[0].strip())
+    p = argparse.ArgumentParser(prog="python -m core.eval.curves", description=__doc__.split("::")[0].strip())
     sub = p.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="score the shipped models and write pretrained/curves.json")
     b.add_argument("--pretrained", default=None, help="the pretrained folder (default: $RIMSCOPE_PRETRAINED_DIR or pretrained/)")

@@ -15,14 +15,14 @@ images and seed always give the same numbers, so the pages can cache results by 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from .data import add_noise, stretch_rows, to_sequence
-from .stats import wilson_interval
+from ..data.transforms import add_noise, stretch_rows, to_sequence
+from ..report.stats import wilson_interval
 
 BATCH = 500  # RIM's per-image cost grows with batch size beyond this on a small CPU
 

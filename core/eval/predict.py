@@ -13,7 +13,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .data import add_noise, to_sequence
+from ..data.transforms import add_noise, to_sequence
 
 
 @torch.no_grad()

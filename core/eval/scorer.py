@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from core.eval.curves import ShippedCurves, clean_key, file_hash, subset_hash
-from core.eval.points import Curve, EvalPoint, curve_from_points, noisy_eval, stretch_eval
-from core.models.registry import trace_schema
+from ..models.registry import trace_schema
+from .curves import clean_key, file_hash, subset_hash
+from .points import Curve, EvalPoint, curve_from_points, noisy_eval, stretch_eval
 
 
 class Scorer:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .data import add_noise, to_sequence
+from ..data.transforms import add_noise, to_sequence
 
 
 @torch.no_grad()
@@ -122,7 +122,7 @@ def random_twin(model):
     """The same weights with the random selection: the chance level for ``selection_report``."""
     import dataclasses
 
-    from .models import DEFAULT_MODEL, build_model
+    from ..models.registry import DEFAULT_MODEL, build_model
 
     cfg = {**dataclasses.asdict(model.config), "selection": "random"}
     twin = build_model(getattr(model, "model_name", DEFAULT_MODEL), **cfg)
@@ -131,18 +131,18 @@ def random_twin(model):
 
 
 def main(argv=None) -> int:
-    """``python -m core.selection MODEL_STEM [--dataset mnist] [--n 2000]``: the three numbers
+    """``python -m core.eval.selection MODEL_STEM [--dataset mnist] [--n 2000]``: the three numbers
     for a checkpoint and its random-selection twin, as JSON."""
     import argparse
     import json
 
     import torch
 
-    from .analysis import fixed_subset
-    from .checkpoint import load_checkpoint
-    from .data import load_dataset
+    from ..data.datasets import load_dataset
+    from ..training.weights import load_checkpoint
+    from .points import fixed_subset
 
-    p = argparse.ArgumentParser(prog="python -m core.selection", description=main.__doc__)
+    p = argparse.ArgumentParser(prog="python -m core.eval.selection", description=main.__doc__)
     p.add_argument("stem", help="checkpoint path without suffix, e.g. pretrained/mnist/rim")
     p.add_argument("--n", type=int, default=2000, help="test images (fixed subset, seed 0)")
     p.add_argument("--data-dir", default=None)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .paper import grid_names, resolve
+from ..report.paper import grid_names, resolve
 
 
 def run_path(out: Path, dataset: str, model: str, seed: int) -> Path:
@@ -21,9 +21,12 @@ def train_cell(job: dict) -> dict:
 
     import torch
 
-    from .checkpoint import atomic_write_json, save_checkpoint
-    from .resume import config_mismatch, latest_state
-    from .train import TrainConfig, prepare_training_data, run_metadata, train
+    from ..data.plan import prepare_training_data
+    from ..fileio import write_json
+    from ..training.config import TrainConfig
+    from ..training.loop import train
+    from ..training.state import config_mismatch, latest_state
+    from ..training.weights import run_metadata, save_checkpoint
 
     torch.set_num_threads(job["threads"])
     model, variant_kw = resolve(job["model"])
@@ -44,8 +47,8 @@ def train_cell(job: dict) -> dict:
     state = latest_state(ckpt_dir, on_damaged=lambda p, e: print(f"{p}: damaged, skipped ({e})", flush=True))
     if state is not None and config_mismatch(state, cfg.to_dict()):
         state = None
-    result = train(cfg, train_data, test_data, checkpoint_dir=ckpt_dir, resume_from=state,
-                   checkpoint_extra={"grid_job": {k: v for k, v in job.items() if k != "overrides"}})
+    result = train(cfg, train_data, test_data, state_dir=ckpt_dir, resume_from=state,
+                   state_extra={"grid_job": {k: v for k, v in job.items() if k != "overrides"}})
     meta = run_metadata(cfg, result, train_data, test_data, note)
     if job["model"] != model:
         meta["variant"] = job["model"]
@@ -53,7 +56,7 @@ def train_cell(job: dict) -> dict:
     if result.status == "completed":
         save_checkpoint(result.model, meta, path.with_suffix(""))
     else:  # diverged: keep the record (it counts as a result) but no usable weights
-        atomic_write_json(path, meta)
+        write_json(path, meta)
     shutil.rmtree(ckpt_dir, ignore_errors=True)  # the cell is finished
     return {"dataset": cfg.dataset, "model": job["model"], "seed": cfg.seed, "status": result.status,
             "test_error": result.metrics.get("test_error"), "wall_s": result.wall_time_s,
@@ -80,9 +83,9 @@ def grid_jobs(out, datasets, models, seeds, iterations: int = 1000, noise_draws:
 
 def parse_model_overrides(items: list[str]) -> dict:
     """``["parallel_lstm.hidden_size=81"]`` -> ``{"parallel_lstm": {"hidden_size": 81}}``."""
-    from .errors import ConfigError
-    from .models import build_model
-    from .train import parse_overrides
+    from ..errors import ConfigError
+    from ..models.registry import build_model
+    from ..training.config import parse_overrides
 
     out: dict = {}
     for item in items:

@@ -20,13 +20,15 @@ import os
 import time
 from pathlib import Path
 
-from .data import DATASETS
-from .models import list_models
-from .paper import DATASET_ORDER, grid_names
-from .tables import write_tables
-from core.grid.cells import parse_model_overrides
-from core.grid.local import run_grid
-from core.grid.export import export_pretrained
+from ..data.datasets import DATASETS
+from ..models.registry import list_models
+from ..report.paper import DATASET_ORDER, grid_names
+from ..report.tables import write_tables
+from ..training.config import DEVICES, PROTOCOLS
+from .cells import parse_model_overrides
+from .export import export_pretrained
+from .local import run_grid
+
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m core.reproduce", description=__doc__.split("::")[0].strip(),
@@ -43,8 +45,8 @@ def main(argv=None) -> int:
     r.add_argument("--eval-every", type=int, default=50)
     r.add_argument("--data-dir", default=None, help="folder with <dataset>/{train,test}.npz (default $RIMSCOPE_DATA_DIR)")
     r.add_argument("--out", default="results/paper")
-    r.add_argument("--protocol", default="paper", choices=["paper", "converged"],
-                   help="training protocol of every cell (core.train.PROTOCOLS); paper = --iterations, SGD 0.1")
+    r.add_argument("--protocol", default="paper", choices=list(PROTOCOLS),
+                   help="training protocol of every cell (core.training.config.PROTOCOLS); paper: --iterations, SGD 0.1")
     r.add_argument("--set", action="append", default=[], metavar="MODEL.KEY=VALUE",
                    help="model config override for one model, e.g. --set parallel_lstm.hidden_size=81 (repeatable)")
     r.add_argument("--engine", default="local", choices=["local", "ray"],
@@ -55,7 +57,7 @@ def main(argv=None) -> int:
     r.add_argument("--threads", type=int, default=None,
                    help="--engine ray: torch threads and Ray CPUs per cell (default: cores // --workers, "
                         "as the local pool)")
-    r.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+    r.add_argument("--device", default="auto", choices=DEVICES,
                    help="device of every cell; --engine ray requests one GPU per cell for cuda")
     t = sub.add_parser("tables", help="rebuild the tables from stored runs")
     t.add_argument("--out", default="results/paper")
@@ -63,12 +65,12 @@ def main(argv=None) -> int:
     e.add_argument("--out", default="results/paper")
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--dest", default="pretrained")
-    e.add_argument("--protocol", default="paper", choices=["paper", "converged"])
+    e.add_argument("--protocol", default="paper", choices=list(PROTOCOLS))
     e.add_argument("--datasets", nargs="+", default=None, choices=list(DATASETS),
                    help="only these data sets (e.g. those whose grid is complete)")
     args = p.parse_args(argv)
     if args.cmd == "run":
-        from .errors import ConfigError
+        from ..errors import ConfigError
 
         try:
             overrides = parse_model_overrides(args.set)
@@ -80,7 +82,7 @@ def main(argv=None) -> int:
             p.error("--threads must be at least 1")
         t0 = time.perf_counter()
         if args.engine == "ray":
-            from .engine import RayUnavailable, import_ray, run_grid_ray
+            from .ray import RayUnavailable, import_ray, run_grid_ray
 
             try:
                 import_ray()

@@ -4,11 +4,27 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .fileio import finite
+from ..fileio import finite
+from ..training.config import PROTOCOLS
 
-PROTOCOL_TEXT = {"paper": "SGD lr 0.1, batch 100, 1,000 iterations (paper protocol)",
-                 "converged": "Adam lr 2e-3, cosine, batch 100, up to 4,000 iterations, best of a 5,000-image "
-                              "validation split, early stopping (converged protocol)"}
+
+def protocol_text(name: str) -> str:
+    """One line on a protocol for the manifest, from its settings (``PROTOCOLS``), e.g. "SGD lr 0.1,
+    batch 100, 1,000 iterations (paper protocol)"."""
+    if name not in PROTOCOLS:
+        return name
+    p = PROTOCOLS[name]
+    parts = [f"{p['optimizer'].upper() if p['optimizer'] == 'sgd' else p['optimizer'].capitalize()} lr {p['lr']:g}"]
+    if p.get("schedule", "none") != "none":
+        parts.append(p["schedule"])
+    parts.append(f"batch {p['batch_size']}")
+    stops = bool(p.get("patience"))
+    parts.append(f"{'up to ' if stops else ''}{p['iterations']:,} iterations")
+    if p.get("val_images"):
+        parts.append(f"best of a {p['val_images']:,}-image validation split")
+    if stops:
+        parts.append("early stopping")
+    return f"{', '.join(parts)} ({name} protocol)"
 
 
 def export_pretrained(out: Path, seed: int, dest: Path, protocol: str = "paper", datasets=None) -> dict:
@@ -27,7 +43,7 @@ def export_pretrained(out: Path, seed: int, dest: Path, protocol: str = "paper",
             old = {}
     kept = [m for m in old.get("models", []) if m.get("protocol", "paper") != protocol
             or (datasets and m.get("dataset") not in datasets)]
-    manifest = {"models": kept, "protocols": {**old.get("protocols", {}), protocol: PROTOCOL_TEXT.get(protocol, protocol)},
+    manifest = {"models": kept, "protocols": {**old.get("protocols", {}), protocol: protocol_text(protocol)},
                 "rebuild": "make pretrained"}
     for p in sorted((Path(out) / "runs").glob(f"*/*_s{seed}.json")):
         meta = json.loads(p.read_text())

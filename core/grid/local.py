@@ -6,7 +6,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
-from core.grid.cells import grid_jobs, train_cell
+from .cells import grid_jobs, train_cell
+
 
 def run_grid(out: Path, datasets, models, seeds, iterations: int = 1000, workers: int = 2,
              noise_draws: int = 10, eval_every: int = 50, data_dir=None, log=print,

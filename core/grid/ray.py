@@ -1,9 +1,9 @@
-"""Grid engines: where the cells of ``core.reproduce``'s grid are trained.
+"""The Ray engine: where the cells of the reproduction grid (core.grid) are trained on Ray.
 
-``local`` (the default) is :func:`core.reproduce.run_grid`, a process pool on this machine.
+The local engine (the default) is :func:`core.grid.local.run_grid`, a process pool on this machine.
 ``ray`` (this module, :func:`run_grid_ray`) makes every missing cell a Ray task: on a local
 Ray started here (``--engine ray``) or on a cluster it joins (``--engine ray --address
-auto``). The unit of work is the same, :func:`core.reproduce.train_cell`, so a cell gives
+auto``). The unit of work is the same, :func:`core.grid.cells.train_cell`, so a cell gives
 the same JSON and safetensors, bit for bit, whichever engine trains it (same threads).
 
 Where the results go: the task writes the cell under ``--out`` as the local pool does (so
@@ -28,7 +28,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from . import paths
+from .. import paths
+from .cells import grid_jobs, train_cell
 
 RAY_INSTALL_HINT = "pip install -r requirements-scale.txt"
 ENV_PREFIX = "RIMSCOPE_"  # the driver's RIMSCOPE_* settings (data folder, offline, home) go to the tasks
@@ -53,13 +54,6 @@ def default_threads(workers: int) -> int:
     return max(1, (os.cpu_count() or 1) // max(1, workers))
 
 
-def grid_jobs(*args, **kw) -> list[dict]:
-    """The missing cells of a grid as ``train_cell`` jobs (``core.reproduce.grid_jobs``)."""
-    from .reproduce import grid_jobs as jobs
-
-    return jobs(*args, **kw)
-
-
 def task_options(job: dict) -> dict:
     """Ray resources and retries of one cell: its threads as CPUs, a GPU only for ``device="cuda"``."""
     return dict(num_cpus=job["threads"], num_gpus=1 if job.get("device") == "cuda" else 0, max_retries=1,
@@ -81,8 +75,6 @@ def run_cell(job: dict) -> dict:
     When the folder of ``job["path"]`` cannot be written on this node, the cell is trained
     into a temporary folder instead (the driver stores the returned bytes).
     """
-    from .reproduce import train_cell
-
     path = Path(job["path"])
     tmp = None
     try:
@@ -119,7 +111,7 @@ def _attempt_number() -> int | None:
 
 def store_files(path: Path, files: dict) -> None:
     """Write a cell's returned files beside ``path`` unless identical ones are there; JSON last."""
-    from .fileio import atomic_write_bytes
+    from ..fileio import atomic_write_bytes
 
     for suffix in sorted(files, key=lambda s: s == ".json"):
         target = Path(path).with_suffix(suffix)

@@ -74,7 +74,7 @@ class ModelSpec:
     trace: TraceSchema
     init: str = ""  # its initialisation, in words (shown beside the parameter count)
     forget_gate: bool = False  # has LSTM-style forget gates (their bias: config forget_bias)
-    selects_units: bool = False  # its trace mask is a real choice of units (core.selection applies)
+    selects_units: bool = False  # its trace mask is a real choice of units (core.eval.selection applies)
     is_method: bool = False  # the paper's method: drawn highlighted, the pages' default model
 
     @property

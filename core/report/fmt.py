@@ -1,4 +1,4 @@
-"""Formatting shared by the Markdown tables of ``core.reproduce`` and the pages.
+"""Formatting shared by the Markdown tables of ``core.grid`` and the pages.
 
 Errors are stored as fractions and shown in percent; a reproduction summary's numbers are
 already in percentage points. Every formatter returns ``"n/a"`` for a missing or non-finite
@@ -11,7 +11,7 @@ import math
 
 import pandas as pd
 
-from .models import get_spec
+from ..models.registry import get_spec
 from .paper import BASELINES
 
 _VERDICT_MARK = {"holds": "✅", "does not hold": "❌", "cannot tell": "❔"}
@@ -70,7 +70,7 @@ def verdict(v) -> str:
 
 def dataset_title(ds) -> str:
     """``"fashion_mnist"`` -> ``"Fashion-MNIST"``; an unknown name as it is."""
-    from .data import DATASETS
+    from ..data.datasets import DATASETS
 
     return DATASETS[ds].title if ds in DATASETS else str(ds)
 

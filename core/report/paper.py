@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .models import list_models
+from ..models.registry import list_models
 
 BASELINES = ["entnet", "rmc", "indrnn"]
 DATASET_ORDER = ["mnist", "fashion_mnist", "cifar10", "animals10"]

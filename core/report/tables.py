@@ -1,9 +1,9 @@
 """The reproduction's tables: per-run rows from the stored runs, the statistics per table,
 and the Markdown / CSV / JSON files ``python -m core.reproduce tables`` writes.
 
-Statistics (``core.stats``): mean and sample standard deviation over seeds; a 95% Welch
+Statistics (``core.report.stats``): mean and sample standard deviation over seeds; a 95% Welch
 t-interval for each difference of means (unpaired: seeds are independent draws). Numbers in
-the tables are test-error points (percent); cells are formatted by ``core.fmt``.
+the tables are test-error points (percent); cells are formatted by ``core.report.fmt``.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..fileio import finite
 from . import fmt
-from .fileio import finite
 from .paper import ABLATIONS, BASELINES, DATASET_ORDER, PAPER, VARIANT_NOTES
 from .stats import mean_sd, verdict, welch_ci
 

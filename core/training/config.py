@@ -3,7 +3,7 @@
 ``TrainConfig.validate`` is the one validation of a training run's settings, for every
 caller (CLI, run store, pages, reproduction grids): each out-of-range setting is named, one
 per line, in a single ConfigError. Given the number of training images it also checks what
-depends on them (batch size, validation split). ``core.train`` re-exports these names.
+depends on them (batch size, validation split).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from .data import DATASETS
-from .errors import ConfigError
-from .models import list_models, make_config
+from ..data.datasets import DATASETS
+from ..errors import ConfigError
+from ..models.registry import list_models, make_config
 
 MAX_ITERATIONS = 1_000_000
 MAX_EVAL_SAMPLES = 100_000  # larger than any test split here
@@ -39,7 +39,7 @@ def resolve_device(name: str):
 
 SCHEDULES = ("none", "cosine", "step")
 # training-image augmentation: "affine" = a small random affine per training image (rotation,
-# translation, scale, shear; core.transforms.AFFINE_RANGES), drawn from the run's own seeded
+# translation, scale, shear; core.data.transforms.AFFINE_RANGES), drawn from the run's own seeded
 # generator; validation and test images are never augmented
 AUGMENTS = ("none", "affine")
 
@@ -204,7 +204,6 @@ class TrainConfig:
         return cls(**d)
 
 
-
 def parse_seeds(text: str, limit: int = 20) -> list[int]:
     """``"0"``, ``"0,1,2"``, ``"0 1 2"`` or ``"0-4"`` -> distinct seeds; ConfigError otherwise."""
     seeds: list[int] = []
@@ -236,53 +235,54 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m core.train",
         description="Train one model on one data set with the paper protocol (SGD lr 0.1, "
-                    "batch 100, 1,000 iterations) and save a safetensors + JSON checkpoint.")
+                    "batch 100, 1,000 iterations) and save its weights (safetensors + JSON). Options given "
+                    "here always win over --protocol's settings.")
     p.add_argument("--dataset", default=d.dataset, choices=list(DATASETS), help="data set (default %(default)s)")
     p.add_argument("--model", default=d.model, choices=list_models(), help="model (default %(default)s)")
     p.add_argument("--seed", type=int, default=d.seed, help="seed for weights and batch order (default %(default)s)")
-    p.add_argument("--iterations", type=int, default=d.iterations, help="training iterations (default %(default)s)")
-    p.add_argument("--batch-size", type=int, default=d.batch_size, help="batch size (default %(default)s)")
-    p.add_argument("--lr", type=float, default=d.lr, help="SGD learning rate (default %(default)s)")
-    p.add_argument("--momentum", type=float, default=d.momentum, help="SGD momentum (default %(default)s, the paper's plain SGD)")
+    p.add_argument("--iterations", type=int, default=None, help=f"training iterations (default {d.iterations})")
+    p.add_argument("--batch-size", type=int, default=None, help=f"batch size (default {d.batch_size})")
+    p.add_argument("--lr", type=float, default=None, help=f"SGD learning rate (default {d.lr})")
+    p.add_argument("--momentum", type=float, default=None, help=f"SGD momentum (default {d.momentum}, the paper's plain SGD)")
     p.add_argument("--protocol", choices=list(PROTOCOLS), default=None,
                    help="start from a named protocol's settings (paper, converged); explicit options win")
-    p.add_argument("--optimizer", choices=OPTIMIZERS, default=d.optimizer, help="optimizer (default %(default)s)")
-    p.add_argument("--weight-decay", type=float, default=d.weight_decay, help="weight decay (default %(default)s)")
-    p.add_argument("--schedule", choices=SCHEDULES, default=d.schedule,
-                   help="learning-rate schedule over the iterations (default %(default)s)")
-    p.add_argument("--augment", choices=AUGMENTS, default=d.augment,
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default=None, help=f"optimizer (default {d.optimizer})")
+    p.add_argument("--weight-decay", type=float, default=None, help=f"weight decay (default {d.weight_decay})")
+    p.add_argument("--schedule", choices=SCHEDULES, default=None,
+                   help=f"learning-rate schedule over the iterations (default {d.schedule})")
+    p.add_argument("--augment", choices=AUGMENTS, default=None,
                    help="training images only: affine = a small random rotation (about 10 degrees), shift "
                         "(about 2 px), scale (0.9-1.1) and shear per image, seeded; validation and test images "
-                        "are never changed (default %(default)s)")
-    p.add_argument("--step-every", type=int, default=d.step_every, help="step schedule: iterations per step (default %(default)s)")
-    p.add_argument("--step-gamma", type=float, default=d.step_gamma, help="step schedule: factor per step (default %(default)s)")
-    p.add_argument("--val-images", type=int, default=d.val_images,
-                   help="training images held out for validation; the best-validation weights are kept (default %(default)s)")
-    p.add_argument("--patience", type=int, default=d.patience,
+                        f"are never changed (default {d.augment})")
+    p.add_argument("--step-every", type=int, default=None, help=f"step schedule: iterations per step (default {d.step_every})")
+    p.add_argument("--step-gamma", type=float, default=None, help=f"step schedule: factor per step (default {d.step_gamma})")
+    p.add_argument("--val-images", type=int, default=None,
+                   help=f"training images held out for validation; the best-validation weights are kept (default {d.val_images})")
+    p.add_argument("--patience", type=int, default=None,
                    help="early stop after this many evaluations without a better validation accuracy (0 = off)")
     p.add_argument("--grad-clip", type=float, default=None, help="clip the global gradient norm to this value (default: off)")
-    p.add_argument("--eval-every", type=int, default=d.eval_every, help="test accuracy on a fixed subset every N iterations (default %(default)s)")
-    p.add_argument("--eval-samples", type=int, default=d.eval_samples, help="size of that test subset (default %(default)s)")
-    p.add_argument("--class-weighting", default=d.class_weighting, choices=["none", "balanced", "auto"],
-                   help="class-weighted loss; auto = balanced when the classes are unbalanced (default %(default)s)")
+    p.add_argument("--eval-every", type=int, default=None, help=f"test accuracy on a fixed subset every N iterations (default {d.eval_every})")
+    p.add_argument("--eval-samples", type=int, default=None, help=f"size of that test subset (default {d.eval_samples})")
+    p.add_argument("--class-weighting", default=None, choices=["none", "balanced", "auto"],
+                   help=f"class-weighted loss; auto = balanced when the classes are unbalanced (default {d.class_weighting})")
     p.add_argument("--no-holdout-sample", action="store_true",
                    help="MNIST: also train on images 0..9,999 (by default they are held out because the bundled sample comes from them)")
-    p.add_argument("--noise-var", type=float, default=d.noise_var, help="Gaussian noise variance of the final noisy test (default %(default)s)")
-    p.add_argument("--noise-draws", type=int, default=d.noise_draws, help="noise draws averaged in the final noisy test (default %(default)s)")
+    p.add_argument("--noise-var", type=float, default=None, help=f"Gaussian noise variance of the final noisy test (default {d.noise_var})")
+    p.add_argument("--noise-draws", type=int, default=None, help=f"noise draws averaged in the final noisy test (default {d.noise_draws})")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: cores, at most 2)")
-    p.add_argument("--device", choices=DEVICES, default=d.device,
-                   help="auto = CUDA when torch sees a GPU, else CPU (default %(default)s)")
-    p.add_argument("--checkpoint-every", type=int, default=d.checkpoint_every,
-                   help="training checkpoint (to resume from) every N iterations; 0 = not by count (default %(default)s)")
-    p.add_argument("--checkpoint-every-s", type=float, default=d.checkpoint_every_s,
-                   help="... and at least every S seconds; 0 = not by time (default %(default)s)")
+    p.add_argument("--device", choices=DEVICES, default=None,
+                   help=f"auto = CUDA when torch sees a GPU, else CPU (default {d.device})")
+    p.add_argument("--state-every", "--checkpoint-every", dest="checkpoint_every", type=int, default=None,
+                   help=f"training state (to resume from) every N iterations; 0 = not by count (default {d.checkpoint_every})")
+    p.add_argument("--state-every-s", "--checkpoint-every-s", dest="checkpoint_every_s", type=float, default=None,
+                   help=f"... and at least every S seconds; 0 = not by time (default {d.checkpoint_every_s})")
     p.add_argument("--resume", default=None, metavar="DIR",
-                   help="continue an interrupted run from its checkpoint folder (<out>.ckpt); its settings, data "
-                        "folder and output path come from the checkpoint (--threads, --quiet and --out still apply)")
-    p.add_argument("--keep-checkpoints", action="store_true",
-                   help="keep the checkpoint folder after the run completed (default: removed)")
+                   help="continue an interrupted run from its training-state folder (<out>.ckpt); its settings, "
+                        "data folder and output path come from the state (--threads, --quiet and --out still apply)")
+    p.add_argument("--keep-states", "--keep-checkpoints", dest="keep_states", action="store_true",
+                   help="keep the training-state folder after the run completed (default: removed)")
     p.add_argument("--data-dir", default=None, help="folder with <dataset>/{train,test}.npz (default: $RIMSCOPE_DATA_DIR or ./data)")
-    p.add_argument("--out", default=None, help="checkpoint path stem (default runs/<dataset>_<model>_s<seed>)")
+    p.add_argument("--out", default=None, help="path stem of the saved weights (default runs/<dataset>_<model>_s<seed>)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="model config override, e.g. --set k_active=3 (repeatable)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -296,10 +296,9 @@ _CLI_FIELDS = ("device", "iterations", "batch_size", "lr", "momentum", "optimize
 
 def config_from_args(args) -> TrainConfig:
     """The TrainConfig of parsed CLI arguments: a protocol's settings, then every option given."""
-    defaults = build_parser().parse_args([])
     base = dict(PROTOCOLS[args.protocol]) if args.protocol else {}
-    for f in _CLI_FIELDS:  # options set away from their defaults override the protocol
-        if args.protocol is None or getattr(args, f) != getattr(defaults, f):
+    for f in _CLI_FIELDS:  # every option given wins over the protocol, whatever its value
+        if getattr(args, f) is not None:
             base[f] = getattr(args, f)
     return TrainConfig(dataset=args.dataset, model=args.model, seed=args.seed,
                        holdout_sample=not args.no_holdout_sample, model_overrides=parse_overrides(args.set),

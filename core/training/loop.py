@@ -5,27 +5,22 @@ Paper protocol by default: cross-entropy, plain SGD with learning rate 0.1, batc
 callback, a stop signal, a record per iteration (loss, batch accuracy) and a periodic test
 accuracy on a fixed test subset. A NaN or infinite loss stops the run as "diverged".
 
-Training checkpoints (core.resume) are written every ``checkpoint_every`` iterations and at
-most every ``checkpoint_every_s`` seconds when the caller names a folder; ``resume_from``
+Two words for two formats: the *weights* (core.training.weights: a model file, safetensors +
+JSON) are what a finished run leaves; the *training state* (core.training.state: weights,
+optimiser, RNGs, data order, history) is written every ``checkpoint_every`` iterations and at
+most every ``checkpoint_every_s`` seconds when the caller names a ``state_dir``; ``resume_from``
 continues from one, bit-identical to the uninterrupted run.
 
-The settings (``TrainConfig``, ``PROTOCOLS``, the CLI options) live in core.config, the
-training data (``prepare_training_data``, the MNIST holdout, the bundled demo) in core.data,
-the checkpoint metadata (``run_metadata``) in core.checkpoint; all are re-exported here.
-
-CLI::
-
-    python -m core.train --dataset mnist --model rim --seed 0 --out runs/mnist_rim_s0
-    python -m core.train --resume runs/mnist_rim_s0.ckpt     # after a crash: continue, then save as usual
+The settings (``TrainConfig``, ``PROTOCOLS``) live in core.training.config, the training data
+(``prepare_training_data``, the MNIST holdout, the bundled demo) in core.data.datasets, the
+CLI in core.training.cli.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import random
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,28 +30,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .checkpoint import run_metadata  # noqa: F401 - re-exported
-from .config import (  # noqa: F401 - re-exported: ``from core.train import TrainConfig, PROTOCOLS`` stays
-    AUGMENTS,
-    DEVICES,
-    MAX_EVAL_SAMPLES,
-    MAX_ITERATIONS,
-    MAX_NOISE_DRAWS,
-    OPTIMIZERS,
-    PROTOCOLS,
-    SCHEDULES,
+from ..data.datasets import LoadedData, get_info
+from ..data.transforms import affine_augment, draw_affine_params, to_sequence
+from ..errors import CheckpointError, ConfigError
+from ..eval.predict import evaluate, noisy_accuracy
+from ..models.registry import build_model, count_parameters
+from . import state as R
+from .config import (
     TrainConfig,
-    build_parser,
-    config_from_args,
-    parse_overrides,
-    parse_seeds,
     resolve_device,
 )
-from .data import SAMPLE_TRAIN, LoadedData, get_info, prepare_training_data, to_sequence  # noqa: F401 - re-exported
-from .errors import CheckpointError, ConfigError
-from .evaluate import evaluate, noisy_accuracy
-from .models import build_model, count_parameters
-from .transforms import affine_augment, draw_affine_params
 
 AUGMENT_SEED_OFFSET = 30_000  # the augmentation generator of seed s starts from 30,000 + s
 
@@ -70,7 +53,7 @@ class TrainResult:
     metrics: dict  # final: test_accuracy, test_error, noisy_test_accuracy, ...
     wall_time_s: float
     message: str = ""
-    checkpoint: Path | None = None  # the last training checkpoint written (core.resume), if any
+    state_path: Path | None = None  # the last training state written (core.training.state), if any
     resumed_from: int | None = None  # the iteration this run was resumed from
 
 
@@ -126,30 +109,27 @@ def split_validation(cfg: TrainConfig, n: int) -> tuple[np.ndarray, np.ndarray]:
     return np.sort(perm[cfg.val_images :]), np.sort(perm[: cfg.val_images])
 
 
-
 def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
           callback: Callable[[dict], None] | None = None,
           should_stop: Callable[[], bool] | None = None,
-          checkpoint_dir: str | Path | None = None,
+          state_dir: str | Path | None = None,
           resume_from=None,
-          checkpoint_extra: dict | None = None) -> TrainResult:
+          state_extra: dict | None = None) -> TrainResult:
     """Train ``cfg.model`` on ``train_data``; evaluate on ``test_data``.
 
     ``callback`` gets a dict per iteration (``kind='iter'``) and per periodic evaluation
     (``kind='eval'``). ``should_stop()`` is polled every iteration; when it returns true the
     run ends with status "stopped" and keeps what it learned so far.
 
-    ``checkpoint_dir``: write training checkpoints there (core.resume) every
+    ``state_dir``: write the training state there (core.training.state) every
     ``cfg.checkpoint_every`` iterations and at most every ``cfg.checkpoint_every_s`` seconds,
     and when the run is stopped; each is reported as a ``kind='checkpoint'`` event (``ok``
     false and a ``message`` when the write failed: training goes on, the earlier checkpoint
-    is kept). ``checkpoint_extra`` is stored with each (the caller's notes, JSON).
-    ``resume_from``: a checkpoint folder, a state file or a ``core.resume.TrainState`` to
+    is kept). ``state_extra`` is stored with each (the caller's notes, JSON).
+    ``resume_from``: a state folder, a state file or a ``core.training.state.TrainState`` to
     continue from; the result is bit-identical to the uninterrupted run (same machine and
-    threads). Without it, a fresh run first clears ``checkpoint_dir``.
+    threads). Without it, a fresh run first clears ``state_dir``.
     """
-    from . import resume as R
-
     cfg.validate(n_train=len(train_data))
     set_threads(cfg.threads)
     info = get_info(cfg.dataset)
@@ -164,7 +144,7 @@ def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
 
     state = R.load_resume_source(resume_from) if resume_from is not None else None
     fingerprint = None
-    if state is not None or checkpoint_dir is not None:
+    if state is not None or state_dir is not None:
         fingerprint = R.data_fingerprint(train_data.images, train_data.labels)
     if state is not None:
         diff = R.config_mismatch(state, cfg.to_dict())
@@ -176,8 +156,8 @@ def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
             raise CheckpointError("The checkpoint was trained on other training data "
                                   f"({theirs.get('n')} images, not these {fingerprint['n']}); it cannot be resumed "
                                   "with this data.")
-    elif checkpoint_dir is not None:
-        R.remove_states(checkpoint_dir)  # a fresh run: nothing of an earlier one may be resumed
+    elif state_dir is not None:
+        R.remove_states(state_dir)  # a fresh run: nothing of an earlier one may be resumed
 
     torch.manual_seed(cfg.seed)
     try:
@@ -211,7 +191,7 @@ def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
         order, pos, start, elapsed_before = _restore(state, model, opt, sched, rng, history, evals, best,
                                                      len(y_train), aug_gen)
     t0 = time.perf_counter()
-    extra = {**(checkpoint_extra or {}), "data": fingerprint}
+    extra = {**(state_extra or {}), "data": fingerprint}
     ckpt = {"iteration": state.iteration if state is not None else 0, "at": time.monotonic(), "path": None,
             "errors": [], "written": 0}
 
@@ -227,7 +207,7 @@ def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
             order=order, pos=pos, best=best, history=history, evals=evals,
             elapsed_s=elapsed_before + t - t0, train_config=cfg.to_dict(), extra=extra)
         try:
-            path = R.write_state(checkpoint_dir, st)
+            path = R.write_state(state_dir, st)
         except CheckpointError as exc:
             ckpt["errors"].append(str(exc))
             ckpt["at"] = time.monotonic()  # retry at the next due point, not at every iteration
@@ -263,7 +243,7 @@ def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
     for it in range(start, cfg.iterations + 1):
         if should_stop is not None and should_stop():
             status, message = "stopped", f"stopped by the user after {it - 1} iterations"
-            if checkpoint_dir is not None and it - 1 > ckpt["iteration"]:
+            if state_dir is not None and it - 1 > ckpt["iteration"]:
                 checkpoint(it - 1)  # resume continues exactly here
             break
         if pos + cfg.batch_size > len(order):  # new epoch: reshuffle
@@ -306,7 +286,7 @@ def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
                 message = (f"early stop at iteration {it}: no better validation accuracy in {cfg.patience} "
                            f"evaluations")
                 break
-        if checkpoint_dir is not None and it < cfg.iterations and (
+        if state_dir is not None and it < cfg.iterations and (
                 (cfg.checkpoint_every and it % cfg.checkpoint_every == 0)
                 or (cfg.checkpoint_every_s and time.monotonic() - ckpt["at"] >= cfg.checkpoint_every_s)):
             checkpoint(it)
@@ -340,7 +320,7 @@ def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
     metrics["device"] = str(device)
     model.cpu()  # checkpoints and every later use are device-independent
     return TrainResult(status, model, history, evals, metrics, elapsed_before + time.perf_counter() - t0, message,
-                       checkpoint=ckpt["path"], resumed_from=state.iteration if state is not None else None)
+                       state_path=ckpt["path"], resumed_from=state.iteration if state is not None else None)
 
 
 def _restore(state, model, opt, sched, rng, history: dict, evals: dict, best: dict, n_train: int,

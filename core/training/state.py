@@ -38,8 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import CheckpointError
-from .fileio import atomic_write_bytes, fsync_dir, os_error_reason
+from ..errors import CheckpointError
+from ..fileio import atomic_write_bytes, fsync_dir, os_error_reason
 
 FORMAT = "rimscope-train-state/1"
 KEEP = 2  # training states kept per folder
@@ -242,7 +242,7 @@ def write_state(folder, state: TrainState, keep: int = KEEP) -> Path:
     Returns the ``.json`` path. On a failed write: CheckpointError, this state's files removed,
     the earlier states untouched.
     """
-    from . import __version__
+    from .. import __version__
 
     folder = Path(folder)
     name = state_name(state.iteration)

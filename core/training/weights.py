@@ -19,11 +19,10 @@ from safetensors.torch import load as st_load_bytes
 from safetensors.torch import save as st_save_bytes
 from torch.overrides import TorchFunctionMode
 
-from . import __version__
-from .errors import CheckpointError
-from .fileio import atomic_write_bytes, json_bytes, os_error_reason
-from .fileio import write_json as atomic_write_json  # noqa: F401 - the old name (core.reproduce)
-from .models import build_model, list_models, model_config_dict
+from .. import __version__
+from ..errors import CheckpointError
+from ..fileio import atomic_write_bytes, json_bytes, os_error_reason
+from ..models.registry import build_model, list_models, model_config_dict
 
 FORMAT = "rimscope-checkpoint/1"
 MAX_WEIGHTS_BYTES = 64 * 1024 * 1024
@@ -71,7 +70,7 @@ def run_metadata(cfg, result, train_data, test_data, note: str = "") -> dict:
     """The JSON metadata stored beside the weights of a run (a TrainConfig, its TrainResult and data)."""
     import time
 
-    from .data import get_info
+    from ..data.datasets import get_info
 
     info = get_info(cfg.dataset)
     return {
@@ -153,7 +152,7 @@ def check_upload(weights, meta, *, expected_dataset: str | None = None, weights_
     (``expected_dataset=None``: the one the metadata names) and the model must fit it (row
     width, number of classes). Raises CheckpointError naming the problem.
     """
-    from .data import DATASETS
+    from ..data.datasets import DATASETS
 
     weights = bytes(weights) if isinstance(weights, (bytearray, memoryview)) else weights
     meta = bytes(meta) if isinstance(meta, (bytearray, memoryview)) else meta

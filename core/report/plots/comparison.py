@@ -8,8 +8,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..fmt import dataset_title, short_method_title
-from .style import empty_figure, method_color, method_order, method_title
+from ..fmt import dataset_title, method_title, short_method_title
+from .style import empty_figure, method_color, method_order
 
 ERROR_METRICS = {
     "test_error": "clean test error (%)",
@@ -29,7 +29,7 @@ def error_bar_figure(rows: list[dict], metric: str = "test_error", *, datasets: 
     """
     if metric not in ERROR_METRICS:
         raise ValueError(f"unknown metric {metric!r}; choose one of {', '.join(ERROR_METRICS)}")
-    from ..data import DATASETS
+    from ...data.datasets import DATASETS
 
     present = [r["dataset"] for r in rows]
     order = list(DATASETS)
@@ -86,7 +86,7 @@ def parameter_bar_figure(counts: dict[str, dict[str, int]], height: int = 380) -
     """Trainable parameters per method, one bar group per input shape.
 
     ``counts``: input-shape label -> ``{model: parameters}`` (as from
-    ``core.models.parameter_counts``). Bars take each method's colour; the second shape is
+    ``core.models.registry.parameter_counts``). Bars take each method's colour; the second shape is
     hatched so the two stay apart.
     """
     fig = go.Figure()

@@ -9,7 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..models import is_method
+from ...models.registry import is_method
 from .style import CHANGE_COLORS, MASK_COLORS, TIMESTEP_AXIS, binary_scale, empty_figure, method_color, rgba
 from .traces import mark_step
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from ..fmt import method_title  # noqa: F401 - part of the figures' vocabulary (pages import it from here)
-from ..models import DEFAULT_MODEL, list_models
+from ...models.registry import DEFAULT_MODEL, list_models
 
 # Okabe-Ito palette: distinguishable for colour-blind readers; RIM gets the strongest colour.
 METHOD_COLORS = {

@@ -2,7 +2,7 @@
 
 Shapes follow the models' traces: a panel matrix is ``[T, U]`` (timestep x unit) and is
 drawn with x = image row / timestep (1-based, as the pages number rows) and y = unit. Which
-panels a model has comes from its trace schema (``core.models.TraceSchema``).
+panels a model has comes from its trace schema (``core.models.registry.TraceSchema``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..models import TraceSchema, trace_schema
+from ...models.registry import TraceSchema, trace_schema
 from .style import TIMESTEP_AXIS, binary_scale, empty_figure, method_color
 
 

@@ -14,8 +14,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..fmt import method_title
 from ..stats import ema_smooth, float_array
-from .style import LOG_TICKS, axis_title, empty_figure, method_color, method_order, method_title
+from .style import LOG_TICKS, axis_title, empty_figure, method_color, method_order
 
 ITERATION_AXIS = "training iteration (SGD steps, batch of 100)"
 # metric -> (short name, axis title with unit, scale applied to stored values)
