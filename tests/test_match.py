@@ -1,5 +1,5 @@
-"""core.match (mechanisms across a set: block matches, each unit's examples and rates, noise
-shift), core.export (CSV of a matrix, JSON of a trace) and their figures in core.plots.
+"""core.eval.match (mechanisms across a set: block matches, each unit's examples and rates, noise
+shift), core.report.export (CSV of a matrix, JSON of a trace) and their figures in core.report.plots.
 
 Masks are synthetic (a seeded generator) with planted patterns; models are tiny and untrained.
 """
@@ -13,9 +13,11 @@ import pandas as pd
 import pytest
 import torch
 
-from core import export, match, plots
-from core.evaluate import trace_one
-from core.models import build_model, trace_schema
+from core.eval import match
+from core.eval.predict import trace_one
+from core.models.registry import build_model, trace_schema
+from core.report import export
+from core.report.plots import sets, traces
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -131,7 +133,7 @@ def test_selection_shift_counts_switches_per_unit():
     np.testing.assert_allclose(s.changed, [0.25, 0, 0.25])
     with pytest.raises(ValueError):
         match.selection_shift(clean, noisy[:1])
-    fig = plots.unit_shift_figure(s, ["a", "b", "c"], level="variance 0.01", unit=2)
+    fig = sets.unit_shift_figure(s, ["a", "b", "c"], level="variance 0.01", unit=2)
     assert len(fig.data) == 4 and list(fig.data[1].y) == [0.75, 0, 0.25]
 
 
@@ -172,20 +174,20 @@ def test_pair_panels_share_colour_ranges_and_mark_differences():
          {"title": "w", "z": np.full((5, 2), 0.4), "units": units, "zmin": 0.3, "zmax": 0.5}]
     b = [{"title": "mask", "z": m_b.astype(float), "units": units, "binary": True},
          {"title": "w", "z": np.full((5, 2), 0.6), "units": units, "zmin": 0.55, "zmax": 0.7}]
-    out = plots.pair_panels(a, b, "A", "B", m_a, m_b)
+    out = traces.pair_panels(a, b, "A", "B", m_a, m_b)
     assert [p["title"].split(":")[0] for p in out[:4]] == ["A", "A", "B", "B"]
     assert (out[1]["zmin"], out[1]["zmax"]) == (0.3, 0.7) == (out[3]["zmin"], out[3]["zmax"])
     assert a[1]["zmin"] == 0.3  # inputs untouched
     diff = out[-1]
     np.testing.assert_array_equal(diff["z"], (m_a != m_b).astype(float))
     assert f"{int((m_a != m_b).sum())} of 10 cells" in diff["title"]
-    assert len(plots.pair_panels(a, b[1:], "A", "B", m_a, None)) == 3  # no second mask: no difference panel
-    fig = plots.timeline_figure(np.zeros((5, 4), dtype=np.uint8), out)
+    assert len(traces.pair_panels(a, b[1:], "A", "B", m_a, None)) == 3  # no second mask: no difference panel
+    fig = traces.timeline_figure(np.zeros((5, 4), dtype=np.uint8), out)
     assert len(fig.data) == 1 + len(out)
 
 
 def test_class_share_figure():
-    fig = plots.class_share_figure([0, 2, 2], [10, 10, 20], ["a", "b", "c"])
+    fig = sets.class_share_figure([0, 2, 2], [10, 10, 20], ["a", "b", "c"])
     np.testing.assert_allclose(fig.data[0].y, [25, 25, 50])
     np.testing.assert_allclose(fig.data[1].y, [0, 50, 50])
-    assert "No images" in plots.class_share_figure([0], [0], ["a"]).layout.annotations[0].text
+    assert "No images" in sets.class_share_figure([0], [0], ["a"]).layout.annotations[0].text

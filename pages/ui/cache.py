@@ -13,7 +13,7 @@ import streamlit as st
 import torch
 
 from core import catalog, paths
-from core.data import LoadedData, load_dataset
+from core.data.datasets import LoadedData, load_dataset
 
 from .messages import show_error
 
@@ -67,7 +67,7 @@ def test_data(dataset: str, data_dir: str | None = None) -> LoadedData:
 def run_store():
     """The user's run store, or ``None`` while ``core.runs`` is unavailable or broken."""
     try:
-        from core.runs import RunStore
+        from core.runs.store import RunStore
 
         return RunStore()
     except (ImportError, AttributeError):
@@ -141,7 +141,7 @@ def _runs_signature(out_dir: Path) -> tuple:
 
 @st.cache_data(show_spinner="Reading training curves…", max_entries=8)
 def _load_curves(out_dir: str, signature: tuple) -> dict:
-    from core.plots import curves_from_metadata
+    from core.report.plots.training import curves_from_metadata
 
     out: dict = {}
     for path, _ in signature:
@@ -166,18 +166,19 @@ def data_key(dataset: str, data: LoadedData) -> str:
 @st.cache_resource(show_spinner=False, max_entries=16)
 def _set_traces(key: str, mtime_: float, data_key_: str, n: int, noise: float, name: str, _model,
                 _data: LoadedData):
-    from core import analysis, match
-    from core.curves import SEED
-    from core.data import add_noise
-    from core.models import trace_schema
+    from core.data.transforms import add_noise
+    from core.eval import match
+    from core.eval.curves import SEED
+    from core.eval.points import fixed_subset
+    from core.models.registry import trace_schema
 
-    idx = analysis.fixed_subset(len(_data), n, seed=0)
+    idx = fixed_subset(len(_data), n, seed=0)
     images = _data.images[idx] if noise == 0 else add_noise(_data.images[idx], "gaussian", noise, seed=SEED)
     return match.set_traces(_model, images, _data.labels[idx], trace_schema(name), indices=idx)
 
 
 def set_traces(entry: catalog.ModelEntry, model, dataset: str, data: LoadedData, n: int, noise: float = 0.0):
-    """``core.match.SetTraces`` of ``model`` on the fixed subset of ``n`` test images (seed 0),
+    """``core.eval.match.SetTraces`` of ``model`` on the fixed subset of ``n`` test images (seed 0),
     under Gaussian noise of variance ``noise`` (0: clean); computed once per model, set and
     noise level, held in memory (read-only)."""
     return _set_traces(entry.key, entry_mtime(entry), data_key(dataset, data), int(n), float(noise), entry.model,

@@ -1,16 +1,17 @@
 """Mechanisms across the test set, under the one-input view of the Mechanisms page: inputs that
 use the same mechanisms (a block of the active mask matched over the set, LSTMVis's match
-view) and what each unit (LSTM) is for. The numbers come from ``core.match``."""
+view) and what each unit (LSTM) is for. The numbers come from ``core.eval.match``."""
 
 from __future__ import annotations
 
 import numpy as np
 import streamlit as st
 
-from core import match, plots
-from core.curves import GRID
-from core.data import DATASETS
+from core.data.datasets import DATASETS
 from core.errors import DataUnavailableError
+from core.eval import match
+from core.eval.curves import GRID
+from core.report.plots import sets, style
 
 from .cache import set_traces, test_data
 from .messages import missing_data_note
@@ -111,7 +112,7 @@ def match_view(dataset: str, entry, model, mask, unit_names: list, here: int | N
         if hits > SHOWN:
             st.caption(f"The {SHOWN} nearest are shown (d = cells that differ; ties in test-set order).")
     counts = found.class_counts(traces.labels, len(classes), thr)
-    st.plotly_chart(plots.class_share_figure(counts, np.bincount(traces.labels, minlength=len(classes)), classes),
+    st.plotly_chart(sets.class_share_figure(counts, np.bincount(traces.labels, minlength=len(classes)), classes),
                     key="mech_match_hist", config=CHART)
 
 
@@ -137,8 +138,8 @@ def unit_view(dataset: str, entry, model, unit_names: list) -> None:
     values = traces.mask if traces.mask is not None else traces.score
     what = "share of rows active" if traces.mask is not None else f"mean {traces.score_label}"
     per_class, per_row = match.unit_rates(values, traces.labels, len(classes), u)
-    st.plotly_chart(plots.unit_profile_figure(per_class, per_row, classes, value_label=what,
-                                              color=plots.method_color(entry.model)),
+    st.plotly_chart(sets.unit_profile_figure(per_class, per_row, classes, value_label=what,
+                                              color=style.method_color(entry.model)),
                     key="mech_unit_profile", config=CHART)
     if traces.mask is None:
         return
@@ -151,7 +152,7 @@ def unit_view(dataset: str, entry, model, unit_names: list) -> None:
     with st.spinner(f"Tracing {len(traces)} noisy images…"):
         noisy = set_traces(entry, model, dataset, data, len(traces), var)
     shift = match.selection_shift(traces.mask, noisy.mask)
-    st.plotly_chart(plots.unit_shift_figure(shift, unit_names, level=f"noise {var:.2f}", unit=u),
+    st.plotly_chart(sets.unit_shift_figure(shift, unit_names, level=f"noise {var:.2f}", unit=u),
                     key="mech_unit_shift", config=CHART)
     st.caption(f"{name}: active in {shift.clean[u] * 100:.1f}% of rows clean, {shift.noisy[u] * 100:.1f}% with "
                f"noise of variance {var:.2f}; {shift.switched_on[u] * 100:.1f}% of its rows switched on and "

@@ -80,7 +80,7 @@ def figure_downloads(fig, name: str, key: str, width: int = 1100, extra=()) -> N
 
 def heatmap_csvs(panels: list[dict], name: str, row_title: str = "timestep") -> list[tuple]:
     """``figure_downloads`` extras: one CSV per heatmap panel (rows = ``row_labels`` or 1..T)."""
-    from core.export import matrix_csv
+    from core.report.export import matrix_csv
 
     out = []
     for p in panels:
@@ -99,10 +99,10 @@ def heatmap_csvs(panels: list[dict], name: str, row_title: str = "timestep") -> 
 def trace_downloads(fig, panels: list[dict], sides: list, classes: list, where: dict, settings: dict, *,
                     name: str, key: str) -> None:
     """``figure_downloads`` of a timeline plus a CSV per heatmap and the JSON of every model's
-    whole trace (``core.export.trace_record``; two models: ``{"compared": [a, b]}``)."""
+    whole trace (``core.report.export.trace_record``; two models: ``{"compared": [a, b]}``)."""
     def record() -> bytes:
-        from core.export import trace_record
         from core.fileio import json_bytes
+        from core.report.export import trace_record
 
         out = [trace_record(s.trace, s.schema, s.unit_names, probs=s.probs, classes=classes, input=where,
                             settings=settings, model={"key": s.entry.key, "name": s.entry.model,

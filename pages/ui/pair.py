@@ -9,8 +9,9 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from core import analysis, plots
-from core.models import TraceSchema
+from core.eval.points import activation_change
+from core.models.registry import TraceSchema
+from core.report.plots import traces
 
 from .pickers import keep_valid
 
@@ -45,12 +46,12 @@ def compare_with_picker(all_entries: list, entry, key: str):
 
 
 def panels(a: Side, b: Side | None, heads: bool) -> list[dict]:
-    """The timeline panels of ``a`` alone, or of ``a`` and ``b`` aligned (``plots.pair_panels``)."""
-    pa = plots.trace_panels(a.trace, a.unit_names, a.schema, heads=heads)
+    """The timeline panels of ``a`` alone, or of ``a`` and ``b`` aligned (``traces.pair_panels``)."""
+    pa = traces.trace_panels(a.trace, a.unit_names, a.schema, heads=heads)
     if b is None:
         return pa
-    pb = plots.trace_panels(b.trace, b.unit_names, b.schema, heads=heads)
-    return plots.pair_panels(pa, pb, a.entry.display, b.entry.display, a.mask, b.mask)
+    pb = traces.trace_panels(b.trace, b.unit_names, b.schema, heads=heads)
+    return traces.pair_panels(pa, pb, a.entry.display, b.entry.display, a.mask, b.mask)
 
 
 def predictions(a: Side, b: Side, classes: list, true_class: int | None) -> None:
@@ -62,7 +63,7 @@ def predictions(a: Side, b: Side, classes: list, true_class: int | None) -> None
         col.metric(s.entry.display, f"{classes[c]}{ok}", help=f"probability {s.probs[c] * 100:.1f}%",
                    delta=f"{s.probs[c] * 100:.0f}% sure", delta_color="off")
     if a.mask is not None and b.mask is not None and np.shape(a.mask) == np.shape(b.mask):
-        ch = analysis.activation_change(a.mask, b.mask)
+        ch = activation_change(a.mask, b.mask)
         worst = int(np.argmax(ch.per_row)) + 1
         cols[2].metric("Mask cells that differ", f"{ch.fraction * 100:.1f}%",
                        help="share of (row, unit) cells where one model's unit is active and the other's is not; "

@@ -3,7 +3,7 @@ same mechanisms elsewhere (block, threshold, thumbnails that open), what each LS
 "Compare with", and the CSV/JSON downloads.
 
 Models: the ``page_env`` fixture (untrained checkpoints); data: the bundled MNIST sample.
-Expected numbers are computed here through core (core.match on the same model and images).
+Expected numbers are computed here through core (core.eval.match on the same model and images).
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import re
 
-import numpy as np
 from streamlit.testing.v1 import AppTest
 
 from tests.pages.test_mechanisms_page import PAGE, _walk, _with_converged_rim, run_page
@@ -26,12 +25,12 @@ def _match_line(at: AppTest) -> tuple[int, int]:
 
 
 def _expected(page_env, idx: int, t1: int, t2: int, units: tuple, thr: int) -> int:
-    """The count core.match gives for the fixture's MNIST rim on the bundled sample."""
-    from core import match
-    from core.checkpoint import load_checkpoint
-    from core.data import load_dataset
-    from core.evaluate import trace_one
-    from core.models import trace_schema
+    """The count core.eval.match gives for the fixture's MNIST rim on the bundled sample."""
+    from core.data.datasets import load_dataset
+    from core.eval import match
+    from core.eval.predict import trace_one
+    from core.models.registry import trace_schema
+    from core.training.weights import load_checkpoint
 
     model, _ = load_checkpoint(page_env["pretrained"] / "mnist" / "rim")
     data = load_dataset("mnist", "test")
