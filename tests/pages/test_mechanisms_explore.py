@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 
+import numpy as np
 from streamlit.testing.v1 import AppTest
 
 from tests.pages.test_mechanisms_page import PAGE, _walk, _with_converged_rim, run_page
@@ -167,3 +168,29 @@ def test_downloads_offer_every_heatmap_as_csv_and_the_trace_as_json(page_env):
     stats = run_page(mech_tab="Across the test set")
     labels = [b.proto.label for b in stats.get("download_button")]
     assert {"⬇ CSV: per class", "⬇ CSV: per row"} <= set(labels) and not stats.exception
+
+
+def test_a_full_test_set_offers_larger_searches(page_env, tmp_path, monkeypatch):
+    """With a test set on disk larger than 1000 images the size of the searched set is a control."""
+    import streamlit as st
+
+    from core.data.datasets import DATASETS
+
+    rng = np.random.default_rng(0)
+    (tmp_path / "data" / "mnist").mkdir(parents=True)
+    np.savez(tmp_path / "data" / "mnist" / "test.npz", x=rng.integers(0, 256, (1500, 28, 28), dtype=np.uint8),
+             y=np.arange(1500, dtype=np.int64) % 10, classes=np.array(DATASETS["mnist"].classes, dtype=str))
+    monkeypatch.setenv("RIMSCOPE_DATA_DIR", str(tmp_path / "data"))
+    st.cache_resource.clear()  # the test set is held per process
+    try:
+        at = run_page(mech_idx=4)
+        assert not at.exception
+        size = at.select_slider(key="mech_set_n")
+        assert list(size.options) == ["1000", "1500"] and size.value == 1000
+        from core.eval.points import fixed_subset
+
+        assert _match_line(at)[1] == 1000 - int(4 in fixed_subset(1500, 1000))  # the query itself is left out
+        size.set_value(1500).run()
+        assert not at.exception and _match_line(at)[1] == 1499
+    finally:
+        st.cache_resource.clear()
