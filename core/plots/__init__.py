@@ -22,11 +22,13 @@ from .comparison import ERROR_METRICS, INPUT_SHAPES, error_bar_figure, parameter
 from .robustness import error_curve_figure, mark_current, mask_shift_figure
 from .style import (
     CHANGE_COLORS,
+    FLOOR_COLOR,
     LOG_TICKS,
     MASK_COLORS,
     METHOD_COLORS,
     TIMESTEP_AXIS,
     UPLOAD_COLOR,
+    add_floor_lines,
     empty_figure,
     method_color,
     method_order,
