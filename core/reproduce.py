@@ -41,7 +41,6 @@ from .stats import mean_sd, verdict, welch_ci  # noqa: F401 - re-exported
 from .tables import (  # noqa: F401 - re-exported
     FLUCT_WINDOW,
     ablation_table,
-    ablation_verdict,
     build_tables,
     init_table,
     load_results,
@@ -256,6 +255,8 @@ def main(argv=None) -> int:
                    help="device of every cell; --engine ray requests one GPU per cell for cuda")
     t = sub.add_parser("tables", help="rebuild the tables from stored runs")
     t.add_argument("--out", default="results/paper")
+    t.add_argument("--include-unhealthy", action="store_true",
+                   help="average diverged and collapsed runs in too (core.health; default: healthy runs only)")
     e = sub.add_parser("export-pretrained", help="copy one seed's runs into pretrained/ with a manifest")
     e.add_argument("--out", default="results/paper")
     e.add_argument("--seed", type=int, default=0)
@@ -295,7 +296,7 @@ def main(argv=None) -> int:
         write_tables(Path(args.out))
         print((Path(args.out) / "tables.md").read_text())
     elif args.cmd == "tables":
-        write_tables(Path(args.out))
+        write_tables(Path(args.out), include_unhealthy=args.include_unhealthy)
         print((Path(args.out) / "tables.md").read_text())
     else:
         m = export_pretrained(Path(args.out), args.seed, Path(args.dest), args.protocol, args.datasets)

@@ -288,13 +288,17 @@ def test_reproduction_tables_from_write_tables(tmp_path):
             p.parent.mkdir(parents=True, exist_ok=True)
             err = base + rng.normal(0, 0.001)
             loss = (1.0 + rng.normal(0, 0.3 if model == "parallel_lstm" else 0.1, 200)).tolist()
+            loss[0] = 2.5  # a healthy run: its last batch loss is below the first
             p.write_text(json.dumps({"dataset": "mnist", "model": model, "seed": seed, "status": "completed",
                                      "metrics": {"test_error": err, "noisy_test_error": err + 0.01},
                                      "train_config": {"iterations": 200}, "history": {"loss": loss}}))
     write_tables(tmp_path)
     summary = json.loads((tmp_path / "summary.json").read_text())
     t = reproduction_tables(summary)
-    assert set(t) == {"table2", "table3", "table4", "fluctuation", "init_study", "ablations"}
+    assert set(t) == {"table2", "table3", "table4", "fluctuation", "init_study", "ablations", "claims"}
+    assert t["table2"].loc[0, "RIM error (%)"].endswith("(3 of 3 healthy)")
+    assert t["table2"].loc[0, "floors: chance / majority (%)"] == "90.00 / 88.65"
+    assert t["table2"].loc[0, "p raw / Holm"].startswith("p ")
     tf = t["fluctuation"]
     assert tf.loc[0, "verdict"].startswith("✅") and tf.loc[0, "seeds"] == 3  # loss sd 0.3 vs 0.1
     assert float(tf.loc[0, "RIM"].split(" ± ")[0]) == pytest.approx(0.1, rel=0.2)
