@@ -80,7 +80,10 @@ def gap_test(r: dict, key: str, digits: int = 2, paired: bool = False) -> str:
     g = gap(r.get(k), r.get(f"{k}_ci_low"), r.get(f"{k}_ci_high"), digits)
     if g == "n/a":
         return g
-    extra = f", {int(r[f'{k}_n'])} pairs" if paired and r.get(f"{k}_n") is not None else ""
+    n = r.get(f"{k}_n")
+    extra = f", {int(n)} pair{'s' if n != 1 else ''}" if paired and n is not None else ""
+    if math.isnan(num(r.get(f"{k}_p"))):  # no test (fewer than 2 seeds): the difference alone
+        return g + extra
     return f"{g}, {p_pair(r.get(f'{k}_p'), r.get(f'{k}_p_holm'))}{extra}"
 
 
