@@ -76,6 +76,20 @@ def test_the_thresholds_are_strict():
     assert loss_problems(L)[0] == []
 
 
+def test_a_running_median_keeps_lasting_blowups_and_drops_one_batch_spikes():
+    spike = falling()
+    spike[5] = 50 * spike[0]  # one batch, recovered
+    assert loss_problems(spike)[0]  # the rule as stated: any single batch counts
+    assert loss_problems(spike, window=11)[0] == []
+    lasting = falling()
+    lasting[5:20] = [30 * lasting[0]] * 15
+    reasons = loss_problems(lasting, window=11)[0]
+    assert len(reasons) == 1 and reasons[0].startswith("running median (11 iterations)")
+    nan_run = falling()
+    nan_run[5:12] = [None] * 7  # non-finite stretches count as infinitely high
+    assert any("running median" in r for r in loss_problems(nan_run, window=11)[0])
+
+
 def test_a_run_stopped_on_a_nonfinite_loss_is_diverged_without_a_confusion():
     h = classify({"status": "diverged", "message": "loss became nan at iteration 7", "metrics": {},
                   "history": {"loss": [2.3, 2.2, None]}})
