@@ -5,13 +5,16 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from core.data import DATASETS
-from core.floors import floors
-from core.fmt import dataset_title as _ds_title
-from core.fmt import health_count, method_title, pct, reproduction_tables, runs_frame
-from core.plots import ERROR_METRICS, curves_overlay, curves_small_multiples, error_bar_figure, method_order
-from core.reproduce import DATASET_ORDER, PAPER, PROTOCOL_TEXT
-from core.stats import mean_sd
+from core.data.datasets import DATASETS
+from core.grid.export import protocol_text
+from core.report.floors import floors
+from core.report.fmt import dataset_title as _ds_title
+from core.report.fmt import health_count, method_title, pct, reproduction_tables, runs_frame
+from core.report.paper import DATASET_ORDER, PAPER
+from core.report.plots.comparison import ERROR_METRICS, error_bar_figure
+from core.report.plots.style import method_order
+from core.report.plots.training import curves_overlay, curves_small_multiples
+from core.report.stats import mean_sd
 from pages import ui
 from pages.ui import SCHEDULES, figure_downloads, load_curves, load_summary, reproduce_hint, schedules_available
 
@@ -60,7 +63,7 @@ TABLE_INFO = {
                   "random (input-independent); all = every LSTM active; alpha 0 = no communication; k 5/6 = more "
                   "active LSTMs. Gap = variant − RIM (positive: the variant is worse, so the part helps)."),
     "claims": ("The paper's claims, one by one",
-               "Each verdict by the one rule (core.stats.verdict) on Holm-adjusted p-values. A claim over all four "
+               "Each verdict by the one rule (core.report.stats.verdict) on Holm-adjusted p-values. A claim over all four "
                "sets holds only when it holds on each; an average claim is tested on the pooled gap (the mean of the "
                "per-set gaps, with its interval)."),
 }
@@ -169,7 +172,7 @@ else:
     healthy = sum(1 for r in rows if r.get("status") == "completed" and r.get("health", "healthy") == "healthy")
     st.caption(f"{len(rows)} runs · seeds {', '.join(map(str, seeds)) or 'none'} · "
                f"{', '.join(f'{i:,}' for i in its) or '?'} iterations at most · "
-               f"{'; '.join(PROTOCOL_TEXT.get(p, p) for p in protocols)}. Errors are in percent of the test split.")
+               f"{'; '.join(protocol_text(p) for p in protocols)}. Errors are in percent of the test split.")
     st.caption(f"**{healthy} of {len(rows)} runs healthy.** Diverged runs (the loss became non-finite, rose above "
                "10x its first value or ended above it) and collapsed ones (balanced accuracy not above chance + 2 "
                "points, or one class for over 90 % of the test images) are left out of every mean and listed "

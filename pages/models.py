@@ -8,12 +8,12 @@ import pandas as pd
 import streamlit as st
 
 from core.catalog import featured_entry
-from core.data import DATASETS
+from core.data.datasets import DATASETS
 from core.errors import CheckpointError
-from core.fmt import dataset_title as _ds_title
-from core.fmt import params, pct, pct_value
-from core.health import HEALTHY, health_of, summary_text
-from core.plots import method_title, run_curves_figure
+from core.report.fmt import dataset_title as _ds_title
+from core.report.fmt import method_title, params, pct, pct_value
+from core.report.health import HEALTHY, health_of, summary_text
+from core.report.plots.training import run_curves_figure
 from pages.ui import (
     MAX_UPLOAD_MB,
     check_upload,
@@ -67,7 +67,7 @@ def _history_from_store(entry) -> dict:
 
 
 def _health(meta: dict) -> dict:
-    """The run's health (``core.health``): as stored in its JSON, else classified from it now.
+    """The run's health (``core.report.health``): as stored in its JSON, else classified from it now.
     A run still training has no final confusion matrix and is judged on what it has."""
     try:
         return health_of(meta)
@@ -169,7 +169,7 @@ else:
             "status": st.column_config.TextColumn("status", width=90),
             "health": st.column_config.TextColumn("health", width=80,
                                                   help="healthy, diverged (the loss blew up) or collapsed (about one "
-                                                       "class predicted for everything); core.health"),
+                                                       "class predicted for everything); core.report.health"),
             "date": st.column_config.TextColumn("date", width=130),
         })
     st.download_button("⬇ Table as CSV", table.drop(columns=["key"]).to_csv(index=False).encode(),
@@ -201,7 +201,7 @@ if shown:
             st.warning(f"This run's status is {meta.get('status')!r}: {meta.get('message', '')}")
         h = _health(meta)
         if h["health"] == HEALTHY:
-            st.caption(f"Health: {summary_text(h)} (it neither diverged nor collapsed; `core.health`).")
+            st.caption(f"Health: {summary_text(h)} (it neither diverged nor collapsed; `core.report.health`).")
         else:
             st.warning(f"**This model is {h['health']}**: {'; '.join(h['health_reasons']) or 'no reason recorded'}. "
                        "Its predictions say little about its method.")

@@ -4,7 +4,7 @@ Every ``*.json`` under the given folders that is a run record (it has ``metrics`
 ``status``) gets ``health`` (healthy / diverged / collapsed), ``health_reasons``,
 ``health_checked`` (which criteria its stored numbers allow: the loss history, balanced
 accuracy, the predicted-class share) and ``health_measures``, right after ``status``; see
-``core.health``. Nothing is retrained and no weights are read: everything comes from the
+``core.report.health``. Nothing is retrained and no weights are read: everything comes from the
 stored loss history and the final test confusion matrix. Rerunning it is harmless (the
 fields are recomputed from the same numbers).
 
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from core.fileio import write_json  # noqa: E402
-from core.health import HEALTH_KEYS, HEALTHY, classify, summary_text  # noqa: E402
+from core.report.health import HEALTH_KEYS, HEALTHY, classify, summary_text  # noqa: E402
 
 
 def with_health(meta: dict) -> dict:

@@ -1,4 +1,4 @@
-"""Run health (core.health), the floors (core.floors) and the in-place classifier script, on
+"""Run health (core.report.health), the floors (core.report.floors) and the in-place classifier script, on
 crafted histories and confusion matrices and on the stored runs the issue names."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.floors import TEST_CLASS_COUNTS, counts_from_confusion, floors, floors_from_counts
-from core.health import (
+from core.report.floors import TEST_CLASS_COUNTS, counts_from_confusion, floors, floors_from_counts
+from core.report.health import (
     COLLAPSED,
     DIVERGED,
     HEALTHY,

@@ -1,4 +1,4 @@
-"""The statistics every table uses (core.stats) and how the tables apply them (core.tables):
+"""The statistics every table uses (core.report.stats) and how the tables apply them (core.report.tables):
 Holm against a hand example, the one verdict rule, the pooled gap, the paired test, and the
 exclusion of unhealthy runs."""
 
@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 from scipy import stats as st
 
-from core import stats
-from core.reproduce import run_path, write_tables
+from core.grid.cells import run_path
+from core.report import stats
+from core.report.tables import write_tables
 
 
 def test_holm_against_a_hand_example():

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.plots import method_title
+from core.report.fmt import method_title
 
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "compare.py")
 

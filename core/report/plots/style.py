@@ -1,0 +1,87 @@
+"""The look every figure shares: one colour per method, axis conventions, empty figures."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from ...models.registry import DEFAULT_MODEL, list_models
+
+# Okabe-Ito palette: distinguishable for colour-blind readers; RIM gets the strongest colour.
+METHOD_COLORS = {
+    "rim": "#D55E00",
+    "parallel_lstm": "#0072B2",
+    "entnet": "#009E73",
+    "rmc": "#CC79A7",
+    "indrnn": "#E69F00",
+}
+UPLOAD_COLOR = "#555555"
+
+
+def method_color(name: str) -> str:
+    return METHOD_COLORS.get(name, UPLOAD_COLOR)
+
+
+def method_order() -> list[str]:
+    return list_models()
+
+
+LOG_TICKS = ".2~g"  # log axes: "0.5, 1, 2, 5, 10" instead of plotly's bare digits "5, 1, 2, 5, 1"
+TIMESTEP_AXIS = "image row = timestep"
+MASK_COLORS = ("#EDEDED", METHOD_COLORS[DEFAULT_MODEL])  # inactive, active
+CHANGE_COLORS = ("#EDEDED", "#000000")  # unchanged, changed
+
+
+def axis_title(axis: str, log: bool) -> str:
+    """``"training loss (nats)"`` -> ``"training loss (nats, log scale)"`` on a log axis."""
+    if not log:
+        return axis
+    return axis[:-1] + ", log scale)" if axis.endswith(")") else axis + " (log scale)"
+
+
+def empty_figure(message: str, height: int = 300) -> go.Figure:
+    """A figure that only says ``message`` (nothing to draw)."""
+    fig = go.Figure()
+    fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    fig.update_layout(height=height, margin=dict(l=20, r=20, t=40, b=20))
+    return fig
+
+
+def binary_scale(colors=MASK_COLORS) -> list:
+    """A two-colour scale for 0/1 heatmaps."""
+    return [[0.0, colors[0]], [0.5, colors[0]], [0.5, colors[1]], [1.0, colors[1]]]
+
+
+def rgba(hex_color: str, alpha: float) -> str:
+    h = hex_color.lstrip("#")
+    r, g, b = (int(h[i : i + 2], 16) for i in (0, 2, 4))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+FLOOR_COLOR = "#444444"
+
+
+def add_floor_lines(fig: go.Figure, floors: dict | None, *, row=None, col=None) -> go.Figure:
+    """Dashed horizontal lines at the chance and majority-class error (``core.report.floors``; percent).
+
+    One line when the two coincide (a balanced test set), two otherwise; each labelled.
+    ``row``/``col``: the subplot of a panel figure.
+    """
+    if not floors:
+        return fig
+    chance, major = floors.get("chance_error"), floors.get("majority_error")
+    lines = []
+    if chance is not None and chance == chance:
+        lines.append((100 * chance, f"chance {100 * chance:.1f} %"))
+    if major is not None and major == major:
+        if lines and abs(100 * major - lines[0][0]) < 0.05:
+            lines[0] = (lines[0][0], f"chance = majority class {lines[0][0]:.1f} %")
+        else:
+            lines.append((100 * major, f"majority class {100 * major:.2f} %"))
+    for k, (y, text) in enumerate(lines):
+        where = {"row": row, "col": col} if row is not None else {}
+        fig.add_hline(y=y, line=dict(color=FLOOR_COLOR, dash="dash", width=1.2), name="floor",
+                      annotation_text=text, annotation_position="bottom right" if k else "top right",
+                      annotation_font=dict(size=10, color=FLOOR_COLOR), **where)
+    return fig
