@@ -276,8 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="training checkpoint (to resume from) every N iterations; 0 = not by count (default %(default)s)")
     p.add_argument("--checkpoint-every-s", type=float, default=d.checkpoint_every_s,
                    help="... and at least every S seconds; 0 = not by time (default %(default)s)")
-    p.add_argument("--resume", default=None, metavar="DIR",
-                   help="continue an interrupted run from its checkpoint folder (<out>.ckpt); its settings, data "
+    p.add_argument("--resume", default=None, metavar="OUT",
+                   help="continue an interrupted run: its --out stem or its checkpoint folder (<out>.ckpt); its settings, data "
                         "folder and output path come from the checkpoint (--threads, --quiet and --out still apply)")
     p.add_argument("--keep-checkpoints", action="store_true",
                    help="keep the checkpoint folder after the run completed (default: removed)")

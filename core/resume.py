@@ -398,6 +398,21 @@ def latest_state(folder, on_damaged: Callable[[Path, CheckpointError], None] | N
     return None
 
 
+def resolve_resume_path(arg) -> Path:
+    """The checkpoint folder (or state file) a user means by ``arg``: the path itself, or the
+    ``<stem>.ckpt`` folder beside a run's ``--out`` stem. Raises CheckpointError naming every
+    path tried when none exists (and where the finished model is, when the run completed)."""
+    p = Path(arg)
+    tried = [p] if p.suffix == ".ckpt" else [p, Path(f"{p}.ckpt")]
+    for cand in tried:
+        if cand.exists():
+            return cand
+    stem = str(p).removesuffix(".ckpt")
+    done = Path(f"{stem}.safetensors")
+    finished = f" The run finished: its model is at {done}, there is nothing to resume." if done.is_file() else ""
+    raise CheckpointError(f"No training checkpoint at {' or '.join(str(c) for c in tried)}.{finished}")
+
+
 def load_resume_source(source) -> TrainState:
     """A TrainState from a state, a checkpoint folder (its newest intact state) or a state .json."""
     if isinstance(source, TrainState):

@@ -16,7 +16,7 @@ the checkpoint metadata (``run_metadata``) in core.checkpoint; all are re-export
 CLI::
 
     python -m core.train --dataset mnist --model rim --seed 0 --out runs/mnist_rim_s0
-    python -m core.train --resume runs/mnist_rim_s0.ckpt     # after a crash: continue, then save as usual
+    python -m core.train --resume runs/mnist_rim_s0          # after a crash: continue (its --out stem or .ckpt folder)
 """
 
 from __future__ import annotations
@@ -383,13 +383,13 @@ def main(argv=None) -> int:
 
     from .checkpoint import save_checkpoint
     from .errors import RimscopeError
-    from .resume import load_resume_source, remove_states
+    from .resume import load_resume_source, remove_states, resolve_resume_path
 
     args = build_parser().parse_args(argv)
     state, ckpt_dir = None, None
     try:
         if args.resume:
-            ckpt_dir = Path(args.resume)
+            ckpt_dir = resolve_resume_path(args.resume)
             state = load_resume_source(ckpt_dir)
             if state.path is not None and ckpt_dir.is_file():
                 ckpt_dir = state.path.parent
