@@ -10,8 +10,10 @@ reported to the caller (``LoadedData.source``):
    names such as ``cane``, mapped to English) or any ImageFolder (one folder per class),
    under ``<data_dir>/animals10/raw-img`` or ``RIMSCOPE_ANIMALS10_DIR``. Split 80/20 per
    class with a fixed seed.
-3. ``torchvision``: downloads MNIST, Fashion-MNIST and CIFAR-10 on a machine with internet
-   (set ``RIMSCOPE_OFFLINE=1`` to skip the attempt).
+3. ``torchvision``: downloads MNIST, Fashion-MNIST and CIFAR-10 on a machine with internet.
+   Whether its download source answers is probed first (core.online: at most 2 s, cached
+   60 s), so an offline machine hears so in one sentence instead of a download traceback;
+   ``RIMSCOPE_OFFLINE=1`` skips the attempt altogether.
 4. ``sample``: about 1,000 images shipped in ``assets/samples`` (MNIST, Fashion-MNIST), so
    the per-image pages work offline. Used only when ``allow_sample`` is true (the default for
    the test split).
@@ -36,6 +38,7 @@ import torch
 
 from . import paths
 from .errors import ConfigError, DataUnavailableError
+from .online import NO_INTERNET, download_reachable
 from .transforms import NOISE_MODES, add_noise, stretch_rows, to_sequence  # noqa: F401 - re-exported (they moved)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -230,7 +233,23 @@ def _from_folder(info: DatasetInfo, split: str, data_dir: Path | None) -> Loaded
 _TV = {"mnist": "MNIST", "fashion_mnist": "FashionMNIST", "cifar10": "CIFAR10"}
 
 
-def _from_torchvision(info: DatasetInfo, split: str, download: bool) -> LoadedData | None:
+def download_failed_message(info: DatasetInfo, why: str, data_dir: Path | None = None) -> str:
+    """The one sentence a user reads when torchvision cannot fetch ``info`` (the raw reason goes apart)."""
+    folder = data_dir if data_dir is not None else paths.ROOT / "data"
+    demo = (f", or train a quick demo on the bundled {info.title} sample (Train page)"
+            if (SAMPLES_DIR / f"{info.name}_sample.npz").is_file() else "")
+    return (f"{info.title} could not be downloaded: {why}. Put the data at {folder / info.name}/train.npz and "
+            f"test.npz (x uint8, y int64, classes), or start the app with RIMSCOPE_DATA_DIR=/path/to/folder "
+            f"(python -m core.train: --data-dir) pointing at a folder that holds {info.name}/{demo}.")
+
+
+def _offline_error(info: DatasetInfo, reach, data_dir: Path | None) -> DataUnavailableError:
+    return DataUnavailableError(download_failed_message(info, NO_INTERNET, data_dir),
+                                detail=f"torchvision's download source did not answer: {reach.reason}")
+
+
+def _from_torchvision(info: DatasetInfo, split: str, download: bool,
+                      data_dir: Path | None = None) -> LoadedData | None:
     if info.name not in _TV:
         return None
     import torchvision
@@ -242,10 +261,16 @@ def _from_torchvision(info: DatasetInfo, split: str, download: bool) -> LoadedDa
     except Exception:
         if not download or paths.offline():
             return None
+        reach = download_reachable(info.name)
+        if not reach.reachable:  # detected, not assumed: no download attempt that can only fail
+            raise _offline_error(info, reach, data_dir) from None
         try:
             ds = cls(str(root), train=(split == "train"), download=True)
         except Exception as exc:
-            raise DataUnavailableError(_missing_message(info, split, download_error=exc)) from exc
+            offline = not download_reachable(info.name, refresh=True).reachable
+            why = NO_INTERNET if offline else "the download failed although its source answers"
+            raise DataUnavailableError(download_failed_message(info, why, data_dir),
+                                       detail=f"{type(exc).__name__}: {exc}") from exc
     x = ds.data.numpy() if isinstance(ds.data, torch.Tensor) else np.asarray(ds.data)
     y = np.asarray(ds.targets, dtype=np.int64)
     return LoadedData(x.astype(np.uint8), y, list(info.classes), f"torchvision ({root})",
@@ -278,11 +303,8 @@ def how_to_get(name: str) -> list[str]:
     return ways
 
 
-def _missing_message(info: DatasetInfo, split: str, download_error: Exception | None = None) -> str:
+def _missing_message(info: DatasetInfo, split: str) -> str:
     lines = [f"No {info.title} {split} data found."]
-    if download_error is not None:
-        lines.append(f"Downloading with torchvision failed ({type(download_error).__name__}: "
-                     f"{download_error}); this machine may be offline.")
     lines.append("Options: set RIMSCOPE_DATA_DIR (or the data folder setting) to a folder with "
                  f"{info.name}/{split}.npz (x uint8, y int64, classes)")
     if info.name in _TV:
@@ -324,7 +346,7 @@ def load_dataset(name: str, split: str = "test", *, data_dir: str | Path | None 
             result = _from_folder(info, split, ddir)
         elif src == "torchvision":
             try:
-                result = _from_torchvision(info, split, download)
+                result = _from_torchvision(info, split, download, ddir)
             except DataUnavailableError as exc:  # offline: fall through to the bundled sample
                 download_error = exc
         elif src == "sample" and allow_sample:
@@ -383,7 +405,8 @@ def training_data_plan(dataset: str, data_dir: str | Path | None = None, holdout
     """Which source a worker will train from, found cheaply (no image is loaded).
 
     Raises DataUnavailableError (with the options) when no source has the training split
-    and downloading is impossible (``RIMSCOPE_OFFLINE=1``).
+    and downloading is impossible: ``RIMSCOPE_OFFLINE=1``, or torchvision's download source
+    does not answer (core.online's probe: at most 2 s, cached 60 s).
     """
     info = get_info(dataset)
     if data_dir:  # given explicitly: it must serve this data set, or the user hears why not
@@ -419,7 +442,10 @@ def training_data_plan(dataset: str, data_dir: str | Path | None = None, holdout
         if (root / rel).is_file():
             return plan(f"torchvision ({root})", n)
         if not paths.offline():
-            return plan(f"torchvision download into {root} (needs internet)", n)
+            reach = download_reachable(info.name)
+            if reach.reachable:
+                return plan(f"torchvision download into {root} (its source answers)", n)
+            raise _offline_error(info, reach, ddir)
     raise DataUnavailableError(_missing_message(info, "train"))
 
 

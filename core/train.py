@@ -431,7 +431,7 @@ def main(argv=None) -> int:
                        checkpoint_extra=extra)
         bar.close()
     except RimscopeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {exc}" + (f"\n  reason: {exc.detail}" if exc.detail else ""), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         hint = f"; continue with: python -m core.train --resume {ckpt_dir}" if ckpt_dir and ckpt_dir.is_dir() else ""

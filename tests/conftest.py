@@ -24,6 +24,9 @@ def _isolated_data_env(tmp_path_factory, monkeypatch):
         from core import data as _data
 
         _data._CACHE.clear()
+        from core import online as _online
+
+        _online.clear_cache()  # the download probe's answers too
     except ImportError:
         pass
     yield data_dir

@@ -34,7 +34,7 @@ from .cache import (  # noqa: E402
     test_data,
 )
 from .export import figure_downloads, png_export_ready  # noqa: E402
-from .messages import image_name, missing_data_note, no_models_note, reproduce_hint, show_error  # noqa: E402
+from .messages import details, image_name, missing_data_note, no_models_note, reproduce_hint, show_error  # noqa: E402
 from .pickers import (  # noqa: E402
     PROTOCOL_KEY,
     chosen_protocol,
