@@ -30,35 +30,6 @@ CHART = {"displayModeBar": False}
 # --------------------------------------------------------------------------- cached compute
 
 
-
-@st.cache_resource(show_spinner=False, max_entries=4)
-def _shipped(path: str, mtime: float) -> curves.ShippedCurves:
-    """The curves computed for the shipped models at build time (pretrained/curves.json)."""
-    from pathlib import Path
-
-    return curves.ShippedCurves.load(Path(path))
-
-
-@st.cache_data(show_spinner=False, max_entries=256)
-def _weights_hash(path: str, mtime: float) -> str:
-    return curves.file_hash(path)
-
-
-# cache_resource: results are read-only, and handing out the same object (no copy) keeps a
-# slider move cheap even when the curve needs 21 points x 5 models from the cache
-@st.cache_resource(max_entries=4000, show_spinner=False)
-def _noise_point(_model, model_key: str, mtime: float, data_key: str, _images, _labels, kind: str,
-                 strength: float, with_activity: bool, seed: int) -> analysis.EvalPoint:
-    return analysis.noise_point(_model, model_key, mtime, data_key, _images, _labels, kind, strength,
-                                with_activity, seed)
-
-
-@st.cache_resource(max_entries=1000, show_spinner=False)
-def _stretch_point(_model, model_key: str, mtime: float, data_key: str, _images, _labels,
-                   factor: float) -> analysis.EvalPoint:
-    return analysis.stretch_point(_model, model_key, mtime, data_key, _images, _labels, factor)
-
-
 @st.cache_data(max_entries=512, show_spinner=False)
 def _one(_model, model_key: str, mtime: float, image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Class probabilities and per-timestep activity of one image: one forward pass for both."""
@@ -76,19 +47,10 @@ def _active(model, model_key: str, mtime: float, image: np.ndarray) -> np.ndarra
     return _one(model, model_key, mtime, image)[1]
 
 
-@st.cache_resource(max_entries=8, show_spinner=False)
-def _subset(data_key: str, _data) -> tuple[np.ndarray, np.ndarray]:
-    idx = analysis.fixed_subset(len(_data), SUBSET, seed=0)
-    return np.ascontiguousarray(_data.images[idx]), np.ascontiguousarray(_data.labels[idx])
-
-
 def make_scorer(dataset: str, data, models: dict) -> analysis.Scorer:
-    """``core.analysis.Scorer`` over this page's caches: points computed once per session."""
-    key = f"{dataset}|{data.source}|{len(data)}|{SUBSET}"
-    images, labels = _subset(key, data)
-    pre = paths.pretrained_dir()
-    return analysis.Scorer(key, images, labels, models, shipped=_shipped(str(pre), ui.mtime(pre / curves.FILE)),
-                           seed=SEED, noise_fn=_noise_point, stretch_fn=_stretch_point, weights_hash=_weights_hash)
+    """``core.analysis.Scorer`` over the shared caches (pages/ui/cache.py): points computed once
+    per server, the defaults already at start (the warm-up)."""
+    return ui.robustness_scorer(dataset, data, models)
 
 
 def fill(jobs: list, label: str) -> None:
@@ -304,6 +266,8 @@ def _mask_shift(scorer: analysis.Scorer, method: str, picked, kind, strength, pa
                                                     labels=("clean", level)), key="rb_mask" + suffix, config=CHART)
     if param is not None:
         def build():
+            fill([(scorer.noise, (method, kind, s)) for s in GRID],
+                 f"Scoring {short_method_title(method)}'s mask at {len(GRID)} noise levels")
             c = scorer.noise_curve(method, kind, GRID, shipped=False, flips=True)
             if c.flips is None:
                 return None

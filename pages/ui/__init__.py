@@ -29,8 +29,10 @@ from .cache import (  # noqa: E402
     model_entries,
     mtime,
     read_json,
+    robustness_scorer,
     run_store,
     schedules_available,
+    start_warmup,
     test_data,
 )
 from .export import figure_downloads, png_export_ready  # noqa: E402

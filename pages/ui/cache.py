@@ -1,19 +1,27 @@
-"""Cached loading for the pages: models, test data, JSON files, reproduction outputs.
+"""Cached loading for the pages: models, test data, JSON files, reproduction outputs, the
+Robustness scorer's points; and the warm-up that fills the shared ones at server start.
 
 Every cache key holds what makes a result stale (a file's modification time), and paths come
-from ``core.paths`` at call time (tests and deployments move them).
+from ``core.paths`` at call time (tests and deployments move them). The caches here are
+process-wide (shared by every session), so what is the same for everyone is computed once:
+``start_warmup`` (app.py calls it on the server's first script run) computes the defaults
+in a background thread while that first page is drawn.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import threading
+import time
 from pathlib import Path
 
+import numpy as np
 import streamlit as st
 import torch
 
-from core import catalog, paths
-from core.data import LoadedData, load_dataset
+from core import analysis, catalog, curves, paths
+from core.data import DATASETS, LoadedData, load_dataset
 
 from .messages import show_error
 
@@ -156,3 +164,131 @@ def _load_curves(out_dir: str, signature: tuple) -> dict:
 def load_curves(out_dir: Path) -> dict:
     """``{dataset: {metric: [curve, ...]}}`` from every run JSON of a reproduction output."""
     return _load_curves(str(out_dir), _runs_signature(out_dir))
+
+
+# --------------------------------------------------------------------------- Robustness scorer
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _shipped(path: str, mtime_: float) -> curves.ShippedCurves:
+    """The curves computed for the shipped models at build time (pretrained/curves.json)."""
+    return curves.ShippedCurves.load(Path(path))
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def _weights_hash(path: str, mtime_: float) -> str:
+    return curves.file_hash(path)
+
+
+# cache_resource: results are read-only, and handing out the same object (no copy) keeps a
+# slider move cheap even when the curve needs 21 points x 5 models from the cache
+@st.cache_resource(max_entries=4000, show_spinner=False)
+def _noise_point(_model, model_key: str, mtime_: float, data_key: str, _images, _labels, kind: str,
+                 strength: float, with_activity: bool, seed: int) -> analysis.EvalPoint:
+    return analysis.noise_point(_model, model_key, mtime_, data_key, _images, _labels, kind, strength,
+                                with_activity, seed)
+
+
+@st.cache_resource(max_entries=1000, show_spinner=False)
+def _stretch_point(_model, model_key: str, mtime_: float, data_key: str, _images, _labels,
+                   factor: float) -> analysis.EvalPoint:
+    return analysis.stretch_point(_model, model_key, mtime_, data_key, _images, _labels, factor)
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _subset(data_key: str, _data, n: int) -> tuple[np.ndarray, np.ndarray]:
+    idx = analysis.fixed_subset(len(_data), n, seed=0)
+    return np.ascontiguousarray(_data.images[idx]), np.ascontiguousarray(_data.labels[idx])
+
+
+def robustness_scorer(dataset: str, data: LoadedData, models: dict) -> analysis.Scorer:
+    """``core.analysis.Scorer`` over these process-wide caches: every point once per server."""
+    n = paths.robustness_subset(curves.SUBSET)
+    key = f"{dataset}|{data.source}|{len(data)}|{n}"
+    images, labels = _subset(key, data, n)
+    pre = paths.pretrained_dir()
+    return analysis.Scorer(key, images, labels, models, shipped=_shipped(str(pre), mtime(pre / curves.FILE)),
+                           seed=curves.SEED, noise_fn=_noise_point, stretch_fn=_stretch_point,
+                           weights_hash=_weights_hash)
+
+
+# --------------------------------------------------------------------------- warm-up
+
+WARMUP: dict = {"state": "not started", "steps": {}, "error": None}  # what the warm-up did, for benches/tests
+
+
+def default_models(dataset: str) -> dict:
+    """``{method: (entry, model)}``: what a per-model page compares by default (the pretrained
+    model of each method, of the default protocol), loaded through the shared cache."""
+    entries, _ = model_entries(dataset)
+    by_method: dict[str, list] = {}
+    for e in entries:
+        by_method.setdefault(e.model, []).append(e)
+    out = {}
+    for method, cands in by_method.items():
+        entry = catalog.preferred_entry(cands, catalog.DEFAULT_PROTOCOL)
+        out[method] = (entry, load_entry_cached(entry)[0])
+    return out
+
+
+def _warm_imports() -> None:
+    import plotly.subplots  # noqa: F401
+    import scipy.stats  # noqa: F401
+
+    import core.plots  # noqa: F401
+    import core.runs  # noqa: F401
+    import core.stats  # noqa: F401
+    import core.train  # noqa: F401
+    from core.online import download_reachable
+
+    download_reachable(next(iter(DATASETS)))  # the Train page's probe, cached for a minute
+
+
+def _warm_robustness(dataset: str) -> None:
+    from core.models import trace_schema
+
+    models = default_models(dataset)
+    scorer = robustness_scorer(dataset, test_data(dataset), models)
+    for method in models:  # the error curve (mostly shipped points) and the clean point
+        for s in curves.GRID:
+            scorer.curve_noise(method, "gaussian", s)
+    for method, (entry, _) in models.items():  # the mask-shift curve: computed points, every level
+        if trace_schema(entry.model).activity_binary:
+            for s in curves.GRID:
+                scorer.noise(method, "gaussian", s)
+
+
+def _warm_compare() -> None:
+    for out_dir in schedules_available().values():
+        load_summary(out_dir)
+        load_curves(out_dir)
+
+
+def _warm() -> None:
+    # not at a lower priority: a session that needs a point being warmed waits for it (the
+    # caches lock per key), so a starved warm-up would slow exactly the pages it is for
+    dataset = next(iter(DATASETS))  # every picker's default data set
+    steps = [("imports", _warm_imports), ("manifest", manifest), ("models", lambda: default_models(dataset)),
+             ("test data", lambda: test_data(dataset)), ("robustness", lambda: _warm_robustness(dataset)),
+             ("compare", _warm_compare)]
+    WARMUP["state"] = "running"
+    for name, fn in steps:
+        t0 = time.perf_counter()
+        try:
+            fn()
+        except Exception as exc:  # noqa: BLE001 - a page shows the problem when it gets there
+            WARMUP["error"] = f"{name}: {type(exc).__name__}: {exc}"
+        WARMUP["steps"][name] = round(time.perf_counter() - t0, 3)
+    WARMUP["state"] = "done"
+
+
+@st.cache_resource(show_spinner=False)
+def start_warmup() -> threading.Thread | None:
+    """Once per server process: fill the shared caches with what every newcomer's first views
+    need (``RIMSCOPE_WARMUP=0`` switches it off)."""
+    if os.environ.get("RIMSCOPE_WARMUP", "1").strip() == "0":
+        WARMUP["state"] = "off"
+        return None
+    t = threading.Thread(target=_warm, name="rimscope-warmup", daemon=True)
+    t.start()
+    return t
