@@ -21,6 +21,7 @@ from .cache import (  # noqa: E402
     SCHEDULES,
     entry_metadata,
     entry_mtime,
+    first_run_over,
     load_curves,
     load_entry_cached,
     load_or_report,

@@ -5,7 +5,7 @@ Every cache key holds what makes a result stale (a file's modification time), an
 from ``core.paths`` at call time (tests and deployments move them). The caches here are
 process-wide (shared by every session), so what is the same for everyone is computed once:
 ``start_warmup`` (app.py calls it on the server's first script run) computes the defaults
-in a background thread while that first page is drawn.
+in a background thread once that first page is drawn.
 """
 
 from __future__ import annotations
@@ -215,6 +215,14 @@ def robustness_scorer(dataset: str, data: LoadedData, models: dict) -> analysis.
 # --------------------------------------------------------------------------- warm-up
 
 WARMUP: dict = {"state": "not started", "steps": {}, "error": None}  # what the warm-up did, for benches/tests
+_FIRST_RUN_OVER = threading.Event()
+FIRST_RUN_WAIT_S = 60.0  # the warm-up starts when the first script run is over, or after this long
+
+
+def first_run_over() -> None:
+    """app.py, after each script run: the warm-up may start (it waits for the first page, so it
+    does not slow exactly that page down on a busy machine)."""
+    _FIRST_RUN_OVER.set()
 
 
 def default_models(dataset: str) -> dict:
@@ -267,6 +275,8 @@ def _warm_compare() -> None:
 def _warm() -> None:
     # not at a lower priority: a session that needs a point being warmed waits for it (the
     # caches lock per key), so a starved warm-up would slow exactly the pages it is for
+    WARMUP["state"] = "waiting for the first page"
+    _FIRST_RUN_OVER.wait(FIRST_RUN_WAIT_S)
     dataset = next(iter(DATASETS))  # every picker's default data set
     steps = [("imports", _warm_imports), ("manifest", manifest), ("models", lambda: default_models(dataset)),
              ("test data", lambda: test_data(dataset)), ("robustness", lambda: _warm_robustness(dataset)),

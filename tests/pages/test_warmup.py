@@ -16,6 +16,7 @@ def cache(page_env, monkeypatch):
     for fn in (C._noise_point, C._subset, C._shipped, C._load_model, C.test_data):
         fn.clear()
     C.WARMUP.update(state="not started", steps={}, error=None)
+    C.first_run_over()  # as app.py does after its first script run
     return C
 
 
@@ -34,6 +35,21 @@ def test_the_warmup_fills_the_caches_the_robustness_page_reads(cache, monkeypatc
     assert calls == []  # every point came from the warm cache
     scorer.noise("rim", "speckle", 0.05)  # not warmed: computed now
     assert calls == [("speckle", 0.05)]
+
+
+def test_the_warmup_waits_for_the_first_page(cache, monkeypatch):
+    import threading
+
+    monkeypatch.setattr(cache, "_FIRST_RUN_OVER", threading.Event())
+    monkeypatch.setattr(cache, "FIRST_RUN_WAIT_S", 30.0)
+    cache.start_warmup.clear()
+    t = cache.start_warmup()
+    t.join(1.0)
+    assert t.is_alive() and cache.WARMUP["state"] == "waiting for the first page" and not cache.WARMUP["steps"]
+    cache.first_run_over()
+    t.join(120)
+    assert cache.WARMUP["state"] == "done" and cache.WARMUP["error"] is None, cache.WARMUP
+    cache.start_warmup.clear()
 
 
 def test_warmup_can_be_switched_off(cache, monkeypatch):
