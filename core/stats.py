@@ -14,7 +14,9 @@ import warnings
 
 import numpy as np
 import pandas as pd
-from scipy import stats as _st
+
+# scipy.stats is imported where it is used: it costs about 2 s at import, and the pages that
+# only need a Wilson band (Robustness, Mechanisms) should not pay that on their first view
 
 LEVEL = 0.95
 
@@ -60,6 +62,8 @@ def welch_ci(a, b, level: float = LEVEL) -> tuple[float, float, float]:
         return diff, math.nan, math.nan
     if a.var(ddof=1) + b.var(ddof=1) == 0:  # no spread at all: the difference is exact
         return diff, diff, diff
+    from scipy import stats as _st
+
     with warnings.catch_warnings():  # near-identical seeds: scipy warns of precision loss, the interval stands
         warnings.simplefilter("ignore", RuntimeWarning)
         ci = _st.ttest_ind(a, b, equal_var=False).confidence_interval(confidence_level=level)
@@ -70,6 +74,8 @@ def wilson_interval(k: int | float, n: int, level: float = LEVEL) -> tuple[float
     """Wilson interval of a rate measured as ``k`` out of ``n`` (NaN for ``n`` = 0)."""
     if n <= 0:
         return (math.nan, math.nan)
+    from scipy import stats as _st
+
     ci = _st.binomtest(int(round(k)), int(n)).proportion_ci(confidence_level=level, method="wilson")
     return (max(0.0, float(ci.low)), min(1.0, float(ci.high)))
 
