@@ -32,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.bench_pages import CHROMIUM, CHROMIUM_ARGS, OBSERVER_JS, start_server
@@ -188,7 +188,7 @@ def main(argv=None) -> dict:
     if not os.access(CHROMIUM, os.X_OK):
         sys.exit(f"no Chromium at {CHROMIUM}: run scripts/install_browser.sh")
     result = {"machine": {"cores": os.cpu_count(), "platform": platform.platform(),
-                          "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                          "date": datetime.now(UTC).isoformat(timespec="seconds"),
                           "load_average_start": list(os.getloadavg())},
               "data_dir": os.environ.get("RIMSCOPE_DATA_DIR") or "(empty: bundled samples)"}
     result.update(fresh_and_warm(args.order))

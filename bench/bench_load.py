@@ -32,7 +32,7 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -197,7 +197,7 @@ def main(argv=None) -> dict:
     if not os.access(CHROMIUM, os.X_OK):
         sys.exit(f"no Chromium at {CHROMIUM}: run scripts/install_browser.sh")
     result = {"machine": {"cores": os.cpu_count(), "platform": platform.platform(),
-                          "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                          "date": datetime.now(UTC).isoformat(timespec="seconds"),
                           "load_average_start": list(os.getloadavg())},
               "mix": MIX,
               "data_dir": os.environ.get("RIMSCOPE_DATA_DIR") or "(empty: bundled samples)", "phases": []}

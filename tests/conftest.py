@@ -21,12 +21,12 @@ def _isolated_data_env(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("RIMSCOPE_HOME", str(home))
     monkeypatch.delenv("RIMSCOPE_ANIMALS10_DIR", raising=False)
     try:  # loaded data sets are cached per process; start every test with an empty cache
-        from core import data as _data
+        from core.data import datasets
 
-        _data._CACHE.clear()
-        from core import online as _online
+        datasets._CACHE.clear()
+        from core.data import online
 
-        _online.clear_cache()  # the download probe's answers too
+        online.clear_cache()  # the download probe's answers too
     except ImportError:
         pass
     yield data_dir

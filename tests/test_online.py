@@ -1,4 +1,4 @@
-"""The download probe (core.online) and what an offline machine is told (Train page plan, CLI,
+"""The download probe (core.data.online) and what an offline machine is told (Train page plan, CLI,
 a download that fails anyway). The network is never touched: the probe's TCP connect is
 replaced by a stand-in; the real thing runs in tests/browser/test_offline_netns.py."""
 
@@ -10,8 +10,9 @@ import time
 import numpy as np
 import pytest
 
-import core.data as D
-import core.online as O
+from core.data import datasets as D
+from core.data import online as O
+from core.data.plan import training_data_plan
 from core.errors import DataUnavailableError
 
 DOWN = OSError(-2, "Name or service not known")
@@ -108,17 +109,17 @@ def test_the_proxy_is_probed_when_one_is_set(net, monkeypatch):
 
 def test_train_plan_offline_says_so_and_how_to_get_data(net):
     with pytest.raises(DataUnavailableError) as ei:
-        D.training_data_plan("mnist")
+        training_data_plan("mnist")
     msg = str(ei.value)
     assert msg.startswith("MNIST could not be downloaded: this machine has no internet connection. Put the data at ")
     assert "mnist/train.npz" in msg and "RIMSCOPE_DATA_DIR" in msg and "bundled MNIST sample" in msg
     assert "Name or service not known" in ei.value.detail and "Name or service" not in msg
     with pytest.raises(DataUnavailableError) as ei:
-        D.training_data_plan("cifar10")
+        training_data_plan("cifar10")
     assert "could not be downloaded" in str(ei.value) and "bundled" not in str(ei.value)  # no sample to offer
     net.up = True
     O.clear_cache()
-    assert "torchvision download" in D.training_data_plan("mnist").source
+    assert "torchvision download" in training_data_plan("mnist").source
 
 
 def test_a_download_that_fails_anyway_ends_in_one_sentence(net, monkeypatch):
@@ -153,9 +154,9 @@ def test_a_download_that_fails_anyway_ends_in_one_sentence(net, monkeypatch):
 
 
 def test_cli_offline_prints_the_sentence_and_exits_nonzero(net, capsys, tmp_path):
-    import core.train as T
+    from core.training import cli
 
-    assert T.main(["--dataset", "mnist", "--model", "rim", "--iterations", "2", "--quiet",
+    assert cli.main(["--dataset", "mnist", "--model", "rim", "--iterations", "2", "--quiet",
                    "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
     assert "error: MNIST could not be downloaded: this machine has no internet connection." in err
@@ -166,8 +167,9 @@ def test_cli_offline_prints_the_sentence_and_exits_nonzero(net, capsys, tmp_path
 def test_the_worker_keeps_the_raw_reason_apart(net, tmp_path, monkeypatch):
     """A run queued anyway (e.g. the network went away after the page looked) fails with the
     sentence as its message and the raw reason as its detail."""
-    from core.runs import RunStore, run_worker
-    from core.train import TrainConfig
+    from core.runs.store import RunStore
+    from core.runs.worker import run_worker
+    from core.training.config import TrainConfig
 
     monkeypatch.setenv("RIMSCOPE_HOME", str(tmp_path / "home"))
     store = RunStore(max_concurrent=0)  # queue only: the worker runs here, in this process
@@ -185,4 +187,4 @@ def test_a_data_folder_needs_no_probe(net, tmp_path):
     for split in ("train", "test"):
         np.savez(tmp_path / "mnist" / f"{split}.npz", x=rng.integers(0, 256, (5, 28, 28), dtype=np.uint8),
                  y=np.arange(5, dtype=np.int64), classes=np.array([str(i) for i in range(10)]))
-    assert "npz folder" in D.training_data_plan("mnist", tmp_path).source and net.calls == []
+    assert "npz folder" in training_data_plan("mnist", tmp_path).source and net.calls == []

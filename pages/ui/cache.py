@@ -20,8 +20,11 @@ import numpy as np
 import streamlit as st
 import torch
 
-from core import analysis, catalog, curves, paths
-from core.data import DATASETS, LoadedData, load_dataset
+from core import catalog, paths
+from core.data.datasets import DATASETS, LoadedData, load_dataset
+from core.eval import curves
+from core.eval.points import EvalPoint, fixed_subset, noisy_eval, stretch_eval
+from core.eval.scorer import Scorer
 
 from .messages import show_error
 
@@ -75,7 +78,7 @@ def test_data(dataset: str, data_dir: str | None = None) -> LoadedData:
 def run_store():
     """The user's run store, or ``None`` while ``core.runs`` is unavailable or broken."""
     try:
-        from core.runs import RunStore
+        from core.runs.store import RunStore
 
         return RunStore()
     except (ImportError, AttributeError):
@@ -149,7 +152,7 @@ def _runs_signature(out_dir: Path) -> tuple:
 
 @st.cache_data(show_spinner="Reading training curves…", max_entries=8)
 def _load_curves(out_dir: str, signature: tuple) -> dict:
-    from core.plots import curves_from_metadata
+    from core.report.plots.training import curves_from_metadata
 
     out: dict = {}
     for path, _ in signature:
@@ -182,34 +185,33 @@ def _weights_hash(path: str, mtime_: float) -> str:
 
 # cache_resource: results are read-only, and handing out the same object (no copy) keeps a
 # slider move cheap even when the curve needs 21 points x 5 models from the cache
+# ``ident`` (model key, weights mtime, data key; Scorer.ident) is what the cache keys on: the
+# model and the images themselves are not hashed (leading underscore)
 @st.cache_resource(max_entries=4000, show_spinner=False)
-def _noise_point(_model, model_key: str, mtime_: float, data_key: str, _images, _labels, kind: str,
-                 strength: float, with_activity: bool, seed: int) -> analysis.EvalPoint:
-    return analysis.noise_point(_model, model_key, mtime_, data_key, _images, _labels, kind, strength,
-                                with_activity, seed)
+def _noise_point(ident: tuple, _model, _images, _labels, kind: str, strength: float, with_activity: bool,
+                 seed: int) -> EvalPoint:
+    return noisy_eval(_model, _images, _labels, kind, strength, seed, with_activity=with_activity)
 
 
 @st.cache_resource(max_entries=1000, show_spinner=False)
-def _stretch_point(_model, model_key: str, mtime_: float, data_key: str, _images, _labels,
-                   factor: float) -> analysis.EvalPoint:
-    return analysis.stretch_point(_model, model_key, mtime_, data_key, _images, _labels, factor)
+def _stretch_point(ident: tuple, _model, _images, _labels, factor: float) -> EvalPoint:
+    return stretch_eval(_model, _images, _labels, factor)
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
 def _subset(data_key: str, _data, n: int) -> tuple[np.ndarray, np.ndarray]:
-    idx = analysis.fixed_subset(len(_data), n, seed=0)
+    idx = fixed_subset(len(_data), n, seed=0)
     return np.ascontiguousarray(_data.images[idx]), np.ascontiguousarray(_data.labels[idx])
 
 
-def robustness_scorer(dataset: str, data: LoadedData, models: dict) -> analysis.Scorer:
-    """``core.analysis.Scorer`` over these process-wide caches: every point once per server."""
+def robustness_scorer(dataset: str, data: LoadedData, models: dict) -> Scorer:
+    """``core.eval.scorer.Scorer`` over these process-wide caches: every point once per server."""
     n = paths.robustness_subset(curves.SUBSET)
     key = f"{dataset}|{data.source}|{len(data)}|{n}"
     images, labels = _subset(key, data, n)
     pre = paths.pretrained_dir()
-    return analysis.Scorer(key, images, labels, models, shipped=_shipped(str(pre), mtime(pre / curves.FILE)),
-                           seed=curves.SEED, noise_fn=_noise_point, stretch_fn=_stretch_point,
-                           weights_hash=_weights_hash)
+    return Scorer(key, images, labels, models, shipped=_shipped(str(pre), mtime(pre / curves.FILE)),
+                  seed=curves.SEED, noise_fn=_noise_point, stretch_fn=_stretch_point, weights_hash=_weights_hash)
 
 
 # --------------------------------------------------------------------------- warm-up
@@ -243,17 +245,18 @@ def _warm_imports() -> None:
     import plotly.subplots  # noqa: F401
     import scipy.stats  # noqa: F401
 
-    import core.plots  # noqa: F401
-    import core.runs  # noqa: F401
-    import core.stats  # noqa: F401
-    import core.train  # noqa: F401
-    from core.online import download_reachable
+    import core.report.plots.comparison  # noqa: F401
+    import core.report.plots.training  # noqa: F401
+    import core.report.stats  # noqa: F401
+    import core.runs.store  # noqa: F401
+    import core.training.loop  # noqa: F401
+    from core.data.online import download_reachable
 
     download_reachable(next(iter(DATASETS)))  # the Train page's probe, cached for a minute
 
 
 def _warm_robustness(dataset: str) -> None:
-    from core.models import trace_schema
+    from core.models.registry import trace_schema
 
     models = default_models(dataset)
     scorer = robustness_scorer(dataset, test_data(dataset), models)

@@ -33,7 +33,7 @@ def _env(home: Path, data: Path) -> dict:
 
 
 def _probe(out: dict) -> None:
-    from core.online import download_reachable
+    from core.data.online import download_reachable
 
     for name in ("mnist", "fashion_mnist", "cifar10"):
         t0 = time.monotonic()
@@ -97,8 +97,8 @@ def _browser(out: dict, env: dict, home: Path, data: Path) -> None:
             res["runs_after_start"] = sorted(x.name for x in (home / "runs").glob("*") if x.is_dir())
 
             # a run queued past the page: its worker fails with the sentence; the card says it
-            from core.runs import RunStore
-            from core.train import TrainConfig
+            from core.runs.store import RunStore
+            from core.training.config import TrainConfig
 
             store = RunStore(home / "runs", max_concurrent=1)
             rid = store.submit(TrainConfig(dataset="mnist", model="rim", iterations=2, batch_size=4,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from core import analysis, curves
+from core.eval import curves
 
 
 @pytest.fixture
@@ -25,8 +25,8 @@ def test_the_warmup_fills_the_caches_the_robustness_page_reads(cache, monkeypatc
     assert cache.WARMUP["state"] == "done" and cache.WARMUP["error"] is None, cache.WARMUP
     assert set(cache.WARMUP["steps"]) == {"imports", "manifest", "models", "test data", "robustness", "compare"}
     calls = []
-    real = analysis.noise_point
-    monkeypatch.setattr(analysis, "noise_point", lambda *a, **k: calls.append(a[6:8]) or real(*a, **k))
+    real = cache.noisy_eval
+    monkeypatch.setattr(cache, "noisy_eval", lambda *a, **k: calls.append(a[3:5]) or real(*a, **k))
     models = cache.default_models("mnist")
     assert {"rim", "parallel_lstm", "indrnn"} <= set(models)
     scorer = cache.robustness_scorer("mnist", cache.test_data("mnist"), models)
