@@ -26,16 +26,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
-import subprocess
-import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
-from bench.bench_pages import CHROMIUM, CHROMIUM_ARGS, OBSERVER_JS, start_server
+from bench.bench_pages import (
+    OBSERVER_JS,
+    machine,
+    open_browser,
+    require_chromium,
+    start_server,
+    stop_server,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "bench" / "results" / "first_view.json"
@@ -122,10 +125,7 @@ def fresh_and_warm(order: list[str]) -> dict:
         out["server_ready_s"] = round(time.monotonic() - t_start, 2)
         try:
             with sync_playwright() as p:
-                browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-                ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-                page = ctx.new_page()
-                page.set_default_timeout(WAIT_MS)
+                browser, page = open_browser(p)
                 first, rest = order[0], order[1:]
                 fresh = {first: goto(page, url, first)}
                 log(f"fresh server, first page {first}: {fresh[first]:.2f} s")
@@ -136,9 +136,8 @@ def fresh_and_warm(order: list[str]) -> dict:
                 for name in order:
                     revisit[name] = click_to(page, name)
                     log(f"revisit {name}: {revisit[name]:.2f} s")
-                ctx.close()
-                ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-                page = ctx.new_page()
+                page.context.close()
+                page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
                 page.set_default_timeout(WAIT_MS)
                 warm = {}
                 for name in order:
@@ -148,11 +147,7 @@ def fresh_and_warm(order: list[str]) -> dict:
             out.update(fresh_server_s=fresh, revisit_s=revisit, warm_server_new_session_s=warm,
                        server_rss_mb=_server_rss_mb(proc))
         finally:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_server(proc)
     return out
 
 
@@ -163,17 +158,12 @@ def direct(name: str) -> dict:
         proc, url = start_server(False, Path(tmp))
         try:
             with sync_playwright() as p:
-                browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-                page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+                browser, page = open_browser(p)
                 took = goto(page, url, name)
                 log(f"fresh server, {name} opened directly: {took:.2f} s")
                 browser.close()
         finally:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_server(proc)
     return {name: took}
 
 
@@ -185,16 +175,13 @@ def main(argv=None) -> dict:
                     help="page opened first on a second fresh server (default mechanisms; none: skip)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = ap.parse_args(argv)
-    if not os.access(CHROMIUM, os.X_OK):
-        sys.exit(f"no Chromium at {CHROMIUM}: run scripts/install_browser.sh")
-    result = {"machine": {"cores": os.cpu_count(), "platform": platform.platform(),
-                          "date": datetime.now(UTC).isoformat(timespec="seconds"),
-                          "load_average_start": list(os.getloadavg())},
+    require_chromium()
+    result = {"machine": machine(),
               "data_dir": os.environ.get("RIMSCOPE_DATA_DIR") or "(empty: bundled samples)"}
     result.update(fresh_and_warm(args.order))
     if args.direct != "none":
         result["direct_first_page_s"] = direct(args.direct)
-    result["machine"]["load_average_end"] = list(os.getloadavg())
+    result["machine"]["load_average_end"] = list(os.getloadavg())  # for the table; written again below
     print(f"{'page':12s} {'fresh':>7s} {'revisit':>8s} {'warm':>7s}   (seconds; load average "
           f"{result['machine']['load_average_start'][0]:.1f} -> {result['machine']['load_average_end'][0]:.1f}"
           f" on {os.cpu_count()} cores)")

@@ -25,14 +25,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -49,7 +47,7 @@ def client(url: str, start_at: float, out: Path) -> None:
     from playwright.sync_api import sync_playwright
 
     from bench.bench_first_view import click_to, goto
-    from bench.bench_pages import CHROMIUM, CHROMIUM_ARGS, STEP_IS_JS, STEP_JS, settle, timed
+    from bench.bench_pages import STEP_IS_JS, STEP_JS, open_browser, settle, timed
 
     rows: list = []
 
@@ -60,9 +58,7 @@ def client(url: str, start_at: float, out: Path) -> None:
             rows.append([name, None, f"{type(exc).__name__}: {str(exc)[:300]}"])
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-        page.set_default_timeout(300_000)
+        browser, page = open_browser(p, 300_000)
         time.sleep(max(0.0, start_at - time.time()))
         act("open_mechanisms", lambda: goto(page, url, "mechanisms"))
         nxt = page.get_by_role("button", name="▶", exact=True)
@@ -192,22 +188,17 @@ def main(argv=None) -> dict:
     from playwright.sync_api import sync_playwright
 
     from bench.bench_first_view import click_to, goto
-    from bench.bench_pages import CHROMIUM, CHROMIUM_ARGS, start_server
+    from bench.bench_pages import machine, open_browser, require_chromium, start_server, stop_server, write_result
 
-    if not os.access(CHROMIUM, os.X_OK):
-        sys.exit(f"no Chromium at {CHROMIUM}: run scripts/install_browser.sh")
-    result = {"machine": {"cores": os.cpu_count(), "platform": platform.platform(),
-                          "date": datetime.now(UTC).isoformat(timespec="seconds"),
-                          "load_average_start": list(os.getloadavg())},
+    require_chromium()
+    result = {"machine": machine(),
               "mix": MIX,
               "data_dir": os.environ.get("RIMSCOPE_DATA_DIR") or "(empty: bundled samples)", "phases": []}
     with tempfile.TemporaryDirectory(prefix="rimscope-bench-load-") as tmp:
         proc, url = start_server(False, Path(tmp))
         try:
             with sync_playwright() as p:  # a server that has been up a while: one visit of each page
-                browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-                page = browser.new_page(viewport={"width": 1400, "height": 1000})
-                page.set_default_timeout(300_000)
+                browser, page = open_browser(p, 300_000)
                 result["first_visit_s"] = {"mechanisms": goto(page, url, "mechanisms"),
                                            "robustness": click_to(page, "robustness")}
                 browser.close()
@@ -225,15 +216,8 @@ def main(argv=None) -> dict:
                           f"{ph['server_peak_rss_mb']} MB; errors {ph['error_count']}; load average "
                           f"{ph['load_average_at_start']:.1f}", flush=True)
         finally:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-    result["machine"]["load_average_end"] = list(os.getloadavg())
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1))
-    print(f"wrote {args.out}")
+            stop_server(proc)
+    write_result(result, args.out)
     return result
 
 

@@ -98,6 +98,40 @@ def start_server(gc_on: bool, home: Path) -> tuple[subprocess.Popen, str]:
     raise RuntimeError("streamlit did not start; log: " + (home / "server.log").read_text()[-2000:])
 
 
+def require_chromium() -> None:
+    if not os.access(CHROMIUM, os.X_OK):
+        sys.exit(f"no Chromium at {CHROMIUM}: run scripts/install_browser.sh")
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def machine() -> dict:
+    """What the figures were measured on, with the load average at the start (the machine may be shared)."""
+    return {"cores": os.cpu_count(), "platform": platform.platform(),
+            "date": datetime.now(UTC).isoformat(timespec="seconds"), "load_average_start": list(os.getloadavg())}
+
+
+def write_result(result: dict, out: Path) -> None:
+    result["machine"]["load_average_end"] = list(os.getloadavg())
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
+    print(f"wrote {out}")
+
+
+def open_browser(p, timeout_ms: int = WAIT_MS):
+    """``(browser, page)``: headless Chromium with one 1400x1000 page (``p``: sync_playwright())."""
+    browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    page.set_default_timeout(timeout_ms)
+    return browser, page
+
+
 def settle(page, timeout_s: float = 300) -> None:
     deadline, calm = time.monotonic() + timeout_s, 0
     while time.monotonic() < deadline and calm < 3:
@@ -248,10 +282,7 @@ def run(gc_on: bool, reps: int) -> dict:
         proc, url = start_server(gc_on, Path(tmp))
         try:
             with sync_playwright() as p:
-                browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-                ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-                page = ctx.new_page()
-                page.set_default_timeout(WAIT_MS)
+                browser, page = open_browser(p)
                 steps, spans = _measured(bench_timestep, page, url, reps)
                 res = {"timestep_step": _summary(steps, spans[-len(steps):])}
                 (cold, cached), spans = _measured(bench_noise, page, url, reps)
@@ -262,11 +293,7 @@ def run(gc_on: bool, reps: int) -> dict:
                 res["new_drawing"] = _summary(draws, spans[-len(draws):])
                 browser.close()
         finally:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_server(proc)
     return res
 
 
@@ -277,11 +304,8 @@ def main(argv=None) -> dict:
                     help="Streamlit's after-run garbage collection: off (this app's config), on (default)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = ap.parse_args(argv)
-    if not os.access(CHROMIUM, os.X_OK):
-        sys.exit(f"no Chromium at {CHROMIUM}: run scripts/install_browser.sh")
-    result = {"machine": {"cores": os.cpu_count(), "platform": platform.platform(),
-                          "date": datetime.now(UTC).isoformat(timespec="seconds"),
-                          "load_average_start": list(os.getloadavg())},
+    require_chromium()
+    result = {"machine": machine(),
               "reps": args.reps, "settings": {}}
     for g in args.gc:
         print(f"== runner.postScriptGC = {g == 'on'} ==", flush=True)
@@ -298,10 +322,7 @@ def main(argv=None) -> dict:
             r = result["settings"]["on"][name]["median_s"] / s["median_s"]
             result["ratio_gc_on_over_off"][name] = r
             print(f"  {name:20s} x{r:.2f}")
-    result["machine"]["load_average_end"] = list(os.getloadavg())
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1))
-    print(f"wrote {args.out}")
+    write_result(result, args.out)
     return result
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -53,7 +52,7 @@ def _cli(out: dict, env: dict, tmp: Path) -> None:
 def _browser(out: dict, env: dict, home: Path, data: Path) -> None:
     from playwright.sync_api import sync_playwright
 
-    from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, _free_port, _wait_healthy
+    from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, _free_port, _wait_healthy, stop_server
     from tests.browser.test_browser import settle
 
     port = _free_port()
@@ -122,14 +121,7 @@ def _browser(out: dict, env: dict, home: Path, data: Path) -> None:
             b.close()
         out["browser"] = res
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+        stop_server(proc)
         out["server_log_tail"] = log.read_text(errors="replace")[-2000:]
 
 
