@@ -208,6 +208,7 @@ def main(argv=None) -> dict:
                     print(f"== {n} session(s) at once: {MIX}", flush=True)
                     ph = phase(url, n, watch, Path(tmp))
                     result["phases"].append(ph)
+                    write_result(result, args.out)  # after every phase: a cut-short run keeps what it measured
                     for name, s in ph["per_action"].items():
                         print(f"  {name:16s} p50 {_fmt(s['p50_s'])} s  p95 {_fmt(s['p95_s'])} s  max {_fmt(s['max_s'])} s"
                               f"  (n {s['n']}, errors {s['errors']})", flush=True)
