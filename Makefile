@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: app test bench bench-pages reproduce pretrained lint
+.PHONY: app test bench bench-pages bench-load reproduce pretrained lint
 
 $(VENV)/.app-installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,11 @@ bench: $(VENV)/.dev-installed
 # interaction latency of the dashboard in headless Chromium (needs scripts/install_browser.sh)
 bench-pages: $(VENV)/.dev-installed
 	$(PY) -m bench.bench_pages
+
+# first views (fresh and warm server, revisits) and N=1 / N=8 sessions at once
+bench-load: $(VENV)/.dev-installed
+	$(PY) -m bench.bench_first_view
+	$(PY) -m bench.bench_load
 
 # full reproduction (needs the data sets: RIMSCOPE_DATA_DIR or torchvision downloads)
 reproduce: $(VENV)/.app-installed

@@ -103,6 +103,40 @@ def start_server(gc_on: bool, home: Path) -> tuple[subprocess.Popen, str]:
     raise RuntimeError("streamlit did not start; log: " + (home / "server.log").read_text()[-2000:])
 
 
+def require_chromium() -> None:
+    if not os.access(CHROMIUM, os.X_OK):
+        sys.exit(f"no Chromium at {CHROMIUM}: run scripts/install_browser.sh")
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def machine() -> dict:
+    """What the figures were measured on, with the load average at the start (the machine may be shared)."""
+    return {"cores": os.cpu_count(), "platform": platform.platform(),
+            "date": datetime.now(UTC).isoformat(timespec="seconds"), "load_average_start": list(os.getloadavg())}
+
+
+def write_result(result: dict, out: Path) -> None:
+    result["machine"]["load_average_end"] = list(os.getloadavg())
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
+    print(f"wrote {out}")
+
+
+def open_browser(p, timeout_ms: int = WAIT_MS):
+    """``(browser, page)``: headless Chromium with one 1400x1000 page (``p``: sync_playwright())."""
+    browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    page.set_default_timeout(timeout_ms)
+    return browser, page
+
+
 def settle(page, timeout_s: float = 300) -> None:
     deadline, calm = time.monotonic() + timeout_s, 0
     while time.monotonic() < deadline and calm < 3:
@@ -359,10 +393,7 @@ def run(gc_on: bool, reps: int, sections=SECTIONS) -> dict:
         proc, url = start_server(gc_on, Path(tmp))
         try:
             with sync_playwright() as p:
-                browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-                ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-                page = ctx.new_page()
-                page.set_default_timeout(WAIT_MS)
+                browser, page = open_browser(p)
                 res = {}
                 if "timestep" in sections:
                     steps, spans = _measured(bench_timestep, page, url, reps)
@@ -380,11 +411,7 @@ def run(gc_on: bool, reps: int, sections=SECTIONS) -> dict:
                         res[name] = _summary(samples, [math.nan] * len(samples))  # page-side times only
                 browser.close()
         finally:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_server(proc)
     return res
 
 
@@ -415,12 +442,8 @@ def main(argv=None) -> dict:
         args.out.write_text(json.dumps(out, indent=1))
         print(f"wrote {args.out}")
         return out
-    if not os.access(CHROMIUM, os.X_OK):
-        sys.exit(f"no Chromium at {CHROMIUM}: run scripts/install_browser.sh")
-    result = {"machine": {"cores": os.cpu_count(), "platform": platform.platform(),
-                          "date": datetime.now(UTC).isoformat(timespec="seconds"),
-                          "load_average_start": list(os.getloadavg())},
-              "reps": args.reps, "sections": args.sections, "settings": {}}
+    require_chromium()
+    result = {"machine": machine(), "reps": args.reps, "sections": args.sections, "settings": {}}
     for g in args.gc:
         print(f"== runner.postScriptGC = {g == 'on'} ==", flush=True)
         res = run(g == "on", args.reps, args.sections)
@@ -436,10 +459,7 @@ def main(argv=None) -> dict:
             r = result["settings"]["on"][name]["median_s"] / s["median_s"]
             result["ratio_gc_on_over_off"][name] = r
             print(f"  {name:20s} x{r:.2f}")
-    result["machine"]["load_average_end"] = list(os.getloadavg())
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1))
-    print(f"wrote {args.out}")
+    write_result(result, args.out)
     return result
 
 

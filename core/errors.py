@@ -6,7 +6,12 @@ so the pages and the CLI can show ``str(err)`` instead of a traceback.
 
 
 class RimscopeError(Exception):
-    """Base class: the message is written for the user, not the developer."""
+    """Base class: the message is written for the user, not the developer; ``detail`` (optional)
+    is the raw reason behind it (an exception's text), shown apart, e.g. under an expander."""
+
+    def __init__(self, *args, detail: str = ""):
+        super().__init__(*args)
+        self.detail = detail
 
 
 class DataUnavailableError(RimscopeError):

@@ -145,7 +145,7 @@ for m in man["models"]:
     if isinstance(m, dict) and m.get("dataset"):
         pretrained_by_ds.setdefault(m["dataset"], []).append(str(m.get("model")))
 own = [e for e in entries if e.source != "pretrained"]
-check_sources = st.toggle("Check which data sources are available (reads the test splits)", value=True,
+check_sources = st.toggle("Check which data sources are available (looks for the test files)", value=True,
                           key="check_sources")
 loaded = []
 for ds, info in DATASETS.items():

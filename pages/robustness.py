@@ -10,7 +10,7 @@ from core.data.datasets import DATASETS
 from core.data.transforms import add_noise, stretch_rows
 from core.errors import DataUnavailableError
 from core.eval import curves
-from core.eval.points import EvalPoint, activation_change, fixed_subset, noisy_eval, stretch_eval
+from core.eval.points import activation_change
 from core.eval.scorer import Scorer
 from core.models.registry import is_method, trace_schema
 from core.report.floors import floors_from_counts
@@ -36,35 +36,6 @@ CHART = {"displayModeBar": False}
 # --------------------------------------------------------------------------- cached compute
 
 
-
-@st.cache_resource(show_spinner=False, max_entries=4)
-def _shipped(path: str, mtime: float) -> curves.ShippedCurves:
-    """The curves computed for the shipped models at build time (pretrained/curves.json)."""
-    from pathlib import Path
-
-    return curves.ShippedCurves.load(Path(path))
-
-
-@st.cache_data(show_spinner=False, max_entries=256)
-def _weights_hash(path: str, mtime: float) -> str:
-    return curves.file_hash(path)
-
-
-# cache_resource: results are read-only, and handing out the same object (no copy) keeps a
-# slider move cheap even when the curve needs 21 points x 5 models from the cache
-# ``ident`` (model key, weights mtime, data key; Scorer.ident) is what the cache keys on: the
-# model and the images themselves are not hashed (leading underscore)
-@st.cache_resource(max_entries=4000, show_spinner=False)
-def _noise_point(ident: tuple, _model, _images, _labels, kind: str, strength: float, with_activity: bool,
-                 seed: int) -> EvalPoint:
-    return noisy_eval(_model, _images, _labels, kind, strength, seed, with_activity=with_activity)
-
-
-@st.cache_resource(max_entries=1000, show_spinner=False)
-def _stretch_point(ident: tuple, _model, _images, _labels, factor: float) -> EvalPoint:
-    return stretch_eval(_model, _images, _labels, factor)
-
-
 @st.cache_data(max_entries=512, show_spinner=False)
 def _one(_model, model_key: str, mtime: float, image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Class probabilities and per-timestep activity of one image: one forward pass for both."""
@@ -82,19 +53,10 @@ def _active(model, model_key: str, mtime: float, image: np.ndarray) -> np.ndarra
     return _one(model, model_key, mtime, image)[1]
 
 
-@st.cache_resource(max_entries=8, show_spinner=False)
-def _subset(data_key: str, _data) -> tuple[np.ndarray, np.ndarray]:
-    idx = fixed_subset(len(_data), SUBSET, seed=0)
-    return np.ascontiguousarray(_data.images[idx]), np.ascontiguousarray(_data.labels[idx])
-
-
 def make_scorer(dataset: str, data, models: dict) -> Scorer:
-    """``core.eval.scorer.Scorer`` over this page's caches: points computed once per session."""
-    key = f"{dataset}|{data.source}|{len(data)}|{SUBSET}"
-    images, labels = _subset(key, data)
-    pre = paths.pretrained_dir()
-    return Scorer(key, images, labels, models, shipped=_shipped(str(pre), ui.mtime(pre / curves.FILE)),
-                           seed=SEED, noise_fn=_noise_point, stretch_fn=_stretch_point, weights_hash=_weights_hash)
+    """``core.eval.scorer.Scorer`` over the shared caches (pages/ui/cache.py): points computed
+    once per server, the defaults already after the first page (the warm-up)."""
+    return ui.robustness_scorer(dataset, data, models)
 
 
 def fill(jobs: list, label: str) -> None:
@@ -311,6 +273,8 @@ def _mask_shift(scorer: Scorer, method: str, picked, kind, strength, param, leve
                                                     labels=("clean", level)), key="rb_mask" + suffix, config=CHART)
     if param is not None:
         def build():
+            fill([(scorer.noise, (method, kind, s)) for s in GRID],
+                 f"Scoring {short_method_title(method)}'s mask at {len(GRID)} noise levels")
             c = scorer.noise_curve(method, kind, GRID, shipped=False, flips=True)
             if c.flips is None:
                 return None

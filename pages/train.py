@@ -25,6 +25,7 @@ from core.runs.store import RunStore
 from core.training.config import AUGMENTS, OPTIMIZERS, PROTOCOLS, SCHEDULES, TrainConfig, parse_seeds
 from pages.ui import (
     dataset_picker,
+    details,
     keep_valid,
     mtime,
     restore_from_url,
@@ -144,6 +145,9 @@ def run_card(store: RunStore, r: RunInfo, editable: bool) -> None:
                 head.warning(r.message)
             else:
                 head.caption(r.message)
+        if r.detail:
+            with head:
+                details(r.detail)
         with ctl:
             if editable and r.active:
                 if st.button("Stop", key=f"stop_{r.run_id}", help="Stop after the current iteration and keep "
@@ -361,6 +365,7 @@ except DataUnavailableError as exc:
     data_ok = False
     say = st.info if st.session_state.get("train_demo") and dataset in SAMPLE_DATASETS else st.error
     say(f"No training data for {DATASETS[dataset].title} here: {exc}")
+    details(exc.detail)
     st.markdown("Training needs the full training set. Ways to get it:  \n" + "\n".join(
         f"- {w}" for w in how_to_get(dataset)) + "\n- or type a folder under *More settings → Data folder*.")
     if dataset in SAMPLE_DATASETS:

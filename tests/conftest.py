@@ -24,6 +24,9 @@ def _isolated_data_env(tmp_path_factory, monkeypatch):
         from core.data import datasets
 
         datasets._CACHE.clear()
+        from core.data import online
+
+        online.clear_cache()  # the download probe's answers too
     except ImportError:
         pass
     yield data_dir

@@ -301,6 +301,13 @@ def test_available_sources_offline(tmp_path):
     assert datasets.available_sources("mnist", tmp_path) == {"npz": True, "folder": False, "torchvision": False,
                                                       "sample": True}
     assert not any(datasets.available_sources("cifar10", tmp_path).values())
+    (tmp_path / "cifar10").mkdir()
+    (tmp_path / "cifar10" / "test.npz").write_bytes(b"not a zip")  # found, but not an npz with x and y
+    tv = datasets.paths.torchvision_root() / "cifar-10-batches-py"
+    tv.mkdir(parents=True)
+    (tv / "test_batch").write_bytes(b"")
+    assert datasets.available_sources("cifar10", tmp_path) == {"npz": False, "folder": False, "torchvision": True,
+                                                               "sample": False}
 
 
 # --------------------------------------------------------------------------- Animals-10 folder

@@ -107,6 +107,20 @@ def test_overlay_several_seeds_thin_lines_plus_one_mean_in_legend():
     assert "smoothed" in fig.layout.title.text
 
 
+def test_long_curves_are_drawn_thinned_on_the_smoothed_curve():
+    from core.report.plots.training import MAX_CURVE_POINTS
+
+    n = 4000
+    long = [{"model": "rim", "seed": s, "x": np.arange(1, n + 1), "y": np.random.default_rng(s).random(n) + 1}
+            for s in range(2)]
+    fig = curves_overlay(long, "loss", smoothing=0.6)
+    for tr, c in zip(fig.data, long):
+        assert len(tr.x) <= MAX_CURVE_POINTS and tr.x[0] == 1 and tr.x[-1] == n
+        assert np.allclose(tr.y, ema_smooth(c["y"], 0.6)[np.asarray(tr.x) - 1])  # points of the smoothed curve
+    mean = fig.data[-1]
+    assert len(mean.x) <= MAX_CURVE_POINTS and mean.x[-1] == n
+
+
 def test_overlay_accuracy_in_percent_with_log_option():
     fig = curves_overlay([curve("rim", 0, metric_scale=0.3)], "test_acc")
     assert fig.layout.yaxis.title.text == CURVE_METRICS["test_acc"][1]

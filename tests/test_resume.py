@@ -392,7 +392,7 @@ def test_cli_resume_after_an_interrupt(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(cli, "train", real)
     monkeypatch.chdir(tmp_path / "data")  # somewhere else: the checkpoint knows the data and the output
     fresh_pools()
-    assert cli.main(["--resume", str(tmp_path / "run.ckpt"), "--quiet"]) == 0
+    assert cli.main(["--resume", str(tmp_path / "run"), "--quiet"]) == 0  # the --out stem the user gave
     out = capsys.readouterr()
     assert "resuming from iteration 8" in out.err and "resumed from iteration 8" in out.out
     a, b = load_file(tmp_path / "ref.safetensors"), load_file(tmp_path / "run.safetensors")
@@ -402,7 +402,23 @@ def test_cli_resume_after_an_interrupt(tmp_path, monkeypatch, capsys):
     assert ma["history"] == mb["history"] and ma["evals"] == mb["evals"]
     assert not (tmp_path / "run.ckpt").exists()
     assert cli.main(["--resume", str(tmp_path / "run.ckpt")]) == 2
-    assert "No training checkpoint" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "No training checkpoint" in err and "its model is at" in err and "run.safetensors" in err
+    assert cli.main(["--resume", str(tmp_path / "never")]) == 2  # neither the stem nor its .ckpt folder exists
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'never'} or {tmp_path / 'never.ckpt'}" in err and "Traceback" not in err
+
+
+def test_resolve_resume_path(tmp_path):
+    from core.training import cli
+
+    (tmp_path / "a.ckpt").mkdir()
+    assert cli.resolve_resume_path(tmp_path / "a") == tmp_path / "a.ckpt"
+    assert cli.resolve_resume_path(tmp_path / "a.ckpt") == tmp_path / "a.ckpt"
+    (tmp_path / "state.json").write_text("{}")
+    assert cli.resolve_resume_path(tmp_path / "state.json") == tmp_path / "state.json"
+    with pytest.raises(CheckpointError, match=r"No training checkpoint at .*b or .*b\.ckpt\.$"):
+        cli.resolve_resume_path(tmp_path / "b")
 
 
 # --------------------------------------------------------------------------- the run store

@@ -10,8 +10,10 @@ reported to the caller (``LoadedData.source``):
    names such as ``cane``, mapped to English) or any ImageFolder (one folder per class),
    under ``<data_dir>/animals10/raw-img`` or ``RIMSCOPE_ANIMALS10_DIR``. Split 80/20 per
    class with a fixed seed.
-3. ``torchvision``: downloads MNIST, Fashion-MNIST and CIFAR-10 on a machine with internet
-   (set ``RIMSCOPE_OFFLINE=1`` to skip the attempt).
+3. ``torchvision``: downloads MNIST, Fashion-MNIST and CIFAR-10 on a machine with internet.
+   Whether its download source answers is probed first (core.data.online: at most 2 s,
+   cached 60 s), so an offline machine hears so in one sentence instead of a download
+   traceback; ``RIMSCOPE_OFFLINE=1`` skips the attempt altogether.
 4. ``sample``: about 1,000 images shipped in ``assets/samples`` (MNIST, Fashion-MNIST), so
    the per-image pages work offline. Used only when ``allow_sample`` is true (the default for
    the test split).
@@ -33,6 +35,7 @@ import torch
 
 from .. import paths
 from ..errors import DataUnavailableError
+from .online import NO_INTERNET, Reachability, download_reachable
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES_DIR = ROOT / "assets" / "samples"
@@ -226,7 +229,24 @@ def _from_folder(info: DatasetInfo, split: str, data_dir: Path | None) -> Loaded
 _TV = {"mnist": "MNIST", "fashion_mnist": "FashionMNIST", "cifar10": "CIFAR10"}
 
 
-def _from_torchvision(info: DatasetInfo, split: str, download: bool) -> LoadedData | None:
+def download_failed_message(info: DatasetInfo, why: str, data_dir: Path | None = None) -> str:
+    """The one sentence a user reads when torchvision cannot fetch ``info`` (the raw reason goes apart)."""
+    folder = data_dir if data_dir is not None else ROOT / "data"
+    demo = (f", or train a quick demo on the bundled {info.title} sample (Train page)"
+            if (SAMPLES_DIR / f"{info.name}_sample.npz").is_file() else "")
+    return (f"{info.title} could not be downloaded: {why}. Put the data at {folder / info.name}/train.npz and "
+            f"test.npz (x uint8, y int64, classes), or start the app with RIMSCOPE_DATA_DIR=/path/to/folder "
+            f"(python -m core.train: --data-dir) pointing at a folder that holds {info.name}/{demo}.")
+
+
+def offline_error(info: DatasetInfo, reach: Reachability, data_dir: Path | None) -> DataUnavailableError:
+    """The error of a download that cannot work: the sentence, the probe's raw reason as detail."""
+    return DataUnavailableError(download_failed_message(info, NO_INTERNET, data_dir),
+                                detail=f"torchvision's download source did not answer: {reach.reason}")
+
+
+def _from_torchvision(info: DatasetInfo, split: str, download: bool,
+                      data_dir: Path | None = None) -> LoadedData | None:
     if info.name not in _TV:
         return None
     import torchvision
@@ -238,10 +258,16 @@ def _from_torchvision(info: DatasetInfo, split: str, download: bool) -> LoadedDa
     except Exception:
         if not download or paths.offline():
             return None
+        reach = download_reachable(info.name)
+        if not reach.reachable:  # detected, not assumed: no download attempt that can only fail
+            raise offline_error(info, reach, data_dir) from None
         try:
             ds = cls(str(root), train=(split == "train"), download=True)
         except Exception as exc:
-            raise DataUnavailableError(missing_message(info, split, download_error=exc)) from exc
+            offline = not download_reachable(info.name, refresh=True).reachable
+            why = NO_INTERNET if offline else "the download failed although its source answers"
+            raise DataUnavailableError(download_failed_message(info, why, data_dir),
+                                       detail=f"{type(exc).__name__}: {exc}") from exc
     x = ds.data.numpy() if isinstance(ds.data, torch.Tensor) else np.asarray(ds.data)
     y = np.asarray(ds.targets, dtype=np.int64)
     return LoadedData(x.astype(np.uint8), y, list(info.classes), f"torchvision ({root})",
@@ -274,11 +300,8 @@ def how_to_get(name: str) -> list[str]:
     return ways
 
 
-def missing_message(info: DatasetInfo, split: str, download_error: Exception | None = None) -> str:
+def missing_message(info: DatasetInfo, split: str) -> str:
     lines = [f"No {info.title} {split} data found."]
-    if download_error is not None:
-        lines.append(f"Downloading with torchvision failed ({type(download_error).__name__}: "
-                     f"{download_error}); this machine may be offline.")
     lines.append("Options: set RIMSCOPE_DATA_DIR (or the data folder setting) to a folder with "
                  f"{info.name}/{split}.npz (x uint8, y int64, classes)")
     if info.name in _TV:
@@ -320,7 +343,7 @@ def load_dataset(name: str, split: str = "test", *, data_dir: str | Path | None 
             result = _from_folder(info, split, ddir)
         elif src == "torchvision":
             try:
-                result = _from_torchvision(info, split, download)
+                result = _from_torchvision(info, split, download, ddir)
             except DataUnavailableError as exc:  # offline: fall through to the bundled sample
                 download_error = exc
         elif src == "sample" and allow_sample:
@@ -334,18 +357,30 @@ def load_dataset(name: str, split: str = "test", *, data_dir: str | Path | None 
     return result
 
 
+_TV_TEST_FILES = {"mnist": "MNIST/raw/t10k-images-idx3-ubyte", "fashion_mnist": "FashionMNIST/raw/t10k-images-idx3-ubyte",
+                  "cifar10": "cifar-10-batches-py/test_batch"}
+
+
+def _npz_has_arrays(path: Path) -> bool:
+    """Whether ``path`` is an npz archive holding ``x`` and ``y`` (its directory only: no array read)."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            return {"x.npy", "y.npy"} <= set(z.namelist())
+    except (OSError, zipfile.BadZipFile):
+        return False
+
+
 def available_sources(name: str, data_dir: str | Path | None = None) -> dict[str, bool]:
-    """Which sources have the test split of ``name`` right now (no download)."""
-    out = {}
-    for src in SOURCES:
-        try:
-            load_dataset(name, "test", data_dir=data_dir, sources=(src,), download=False,
-                         allow_sample=True)
-            out[src] = True
-        except DataUnavailableError:
-            out[src] = False
-    return out
-
-
-# ---------------------------------------------------------------------------------------
-# training data: which source a run will use (cheap), and the data themselves
+    """Which sources hold the test split of ``name`` right now, found cheaply: the files are
+    looked for (an npz archive's directory is read), no image is loaded, nothing downloaded,
+    torchvision not imported. ``load_dataset`` still checks the arrays when it reads them."""
+    info = get_info(name)
+    ddir = Path(data_dir).expanduser() if data_dir else paths.data_dir()
+    npz = ddir / info.name / "test.npz" if ddir is not None else None
+    tv = _TV_TEST_FILES.get(info.name)
+    return {"npz": npz is not None and npz.is_file() and _npz_has_arrays(npz),
+            "folder": info.name == "animals10" and find_image_folder(ddir) is not None,
+            "torchvision": tv is not None and (paths.torchvision_root() / tv).is_file(),
+            "sample": (SAMPLES_DIR / f"{info.name}_sample.npz").is_file()}

@@ -21,7 +21,9 @@ from .datasets import (
     load_dataset,
     missing_message,
     mnist_holdout_applies,
+    offline_error,
 )
+from .online import download_reachable
 
 SAMPLE_TRAIN = 800  # demo on the bundled 1,000-image sample: 800 to train, 200 to test
 _TV_TRAIN_FILES = {"mnist": ("MNIST/raw/train-images-idx3-ubyte", 60_000),
@@ -53,7 +55,8 @@ def training_data_plan(dataset: str, data_dir: str | Path | None = None, holdout
     """Which source a worker will train from, found cheaply (no image is loaded).
 
     Raises DataUnavailableError (with the options) when no source has the training split
-    and downloading is impossible (``RIMSCOPE_OFFLINE=1``).
+    and downloading is impossible: ``RIMSCOPE_OFFLINE=1``, or torchvision's download source
+    does not answer (core.data.online's probe: at most 2 s, cached 60 s).
     """
     info = get_info(dataset)
     if data_dir:  # given explicitly: it must serve this data set, or the user hears why not
@@ -89,7 +92,10 @@ def training_data_plan(dataset: str, data_dir: str | Path | None = None, holdout
         if (root / rel).is_file():
             return plan(f"torchvision ({root})", n)
         if not paths.offline():
-            return plan(f"torchvision download into {root} (needs internet)", n)
+            reach = download_reachable(info.name)
+            if reach.reachable:
+                return plan(f"torchvision download into {root} (its source answers)", n)
+            raise offline_error(info, reach, ddir)
     raise DataUnavailableError(missing_message(info, "train"))
 
 

@@ -23,7 +23,19 @@ import warnings
 
 import numpy as np
 import pandas as pd
-from scipy import stats as _st
+
+
+class _Scipy:
+    """``scipy.stats``, imported at first use: it costs about 2 s, and a page that only draws
+    (most first views) should not pay for it."""
+
+    def __getattr__(self, name):
+        from scipy import stats
+
+        return getattr(stats, name)
+
+
+_st = _Scipy()
 
 LEVEL = 0.95
 ALPHA = 0.05  # = 1 - LEVEL; a (family-adjusted) p-value below this rejects "no difference"

@@ -135,6 +135,7 @@ class RunStatus(_Document):
 
     status: str = ""  # one of STATUSES (read: anything else is "failed")
     message: str = ""
+    detail: str = ""  # the raw reason behind a failure's message (e.g. the download error)
     pid: int | None = None
     pid_started: float | None = None  # the worker process's start time (tells a reused pid apart)
     host: str | None = None
@@ -183,6 +184,7 @@ class RunInfo:
     data_dir: str | None = None
     latest: dict = field(default_factory=dict)  # last loss, batch_acc, test_acc, test_loss
     created_ts: float = 0.0
+    detail: str = ""  # the raw reason behind a failure's message
 
     @classmethod
     def of(cls, run_id: str, cfg: RunConfig, st: RunStatus) -> RunInfo:
@@ -196,7 +198,8 @@ class RunInfo:
             updated=st.updated or cfg.created, iteration=st.iteration,
             total=total if _fits(total, int) else 0, message=st.message, metrics=dict(st.metrics),
             owner=cfg.owner, label=cfg.label, config=dict(tc), started=st.started, finished=st.finished,
-            pid=st.pid, data_dir=cfg.data_dir, latest=dict(st.latest), created_ts=cfg.created_ts)
+            pid=st.pid, data_dir=cfg.data_dir, latest=dict(st.latest), created_ts=cfg.created_ts,
+            detail=st.detail)
 
     @property
     def active(self) -> bool:

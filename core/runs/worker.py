@@ -204,7 +204,7 @@ def run_worker(run_dir: str | Path, install_signals: bool = False) -> str:
         writer.write(final=True, status="interrupted", message="the worker was terminated before training started")
         return "interrupted"
     except RimscopeError as exc:
-        writer.write(final=True, status="failed", message=str(exc))
+        writer.write(final=True, status="failed", message=str(exc), detail=exc.detail)
         return "failed"
     except Exception as exc:  # noqa: BLE001 - reported to the user, traceback in worker.log
         import traceback

@@ -3,7 +3,7 @@
 ::
 
     python -m core.train --dataset mnist --model rim --seed 0 --out runs/mnist_rim_s0
-    python -m core.train --resume runs/mnist_rim_s0.ckpt     # after a crash: continue, then save as usual
+    python -m core.train --resume runs/mnist_rim_s0          # after a crash: continue (its --out stem or .ckpt folder)
 """
 from __future__ import annotations
 
@@ -12,9 +12,25 @@ import sys
 from pathlib import Path
 
 from ..data.plan import prepare_training_data
+from ..errors import CheckpointError
 from .config import TrainConfig, build_parser, config_from_args
 from .loop import train
 from .weights import run_metadata
+
+
+def resolve_resume_path(arg) -> Path:
+    """The training-state folder (or state file) a user means by ``arg``: the path itself, or the
+    ``<stem>.ckpt`` folder beside a run's ``--out`` stem. Raises CheckpointError naming every
+    path tried when none exists (and where the finished model is, when the run completed)."""
+    p = Path(arg)
+    tried = [p] if p.suffix == ".ckpt" else [p, Path(f"{p}.ckpt")]
+    for cand in tried:
+        if cand.exists():
+            return cand
+    stem = str(p).removesuffix(".ckpt")
+    done = Path(f"{stem}.safetensors")
+    finished = f" The run finished: its model is at {done}, there is nothing to resume." if done.is_file() else ""
+    raise CheckpointError(f"No training checkpoint at {' or '.join(str(c) for c in tried)}.{finished}")
 
 
 def main(argv=None) -> int:
@@ -28,7 +44,7 @@ def main(argv=None) -> int:
     state, state_dir = None, None
     try:
         if args.resume:
-            state_dir = Path(args.resume)
+            state_dir = resolve_resume_path(args.resume)
             state = load_resume_source(state_dir)
             if state.path is not None and state_dir.is_file():
                 state_dir = state.path.parent
@@ -70,7 +86,7 @@ def main(argv=None) -> int:
                        state_extra=extra)
         bar.close()
     except RimscopeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {exc}" + (f"\n  reason: {exc.detail}" if exc.detail else ""), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         hint = f"; continue with: python -m core.train --resume {state_dir}" if state_dir and state_dir.is_dir() else ""

@@ -276,8 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"training state (to resume from) every N iterations; 0 = not by count (default {d.checkpoint_every})")
     p.add_argument("--state-every-s", "--checkpoint-every-s", dest="checkpoint_every_s", type=float, default=None,
                    help=f"... and at least every S seconds; 0 = not by time (default {d.checkpoint_every_s})")
-    p.add_argument("--resume", default=None, metavar="DIR",
-                   help="continue an interrupted run from its training-state folder (<out>.ckpt); its settings, "
+    p.add_argument("--resume", default=None, metavar="OUT",
+                   help="continue an interrupted run: its --out stem or its training-state folder (<out>.ckpt); its settings, "
                         "data folder and output path come from the state (--threads, --quiet and --out still apply)")
     p.add_argument("--keep-states", "--keep-checkpoints", dest="keep_states", action="store_true",
                    help="keep the training-state folder after the run completed (default: removed)")

@@ -24,6 +24,7 @@ from .cache import (  # noqa: E402
     data_key,
     entry_metadata,
     entry_mtime,
+    first_run_over,
     load_curves,
     load_entry_cached,
     load_or_report,
@@ -32,15 +33,17 @@ from .cache import (  # noqa: E402
     model_entries,
     mtime,
     read_json,
+    robustness_scorer,
     run_store,
     schedules_available,
     set_traces,
+    start_warmup,
     test_data,
 )
 from .explore import URL_STATE as EXPLORE_URL_STATE  # noqa: E402
 from .explore import match_view, unit_view  # noqa: E402
 from .export import figure_downloads, heatmap_csvs, png_export_ready, trace_downloads  # noqa: E402
-from .messages import image_name, missing_data_note, no_models_note, reproduce_hint, show_error  # noqa: E402
+from .messages import details, image_name, missing_data_note, no_models_note, reproduce_hint, show_error  # noqa: E402
 from .pair import Side, compare_with_picker  # noqa: E402
 from .pair import panels as pair_panels  # noqa: E402
 from .pair import predictions as pair_predictions  # noqa: E402

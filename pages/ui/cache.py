@@ -1,19 +1,30 @@
-"""Cached loading for the pages: models, test data, JSON files, reproduction outputs.
+"""Cached loading for the pages: models, test data, JSON files, reproduction outputs, the
+Robustness scorer's points; and the warm-up that fills the shared ones at server start.
 
 Every cache key holds what makes a result stale (a file's modification time), and paths come
-from ``core.paths`` at call time (tests and deployments move them).
+from ``core.paths`` at call time (tests and deployments move them). The caches here are
+process-wide (shared by every session), so what is the same for everyone is computed once:
+``start_warmup`` (app.py calls it on the server's first script run) computes the defaults
+in a background thread once that first page is drawn.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import threading
+import time
 from pathlib import Path
 
+import numpy as np
 import streamlit as st
 import torch
 
 from core import catalog, paths
-from core.data.datasets import LoadedData, load_dataset
+from core.data.datasets import DATASETS, LoadedData, load_dataset
+from core.eval import curves
+from core.eval.points import EvalPoint, fixed_subset, noisy_eval, stretch_eval
+from core.eval.scorer import Scorer
 
 from .messages import show_error
 
@@ -184,3 +195,141 @@ def set_traces(entry: catalog.ModelEntry, model, dataset: str, data: LoadedData,
     noise level, held in memory (read-only)."""
     return _set_traces(entry.key, entry_mtime(entry), data_key(dataset, data), int(n), float(noise), entry.model,
                        model, data)
+
+
+# --------------------------------------------------------------------------- Robustness scorer
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _shipped(path: str, mtime_: float) -> curves.ShippedCurves:
+    """The curves computed for the shipped models at build time (pretrained/curves.json)."""
+    return curves.ShippedCurves.load(Path(path))
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def _weights_hash(path: str, mtime_: float) -> str:
+    return curves.file_hash(path)
+
+
+# cache_resource: results are read-only, and handing out the same object (no copy) keeps a
+# slider move cheap even when the curve needs 21 points x 5 models from the cache
+# ``ident`` (model key, weights mtime, data key; Scorer.ident) is what the cache keys on: the
+# model and the images themselves are not hashed (leading underscore)
+@st.cache_resource(max_entries=4000, show_spinner=False)
+def _noise_point(ident: tuple, _model, _images, _labels, kind: str, strength: float, with_activity: bool,
+                 seed: int) -> EvalPoint:
+    return noisy_eval(_model, _images, _labels, kind, strength, seed, with_activity=with_activity)
+
+
+@st.cache_resource(max_entries=1000, show_spinner=False)
+def _stretch_point(ident: tuple, _model, _images, _labels, factor: float) -> EvalPoint:
+    return stretch_eval(_model, _images, _labels, factor)
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _subset(data_key: str, _data, n: int) -> tuple[np.ndarray, np.ndarray]:
+    idx = fixed_subset(len(_data), n, seed=0)
+    return np.ascontiguousarray(_data.images[idx]), np.ascontiguousarray(_data.labels[idx])
+
+
+def robustness_scorer(dataset: str, data: LoadedData, models: dict) -> Scorer:
+    """``core.eval.scorer.Scorer`` over these process-wide caches: every point once per server."""
+    n = paths.robustness_subset(curves.SUBSET)
+    key = f"{dataset}|{data.source}|{len(data)}|{n}"
+    images, labels = _subset(key, data, n)
+    pre = paths.pretrained_dir()
+    return Scorer(key, images, labels, models, shipped=_shipped(str(pre), mtime(pre / curves.FILE)),
+                  seed=curves.SEED, noise_fn=_noise_point, stretch_fn=_stretch_point, weights_hash=_weights_hash)
+
+
+# --------------------------------------------------------------------------- warm-up
+
+WARMUP: dict = {"state": "not started", "steps": {}, "error": None}  # what the warm-up did, for benches/tests
+_FIRST_RUN_OVER = threading.Event()
+FIRST_RUN_WAIT_S = 60.0  # the warm-up starts when the first script run is over, or after this long
+
+
+def first_run_over() -> None:
+    """app.py, after each script run: the warm-up may start (it waits for the first page, so it
+    does not slow exactly that page down on a busy machine)."""
+    _FIRST_RUN_OVER.set()
+
+
+def default_models(dataset: str) -> dict:
+    """``{method: (entry, model)}``: what a per-model page compares by default (the pretrained
+    model of each method, of the default protocol), loaded through the shared cache."""
+    entries, _ = model_entries(dataset)
+    by_method: dict[str, list] = {}
+    for e in entries:
+        by_method.setdefault(e.model, []).append(e)
+    out = {}
+    for method, cands in by_method.items():
+        entry = catalog.preferred_entry(cands, catalog.DEFAULT_PROTOCOL)
+        out[method] = (entry, load_entry_cached(entry)[0])
+    return out
+
+
+def _warm_imports() -> None:
+    import plotly.subplots  # noqa: F401
+    import scipy.stats  # noqa: F401
+
+    import core.report.plots.comparison  # noqa: F401
+    import core.report.plots.training  # noqa: F401
+    import core.report.stats  # noqa: F401
+    import core.runs.store  # noqa: F401
+    import core.training.loop  # noqa: F401
+    from core.data.online import download_reachable
+
+    download_reachable(next(iter(DATASETS)))  # the Train page's probe, cached for a minute
+
+
+def _warm_robustness(dataset: str) -> None:
+    from core.models.registry import trace_schema
+
+    models = default_models(dataset)
+    scorer = robustness_scorer(dataset, test_data(dataset), models)
+    for method in models:  # the error curve (mostly shipped points) and the clean point
+        for s in curves.GRID:
+            scorer.curve_noise(method, "gaussian", s)
+    for method, (entry, _) in models.items():  # the mask-shift curve: computed points, every level
+        if trace_schema(entry.model).activity_binary:
+            for s in curves.GRID:
+                scorer.noise(method, "gaussian", s)
+
+
+def _warm_compare() -> None:
+    for out_dir in schedules_available().values():
+        load_summary(out_dir)
+        load_curves(out_dir)
+
+
+def _warm() -> None:
+    # not at a lower priority: a session that needs a point being warmed waits for it (the
+    # caches lock per key), so a starved warm-up would slow exactly the pages it is for
+    WARMUP["state"] = "waiting for the first page"
+    _FIRST_RUN_OVER.wait(FIRST_RUN_WAIT_S)
+    dataset = next(iter(DATASETS))  # every picker's default data set
+    steps = [("imports", _warm_imports), ("manifest", manifest), ("models", lambda: default_models(dataset)),
+             ("test data", lambda: test_data(dataset)), ("robustness", lambda: _warm_robustness(dataset)),
+             ("compare", _warm_compare)]
+    WARMUP["state"] = "running"
+    for name, fn in steps:
+        t0 = time.perf_counter()
+        try:
+            fn()
+        except Exception as exc:  # noqa: BLE001 - a page shows the problem when it gets there
+            WARMUP["error"] = f"{name}: {type(exc).__name__}: {exc}"
+        WARMUP["steps"][name] = round(time.perf_counter() - t0, 3)
+    WARMUP["state"] = "done"
+
+
+@st.cache_resource(show_spinner=False)
+def start_warmup() -> threading.Thread | None:
+    """Once per server process: fill the shared caches with what every newcomer's first views
+    need (``RIMSCOPE_WARMUP=0`` switches it off)."""
+    if os.environ.get("RIMSCOPE_WARMUP", "1").strip() == "0":
+        WARMUP["state"] = "off"
+        return None
+    t = threading.Thread(target=_warm, name="rimscope-warmup", daemon=True)
+    t.start()
+    return t

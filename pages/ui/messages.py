@@ -15,8 +15,16 @@ def show_error(exc: Exception, what: str = "") -> None:
     prefix = f"{what}: " if what else ""
     if isinstance(exc, RimscopeError):
         st.error(prefix + str(exc))
+        details(exc.detail)
     else:
         st.error(f"{prefix}unexpected problem ({type(exc).__name__}: {exc}).")
+
+
+def details(raw: str) -> None:
+    """The raw reason behind a message, folded away (nothing when there is none)."""
+    if raw:
+        with st.expander("Details"):
+            st.code(raw, language=None)
 
 
 def missing_data_note(dataset: str, exc: Exception, what: str) -> None:
@@ -26,8 +34,7 @@ def missing_data_note(dataset: str, exc: Exception, what: str) -> None:
 
     st.warning(f"No {DATASETS[dataset].title} test data on this machine, so {what}.")
     st.markdown("To get it, use one of: \n" + "\n".join(f"- {w}" for w in how_to_get(dataset)))
-    with st.expander("Details"):
-        st.code(str(exc), language=None)
+    details(str(exc))
 
 
 def no_models_note(dataset: str) -> None:

@@ -155,6 +155,22 @@ def _wait_healthy(url: str, proc: subprocess.Popen, log: Path, timeout: float) -
     raise RuntimeError(f"streamlit not healthy after {timeout:.0f} s:\n{log.read_text()[-4000:]}")
 
 
+def stop_server(proc: subprocess.Popen) -> None:
+    """SIGTERM to the server's process group, SIGKILL after 30 s."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=30)
+
+
 @pytest.fixture(scope="module")
 def app_server(tmp_path_factory):
     """``{"url", "home", "data_dir", "pretrained", "log"}`` of a running ``streamlit run app.py``."""
@@ -193,18 +209,7 @@ def app_server(tmp_path_factory):
         yield {"url": url, "home": home, "data_dir": data_dir, "pretrained": pretrained, "log": log}
     finally:
         _stop_workers(home / "runs")
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait(timeout=30)
+        stop_server(proc)
 
 
 @pytest.fixture(scope="module")

@@ -62,6 +62,20 @@ def _group_by_method(curves: list[dict]) -> dict[str, list[dict]]:
     return dict(sorted(groups.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
 
 
+MAX_CURVE_POINTS = 600  # per drawn line: a 4,000-iteration run is drawn at every ~7th iteration
+
+
+def thin(x, y, max_points: int = MAX_CURVE_POINTS) -> tuple[np.ndarray, np.ndarray]:
+    """At most ``max_points`` evenly spaced points of a curve, the first and last kept: a
+    lighter figure (payload and drawing in the browser) that looks the same at chart size.
+    Smooth first, then thin, so the drawn points lie on the smoothed curve."""
+    x, y = np.asarray(x), np.asarray(y)
+    if len(x) <= max_points:
+        return x, y
+    idx = np.unique(np.linspace(0, len(x) - 1, max_points).round().astype(int))
+    return x[idx], y[idx]
+
+
 def _method_traces(method: str, runs: list[dict], metric: str, smoothing: float, showlegend: bool,
                    legendgroup: str | None = None) -> list[go.Scatter]:
     """Thin per-seed lines, plus a bold mean line when there are several seeds."""
@@ -72,16 +86,16 @@ def _method_traces(method: str, runs: list[dict], metric: str, smoothing: float,
     traces = []
     runs = sorted(runs, key=lambda c: (c.get("seed") is None, c.get("seed") or 0))
     for i, c in enumerate(runs):
-        y = ema_smooth(c["y"], smoothing) * scale
+        x, y = thin(c["x"], ema_smooth(c["y"], smoothing) * scale)
         seed = c.get("seed")
         label = c.get("label") or (f"{name}, seed {seed}" if seed is not None else name)
         traces.append(go.Scatter(
-            x=c["x"], y=y, mode="lines", name=label if not several else f"seed {seed}",
+            x=x, y=y, mode="lines", name=label if not several else f"seed {seed}",
             line=dict(color=color, width=1 if several else 2), opacity=0.35 if several else 1.0,
             legendgroup=legendgroup, showlegend=showlegend and not several and i == 0,
             hovertemplate=f"{label}<br>iteration %{{x:.0f}}<br>%{{y:.4g}}<extra></extra>"))
     if several:
-        x, y = _mean_curve([{"x": c["x"], "y": ema_smooth(c["y"], smoothing)} for c in runs])
+        x, y = thin(*_mean_curve([{"x": c["x"], "y": ema_smooth(c["y"], smoothing)} for c in runs]))
         traces.append(go.Scatter(
             x=x, y=y * scale, mode="lines", name=f"{name} (mean of {len(runs)} seeds)",
             line=dict(color=color, width=2.5), legendgroup=legendgroup, showlegend=showlegend,
@@ -160,7 +174,8 @@ def run_curves_figure(meta: dict, title: str = "", log_loss: bool | None = None)
     for i, m in enumerate(panels, 1):
         c = curves[m]
         _, axis, scale = CURVE_METRICS[m]
-        fig.add_trace(go.Scatter(x=c["x"], y=c["y"] * scale, mode="lines+markers" if m == "test_acc" else "lines",
+        tx, ty = thin(c["x"], c["y"] * scale)
+        fig.add_trace(go.Scatter(x=tx, y=ty, mode="lines+markers" if m == "test_acc" else "lines",
                                  line=dict(color=color, width=1.5), name=CURVE_METRICS[m][0], showlegend=False,
                                  hovertemplate="iteration %{x:.0f}<br>%{y:.4g}<extra></extra>"), row=1, col=i)
         fig.update_xaxes(title_text="iteration (SGD steps)", row=1, col=i)
