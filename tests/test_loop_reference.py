@@ -94,3 +94,20 @@ if __name__ == "__main__":
     import json
 
     print(json.dumps({name: run(name) for name in CONFIGS}, indent=1))
+
+
+def test_every_derived_seed_comes_from_the_one_table():
+    import re
+    from pathlib import Path
+
+    from core.training.config import SEEDS
+
+    assert SEEDS.of("eval_subset", 7) == SEEDS.eval_subset + 7 and SEEDS.of("weights", 3) == 3
+    with pytest.raises(ValueError, match="does not depend on the run's seed"):
+        SEEDS.of("fixed_final_noise", 0)
+    root = Path(__file__).resolve().parents[1] / "core"
+    literal = re.compile(r"(default_rng|manual_seed|Generator\(\)\.manual_seed)\(\s*\d|seed\s*=\s*\d{3,}|\d[\d_]{3,}\s*\+\s*(cfg\.)?seed")
+    found = [f"{p.relative_to(root)}: {m.group(0)}" for p in (root / "training").glob("*.py")
+             for m in literal.finditer(p.read_text())]
+    found += [f"data/plan.py: {m.group(0)}" for m in literal.finditer((root / "data" / "plan.py").read_text())]
+    assert not found, found
