@@ -225,24 +225,24 @@ def running_server(root: Path):
             proc.wait(timeout=30)
 
 
-@pytest.fixture(scope="session")
-def app_server(tmp_path_factory):
-    """The session's shared server: ``{"url", "home", "data_dir", "pretrained", "log"}``."""
+def _serve(tmp_path_factory, name: str):
     reason = browser_missing_reason()
     if reason:
         pytest.skip(reason)
-    with running_server(tmp_path_factory.mktemp("browser_app")) as server:
+    with running_server(tmp_path_factory.mktemp(name)) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def app_server(tmp_path_factory):
+    """The session's shared server: ``{"url", "home", "data_dir", "pretrained", "log"}``."""
+    yield from _serve(tmp_path_factory, "browser_app")
 
 
 @pytest.fixture(scope="module")
 def fresh_app_server(tmp_path_factory):
     """A server of the module's own, started for it (override ``app_server`` with it)."""
-    reason = browser_missing_reason()
-    if reason:
-        pytest.skip(reason)
-    with running_server(tmp_path_factory.mktemp("browser_app_fresh")) as server:
-        yield server
+    yield from _serve(tmp_path_factory, "browser_app_fresh")
 
 
 @pytest.fixture(scope="session")
