@@ -27,7 +27,7 @@ def _hits(pattern: re.Pattern, text: str) -> list[str]:
     (FIGURE, "fig = make_subplots(rows=2)"), (FIGURE, "import plotly.express as px"),
     (FORMAT_HELPER, "def pct(v) -> str:"), (FORMAT_HELPER, "def fmt_duration(s):"),
     (FORMAT_HELPER, "    def num(v):"),
-])
+], ids=["go.Figure", "go.Scatter", "make_subplots", "plotly.express", "def pct", "def fmt_duration", "def num"])
 def test_the_patterns_catch_what_they_are_for(pattern, sample):
     assert _hits(pattern, sample)
 
