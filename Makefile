@@ -1,12 +1,13 @@
 # RIMscope: the two commands of the README, and the longer jobs.
 #   make app    set up (first time) and start the dashboard
 #   make test   set up (first time) and run the tests (unit, pages, browser)
+#   make test-quick  the unit tests only (no page or browser tests, nothing marked slow): the inner loop
 #   make lint   ruff over core pages tests bench app.py (CI runs it before the tests)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: app test bench bench-pages bench-load reproduce pretrained lint
+.PHONY: app test test-quick bench bench-pages bench-load reproduce pretrained lint
 
 $(VENV)/.app-installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +34,11 @@ test: $(VENV)/.dev-installed
 		echo "*** no browser: the browser tests (tests/browser) will be SKIPPED; run scripts/install_browser.sh ***" >&2; \
 	fi
 	$(PY) -m pytest
+
+# the inner loop while editing core/: unit tests only (tests/ less tests/pages, tests/browser and
+# the tests marked slow); `make test` runs all of them and the rest
+test-quick: $(VENV)/.dev-installed
+	$(PY) -m pytest -q --ignore=tests/pages --ignore=tests/browser -m "not slow"
 
 bench: $(VENV)/.dev-installed
 	$(PY) -m bench.bench_models --threads 1 2

@@ -63,8 +63,6 @@ def _selection(_model, model_key: str, mtime: float, data_key: str, _images, _la
 
 def selection_view(dataset: str, entry, model, data, n: int) -> None:
     """How decided, how stable under noise and how class-informative the active set is."""
-    import plotly.graph_objects as go
-
     with st.spinner(f"Measuring the selection on {min(n, len(data))} images (clean, noisy, random twin)…"):
         rep_, rnd = _selection(model, entry.key, ui.entry_mtime(entry), _data_key(dataset, data), data.images,
                                data.labels, n)
@@ -85,11 +83,8 @@ def selection_view(dataset: str, entry, model, data, n: int) -> None:
                    f"(at most {rep_.max_bits:.2f} bits). Random twin: {rnd.information_bits:.3f} bits.")
     m = rep_.margins[np.isfinite(rep_.margins)]
     if len(m):
-        fig = go.Figure(go.Histogram(x=m, nbinsx=50, marker_color=style.method_color(entry.model)))
-        fig.update_layout(title=f"Selection margin over {rep_.images} images x rows", height=260,
-                          xaxis_title=f"attention weight of LSTM ranked {rep_.k} − ranked {rep_.k + 1}",
-                          yaxis_title="rows", margin=dict(l=10, r=10, t=40, b=10))
-        st.plotly_chart(fig, key="mech_margin_hist", config=CHART)
+        st.plotly_chart(traces.margin_histogram(m, rep_.k, rep_.images, entry.model), key="mech_margin_hist",
+                        config=CHART)
         st.caption(f"{(m < 0.01).mean() * 100:.0f}% of rows have a margin below 0.01; quartiles "
                    f"{q[0.25]:.3f} / {q[0.5]:.3f} / {q[0.75]:.3f}. Random twin: {rnd.changed_share * 100:.1f}% "
                    f"of rows change, {rnd.information_bits:.3f} bits (shuffled labels {rnd.chance_bits:.3f}).")
@@ -259,11 +254,9 @@ def one_input_view(dataset: str, entry, model, compared: dict, all_entries: list
             prepared = _uploaded_image(dataset)
             what = "your image"
         if prepared is not None:
-            if prepared.warning:
-                st.info(prepared.warning)
-                ui.show_preprocessing(prepared)
+            image = ui.usable_array(prepared, show_steps=True)
+            if image is None:
                 return
-            image = prepared.array
     if image is None:
         return
 

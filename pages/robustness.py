@@ -99,13 +99,8 @@ def _pick_image(dataset: str, data, key: str):
     ui.keep_valid(f"{key}_src", ["Test image", "Upload"])
     src = st.radio("Image", ["Test image", "Upload"], horizontal=True, key=f"{key}_src") if data is not None else "Upload"
     if src == "Upload":
-        prepared = ui.uploaded_image(dataset, f"{key}_upload", "Upload an image to see it with noise.")
-        if prepared is None:
-            return None
-        if prepared.warning:
-            st.info(prepared.warning)
-            return None
-        return prepared.array, None, "your image"
+        image = ui.usable_array(ui.uploaded_image(dataset, f"{key}_upload", "Upload an image to see it with noise."))
+        return None if image is None else (image, None, "your image")
     n = len(data)
     st.session_state.setdefault(f"{key}_idx", 0)
     ui.clamp_state(f"{key}_idx", 0, n - 1)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 
-import plotly.graph_objects as go
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
@@ -18,8 +17,9 @@ from core.data.plan import SAMPLE_TRAIN, DataPlan, training_data_plan
 from core.errors import ConfigError, DataUnavailableError, RimscopeError
 from core.models.registry import DEFAULT_MODEL, config_fields, list_models
 from core.paths import pretrained_dir
+from core.report import fmt
 from core.report.fmt import method_title
-from core.report.plots.style import method_color
+from core.report.plots.training import has_points, live_runs_figure
 from core.runs.schema import RESUMABLE, RunInfo
 from core.runs.store import RunStore
 from core.training.config import AUGMENTS, OPTIMIZERS, PROTOCOLS, SCHEDULES, TrainConfig, parse_seeds
@@ -39,9 +39,7 @@ from pages.ui import (
 SAMPLE_DATASETS = ("mnist", "fashion_mnist")  # the data sets with a bundled sample
 MAX_RUNS_PER_START = 20
 SHOWN_OWN_RUNS = 8  # finished runs of this session shown with curves; older ones in a table
-MAX_POINTS = 1500  # per curve (longer loss curves are thinned)
 REFRESH_S = 2.0  # live view refresh while runs are queued or running (2 cores: keep it light)
-DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 STATUS_ICONS = {"queued": "⏳", "running": "🏃", "completed": "✅", "stopped": "⏹️", "diverged": "💥",
                 "interrupted": "⚠️", "failed": "❌", "uploaded": "📤"}
 
@@ -55,63 +53,6 @@ def _speed(model: str, dataset: str, n_runs: int, pre_dir: str, manifest_mtime: 
     """Measured seconds per iteration (reads run and model JSONs: cached, keyed by the run
     count and the pretrained folder)."""
     return seconds_per_iteration(model, dataset)
-
-
-def fmt_duration(s: float) -> str:
-    if s < 90:
-        return f"{s:.0f} s"
-    if s < 5400:
-        return f"{s / 60:.0f} min"
-    if s < 2 * 86400:
-        return f"{s / 3600:.1f} h"
-    return f"{s / 86400:.1f} days"
-
-
-def pct(v) -> str:
-    return f"{100 * v:.1f}%" if isinstance(v, (int, float)) else "–"
-
-
-def num(v) -> str:
-    return f"{v:.3f}" if isinstance(v, (int, float)) else "–"
-
-
-def thin(x: list, y: list) -> tuple[list, list]:
-    if len(x) <= MAX_POINTS:
-        return x, y
-    step = -(-len(x) // MAX_POINTS)
-    return x[::step] + x[-1:], y[::step] + y[-1:]
-
-
-def curves(runs: list[RunInfo], metrics: dict, kind: str) -> go.Figure:
-    fig = go.Figure()
-    for r in runs:
-        m = metrics[r.run_id]
-        if kind == "loss":
-            x, y = thin(m["iteration"], m["loss"])
-        else:
-            x, y = m["eval_iteration"], [None if a is None else 100 * a for a in m["test_acc"]]
-        fig.add_trace(go.Scatter(
-            x=x, y=y, mode="lines" if kind == "loss" else "lines+markers",
-            name=f"{r.model} s{r.seed} · {r.run_id[-8:]}", legendgroup=r.model,
-            line={"color": method_color(r.model), "dash": DASHES[(r.seed or 0) % len(DASHES)]}))
-    if kind == "loss":
-        fig.update_layout(title="Training loss", xaxis_title="Iteration (SGD steps)",
-                          yaxis_title="Cross-entropy loss (nats, per batch)")
-    else:
-        fig.update_layout(title="Test accuracy (fixed test subset)", xaxis_title="Iteration (SGD steps)",
-                          yaxis_title="Test accuracy (%)", yaxis_range=[0, 100])
-    fig.update_layout(height=330, margin={"l": 10, "r": 10, "t": 40, "b": 10}, legend_title_text="Run")
-    # the whole schedule on the x axis (one early point is not drawn at 99..101), losses from 0
-    fig.update_xaxes(range=[0, max([r.total or 1 for r in runs] + [1])])
-    if kind == "loss":
-        fig.update_yaxes(rangemode="tozero")
-    return fig
-
-
-def has_points(metrics: dict, kind: str) -> bool:
-    if kind == "loss":
-        return any(v is not None for v in metrics.get("loss") or [])
-    return any(v is not None for v in metrics.get("test_acc") or [])
 
 
 def models_link(run_id: str) -> None:
@@ -134,12 +75,12 @@ def run_card(store: RunStore, r: RunInfo, editable: bool) -> None:
         lt = r.latest or {}
         if r.status in ("completed", "stopped") and r.metrics.get("test_accuracy") is not None:
             noisy = (f" · with noise (variance {r.metrics.get('noise_var')}) "
-                     f"{pct(r.metrics.get('noisy_test_accuracy'))}" if "noisy_test_accuracy" in r.metrics else "")
-            head.caption(f"final test accuracy {pct(r.metrics.get('test_accuracy'))} "
-                         f"(n={r.metrics.get('test_n', '?')}){noisy} · last loss {num(lt.get('loss'))}")
+                     f"{fmt.pct(r.metrics.get('noisy_test_accuracy'), 1)}" if "noisy_test_accuracy" in r.metrics else "")
+            head.caption(f"final test accuracy {fmt.pct(r.metrics.get('test_accuracy'), 1)} "
+                         f"(n={r.metrics.get('test_n', '?')}){noisy} · last loss {fmt.decimal(lt.get('loss'))}")
         elif lt:
-            head.caption(f"loss {num(lt.get('loss'))} · batch accuracy {pct(lt.get('batch_acc'))} · "
-                         f"test accuracy (subset) {pct(lt.get('test_acc'))}")
+            head.caption(f"loss {fmt.decimal(lt.get('loss'))} · batch accuracy {fmt.pct(lt.get('batch_acc'), 1)} · "
+                         f"test accuracy (subset) {fmt.pct(lt.get('test_acc'), 1)}")
         if r.message:
             if r.status in ("failed", "diverged", "interrupted"):
                 head.warning(r.message)
@@ -191,7 +132,7 @@ def show_runs(store: RunStore, runs: list[RunInfo], editable: bool, key: str) ->
         for col, kind in ((c1, "loss"), (c2, "acc")):
             with_data = [r for r in runs if has_points(metrics[r.run_id], kind)]
             if with_data:  # a run that failed before its first iteration draws no empty chart
-                col.plotly_chart(curves(with_data, metrics, kind), key=f"{key}_{kind}")
+                col.plotly_chart(live_runs_figure(with_data, metrics, kind), key=f"{key}_{kind}")
 
 
 def runs_table(runs: list[RunInfo]) -> None:
@@ -421,7 +362,7 @@ if configs:
         rate = _speed(m, dataset, len(store.list_runs()), str(pretrained_dir()),
                       mtime(pretrained_dir() / "manifest.json"))
         if rate is not None:
-            est.append(f"{method_title(m)} about {fmt_duration(rate[0] * int(iterations))} ({rate[1]})")
+            est.append(f"{method_title(m)} about {fmt.duration(rate[0] * int(iterations))} ({rate[1]})")
     if est:
         st.caption("Estimated training time per run, from measured speed: " + "; ".join(est)
                    + ". Periodic and final evaluations come on top; runs beyond the worker limit wait in the queue.")

@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import paths
 from ..errors import ConfigError, DataUnavailableError
+from ..training.config import SEEDS
 from .datasets import (
     MNIST_SAMPLE_TRAIN_INDICES,
     LoadedData,
@@ -105,7 +106,7 @@ def sample_split(dataset: str) -> tuple[LoadedData, LoadedData, str]:
     sample = from_sample(info)
     if sample is None:
         raise ConfigError(f"There is no bundled sample of {info.title} (only MNIST and Fashion-MNIST ship one).")
-    perm = np.random.default_rng(30_000).permutation(len(sample.labels))
+    perm = np.random.default_rng(SEEDS.fixed_demo_split).permutation(len(sample.labels))
     parts = []
     for idx in (np.sort(perm[:SAMPLE_TRAIN]), np.sort(perm[SAMPLE_TRAIN:])):
         parts.append(dataclasses.replace(sample, images=sample.images[idx], labels=sample.labels[idx],

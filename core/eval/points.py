@@ -21,11 +21,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..data.transforms import add_noise, stretch_rows, to_sequence
+from ..data.transforms import add_noise, stretch_rows
 from ..report.stats import wilson_interval
-
-BATCH = 500  # RIM's per-image cost grows with batch size beyond this on a small CPU
-
+from .predict import TRACE_BATCH, forward_batched
 
 # --------------------------------------------------------------------------- basics
 
@@ -41,31 +39,14 @@ def fixed_subset(n_total: int, n: int, seed: int = 0) -> np.ndarray:
     return np.sort(rng.choice(n_total, size=n, replace=False))
 
 
-@torch.no_grad()
 def run_batched(model: torch.nn.Module, images, *, with_activity: bool = False,
-                batch_size: int = BATCH) -> tuple[np.ndarray, np.ndarray | None]:
+                batch_size: int = TRACE_BATCH) -> tuple[np.ndarray, np.ndarray | None]:
     """Class probabilities ``[N, C]`` and, with ``with_activity``, activity ``[N, T, U]``.
 
     ``images`` are uint8 (divided by 255) or float in [0, 1], ``[N,H,W]`` or ``[N,H,W,3]``.
     """
-    x_all = np.asarray(images)
-    if len(x_all) == 0:
-        raise ValueError("no images to evaluate")
-    was_training = model.training
-    model.eval()
-    probs, acts = [], []
-    try:
-        for i in range(0, len(x_all), batch_size):
-            x = to_sequence(x_all[i : i + batch_size]).to(next(model.parameters()).device)
-            if with_activity:
-                logits, trace = model(x, return_trace=True)
-                acts.append(trace["activity"].float().cpu().numpy())
-            else:
-                logits = model(x)
-            probs.append(torch.softmax(logits, -1).cpu().numpy())
-    finally:
-        model.train(was_training)
-    return np.concatenate(probs), (np.concatenate(acts) if with_activity else None)
+    logits, act = forward_batched(model, images, batch_size=batch_size, with_activity=with_activity)
+    return torch.softmax(logits, -1).numpy(), act
 
 
 def error_interval(errors: int | float, n: int) -> tuple[float, float]:
@@ -142,7 +123,7 @@ class ActivationStats:
 
 
 def activation_stats(model: torch.nn.Module, images, labels, num_classes: int,
-                     batch_size: int = BATCH) -> ActivationStats:
+                     batch_size: int = TRACE_BATCH) -> ActivationStats:
     """Activity statistics of ``model`` over ``images`` (one batched pass with traces)."""
     labels = np.asarray(labels, dtype=np.int64)
     probs, act = run_batched(model, images, with_activity=True, batch_size=batch_size)
@@ -184,14 +165,14 @@ def _point(model, x, labels, with_activity: bool, batch_size: int) -> EvalPoint:
 
 
 def noisy_eval(model, images, labels, mode: str = "gaussian", strength: float = 0.01,
-               seed: int = 0, *, with_activity: bool = False, batch_size: int = BATCH) -> EvalPoint:
+               seed: int = 0, *, with_activity: bool = False, batch_size: int = TRACE_BATCH) -> EvalPoint:
     """Error under one seeded noise draw (the same draw for every model given the same seed)."""
     x = add_noise(images, mode, strength, seed=seed)
     return _point(model, x, labels, with_activity, batch_size)
 
 
 def stretch_eval(model, images, labels, factor: float, *, with_activity: bool = False,
-                 batch_size: int = BATCH) -> EvalPoint:
+                 batch_size: int = TRACE_BATCH) -> EvalPoint:
     """Error on the subset resized vertically by ``factor`` (T becomes round(H * factor))."""
     x = stretch_rows(images, factor)
     return _point(model, x, labels, with_activity, batch_size)

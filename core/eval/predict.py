@@ -1,7 +1,8 @@
 """One evaluation path for every model and caller: clean and noisy test error, one trace.
 
 All functions take images as stored (uint8) or as float in [0,1], turn them into row
-sequences with ``data.to_sequence`` and run the model in batches under ``no_grad``.
+sequences with ``core.data.transforms.to_sequence`` and run the model in batches under
+``no_grad`` through ``forward_batched``, the one inference loop (core.eval.points uses it too).
 Deterministic: same model, images and seed give the same numbers.
 """
 
@@ -15,24 +16,45 @@ import torch.nn.functional as F
 
 from ..data.transforms import add_noise, to_sequence
 
+# Images per forward pass. Another batch size changes RIM's and RMC's logits by about 1e-6
+# (float sums in another order), so each keeps the one its recorded numbers were made with.
+BATCH = 1000  # predict_logits, evaluate, noisy_accuracy: the training loop and every shipped metric
+TRACE_BATCH = 500  # with the per-timestep activity kept (core.eval.points): RIM's per-image cost
+#                    grows with batch size beyond this on a small CPU
+
 
 @torch.no_grad()
-def predict_logits(model: torch.nn.Module, images, batch_size: int = 1000) -> torch.Tensor:
-    """Logits ``[N, C]`` for a batch of images."""
+def forward_batched(model: torch.nn.Module, images, *, batch_size: int = BATCH,
+                    with_activity: bool = False) -> tuple[torch.Tensor, np.ndarray | None]:
+    """The one inference loop: logits ``[N, C]`` (on the CPU) and, with ``with_activity``, the
+    trace's activity ``[N, T, U]``, in evaluation mode (the model's mode is restored after)."""
+    x_all = np.asarray(images)
+    if len(x_all) == 0:
+        raise ValueError("no images to evaluate")
     was_training = model.training
     model.eval()
-    out = []
-    x_all = np.asarray(images)
     device = next(model.parameters()).device
-    for i in range(0, len(x_all), batch_size):
-        out.append(model(to_sequence(x_all[i : i + batch_size]).to(device)).cpu())
-    model.train(was_training)
-    if not out:
-        raise ValueError("no images to evaluate")
-    return torch.cat(out)
+    logits, acts = [], []
+    try:
+        for i in range(0, len(x_all), batch_size):
+            x = to_sequence(x_all[i : i + batch_size]).to(device)
+            if with_activity:
+                out, trace = model(x, return_trace=True)
+                acts.append(trace["activity"].float().cpu().numpy())
+            else:
+                out = model(x)
+            logits.append(out.cpu())
+    finally:
+        model.train(was_training)
+    return torch.cat(logits), (np.concatenate(acts) if with_activity else None)
 
 
-def predict_proba(model, images, batch_size: int = 1000) -> np.ndarray:
+def predict_logits(model: torch.nn.Module, images, batch_size: int = BATCH) -> torch.Tensor:
+    """Logits ``[N, C]`` for a batch of images."""
+    return forward_batched(model, images, batch_size=batch_size)[0]
+
+
+def predict_proba(model, images, batch_size: int = BATCH) -> np.ndarray:
     return torch.softmax(predict_logits(model, images, batch_size), dim=-1).numpy()
 
 
@@ -63,7 +85,7 @@ class EvalResult:
                 "per_class_accuracy": [None if np.isnan(a) else float(a) for a in self.per_class_accuracy]}
 
 
-def evaluate(model, images, labels, num_classes: int | None = None, batch_size: int = 1000) -> EvalResult:
+def evaluate(model, images, labels, num_classes: int | None = None, batch_size: int = BATCH) -> EvalResult:
     """Accuracy, mean cross-entropy, per-class accuracy and confusion matrix."""
     labels = np.asarray(labels, dtype=np.int64)
     logits = predict_logits(model, images, batch_size)
@@ -79,7 +101,7 @@ def evaluate(model, images, labels, num_classes: int | None = None, batch_size: 
 
 
 def noisy_accuracy(model, images, labels, mode: str = "gaussian", strength: float = 0.01,
-                   draws: int = 10, seed: int = 0, batch_size: int = 1000) -> np.ndarray:
+                   draws: int = 10, seed: int = 0, batch_size: int = BATCH) -> np.ndarray:
     """Accuracy under ``draws`` independent noise draws (seeds ``seed .. seed+draws-1``)."""
     labels = np.asarray(labels)
     accs = []

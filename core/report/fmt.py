@@ -141,6 +141,26 @@ def params(n) -> str:
     return f"{int(f):,}" if math.isfinite(f) and f > 0 else "n/a"
 
 
+def decimal(v, digits: int = 3) -> str:
+    """A plain number with ``digits`` decimals (e.g. a loss in nats), ``"n/a"`` when missing."""
+    f = num(v)
+    return f"{f:.{digits}f}" if math.isfinite(f) else "n/a"
+
+
+def duration(seconds) -> str:
+    """A rough duration for an estimate: ``"45 s"``, ``"12 min"``, ``"3.5 h"``, ``"2.1 days"``."""
+    s = num(seconds)
+    if not math.isfinite(s):
+        return "n/a"
+    if s < 90:
+        return f"{s:.0f} s"
+    if s < 5400:
+        return f"{s / 60:.0f} min"
+    if s < 2 * 86400:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86400:.1f} days"
+
+
 # --- display frames of a reproduction summary (``results/<schedule>/summary.json``) --------
 # errors in percent as "mean ± sd", gaps as "+d [lo, hi]" with the paper's number beside
 # ours; the raw numbers stay in the summary's own lists (for CSV downloads)

@@ -11,16 +11,20 @@ optimiser, RNGs, data order, history) is written every ``checkpoint_every`` iter
 most every ``checkpoint_every_s`` seconds when the caller names a ``state_dir``; ``resume_from``
 continues from one, bit-identical to the uninterrupted run.
 
-The settings (``TrainConfig``, ``PROTOCOLS``) live in core.training.config, the training data
-(``prepare_training_data``, the MNIST holdout, the bundled demo) in core.data.datasets, the
-CLI in core.training.cli.
+``train()`` reads top to bottom as its steps: prepare the data, check what is resumed, set up
+(model, optimiser, generators), then per iteration one training step, the periodic evaluation
+and the training state when due, and finally the final evaluation. What changes while it runs
+is one ``LoopState``; writing the training state is ``StateWriter``'s job.
+
+The settings (``TrainConfig``, ``PROTOCOLS``, the table of derived seeds ``SEEDS``) live in
+core.training.config, the training data (``prepare_training_data``, the MNIST holdout, the
+bundled demo) in core.data.plan, the CLI in core.training.cli.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,12 +40,8 @@ from ..errors import CheckpointError, ConfigError
 from ..eval.predict import evaluate, noisy_accuracy
 from ..models.registry import build_model, count_parameters
 from . import state as R
-from .config import (
-    TrainConfig,
-    resolve_device,
-)
-
-AUGMENT_SEED_OFFSET = 30_000  # the augmentation generator of seed s starts from 30,000 + s
+from .config import SEEDS, TrainConfig, resolve_device
+from .progress import LoopState, StateWriter
 
 
 @dataclass
@@ -75,18 +75,6 @@ def _class_weights(cfg: TrainConfig, labels: np.ndarray, num_classes: int) -> tu
     return torch.tensor(w, dtype=torch.float32), mode
 
 
-
-def _to_cpu(obj):
-    """A (nested) state dict with every tensor on the CPU (checkpoints are device-independent)."""
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().cpu()
-    if isinstance(obj, dict):
-        return {k: _to_cpu(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_to_cpu(v) for v in obj)
-    return obj
-
-
 def make_optimizer(cfg: TrainConfig, params):
     """torch.optim optimiser and (optional) per-iteration learning-rate scheduler for a config."""
     params = list(params)
@@ -105,8 +93,50 @@ def make_optimizer(cfg: TrainConfig, params):
 
 def split_validation(cfg: TrainConfig, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Indices (train, validation) of a training set of ``n`` images: a fixed seeded split."""
-    perm = np.random.default_rng(20_000 + cfg.seed).permutation(n)
+    perm = np.random.default_rng(SEEDS.of("validation", cfg.seed)).permutation(n)
     return np.sort(perm[cfg.val_images :]), np.sort(perm[: cfg.val_images])
+
+
+# --------------------------------------------------------------------------- what a run works on
+
+
+@dataclass
+class RunData:
+    """The images of one run: training (less the validation split), validation, the fixed subset
+    of the periodic evaluation, the whole test set, and the loss's class weights."""
+
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_val: np.ndarray | None
+    y_val: np.ndarray | None
+    x_eval: np.ndarray
+    y_eval: np.ndarray
+    test: LoadedData
+    num_classes: int
+    input_dim: int
+    class_weights: torch.Tensor | None
+    weighting: str  # the class weighting used: "none" or "balanced"
+
+
+def prepare_data(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData) -> RunData:
+    info = get_info(cfg.dataset)
+    C = len(info.classes)
+    x_train, y_train = train_data.images, np.asarray(train_data.labels, dtype=np.int64)
+    x_val = y_val = None
+    if cfg.val_images:
+        tr_idx, va_idx = split_validation(cfg, len(y_train))
+        x_val, y_val = x_train[va_idx], y_train[va_idx]
+        x_train, y_train = x_train[tr_idx], y_train[tr_idx]
+    weights, weighting = _class_weights(cfg, y_train, C)
+    # fixed periodic-evaluation subset, the same for every model with this seed
+    n_eval = min(cfg.eval_samples, len(test_data))
+    eval_idx = np.sort(np.random.default_rng(SEEDS.of("eval_subset", cfg.seed))
+                       .choice(len(test_data), n_eval, replace=False))
+    return RunData(x_train, y_train, x_val, y_val, test_data.images[eval_idx], test_data.labels[eval_idx],
+                   test_data, C, info.input_dim, weights, weighting)
+
+
+# --------------------------------------------------------------------------- the loop
 
 
 def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
@@ -132,229 +162,179 @@ def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
     """
     cfg.validate(n_train=len(train_data))
     set_threads(cfg.threads)
-    info = get_info(cfg.dataset)
-    C = len(info.classes)
-    x_train, y_train = train_data.images, np.asarray(train_data.labels, dtype=np.int64)
-    x_val = y_val = None
-    if cfg.val_images:
-        tr_idx, va_idx = split_validation(cfg, len(y_train))
-        x_val, y_val = x_train[va_idx], y_train[va_idx]
-        x_train, y_train = x_train[tr_idx], y_train[tr_idx]
-    weights, weighting = _class_weights(cfg, y_train, C)
+    data = prepare_data(cfg, train_data, test_data)
+    resumed, fingerprint = check_resume(cfg, train_data, state_dir, resume_from)
+    run = set_up(cfg, data, resumed)
+    writer = None
+    if state_dir is not None:
+        writer = StateWriter(state_dir, cfg, {**(state_extra or {}), "data": fingerprint}, callback,
+                             resumed.iteration if resumed is not None else 0)
 
-    state = R.load_resume_source(resume_from) if resume_from is not None else None
+    for it in range(run.start, cfg.iterations + 1):
+        if should_stop is not None and should_stop():
+            run.status, run.message = "stopped", f"stopped by the user after {it - 1} iterations"
+            if writer is not None and it - 1 > writer.iteration:
+                writer.write(run, it - 1)  # resume continues exactly here
+            break
+        if not train_step(cfg, run, data, it, callback):
+            break  # diverged
+        if it % cfg.eval_every == 0 or it == cfg.iterations:
+            periodic_eval(run, data, it, callback)
+            if cfg.patience and run.best.since >= cfg.patience:
+                run.message = (f"early stop at iteration {it}: no better validation accuracy in {cfg.patience} "
+                               f"evaluations")
+                break
+        if writer is not None and writer.due(it):
+            writer.write(run, it)
+
+    return finish(cfg, run, data, writer, resumed)
+
+
+def check_resume(cfg: TrainConfig, train_data: LoadedData, state_dir, resume_from):
+    """The training state to resume (or None) and the training data's fingerprint (None when no
+    state is read or written); a state of other settings or other data is refused. A fresh run
+    with a ``state_dir`` clears it."""
+    resumed = R.load_resume_source(resume_from) if resume_from is not None else None
     fingerprint = None
-    if state is not None or state_dir is not None:
+    if resumed is not None or state_dir is not None:
         fingerprint = R.data_fingerprint(train_data.images, train_data.labels)
-    if state is not None:
-        diff = R.config_mismatch(state, cfg.to_dict())
+    if resumed is not None:
+        diff = R.config_mismatch(resumed, cfg.to_dict())
         if diff:
-            raise CheckpointError(f"The checkpoint {state.path or ''} belongs to a run with other settings "
+            raise CheckpointError(f"The checkpoint {resumed.path or ''} belongs to a run with other settings "
                                   f"({', '.join(diff)}); it cannot be resumed with these.")
-        theirs = (state.extra or {}).get("data")
+        theirs = (resumed.extra or {}).get("data")
         if isinstance(theirs, dict) and theirs != fingerprint:
             raise CheckpointError("The checkpoint was trained on other training data "
                                   f"({theirs.get('n')} images, not these {fingerprint['n']}); it cannot be resumed "
                                   "with this data.")
     elif state_dir is not None:
         R.remove_states(state_dir)  # a fresh run: nothing of an earlier one may be resumed
+    return resumed, fingerprint
 
-    torch.manual_seed(cfg.seed)
+
+def set_up(cfg: TrainConfig, data: RunData, resumed: R.TrainState | None) -> LoopState:
+    """The seeded model, optimiser and generators (core.training.config.SEEDS), or a resumed state."""
+    torch.manual_seed(SEEDS.of("weights", cfg.seed))
     try:
-        model = build_model(cfg.model, input_dim=info.input_dim, num_classes=C, **cfg.model_overrides)
+        model = build_model(cfg.model, input_dim=data.input_dim, num_classes=data.num_classes,
+                            **cfg.model_overrides)
     except (KeyError, ValueError, TypeError, ZeroDivisionError) as exc:  # e.g. k_active > num_units
         raise ConfigError(f"The model settings are not valid: {exc}") from None
     device = resolve_device(cfg.device)
     model.to(device).train()  # weights are drawn on the CPU (same numbers on every device), then moved
-    if weights is not None:
-        weights = weights.to(device)
+    if data.class_weights is not None:
+        data.class_weights = data.class_weights.to(device)
     opt, sched = make_optimizer(cfg, model.parameters())
-    rng = np.random.default_rng(cfg.seed)
+    rng = np.random.default_rng(SEEDS.of("order", cfg.seed))
     # augmentation draws come from their own generator (saved in every checkpoint), so the weights,
     # the batch order and any model randomness are those of the unaugmented run
-    aug_gen = torch.Generator().manual_seed(AUGMENT_SEED_OFFSET + cfg.seed) if cfg.augment != "none" else None
+    aug_gen = torch.Generator().manual_seed(SEEDS.of("augment", cfg.seed)) if cfg.augment != "none" else None
+    run = LoopState(model, opt, sched, rng, aug_gen, device, order=rng.permutation(len(data.y_train)))
+    if data.x_val is not None:
+        run.evals.update(val_acc=[], val_loss=[])
+    if resumed is not None:
+        run.restore(resumed, len(data.y_train))
+    run.t0 = time.perf_counter()
+    return run
 
-    # fixed periodic-evaluation subset, the same for every model with this seed
-    n_eval = min(cfg.eval_samples, len(test_data))
-    eval_idx = np.sort(np.random.default_rng(10_000 + cfg.seed).choice(len(test_data), n_eval, replace=False))
-    x_eval, y_eval = test_data.images[eval_idx], test_data.labels[eval_idx]
 
-    history = {"iteration": [], "loss": [], "batch_acc": []}
-    evals = {"iteration": [], "test_acc": [], "test_loss": []}
-    if x_val is not None:
-        evals.update(val_acc=[], val_loss=[])
-    best = {"acc": -1.0, "iteration": 0, "state": None, "since": 0}
-    status, message = "completed", ""
-    order, pos = rng.permutation(len(y_train)), 0
-    start, elapsed_before = 1, 0.0
-    if state is not None:
-        order, pos, start, elapsed_before = _restore(state, model, opt, sched, rng, history, evals, best,
-                                                     len(y_train), aug_gen)
-    t0 = time.perf_counter()
-    extra = {**(state_extra or {}), "data": fingerprint}
-    ckpt = {"iteration": state.iteration if state is not None else 0, "at": time.monotonic(), "path": None,
-            "errors": [], "written": 0}
+def train_step(cfg: TrainConfig, run: LoopState, data: RunData, it: int, callback) -> bool:
+    """One optimiser step on the next batch; False (status "diverged") when the loss is not finite."""
+    if run.pos + cfg.batch_size > len(run.order):  # new epoch: reshuffle
+        run.order, run.pos = run.rng.permutation(len(data.y_train)), 0
+    idx = run.order[run.pos : run.pos + cfg.batch_size]
+    run.pos += cfg.batch_size
+    if run.aug_gen is not None:  # training batch only; validation and test images are never augmented
+        xb = to_sequence(affine_augment(data.x_train[idx], draw_affine_params(len(idx), run.aug_gen)))
+    else:
+        xb = to_sequence(data.x_train[idx])
+    xb = xb.to(run.device, non_blocking=True)
+    yb = torch.from_numpy(data.y_train[idx]).to(run.device, non_blocking=True)
 
-    def checkpoint(it: int) -> None:
-        """Write the state after ``it`` iterations; a failed write is reported, not fatal."""
-        t = time.perf_counter()
-        st = R.TrainState(
-            iteration=it, model={k: v.detach().cpu() for k, v in model.state_dict().items()},
-            optimizer=_to_cpu(opt.state_dict()),
-            scheduler=sched.state_dict() if sched is not None else None,
-            rng={"torch": torch.get_rng_state(), "numpy": rng.bit_generator.state, "python": random.getstate(),
-                 **({"augment": aug_gen.get_state()} if aug_gen is not None else {})},
-            order=order, pos=pos, best=best, history=history, evals=evals,
-            elapsed_s=elapsed_before + t - t0, train_config=cfg.to_dict(), extra=extra)
-        try:
-            path = R.write_state(state_dir, st)
-        except CheckpointError as exc:
-            ckpt["errors"].append(str(exc))
-            ckpt["at"] = time.monotonic()  # retry at the next due point, not at every iteration
-            if callback:
-                callback({"kind": "checkpoint", "iteration": it, "ok": False, "message": str(exc)})
-            return
-        ckpt.update(iteration=it, at=time.monotonic(), path=path, written=ckpt["written"] + 1)
+    logits = run.model(xb)
+    loss = F.cross_entropy(logits, yb, weight=data.class_weights)
+    loss_val = float(loss.item())
+    acc = float((logits.argmax(1) == yb).float().mean().item())
+    run.history["iteration"].append(it)
+    run.history["loss"].append(loss_val)
+    run.history["batch_acc"].append(acc)
+    event = {"kind": "iter", "iteration": it, "total": cfg.iterations, "loss": loss_val, "batch_acc": acc}
+    if not math.isfinite(loss_val):
+        run.status = "diverged"
+        run.message = (f"loss became {loss_val} at iteration {it}; the run was stopped (try a smaller learning rate "
+                       "or gradient clipping)")
         if callback:
-            callback({"kind": "checkpoint", "iteration": it, "ok": True, "path": str(path),
-                      "seconds": time.perf_counter() - t})
+            callback(event)
+        return False
+    run.opt.zero_grad(set_to_none=True)
+    loss.backward()
+    if cfg.grad_clip is not None:
+        torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg.grad_clip)
+    run.opt.step()
+    if run.sched is not None:
+        run.sched.step()
+    if callback:
+        callback({**event, "elapsed_s": run.elapsed()})
+    return True
 
-    def periodic_eval(it: int):
-        r = evaluate(model, x_eval, y_eval, C)
-        model.train()
-        evals["iteration"].append(it)
-        evals["test_acc"].append(r.accuracy)
-        evals["test_loss"].append(r.loss)
-        ev = {"kind": "eval", "iteration": it, "test_acc": r.accuracy, "test_loss": r.loss}
-        if x_val is not None:  # model selection looks at validation only, never at the test set
-            v = evaluate(model, x_val, y_val, C)
-            model.train()
-            evals["val_acc"].append(v.accuracy)
-            evals["val_loss"].append(v.loss)
-            ev.update(val_acc=v.accuracy, val_loss=v.loss)
-            if v.accuracy > best["acc"]:
-                best.update(acc=v.accuracy, iteration=it, since=0,
-                            state={k: t.detach().clone() for k, t in model.state_dict().items()})
-            else:
-                best["since"] += 1
-        if callback:
-            callback(ev)
 
-    for it in range(start, cfg.iterations + 1):
-        if should_stop is not None and should_stop():
-            status, message = "stopped", f"stopped by the user after {it - 1} iterations"
-            if state_dir is not None and it - 1 > ckpt["iteration"]:
-                checkpoint(it - 1)  # resume continues exactly here
-            break
-        if pos + cfg.batch_size > len(order):  # new epoch: reshuffle
-            order, pos = rng.permutation(len(y_train)), 0
-        idx = order[pos : pos + cfg.batch_size]
-        pos += cfg.batch_size
-        if aug_gen is not None:  # training batch only; validation and test images are never augmented
-            xb = to_sequence(affine_augment(x_train[idx], draw_affine_params(len(idx), aug_gen)))
+def periodic_eval(run: LoopState, data: RunData, it: int, callback) -> None:
+    """Test accuracy on the fixed subset; with a validation split also model selection (``run.best``),
+    which looks at validation only, never at the test set."""
+    r = evaluate(run.model, data.x_eval, data.y_eval, data.num_classes)
+    run.model.train()
+    run.evals["iteration"].append(it)
+    run.evals["test_acc"].append(r.accuracy)
+    run.evals["test_loss"].append(r.loss)
+    ev = {"kind": "eval", "iteration": it, "test_acc": r.accuracy, "test_loss": r.loss}
+    if data.x_val is not None:
+        v = evaluate(run.model, data.x_val, data.y_val, data.num_classes)
+        run.model.train()
+        run.evals["val_acc"].append(v.accuracy)
+        run.evals["val_loss"].append(v.loss)
+        ev.update(val_acc=v.accuracy, val_loss=v.loss)
+        best = run.best
+        if v.accuracy > best.acc:
+            best.acc, best.iteration, best.since = v.accuracy, it, 0
+            best.state = {k: t.detach().clone() for k, t in run.model.state_dict().items()}
         else:
-            xb = to_sequence(x_train[idx])
-        xb = xb.to(device, non_blocking=True)
-        yb = torch.from_numpy(y_train[idx]).to(device, non_blocking=True)
+            best.since += 1
+    if callback:
+        callback(ev)
 
-        logits = model(xb)
-        loss = F.cross_entropy(logits, yb, weight=weights)
-        loss_val = float(loss.item())
-        acc = float((logits.argmax(1) == yb).float().mean().item())
-        history["iteration"].append(it)
-        history["loss"].append(loss_val)
-        history["batch_acc"].append(acc)
-        if not math.isfinite(loss_val):
-            status = "diverged"
-            message = f"loss became {loss_val} at iteration {it}; the run was stopped (try a smaller learning rate or gradient clipping)"
-            if callback:
-                callback({"kind": "iter", "iteration": it, "total": cfg.iterations, "loss": loss_val, "batch_acc": acc})
-            break
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if cfg.grad_clip is not None:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        opt.step()
-        if sched is not None:
-            sched.step()
-        if callback:
-            callback({"kind": "iter", "iteration": it, "total": cfg.iterations, "loss": loss_val,
-                      "batch_acc": acc, "elapsed_s": elapsed_before + time.perf_counter() - t0})
-        if it % cfg.eval_every == 0 or it == cfg.iterations:
-            periodic_eval(it)
-            if cfg.patience and best["since"] >= cfg.patience:
-                message = (f"early stop at iteration {it}: no better validation accuracy in {cfg.patience} "
-                           f"evaluations")
-                break
-        if state_dir is not None and it < cfg.iterations and (
-                (cfg.checkpoint_every and it % cfg.checkpoint_every == 0)
-                or (cfg.checkpoint_every_s and time.monotonic() - ckpt["at"] >= cfg.checkpoint_every_s)):
-            checkpoint(it)
 
-    train_time = elapsed_before + time.perf_counter() - t0
-    metrics = {"iterations_done": len(history["iteration"]), "train_time_s": train_time,
-               "class_weighting": weighting, "parameters": count_parameters(model)}
-    if state is not None:
-        metrics["resumed_from_iteration"] = state.iteration
-    if ckpt["errors"]:
-        metrics["checkpoint_errors"] = len(ckpt["errors"])
-        message = (message + "; " if message else "") + f"{len(ckpt['errors'])} checkpoint write(s) failed, " \
-                                                         f"the last: {ckpt['errors'][-1]}"
-    if best["state"] is not None and status != "diverged":
-        model.load_state_dict(best["state"])  # the weights of the best validation accuracy
-        metrics.update(best_iteration=best["iteration"], val_accuracy=best["acc"], val_n=len(y_val))
-        message = (message + "; " if message else "") + (
-            f"kept the weights of iteration {best['iteration']} (validation accuracy {best['acc']:.4f})")
-    if status != "diverged":
-        final = evaluate(model, test_data.images, test_data.labels, C)
+def finish(cfg: TrainConfig, run: LoopState, data: RunData, writer: StateWriter | None,
+           resumed: R.TrainState | None) -> TrainResult:
+    """Keep the best validation weights, evaluate on the whole test set (and under noise), and
+    gather the metrics."""
+    model, best = run.model, run.best
+    metrics = {"iterations_done": len(run.history["iteration"]), "train_time_s": run.elapsed(),
+               "class_weighting": data.weighting, "parameters": count_parameters(model)}
+    if resumed is not None:
+        metrics["resumed_from_iteration"] = resumed.iteration
+    if writer is not None and writer.errors:
+        metrics["checkpoint_errors"] = len(writer.errors)
+        run.note(f"{len(writer.errors)} checkpoint write(s) failed, the last: {writer.errors[-1]}")
+    if best.state is not None and run.status != "diverged":
+        model.load_state_dict(best.state)  # the weights of the best validation accuracy
+        metrics.update(best_iteration=best.iteration, val_accuracy=best.acc, val_n=len(data.y_val))
+        run.note(f"kept the weights of iteration {best.iteration} (validation accuracy {best.acc:.4f})")
+    if run.status != "diverged":
+        test = data.test
+        final = evaluate(model, test.images, test.labels, data.num_classes)
         metrics.update(test_accuracy=final.accuracy, test_error=final.error, test_loss=final.loss,
                        test_n=final.n, per_class_accuracy=final.summary()["per_class_accuracy"],
                        confusion=final.confusion.tolist())
         if cfg.noise_draws > 0:
-            accs = noisy_accuracy(model, test_data.images, test_data.labels, "gaussian",
-                                  cfg.noise_var, draws=cfg.noise_draws, seed=1000)
+            accs = noisy_accuracy(model, test.images, test.labels, "gaussian", cfg.noise_var,
+                                  draws=cfg.noise_draws, seed=SEEDS.fixed_final_noise)
             metrics.update(noise_var=cfg.noise_var, noise_draws=cfg.noise_draws,
                            noisy_test_accuracy=float(accs.mean()),
                            noisy_test_accuracy_std=float(accs.std()),
                            noisy_test_error=float(1 - accs.mean()))
-    metrics["device"] = str(device)
+    metrics["device"] = str(run.device)
     model.cpu()  # checkpoints and every later use are device-independent
-    return TrainResult(status, model, history, evals, metrics, elapsed_before + time.perf_counter() - t0, message,
-                       state_path=ckpt["path"], resumed_from=state.iteration if state is not None else None)
-
-
-def _restore(state, model, opt, sched, rng, history: dict, evals: dict, best: dict, n_train: int,
-             aug_gen: torch.Generator | None = None):
-    """Put a checkpoint's state into a freshly built run; returns (order, pos, next iteration, elapsed)."""
-    try:
-        model.load_state_dict(state.model, strict=True)
-        opt.load_state_dict(state.optimizer)
-        if (sched is None) != (state.scheduler is None):
-            raise ValueError("the learning-rate schedule differs")
-        if sched is not None:
-            sched.load_state_dict(state.scheduler)
-        torch.set_rng_state(state.rng["torch"])
-        rng.bit_generator.state = state.rng["numpy"]
-        if aug_gen is not None:
-            if state.rng.get("augment") is None:
-                raise ValueError("it has no augmentation generator state")
-            aug_gen.set_state(state.rng["augment"])
-        if state.rng.get("python") is not None:
-            py = state.rng["python"]
-            random.setstate((py[0], tuple(py[1]), py[2]))
-    except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as exc:
-        raise CheckpointError(f"The checkpoint {state.path or ''} does not fit this run ({exc}).") from None
-    order = np.asarray(state.order)
-    if order.shape != (n_train,) or not 0 <= state.pos <= n_train:
-        raise CheckpointError(f"The checkpoint's data order is for {order.shape[0] if order.ndim else '?'} "
-                              f"images, this run has {n_train}.")
-    if set(state.history) != set(history) or set(state.evals) != set(evals):
-        raise CheckpointError("The checkpoint's history does not fit this run (validation on/off?).")
-    history.update({k: list(v) for k, v in state.history.items()})
-    evals.update({k: list(v) for k, v in state.evals.items()})
-    b = dict(state.best)
-    best.update(acc=float(b.get("acc", -1.0)), iteration=int(b.get("iteration", 0)), since=int(b.get("since", 0)),
-                state=b.get("state"))
-    return order, int(state.pos), state.iteration + 1, float(state.elapsed_s)
-
-
+    return TrainResult(run.status, model, run.history, run.evals, metrics, run.elapsed(), run.message,
+                       state_path=writer.path if writer is not None else None,
+                       resumed_from=resumed.iteration if resumed is not None else None)

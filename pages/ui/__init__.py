@@ -68,5 +68,6 @@ from .upload import (  # noqa: E402
     show_preprocessing,
     uploaded_image,
     upscaled,
+    usable_array,
 )
 from .urlstate import restore_from_url, session_owner, sync_url, url_bool, url_list  # noqa: E402

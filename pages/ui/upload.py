@@ -45,6 +45,19 @@ def uploaded_image(dataset: str, key: str, prompt: str):
     return None
 
 
+def usable_array(prepared, show_steps: bool = False):
+    """The model input of a prepared upload or drawing, or None: nothing given, or (said in words,
+    with the preprocessing steps when ``show_steps``) an image the preparation warns about."""
+    if prepared is None:
+        return None
+    if prepared.warning:
+        st.info(prepared.warning)
+        if show_steps:
+            show_preprocessing(prepared)
+        return None
+    return prepared.array
+
+
 def upscaled(image, side: int = 168):
     """Nearest-neighbour enlargement of a small image, so pixels stay crisp on screen."""
     arr = np.asarray(image)

@@ -1,6 +1,25 @@
-"""Fixtures for the browser tests: one ``streamlit run app.py`` per module, one Chromium.
+"""Fixtures for the browser tests: one ``streamlit run app.py`` and one Chromium for the session.
 
-The server is isolated from the user's files:
+Writing a browser test (the fixtures below; nothing to set up in the test module):
+
+* ``page``: a fresh browser context (own Streamlit session) on the shared server; take it with
+  ``app_server`` for the server's ``{"url", "home", "data_dir", "pretrained", "log"}``, e.g.
+  ``def test_x(page, app_server): page.goto(f"{app_server['url']}/train")``.
+* ``app_server`` is SESSION-wide: every browser module shares one server (starting one costs
+  half a minute to minutes on 2 busy cores). Its run store (``home``) and its Streamlit caches
+  are shared too, so a test that adds runs gives them its own owner (``?owner=<16 hex>``) and a
+  label, and never assumes an empty store or that it runs first.
+* A module that needs a server of its own (its first request, a changed environment) overrides
+  ``app_server`` with the module-scoped ``fresh_app_server``, as tests/browser/test_deep_link.py
+  does::
+
+      @pytest.fixture(scope="module")
+      def app_server(fresh_app_server):
+          return fresh_app_server
+
+* ``browser`` (session-wide Chromium) for a second context; ``screenshot(page, name)``.
+
+Every server is isolated from the user's files:
 
 * ``RIMSCOPE_HOME`` is a fresh temporary folder (empty run store, no torchvision cache);
 * ``RIMSCOPE_OFFLINE=1`` (no download attempts);
@@ -20,6 +39,7 @@ by Playwright; tests are skipped (with the reason) when either is missing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -171,13 +191,11 @@ def stop_server(proc: subprocess.Popen) -> None:
         proc.wait(timeout=30)
 
 
-@pytest.fixture(scope="module")
-def app_server(tmp_path_factory):
-    """``{"url", "home", "data_dir", "pretrained", "log"}`` of a running ``streamlit run app.py``."""
-    reason = browser_missing_reason()
-    if reason:
-        pytest.skip(reason)
-    root = tmp_path_factory.mktemp("browser_app")
+@contextlib.contextmanager
+def running_server(root: Path):
+    """A ``streamlit run app.py`` on a free port with its own home and data under ``root``;
+    yields ``{"url", "home", "data_dir", "pretrained", "log"}`` and stops it (and the training
+    workers it started) afterwards."""
     home, data_dir = root / "home", root / "data"
     home.mkdir()
     data_dir.mkdir()
@@ -212,7 +230,27 @@ def app_server(tmp_path_factory):
         stop_server(proc)
 
 
+def _serve(tmp_path_factory, name: str):
+    reason = browser_missing_reason()
+    if reason:
+        pytest.skip(reason)
+    with running_server(tmp_path_factory.mktemp(name)) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def app_server(tmp_path_factory):
+    """The session's shared server: ``{"url", "home", "data_dir", "pretrained", "log"}``."""
+    yield from _serve(tmp_path_factory, "browser_app")
+
+
 @pytest.fixture(scope="module")
+def fresh_app_server(tmp_path_factory):
+    """A server of the module's own, started for it (override ``app_server`` with it)."""
+    yield from _serve(tmp_path_factory, "browser_app_fresh")
+
+
+@pytest.fixture(scope="session")
 def browser():
     reason = browser_missing_reason()
     if reason:

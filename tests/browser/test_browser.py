@@ -1,6 +1,6 @@
 """The dashboard in a real browser: every page renders, and the main interactions work.
 
-One ``streamlit run app.py`` serves the whole module (fixture ``app_server`` in conftest.py)
+One ``streamlit run app.py`` serves every browser module (the session-wide fixture ``app_server`` in conftest.py)
 and one headless Chromium drives it through Playwright; each test gets its own browser
 context, i.e. its own Streamlit session. The machine may be busy (training runs share its
 cores), so waits are long: ``RIMSCOPE_BROWSER_TIMEOUT_S`` (default 180 s) per wait, twice

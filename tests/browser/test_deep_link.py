@@ -4,7 +4,8 @@ Streamlit decides on its first script run whether the ``pages/`` folder means it
 folder-based navigation. Without ``pages.ui.legacy`` a fresh server's
 first request to ``/compare`` ran ``pages/compare.py`` on its own: a sidebar listing every
 file in ``pages/`` (``common`` included) and none of app.py's page titles. This module has
-its own server (the ``app_server`` fixture is per module), so its first request is the link.
+its own server (``app_server`` is the module's ``fresh_app_server`` here, not the session's
+shared one), so its first request is the link.
 """
 
 from __future__ import annotations
@@ -14,6 +15,11 @@ import pytest
 from tests.browser.test_browser import _MISSING, PAGES, WAIT_MS, assert_no_errors, settle
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")]
+
+
+@pytest.fixture(scope="module")
+def app_server(fresh_app_server):
+    return fresh_app_server
 
 
 def test_deep_link_on_fresh_server_uses_app_navigation(page, app_server):

@@ -6,8 +6,8 @@
 * a Mechanisms URL opened in a second browser context shows the same image, step and prediction;
 * "Open in Models" on a finished run lands on the Models page with that run and its data set.
 
-The module has its own server (``app_server``): offline, a data folder with only a tiny
-Fashion-MNIST, an empty run store under its home.
+The module uses the session's shared server (``app_server``, tests/browser/conftest.py):
+offline, a data folder with only a tiny Fashion-MNIST; its runs belong to ``OWNER``.
 """
 
 from __future__ import annotations

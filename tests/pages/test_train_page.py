@@ -250,24 +250,19 @@ def test_device_choice_reaches_the_run_and_cuda_without_gpu_is_refused(home):
 
 
 def test_curves_span_the_schedule_and_runs_without_points_draw_no_chart():
-    import importlib.util
-    import sys
     import types
 
-    # the page's chart helpers, without running the page script
-    src = Path(PAGE).read_text()
-    helpers = src.split("# ---------------------------------------------------------------------------------------")[0]
-    mod = types.ModuleType("train_helpers")
-    sys.modules["train_helpers"] = mod
-    exec(compile(helpers, PAGE, "exec"), mod.__dict__)
+    from core.report.plots.training import has_points, live_runs_figure
+
     run = types.SimpleNamespace(run_id="r1", model="rim", seed=0, total=1000)
     one_point = {"iteration": [1], "loss": [2.3], "eval_iteration": [100], "test_acc": [0.2]}
-    fig = mod.curves([run], {"r1": one_point}, "acc")
+    fig = live_runs_figure([run], {"r1": one_point}, "acc")
     assert list(fig.layout.xaxis.range) == [0, 1000]
-    assert mod.curves([run], {"r1": one_point}, "loss").layout.yaxis.rangemode == "tozero"
-    assert not mod.has_points({"loss": [], "test_acc": []}, "loss")
-    assert mod.has_points(one_point, "acc")
-    assert importlib.util is not None
+    assert live_runs_figure([run], {"r1": one_point}, "loss").layout.yaxis.rangemode == "tozero"
+    assert not has_points({"loss": [], "test_acc": []}, "loss")
+    assert has_points(one_point, "acc")
+    long = {"iteration": list(range(1, 5001)), "loss": [1.0] * 5000}
+    assert len(live_runs_figure([run], {"r1": long}, "loss").data[0].x) <= 1501  # thinned, last point kept
 
 
 def test_the_form_lives_in_the_url_and_a_reload_keeps_it(home):

@@ -238,3 +238,13 @@ def unit_heatmap(z, x_labels, unit_names: list, *, x_title: str, colorbar: str, 
                       margin=dict(l=10, r=10, t=40 if title else 10, b=40))
     return fig
 
+
+
+def margin_histogram(margins: np.ndarray, k: int, images: int, model: str) -> go.Figure:
+    """The selection margins of ``core.eval.selection.selection_report`` (finite ones, one per
+    image row): attention weight of the k-th ranked LSTM minus the (k+1)-th."""
+    fig = go.Figure(go.Histogram(x=margins, nbinsx=50, marker_color=method_color(model)))
+    fig.update_layout(title=f"Selection margin over {images} images x rows", height=260,
+                      xaxis_title=f"attention weight of LSTM ranked {k} − ranked {k + 1}",
+                      yaxis_title="rows", margin=dict(l=10, r=10, t=40, b=10))
+    return fig

@@ -1,4 +1,4 @@
-"""Training curves (Overview, Models, Compare pages).
+"""Training curves (Overview, Models, Compare pages; the Train page's live view).
 
 Curves are lists of dicts ``{"model", "seed", "x", "y"}`` (one per run, raw values as
 stored: losses in nats, accuracies as fractions); ``curves_from_metadata`` builds them from
@@ -186,4 +186,50 @@ def run_curves_figure(meta: dict, title: str = "", log_loss: bool | None = None)
         fig.update_yaxes(title_text=axis_title(axis, log), type="log" if log else "linear",
                          tickformat=LOG_TICKS if log else None, row=1, col=i)
     fig.update_layout(title=title or None, height=360, margin=dict(l=60, r=20, t=60 if title else 40, b=50))
+    return fig
+
+
+# --- the live view of the Train page: runs of the run store as they train -----------------
+LIVE_MAX_POINTS = 1500  # per loss curve (longer ones are thinned)
+SEED_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")  # seed s: SEED_DASHES[s % 6]
+
+
+def _thin(x: list, y: list, most: int = LIVE_MAX_POINTS) -> tuple[list, list]:
+    if len(x) <= most:
+        return x, y
+    step = -(-len(x) // most)
+    return x[::step] + x[-1:], y[::step] + y[-1:]
+
+
+def has_points(metrics: dict, kind: str) -> bool:
+    """Whether a run's metrics (``RunStore.read_metrics``) have anything to draw for ``kind``
+    ("loss" or "acc"): a run that failed before its first iteration draws no empty chart."""
+    return any(v is not None for v in metrics.get("loss" if kind == "loss" else "test_acc") or [])
+
+
+def live_runs_figure(runs: list, metrics: dict, kind: str) -> go.Figure:
+    """Training loss (``kind="loss"``) or periodic test accuracy (``"acc"``) of run-store runs
+    (``RunInfo``: run_id, model, seed, total), ``metrics`` by run id; colour per method, dash per seed."""
+    fig = go.Figure()
+    for r in runs:
+        m = metrics[r.run_id]
+        if kind == "loss":
+            x, y = _thin(m["iteration"], m["loss"])
+        else:
+            x, y = m["eval_iteration"], [None if a is None else 100 * a for a in m["test_acc"]]
+        fig.add_trace(go.Scatter(
+            x=x, y=y, mode="lines" if kind == "loss" else "lines+markers",
+            name=f"{r.model} s{r.seed} · {r.run_id[-8:]}", legendgroup=r.model,
+            line={"color": method_color(r.model), "dash": SEED_DASHES[(r.seed or 0) % len(SEED_DASHES)]}))
+    if kind == "loss":
+        fig.update_layout(title="Training loss", xaxis_title="Iteration (SGD steps)",
+                          yaxis_title="Cross-entropy loss (nats, per batch)")
+    else:
+        fig.update_layout(title="Test accuracy (fixed test subset)", xaxis_title="Iteration (SGD steps)",
+                          yaxis_title="Test accuracy (%)", yaxis_range=[0, 100])
+    fig.update_layout(height=330, margin={"l": 10, "r": 10, "t": 40, "b": 10}, legend_title_text="Run")
+    # the whole schedule on the x axis (one early point is not drawn at 99..101), losses from 0
+    fig.update_xaxes(range=[0, max([r.total or 1 for r in runs] + [1])])
+    if kind == "loss":
+        fig.update_yaxes(rangemode="tozero")
     return fig
