@@ -10,6 +10,8 @@ set or the network, so the whole way from such an image to a prediction can be m
   deterministic per seed (on one machine: the images depend on the fonts it has);
 * ``python -m core.handdigits make --out assets/digits --n 100`` writes the small fixed set
   that is shipped in ``assets/digits/`` (see its README), so results compare across machines;
+* ``python -m core.handdigits measure-external --set semeion`` gives the same for real
+  handwriting from outside MNIST (``core.digit_external``), the even and odd half apart;
 * ``python -m core.handdigits measure --models pretrained`` prints, for every shipped MNIST
   model, the share of each set it recognises after ``core.preprocess`` as the pages apply
   it (``--json PATH`` also writes the numbers).
@@ -335,7 +337,23 @@ def main(argv: list[str] | None = None) -> int:
     meas.add_argument("--no-reference", action="store_true",
                       help="leave out the shipped MNIST sample (as is and preprocessed)")
     meas.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON")
+    ext = sub.add_parser("measure-external", help="accuracy on real handwriting from outside MNIST "
+                         "(Semeion, optdigits) through the upload path, even and odd half apart")
+    ext.add_argument("--set", default="all", choices=("all", "semeion", "optdigits"))
+    ext.add_argument("--models", default="converged", choices=("converged", "paper", "shipped", "none"),
+                     help="which shipped MNIST models (default: the converged ones)")
+    ext.add_argument("--checkpoint", action="append", default=[], metavar="STEM",
+                     help="also measure this MNIST checkpoint; repeatable")
+    ext.add_argument("--folder", type=Path, default=None,
+                     help="folder with <set>.npz (default RIMSCOPE_HANDWRITING_DIR or RIMSCOPE_DATA_DIR/handwriting)")
+    ext.add_argument("--sample", action="store_true", help="use the bundled samples even if the full sets are there")
+    ext.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args(argv)
+
+    if args.command == "measure-external":
+        from core.digit_external import cli
+
+        return cli(args)
 
     if args.command == "make":
         info = make_fixed_set(args.out, args.n, args.seed)
