@@ -233,9 +233,10 @@ def normalise_strokes(mask: np.ndarray, ink: np.ndarray) -> np.ndarray:
 
     The mask is scaled to ``STROKE_SIDE`` px and thinned to its skeleton; its own stroke
     width is its area over the skeleton's length. Within ``STROKE_TOLERANCE`` of the brush
-    the digit is returned as it is (``ink``); otherwise the skeleton is drawn with a round
-    brush (anti-aliased edge) whose width is chosen so that, once the drawing is fitted into
-    the 20 px box, the strokes are ``STROKE_WIDTH`` px wide.
+    the digit is returned as it is (``ink``); otherwise it is redrawn so that, once fitted
+    into the 20 px box, the strokes are ``STROKE_WIDTH`` px wide: thicker strokes are eroded
+    (anti-aliased edge) down to that width, thinner ones drawn along the skeleton with a round
+    brush of that width.
     """
     from scipy.ndimage import distance_transform_edt
     from skimage.morphology import skeletonize
@@ -265,7 +266,19 @@ def normalise_strokes(mask: np.ndarray, ink: np.ndarray) -> np.ndarray:
     own = shape.sum() / skeleton.sum()
     if 1 / STROKE_TOLERANCE <= own / width <= STROKE_TOLERANCE:
         return ink
-    redrawn = np.clip(width / 2 + 0.5 - distance_transform_edt(~skeleton), 0, 1) * 255
+    # Too thick: eroded (soft edge) down to the brush's width. The skeleton of a fat stroke
+    # has spurs into every corner of its outline (a blob-like 1 of a scanned form becomes a
+    # 4 or an 8), an erosion keeps the outline's shape. Too thin, or nothing left: redrawn.
+    redrawn = None
+    if own > width:
+        inside = distance_transform_edt(np.pad(shape, margin))
+        # the strokes' half-width: the distance to the outline along the skeleton (its median,
+        # robust to the spurs, which run into the corners where that distance is small)
+        depth = float(np.median(inside[skeleton])) - width / 2
+        eroded = np.clip(inside - depth + 0.5, 0, 1) * 255
+        redrawn = eroded if (eroded > 127.5).any() else None
+    if redrawn is None:
+        redrawn = np.clip(width / 2 + 0.5 - distance_transform_edt(~skeleton), 0, 1) * 255
     drawn = redrawn > 0
     r = np.flatnonzero(drawn.any(axis=1))
     c = np.flatnonzero(drawn.any(axis=0))
