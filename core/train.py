@@ -56,7 +56,7 @@ from .data import SAMPLE_TRAIN, LoadedData, get_info, prepare_training_data, to_
 from .errors import CheckpointError, ConfigError
 from .evaluate import evaluate, noisy_accuracy
 from .models import build_model, count_parameters
-from .transforms import affine_augment, draw_affine_params
+from .transforms import affine_augment, draw_affine_params, draw_scan_params, scan_augment
 
 AUGMENT_SEED_OFFSET = 30_000  # the augmentation generator of seed s starts from 30,000 + s
 
@@ -271,7 +271,10 @@ def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
         idx = order[pos : pos + cfg.batch_size]
         pos += cfg.batch_size
         if aug_gen is not None:  # training batch only; validation and test images are never augmented
-            xb = to_sequence(affine_augment(x_train[idx], draw_affine_params(len(idx), aug_gen)))
+            if cfg.augment == "scan":
+                xb = to_sequence(scan_augment(x_train[idx], draw_scan_params(len(idx), aug_gen)))
+            else:
+                xb = to_sequence(affine_augment(x_train[idx], draw_affine_params(len(idx), aug_gen)))
         else:
             xb = to_sequence(x_train[idx])
         xb = xb.to(device, non_blocking=True)
