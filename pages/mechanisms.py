@@ -10,6 +10,7 @@ from core.data import DATASETS
 from core.errors import DataUnavailableError, InputImageError
 from core.models import TraceSchema, get_spec
 from pages import ui
+from pages.ui import handwriting
 
 STATS_SIZES = (200, 500, 1000)
 MISCLASSIFIED_POOL = 1000  # misclassified images are searched among this fixed test subset
@@ -252,6 +253,8 @@ def one_input_view(dataset: str, entry, model, compared: dict) -> None:
     info = DATASETS[dataset]
     grey = info.channels == 1
     sources = ["Test image", "Draw", "Upload"] if grey else ["Test image", "Upload"]
+    if dataset == "mnist":
+        sources.append("Other handwriting")
     ui.keep_valid("mech_source", sources)
     source = st.radio("Input", sources, horizontal=True, key="mech_source",
                       help=None if grey else "Drawing is offered for the grey data sets (MNIST, Fashion-MNIST).")
@@ -274,6 +277,10 @@ def one_input_view(dataset: str, entry, model, compared: dict) -> None:
         elif source == "Draw":
             prepared = _drawn_image(dataset)
             what = "your drawing"
+        elif source == "Other handwriting":
+            picked = handwriting.mechanisms_input()
+            if picked is not None:
+                prepared, label, what = picked
         else:
             prepared = _uploaded_image(dataset)
             what = "your image"
@@ -410,7 +417,8 @@ def dataset_view(dataset: str, entry, model, all_entries=()) -> None:
 # --------------------------------------------------------------------------- page
 
 URL_STATE = {"mech_dataset": str, "mech_model_*": str, "mech_source": str, "mech_how": str, "mech_idx": int,
-             "mech_t": int, "mech_tab": str, "mech_stats_n": int, "pretrained_protocol": str}
+             "mech_t": int, "mech_tab": str, "mech_stats_n": int, "pretrained_protocol": str,
+             handwriting.MECH_SET: str, handwriting.MECH_IDX: int}
 ui.restore_from_url(URL_STATE)
 
 st.title("Mechanisms")
