@@ -271,3 +271,116 @@ def cli(args) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=1) + "\n")
     return 0
+
+
+def misreads(data: ExternalSet, preds: dict[str, np.ndarray]) -> list[dict]:
+    """The digits at least one model misreads, most-misread first (then by index):
+    ``{"row", "index", "true", "said": {model: digit}, "wrong": count}`` per digit."""
+    if not preds:
+        return []
+    said = np.stack(list(preds.values()), axis=1)  # [N, models]
+    wrong = (said != data.y[:, None]).sum(axis=1)
+    rows = np.flatnonzero(wrong > 0)
+    rows = rows[np.lexsort((data.index[rows], -wrong[rows]))]
+    names = list(preds)
+    return [{"row": int(r), "index": int(data.index[r]), "true": int(data.y[r]),
+             "said": {n: int(said[r, j]) for j, n in enumerate(names)}, "wrong": int(wrong[r])} for r in rows]
+
+
+def find_row(data: ExternalSet, index: int) -> int | None:
+    """The row of the image with position ``index`` in the full set, None when not loaded."""
+    hits = np.flatnonzero(data.index == int(index))
+    return int(hits[0]) if len(hits) else None
+
+
+# --------------------------------------------------------------------------- generalisation
+
+
+def grid_checkpoints(runs_dir: Path, protocol_dir: Path | None = None) -> dict[str, dict[int, Path]]:
+    """``{method: {seed: stem}}`` of the MNIST grid's weights in ``runs_dir``
+    (``<model>_s<seed>.safetensors``); a seed whose weights are only shipped (in
+    ``protocol_dir``, e.g. ``pretrained/converged/mnist``, with that seed in its metadata) counts
+    too."""
+    import json
+    import re
+
+    out: dict[str, dict[int, Path]] = {}
+    for f in sorted(Path(runs_dir).glob("*_s*.safetensors")):
+        m = re.fullmatch(r"(.+)_s(\d+)", f.stem)
+        if m:
+            out.setdefault(m.group(1), {})[int(m.group(2))] = f.with_suffix("")
+    if protocol_dir is not None:
+        for f in sorted(Path(protocol_dir).glob("*.safetensors")):
+            try:
+                seed = int(json.loads(f.with_suffix(".json").read_text())["seed"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            out.setdefault(f.stem, {}).setdefault(seed, f.with_suffix(""))
+    return out
+
+
+def generalisation_table(checkpoints: dict[str, dict[int, Path]], sets: dict[str, ExternalSet],
+                         half: str = "odd", reference: str = "rim"):
+    """Per method (every seed), accuracy on each set's ``half`` through the upload path.
+
+    Returns ``(per_seed, summary)`` DataFrames: ``per_seed`` one row per (method, seed) with a
+    column per set; ``summary`` one row per (method, set): n seeds, mean, sd, and against
+    ``reference`` the difference (reference - method, in accuracy points) with its Welch 95 %
+    interval and the verdict of ``core.stats.verdict`` ("holds": the reference reads the set
+    better).
+    """
+    import pandas as pd
+
+    from core.checkpoint import load_checkpoint
+    from core.stats import mean_sd, verdict, welch_ci
+
+    inputs = {name: upload_inputs(d.x[d.half(half)]) for name, d in sets.items()}
+    labels = {name: d.y[d.half(half)] for name, d in sets.items()}
+    rows = []
+    for method, seeds in checkpoints.items():
+        for seed, stem in sorted(seeds.items()):
+            model, _ = load_checkpoint(stem, expected_dataset="mnist")
+            rows.append({"method": method, "seed": seed, **{
+                name: float((predictions(model, x) == labels[name]).mean()) for name, x in inputs.items()}})
+    per_seed = pd.DataFrame(rows)
+    summary = []
+    for name in sets:
+        ref = per_seed.loc[per_seed["method"] == reference, name].to_numpy() if len(per_seed) else np.array([])
+        for method in checkpoints:
+            acc = per_seed.loc[per_seed["method"] == method, name].to_numpy()
+            m, sd, n = mean_sd(acc)
+            row = {"set": name, "half": half, "method": method, "seeds": n, "mean": m, "sd": sd}
+            if method != reference and len(ref):
+                diff, lo, hi = welch_ci(ref, acc)
+                row.update({"rim_minus_method": diff, "ci_low": lo, "ci_high": hi,
+                            "verdict": verdict(lo, hi, above=f"{reference} reads it better",
+                                               below=f"{method} reads it better")})
+            summary.append(row)
+    return per_seed, pd.DataFrame(summary)
+
+
+def generalisation_cli(args) -> int:
+    """``python -m core.handdigits generalisation``: see ``core.handdigits``."""
+    import sys
+
+    runs = Path(args.runs) if args.runs else paths.results_dir() / "converged" / "runs" / "mnist"
+    shipped = paths.pretrained_dir() / "converged" / "mnist"
+    ckpts = grid_checkpoints(runs, shipped if shipped.is_dir() else None)
+    if args.methods:
+        ckpts = {m: s for m, s in ckpts.items() if m in args.methods.split(",")}
+    if not ckpts:
+        print(f"error: no MNIST weights in {runs} or {shipped}", file=sys.stderr)
+        return 2
+    try:
+        sets = {name: load_external(name, args.folder, sample=False) for name in SETS}
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    per_seed, summary = generalisation_table(ckpts, sets, half=args.half)
+    out = Path(args.out) if args.out else paths.results_dir() / "converged" / "handwriting.csv"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    summary.to_csv(out, index=False, float_format="%.6g")
+    per_seed.to_csv(out.with_name(out.stem + "_seeds.csv"), index=False, float_format="%.6g")
+    print(summary.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    print(f"wrote {out} and {out.with_name(out.stem + '_seeds.csv')}")
+    return 0

@@ -348,8 +348,20 @@ def main(argv: list[str] | None = None) -> int:
                      help="folder with <set>.npz (default RIMSCOPE_HANDWRITING_DIR or RIMSCOPE_DATA_DIR/handwriting)")
     ext.add_argument("--sample", action="store_true", help="use the bundled samples even if the full sets are there")
     ext.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON")
+    gen = sub.add_parser("generalisation", help="every seed of the converged MNIST grid on the external sets: "
+                         "mean, sd, RIM against every other method (writes results/converged/handwriting.csv)")
+    gen.add_argument("--runs", type=Path, default=None,
+                     help="folder of <model>_s<seed>.safetensors (default RESULTS/converged/runs/mnist)")
+    gen.add_argument("--methods", default="", help="comma-separated methods (default: all found)")
+    gen.add_argument("--half", default="odd", choices=("odd", "even"), help="which half to report (default odd)")
+    gen.add_argument("--folder", type=Path, default=None, help="folder with the full sets")
+    gen.add_argument("--out", type=Path, default=None, help="summary CSV (default RESULTS/converged/handwriting.csv)")
     args = parser.parse_args(argv)
 
+    if args.command == "generalisation":
+        from core.digit_external import generalisation_cli
+
+        return generalisation_cli(args)
     if args.command == "measure-external":
         from core.digit_external import cli
 
