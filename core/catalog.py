@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import paths
-from .checkpoint import load_checkpoint
 from .errors import CheckpointError
-from .models import DEFAULT_MODEL
+from .models.registry import DEFAULT_MODEL
+from .training.weights import load_checkpoint
 
 DEFAULT_DATASET = "mnist"  # with DEFAULT_MODEL: the featured model, the pages' first choice
 DEFAULT_PROTOCOL = "converged"  # the shipped models the pages prefer
@@ -84,7 +84,8 @@ def run_entries(dataset: str | None = None, store=None) -> list[ModelEntry]:
     follow its schedule to the end.
     """
     try:
-        from .runs import WITH_WEIGHTS, RunStore
+        from .runs.schema import WITH_WEIGHTS
+        from .runs.store import RunStore
     except ImportError:  # run store not available: pretrained only
         return []
     store = store or RunStore()

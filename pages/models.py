@@ -8,11 +8,11 @@ import pandas as pd
 import streamlit as st
 
 from core.catalog import featured_entry
-from core.data import DATASETS
+from core.data.datasets import DATASETS
 from core.errors import CheckpointError
-from core.fmt import dataset_title as _ds_title
-from core.fmt import params, pct, pct_value
-from core.plots import method_title, run_curves_figure
+from core.report.fmt import dataset_title as _ds_title
+from core.report.fmt import method_title, params, pct, pct_value
+from core.report.plots.training import run_curves_figure
 from pages.ui import (
     MAX_UPLOAD_MB,
     check_upload,

@@ -79,9 +79,9 @@ class _Scorer:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from core import digit_external as de
     from core.catalog import load_entry
-    from core.evaluate import predict_proba
+    from core.digits import external as de
+    from core.eval.predict import predict_proba
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", type=Path, required=True, help="folder with mnist/{train,test}.npz and handwriting/")

@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from core import digit_external as de
-from core.preprocess import load_image, prepare_for_dataset
+from core.digits import external as de
+from core.digits.load import load_image
+from core.digits.prepare import prepare_for_dataset
 from tests.digit_helpers import centre_of_mass, ink_box
 
 
@@ -138,8 +139,8 @@ def test_shipped_converged_models_keep_reading_the_bundled_samples(name, monkeyp
 def test_generalisation_table_per_seed_and_rim_against_the_others(tmp_path):
     import torch
 
-    from core.checkpoint import save_checkpoint
-    from core.models import build_model
+    from core.models.registry import build_model
+    from core.training.weights import save_checkpoint
 
     runs = tmp_path / "runs"
     runs.mkdir()

@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core import digit_external as de
-from core import fmt
+from core.digits import external as de
+from core.report import fmt
 
 from .cache import entry_mtime
 from .pickers import keep_valid

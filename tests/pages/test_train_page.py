@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.runs import RunStore
+from core.runs.store import RunStore
 
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "train.py")
 
@@ -135,8 +135,8 @@ def test_estimated_duration_from_measured_speed(home, monkeypatch, tmp_path):
     are estimated at about 27.8 hours."""
     import json
 
-    from core.checkpoint import save_checkpoint
-    from core.models import build_model
+    from core.models.registry import build_model
+    from core.training.weights import save_checkpoint
 
     pre = tmp_path / "pre"
     meta = {"model": "rim", "dataset": "mnist", "seed": 0, "status": "completed",
@@ -210,7 +210,7 @@ def test_converged_protocol_and_ablation_settings_reach_the_queued_runs(home):
 
 
 def test_resume_button_on_interrupted_and_stopped_runs(home):
-    from core.train import TrainConfig
+    from core.training.config import TrainConfig
 
     owner = "d" * 16
     store = RunStore()
