@@ -115,10 +115,13 @@ def test_misreads_and_half_accuracies():
 
 
 # Accuracy (%) of the shipped converged MNIST models on the bundled samples (200 odd-half digits
-# each) through the upload path, measured with this preprocessing (core.digit_ink plain paper
-# and erosion of thick strokes). A change that reads these digits worse fails here.
-SAMPLE_FLOORS = {"semeion": {"rim": 0.0, "parallel_lstm": 0.0, "entnet": 0.0, "rmc": 0.0, "indrnn": 0.0},
-                 "optdigits": {"rim": 0.0, "parallel_lstm": 0.0, "entnet": 0.0, "rmc": 0.0, "indrnn": 0.0}}
+# each) through the upload path, as measured on 2026-12-01 with this preprocessing (core.digits.ink:
+# plain paper, thick strokes eroded): `python -m core.digits measure-external --sample`. A change
+# that reads these digits worse by more than one digit in 200 (0.5 points, room for floating-point
+# differences between machines) fails here.
+SAMPLE_ACCURACY = {"semeion": {"rim": 84.5, "parallel_lstm": 80.5, "entnet": 84.0, "rmc": 84.5, "indrnn": 75.0},
+                   "optdigits": {"rim": 92.5, "parallel_lstm": 91.5, "entnet": 92.0, "rmc": 90.0, "indrnn": 84.0}}
+ONE_DIGIT = 0.5
 
 
 @pytest.mark.parametrize("name", ["semeion", "optdigits"])
@@ -128,12 +131,12 @@ def test_shipped_converged_models_keep_reading_the_bundled_samples(name, monkeyp
     torch.set_num_threads(1)
     monkeypatch.delenv("RIMSCOPE_PRETRAINED_DIR", raising=False)
     entries = de.shipped_entries("converged")
-    assert {e.model for e in entries} == set(SAMPLE_FLOORS[name])
+    assert {e.model for e in entries} == set(SAMPLE_ACCURACY[name])
     data = de.load_external(name)
     rows = de.measure_entries(entries, data)
     got = {r["model"].split(" [")[0]: round(100 * r["all"], 1) for r in rows}
-    for model, floor in SAMPLE_FLOORS[name].items():
-        assert got[model] >= floor, f"{model} reads {got[model]} % of the {name} sample, was {floor} %"
+    for model, was in SAMPLE_ACCURACY[name].items():
+        assert got[model] >= was - ONE_DIGIT, f"{model} reads {got[model]} % of the {name} sample, was {was} %"
 
 
 def test_generalisation_table_per_seed_and_rim_against_the_others(tmp_path):

@@ -200,8 +200,8 @@ def format_external(rows: list[dict], data: ExternalSet) -> str:
     head = f"{'model'.ljust(width)}  {'even (' + str(n_even) + ')':>11}  {'odd (' + str(n_odd) + ')':>10}  {'all':>6}"
     lines = [f"{data.name}: {data.source}", head]
     for r in rows:
-        lines.append(f"{r['model'].ljust(width)}  {100 * r['even']:>10.1f}%  {100 * r['odd']:>9.1f}%  "
-                     f"{100 * r['all']:>5.1f}%")
+        even, odd, whole = (f"{100 * r[k]:.1f}%" if r[k] == r[k] else "-" for k in ("even", "odd", "all"))
+        lines.append(f"{r['model'].ljust(width)}  {even:>11}  {odd:>10}  {whole:>6}")
     return "\n".join(lines)
 
 
