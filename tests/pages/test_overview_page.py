@@ -48,9 +48,9 @@ def test_overview_counts_pretrained_per_dataset_and_sources(page_env):
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Pretrained models"] == "6"
     assert metrics["Your runs (trained or uploaded)"] == "0"
-    assert metrics["Reproduction results"] == "2 experiments"  # a count: names would not fit the metric
+    assert metrics["Reproduction results"] == "3 experiments"  # a count: names would not fit the metric
     listed = next(c.value for c in at.caption if c.value.startswith("Reproduction results:"))
-    assert "`results/paper`" in listed and "`results/unequal_init/long`" in listed
+    assert "`results/converged`" in listed and "`results/paper`" in listed and "`results/unequal_init/long`" in listed
     assert any("Animals-10 here is a small, unbalanced subset" in w.value for w in at.warning)
 
 

@@ -67,6 +67,16 @@ def test_page_loads_with_the_paper_noise_level(page_env):
     assert "noisy: Gaussian variance 0.01 (seed 0)" in captions(at) and "clean: sample image #0 (training image #0 of the original set)" in captions(at)
     assert any("100 test images (fixed subset, seed 0) from bundled sample" in c.value for c in at.caption)
     assert len(at.dataframe) == 1 and list(at.dataframe[0].value["model"]) == list(METHODS)
+    # the error curve's floors: chance and the most frequent class of the scored images
+    import json
+
+    curve = next(e for e in walk(at.main) if getattr(e, "key", None) == "rb_curve")
+    layout = json.loads(curve.proto.spec)["layout"]
+    dashed = [s["y0"] for s in layout["shapes"] if s.get("line", {}).get("dash") == "dash"]
+    labels = [a["text"] for a in layout["annotations"] if a["text"].startswith(("chance", "majority"))]
+    assert dashed[0] == pytest.approx(90.0) and labels[0] == "chance 90.0 %"
+    assert len(dashed) == len(labels) == 2 and 0 < dashed[1] < 90  # the sample is not balanced
+    assert any("Dashed: the error of guessing at random" in c for c in captions(at))
 
 
 def test_moving_the_noise_slider_changes_the_errors(page_env):
