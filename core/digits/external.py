@@ -289,12 +289,11 @@ def generalisation_table(checkpoints: dict[str, dict[int, Path]], sets: dict[str
     Returns ``(per_seed, summary)`` DataFrames: ``per_seed`` one row per (method, seed) with a
     column per set; ``summary`` one row per (method, set): n seeds, mean, sd, and against
     ``reference`` the difference (reference - method, in accuracy points) with its Welch 95 %
-    interval and the verdict of ``core.stats.verdict`` ("holds": the reference reads the set
-    better).
+    interval, the Holm-adjusted p-value and the verdict of ``core.report.stats.verdict``
+    (``summarise``).
     """
     import pandas as pd
 
-    from core.report.stats import mean_sd, verdict, welch_ci
     from core.training.weights import load_checkpoint
 
     inputs = {name: upload_inputs(d.x[d.half(half)]) for name, d in sets.items()}
@@ -306,18 +305,35 @@ def generalisation_table(checkpoints: dict[str, dict[int, Path]], sets: dict[str
             rows.append({"method": method, "seed": seed, **{
                 name: float((predictions(model, x) == labels[name]).mean()) for name, x in inputs.items()}})
     per_seed = pd.DataFrame(rows)
+    return per_seed, summarise(per_seed, list(sets), list(checkpoints), half, reference)
+
+
+def summarise(per_seed, set_names: list[str], methods: list[str], half: str = "odd", reference: str = "rim"):
+    """The summary of ``generalisation_table`` from its per-seed table: per (set, method) seeds,
+    mean, sd; against ``reference`` the Welch difference, 95 % interval, p-value Holm-adjusted
+    within the set (one family: the reference against every other method) and the verdict of
+    ``core.report.stats.verdict``."""
+    import pandas as pd
+
+    from core.report.stats import holm, mean_sd, verdict, welch_test
+
     summary = []
-    for name in sets:
+    for name in set_names:
         ref = per_seed.loc[per_seed["method"] == reference, name].to_numpy() if len(per_seed) else np.array([])
-        for method in checkpoints:
+        rows = []
+        for method in methods:
             acc = per_seed.loc[per_seed["method"] == method, name].to_numpy()
             m, sd, n = mean_sd(acc)
             row = {"set": name, "half": half, "method": method, "seeds": n, "mean": m, "sd": sd}
             if method != reference and len(ref):
-                diff, lo, hi = welch_ci(ref, acc)
-                row.update({"rim_minus_method": diff, "ci_low": lo, "ci_high": hi,
-                            "verdict": verdict(lo, hi, above=f"{reference} reads it better",
-                                               below=f"{method} reads it better")})
-            summary.append(row)
-    return per_seed, pd.DataFrame(summary)
+                diff, lo, hi, p = welch_test(ref, acc)
+                row.update({"rim_minus_method": diff, "ci_low": lo, "ci_high": hi, "p": p})
+            rows.append(row)
+        tested = [r for r in rows if "p" in r]
+        for r, p_adj in zip(tested, holm([r["p"] for r in tested])):
+            r["p_holm"] = p_adj
+            r["verdict"] = verdict(r["rim_minus_method"], p_adj, above=f"{reference} reads it better",
+                                   below=f"{r['method']} reads it better")
+        summary.extend(rows)
+    return pd.DataFrame(summary)
 
