@@ -13,7 +13,12 @@ drives headless Chromium through the interactions users repeat:
 * **noise slider**: move the Gaussian-variance slider on the Robustness page one notch to a
   variance not seen before (every method re-scored on the test subset: "cold") and back to
   one already seen ("cached");
-* **new drawing**: add a stroke to the digit on the Mechanisms canvas.
+* **new drawing**: add a stroke to the digit on the Mechanisms canvas;
+* **explore** (issue 23, Mechanisms): the first render of the page with its "Find the same
+  mechanisms elsewhere" view (a fresh session; the first one also traces the searched set),
+  a step of the block's first row and of the match threshold, opening a match as the current
+  input, picking a second model ("Compare with"), the first render of "What each LSTM is for",
+  a step of its noise level (a level not seen before: the set traced again under noise).
 
 Latency = from the input event to the end of the script run it causes, taken from the page
 itself: a MutationObserver time-stamps every change of Streamlit's ``data-test-script-state``
@@ -224,6 +229,60 @@ def bench_drawing(page, url: str, reps: int) -> list[float]:
     return out
 
 
+MATCH_JS = """() => [...document.querySelectorAll('[data-testid="stMarkdownContainer"]')]
+  .some(e => / images match rows /.test(e.textContent))"""
+
+
+def _slider(page, label: str):
+    return page.locator('[data-testid="stSlider"]').filter(has_text=label).first \
+        .locator('[role="slider"], input[type="range"]').first
+
+
+def _key_steps(page, label: str, keys: list[str]) -> list[float]:
+    out = []
+    for key in keys:
+        settle(page, 60)
+        out.append(timed(page, lambda k=key: page.keyboard.press(k), prepare=_slider(page, label).focus))
+    return out
+
+
+def bench_explore(page, url: str, reps: int) -> dict[str, list[float]]:
+    """The set-wide and two-model views of Mechanisms (first renders, then interactions)."""
+    log("Mechanisms: find the same mechanisms, each LSTM, compare with")
+    out: dict[str, list[float]] = {"explore_first_render": [], "explore_block_row": [], "explore_threshold": [],
+                                   "explore_open_match": [], "explore_compare_with": [],
+                                   "explore_units_first_render": [], "explore_unit_noise_cold": []}
+    for i in range(reps + 1):  # a fresh session each time; the first also traces the set (cold)
+        t0 = time.monotonic()
+        page.goto(url + "/mechanisms", wait_until="commit", timeout=WAIT_MS)
+        page.wait_for_function(MATCH_JS, polling="raf", timeout=WAIT_MS)
+        took = time.monotonic() - t0
+        out["explore_first_render"].append(took)
+        if i == 0:
+            log(f"  first session (cold caches): {took:.1f} s")
+        settle(page)
+    out["explore_first_render"] = out["explore_first_render"][1:]
+    out["explore_block_row"] = _key_steps(page, "First row", ["ArrowLeft", "ArrowRight"] * ((reps + 1) // 2))[:reps]
+    out["explore_threshold"] = _key_steps(page, "Threshold", ["ArrowRight", "ArrowLeft"] * ((reps + 1) // 2))[:reps]
+    for _ in range(reps):
+        settle(page, 60)
+        btn = page.locator('[class*="st-key-mech_match_"]').get_by_role("button", name="Open").first
+        out["explore_open_match"].append(timed(page, lambda b=btn: b.dispatch_event("click")))
+    box = page.locator('[data-testid="stSelectbox"]').filter(has_text="Compare with").first
+    options = page.locator('[role="option"]')
+    for i in range(reps):
+        settle(page, 60)
+        box.get_by_role("button", name="Open").click()
+        options.first.wait_for(timeout=WAIT_MS)
+        pick = options.nth(1 + i % max(1, options.count() - 1))  # 0 is "no second model"
+        out["explore_compare_with"].append(timed(page, lambda p=pick: p.click()))
+    settle(page, 60)
+    tab = page.get_by_role("tab", name="What each LSTM is for")
+    out["explore_units_first_render"].append(timed(page, lambda: tab.dispatch_event("click")))
+    out["explore_unit_noise_cold"] = _key_steps(page, "Gaussian noise variance", ["ArrowRight"] * reps)
+    return out
+
+
 def _summary(samples: list[float], spans: list[float]) -> dict:
     """``samples``: input event -> end of run; ``spans``: the same runs' running -> notRunning
     (the server's script run as the page sees it; the rest is input, transport and drawing)."""
@@ -241,7 +300,59 @@ def _measured(fn, *args):
     return out, spans
 
 
-def run(gc_on: bool, reps: int) -> dict:
+SECTIONS = ("timestep", "noise", "drawing", "explore")
+
+
+def cpu_profile(reps: int, data_dir: str | None = None) -> dict:
+    """CPU seconds of the Mechanisms script per view and interaction (Streamlit's AppTest, no
+    browser, shipped models): ``time.process_time`` around each run, so a busy machine changes
+    it far less than wall time. Cold = the first run in this process (empty caches)."""
+    from streamlit.testing.v1 import AppTest
+
+    if data_dir:
+        os.environ["RIMSCOPE_DATA_DIR"] = data_dir
+    page = str(REPO / "pages" / "mechanisms.py")
+
+    def cpu(fn) -> float:
+        t0 = time.process_time()
+        fn()
+        return time.process_time() - t0
+
+    def fresh(**state) -> AppTest:
+        at = AppTest.from_file(page, default_timeout=600)
+        for k, v in state.items():
+            at.session_state[k] = v
+        return at
+
+    out: dict[str, list[float]] = {}
+    at = fresh(mech_idx=3)
+    out["first_render_cold"] = [cpu(at.run)]
+    out["first_render_warm"] = [cpu((a := fresh(mech_idx=3 + i)).run) for i in range(reps)]
+    for name, widget, key, values in (("block_row", "slider", "mech_blk_t1", [10, 11]),
+                                      ("threshold", "slider", "mech_blk_thr", [4, 3]),
+                                      ("units", "multiselect", "mech_blk_units", [["LSTM 1", "LSTM 2"], ["LSTM 3"]]),
+                                      ("timestep", "slider", "mech_t", [5, 6])):
+        out[name] = [cpu(getattr(a, widget)(key=key).set_value(values[i % 2]).run) for i in range(reps)]
+    out["open_match"] = [cpu(next(b for b in a.button if b.key.startswith("mech_match_")).click().run)
+                         for _ in range(reps)]
+    others = a.selectbox(key="mech_with_mnist").options[1:]
+    out["compare_with"] = [cpu(a.selectbox(key="mech_with_mnist").set_value(others[i % len(others)]).run)
+                           for i in range(reps)]
+    a.selectbox(key="mech_with_mnist").set_value("").run()
+    u = fresh(mech_idx=3, mech_more="What each LSTM is for")
+    out["units_first_render"] = [cpu(u.run)]
+    grid = [0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08, 0.09, 0.11, 0.12]
+    out["unit_noise_cold"] = [cpu(u.select_slider(key="mech_unit_noise").set_value(grid[i]).run)
+                              for i in range(min(reps, len(grid)))]
+    out["unit_change"] = [cpu(u.selectbox(key="mech_unit").set_value(f"LSTM {2 + i % 5}").run) for i in range(reps)]
+    problems = [str(e.value) for e in (*a.exception, *u.exception)]
+    if problems:
+        raise RuntimeError(f"the page failed during the profile: {problems}")
+    return {k: {"median_cpu_s": statistics.median(v), "max_cpu_s": max(v), "n": len(v),
+                "samples_cpu_s": [round(x, 4) for x in v]} for k, v in out.items()}
+
+
+def run(gc_on: bool, reps: int, sections=SECTIONS) -> dict:
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory(prefix="rimscope-bench-pages-") as tmp:
@@ -252,14 +363,21 @@ def run(gc_on: bool, reps: int) -> dict:
                 ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
                 page = ctx.new_page()
                 page.set_default_timeout(WAIT_MS)
-                steps, spans = _measured(bench_timestep, page, url, reps)
-                res = {"timestep_step": _summary(steps, spans[-len(steps):])}
-                (cold, cached), spans = _measured(bench_noise, page, url, reps)
-                # bench_noise times right (cold), left, right (cached) in turn
-                res["noise_slider_cold"] = _summary(cold, spans[0::3])
-                res["noise_slider_cached"] = _summary(cached, [x for i, x in enumerate(spans) if i % 3])
-                draws, spans = _measured(bench_drawing, page, url, reps)
-                res["new_drawing"] = _summary(draws, spans[-len(draws):])
+                res = {}
+                if "timestep" in sections:
+                    steps, spans = _measured(bench_timestep, page, url, reps)
+                    res["timestep_step"] = _summary(steps, spans[-len(steps):])
+                if "noise" in sections:
+                    (cold, cached), spans = _measured(bench_noise, page, url, reps)
+                    # bench_noise times right (cold), left, right (cached) in turn
+                    res["noise_slider_cold"] = _summary(cold, spans[0::3])
+                    res["noise_slider_cached"] = _summary(cached, [x for i, x in enumerate(spans) if i % 3])
+                if "drawing" in sections:
+                    draws, spans = _measured(bench_drawing, page, url, reps)
+                    res["new_drawing"] = _summary(draws, spans[-len(draws):])
+                if "explore" in sections:
+                    for name, samples in bench_explore(page, url, reps).items():
+                        res[name] = _summary(samples, [math.nan] * len(samples))  # page-side times only
                 browser.close()
         finally:
             proc.terminate()
@@ -275,20 +393,40 @@ def main(argv=None) -> dict:
     ap.add_argument("--reps", type=int, default=8, help="measured repetitions per interaction (default 8)")
     ap.add_argument("--gc", nargs="+", choices=["on", "off"], default=["off", "on"],
                     help="Streamlit's after-run garbage collection: off (this app's config), on (default)")
+    ap.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS),
+                    help="which interactions to measure (default: all)")
+    ap.add_argument("--cpu-profile", action="store_true",
+                    help="instead: CPU seconds per Mechanisms view and interaction (AppTest, no browser)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = ap.parse_args(argv)
+    if args.cpu_profile:
+        import torch
+
+        torch.set_num_threads(1)
+        load0 = list(os.getloadavg())
+        prof = cpu_profile(args.reps)
+        for name, r in prof.items():
+            print(f"  {name:20s} median {r['median_cpu_s'] * 1000:7.0f} ms CPU (max {r['max_cpu_s'] * 1000:.0f}, "
+                  f"n {r['n']})", flush=True)
+        out = {"machine": {"cores": os.cpu_count(), "date": datetime.now(UTC).isoformat(timespec="seconds"),
+                           "load_average_start": load0, "load_average_end": list(os.getloadavg())},
+               "what": "CPU seconds of the Mechanisms script (AppTest), shipped models", "profile": prof}
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(out, indent=1))
+        print(f"wrote {args.out}")
+        return out
     if not os.access(CHROMIUM, os.X_OK):
         sys.exit(f"no Chromium at {CHROMIUM}: run scripts/install_browser.sh")
     result = {"machine": {"cores": os.cpu_count(), "platform": platform.platform(),
                           "date": datetime.now(UTC).isoformat(timespec="seconds"),
                           "load_average_start": list(os.getloadavg())},
-              "reps": args.reps, "settings": {}}
+              "reps": args.reps, "sections": args.sections, "settings": {}}
     for g in args.gc:
         print(f"== runner.postScriptGC = {g == 'on'} ==", flush=True)
-        res = run(g == "on", args.reps)
+        res = run(g == "on", args.reps, args.sections)
         result["settings"][g] = res
         for name, s in res.items():
-            print(f"  {name:20s} median {s['median_s'] * 1000:7.0f} ms   "
+            print(f"  {name:26s} median {s['median_s'] * 1000:7.0f} ms   "
                   f"(min {s['min_s'] * 1000:.0f}, max {s['max_s'] * 1000:.0f}, n {s['n']}; "
                   f"script run {s['script_median_s'] * 1000:.0f} ms)", flush=True)
     if {"on", "off"} <= set(result["settings"]):

@@ -8,7 +8,9 @@ import streamlit as st
 from core.data.datasets import DATASETS
 from core.errors import DataUnavailableError, InputImageError
 from core.eval import points
-from core.models.registry import TraceSchema, get_spec
+from core.models.registry import get_spec
+from core.report import fmt
+from core.report.export import matrix_csv
 from core.report.plots import style, traces
 from pages import ui
 from pages.ui import handwriting
@@ -173,48 +175,20 @@ def _uploaded_image(dataset: str):
 # --------------------------------------------------------------------------- per-step view
 
 
-def _step_text(trace: dict, unit_names: list, schema: TraceSchema, t: int, T: int) -> str:
-    if schema.has(trace, "mask") and schema.has(trace, "input_attention"):
-        act = schema.get(trace, "mask")[t - 1] > 0.5
-        w = schema.get(trace, "input_attention")[t - 1]
-        on = ", ".join(f"{unit_names[i]} ({w[i]:.2f})" for i in np.flatnonzero(act))
-        off = ", ".join(f"{unit_names[i]} ({w[i]:.2f})" for i in np.flatnonzero(~act))
-        return (f"**Step {t} of {T}** (image row {t}). Active: {on}. Inactive (state kept): {off}. "
-                "Numbers: input-attention weight on the row.")
-    vals = trace["activity"][t - 1]
-    parts = ", ".join(f"{u} {v:.2f}" for u, v in zip(unit_names, vals))
-    return f"**Step {t} of {T}** (image row {t}). {schema.activity_label}: {parts}."
-
-
-def _framed_row(image: np.ndarray, row: int, side: int = 224) -> np.ndarray:
-    """The image enlarged (nearest neighbour) with row ``row`` (1-based) framed in orange."""
-    big = ui.upscaled(image, side)
-    f = big.shape[0] // image.shape[0]
-    out = np.repeat(big[..., None], 3, axis=2) if big.ndim == 2 else big.copy()
-    top, bottom = (row - 1) * f, row * f - 1
-    colour = np.array([213, 94, 0], dtype=np.uint8)  # the RIM orange
-    w = max(1, f // 4)
-    out[max(0, top - w) : top + w, :] = colour
-    out[bottom - w + 1 : bottom + w + 1, :] = colour
-    out[max(0, top - w) : bottom + w + 1, :w] = colour
-    out[max(0, top - w) : bottom + w + 1, -w:] = colour
-    return out
-
-
-def _timeline(image: np.ndarray, trace: dict, unit_names: list, schema: TraceSchema, heads: bool,
-              cache_key: tuple):
-    """The timeline figure without a step marker, built once per input and kept per session."""
+def _timeline(image: np.ndarray, a: ui.Side, b: ui.Side | None, heads: bool, cache_key: tuple):
+    """The timeline figure (one model, or two aligned) without a step marker, built once per
+    input and kept per session, with its panels (for the CSV downloads)."""
     held = st.session_state.get("_mech_timeline")
     if held is not None and held[0] == cache_key:
-        return held[1]
-    panels = traces.trace_panels(trace, unit_names, schema, heads=heads)
+        return held[1], held[2]
+    panels = ui.pair_panels(a, b, heads)
     fig = traces.timeline_figure(image, panels)
-    st.session_state["_mech_timeline"] = (cache_key, fig)
-    return fig
+    st.session_state["_mech_timeline"] = (cache_key, fig, panels)
+    return fig, panels
 
 
-def _timestep_view(image: np.ndarray, trace: dict, unit_names: list, schema: TraceSchema, playing: bool,
-                   cache_key: tuple) -> None:
+def _timestep_view(image: np.ndarray, a: ui.Side, b: ui.Side | None, playing: bool, cache_key: tuple) -> None:
+    trace, unit_names, schema = a.trace, a.unit_names, a.schema
     T = image.shape[0]
     t_now = int(st.session_state.get("mech_t", 1))
     if playing:
@@ -232,25 +206,31 @@ def _timestep_view(image: np.ndarray, trace: dict, unit_names: list, schema: Tra
     c_next.button("▶", key="mech_next", on_click=step, args=(1,), help="next row")
 
     c_img, c_comm, c_text = st.columns([2, 3, 3])
-    c_img.image(_framed_row(image, t), caption=f"row {t} of {T}, framed")
+    c_img.image(ui.framed_row(image, t), caption=f"row {t} of {T}, framed")
     if schema.has(trace, "comm_attention"):
         mask = schema.get(trace, "mask")
         c_comm.plotly_chart(traces.comm_attention_figure(schema.get(trace, "comm_attention")[t - 1], unit_names,
                                                         None if mask is None else mask[t - 1], t=t, height=300),
                             key="mech_comm", config=CHART)
+        c_comm.download_button("⬇ CSV: this row's communication attention", key="mech_dl_comm", on_click="ignore",
+                               data=lambda: matrix_csv(schema.get(trace, "comm_attention")[t - 1], unit_names,
+                                                       unit_names, row_title="reader"),
+                               file_name=f"comm_attention_row{t}.csv", mime="text/csv")
     with c_text:
-        st.markdown(_step_text(trace, unit_names, schema, t, T))
+        st.markdown(fmt.step_text(trace, unit_names, schema, t, T))
+        if b is not None:
+            st.markdown(f"*{b.entry.display}*: " + fmt.step_text(b.trace, b.unit_names, b.schema, t, T).split(". ", 1)[1])
         if schema.step_note:
             st.caption(schema.step_note)
         heads = schema.has(trace, "input_heads") and st.checkbox("Show each input-attention head", key="mech_heads")
-    fig = _timeline(image, trace, unit_names, schema, heads, cache_key + (heads,))
+    fig, _ = _timeline(image, a, b, heads, cache_key + (heads, b.entry.key if b else None))
     st.plotly_chart(traces.mark_step(fig, t), key="mech_timeline", config=CHART)
 
 
 # --------------------------------------------------------------------------- views
 
 
-def one_input_view(dataset: str, entry, model, compared: dict) -> None:
+def one_input_view(dataset: str, entry, model, compared: dict, all_entries: list) -> None:
     info = DATASETS[dataset]
     grey = info.channels == 1
     sources = ["Test image", "Draw", "Upload"] if grey else ["Test image", "Upload"]
@@ -320,17 +300,46 @@ def one_input_view(dataset: str, entry, model, compared: dict) -> None:
         if prepared is not None:
             ui.show_preprocessing(prepared)
 
-    probs, trace = _trace(model, entry.key, ui.entry_mtime(entry), image)
-    unit_names = list(getattr(model, "unit_names", [f"unit {i + 1}" for i in range(trace["activity"].shape[-1])]))
-    spec = get_spec(entry.model)
+    a = _side(entry, model, image)
     st.subheader(f"Inside {entry.display}, row by row")
-    if spec.trace.mask is None:
-        st.caption(f"{spec.title} has no active mask or input attention; shown is its activity: "
-                   f"{spec.activity_label}. Pick a RIM model above to see the mechanisms.")
-    playing = st.toggle(f"▶ Play (one row every {PLAY_SECONDS} s)", key="mech_play")
+    if a.schema.mask is None:
+        st.caption(f"{get_spec(entry.model).title} has no active mask or input attention; shown is its activity: "
+                   f"{a.schema.activity_label}. Pick a RIM model above to see the mechanisms.")
+    c_play, c_with = st.columns(2, vertical_alignment="bottom")
+    playing = c_play.toggle(f"▶ Play (one row every {PLAY_SECONDS} s)", key="mech_play")
+    with c_with:
+        other = ui.compare_with_picker(all_entries, entry, key=f"mech_with_{dataset}")
+    loaded_b = ui.load_or_report(other) if other is not None else None
+    b = _side(other, loaded_b[0], image) if loaded_b is not None else None
+    if b is not None:
+        ui.pair_predictions(a, b, classes, label)
     view = st.fragment(run_every=PLAY_SECONDS if playing else None)(_timestep_view)
     cache_key = (entry.key, ui.entry_mtime(entry), image.shape, hash(image.tobytes()))
-    view(image, trace, unit_names, spec.trace, playing, cache_key)
+    view(image, a, b, playing, cache_key)
+    _downloads(dataset, image, a, b, cache_key, what, label)
+    here = int(st.session_state["mech_idx"]) if source == "Test image" else None
+    ui.tab_views("mech_more", {
+        "Find the same mechanisms elsewhere": lambda: ui.match_view(dataset, entry, model, a.mask, a.unit_names, here),
+        "What each LSTM is for": lambda: ui.unit_view(dataset, entry, model, a.unit_names)})
+
+
+def _side(entry, model, image: np.ndarray) -> ui.Side:
+    probs, trace = _trace(model, entry.key, ui.entry_mtime(entry), image)
+    names = list(getattr(model, "unit_names", [f"unit {i + 1}" for i in range(trace["activity"].shape[-1])]))
+    return ui.Side(entry, probs, trace, names, get_spec(entry.model).trace)
+
+
+def _downloads(dataset: str, image: np.ndarray, a: ui.Side, b: ui.Side | None, cache_key: tuple, what: str,
+               label) -> None:
+    """PNG/HTML of the timeline, CSV of each of its heatmaps, JSON of the whole trace(s)."""
+    heads = bool(st.session_state.get("mech_heads"))
+    fig, panels = _timeline(image, a, b, heads, cache_key + (heads, b.entry.key if b else None))
+    test_image = st.session_state.get("mech_source") == "Test image"
+    where = {"dataset": dataset, "what": what, "true_class": label, "shape": list(image.shape),
+             "test_index": st.session_state.get("mech_idx") if test_image else None, "pixels": image}
+    settings = {"timestep": int(st.session_state.get("mech_t", 1)), "heads_shown": heads}
+    ui.trace_downloads(fig, panels, [a] if b is None else [a, b], list(DATASETS[dataset].classes), where, settings,
+                       name=f"{dataset}_{a.entry.model}_trace", key="mech_dl")
 
 
 def protocol_mask_view(dataset: str, entry, stats, others, data, n: int) -> None:
@@ -386,14 +395,16 @@ def dataset_view(dataset: str, entry, model, all_entries=()) -> None:
     else:
         z, cb, div = stats.by_class, short, False
     left, right = st.columns(2)
-    left.plotly_chart(traces.unit_heatmap(z, classes, units, x_title="class", colorbar=cb, diverging=div,
-                                         zmin=zmin, zmax=zmax, annotate=True,
-                                         title="per class"), key="mech_stats_class", config=CHART)
     row_z = stats.by_row - stats.overall[None, :] if relative else stats.by_row
-    right.plotly_chart(traces.unit_heatmap(row_z, list(range(1, row_z.shape[0] + 1)), units,
-                                          x_title=style.TIMESTEP_AXIS, colorbar=cb, diverging=div,
-                                          zmin=zmin, zmax=zmax, title="per row"),
-                       key="mech_stats_row", config=CHART)
+    rows = list(range(1, row_z.shape[0] + 1))
+    for col, m, xs, axis, what in ((left, z, classes, "class", "class"), (right, row_z, rows, style.TIMESTEP_AXIS, "row")):
+        fig = traces.unit_heatmap(m, xs, units, x_title=axis, colorbar=cb, diverging=div, zmin=zmin, zmax=zmax,
+                                 annotate=what == "class", title=f"per {what}")
+        with col:
+            st.plotly_chart(fig, key=f"mech_stats_{what}", config=CHART)
+            name = f"{dataset}_{entry.model}_per_{what}" + ("_relative" if relative else "")
+            ui.figure_downloads(fig, name, key=f"mech_dl_{what}", extra=ui.heatmap_csvs(
+                [{"name": f"per {what}", "z": m, "units": units, "row_labels": xs, "row_title": what}], name))
     prefs = stats.preferences(classes)
     if prefs:
         import pandas as pd
@@ -418,8 +429,8 @@ def dataset_view(dataset: str, entry, model, all_entries=()) -> None:
 # --------------------------------------------------------------------------- page
 
 URL_STATE = {"mech_dataset": str, "mech_model_*": str, "mech_source": str, "mech_how": str, "mech_idx": int,
-             "mech_t": int, "mech_tab": str, "mech_stats_n": int, "pretrained_protocol": str,
-             handwriting.MECH_SET: str, handwriting.MECH_IDX: int}
+             "mech_t": int, "mech_tab": str, "mech_stats_n": int, "pretrained_protocol": str, "mech_with_*": str,
+             **ui.EXPLORE_URL_STATE, handwriting.MECH_SET: str, handwriting.MECH_IDX: int}
 ui.restore_from_url(URL_STATE)
 
 st.title("Mechanisms")
@@ -439,6 +450,6 @@ if loaded is None:
     st.stop()
 model, _meta = loaded
 
-ui.tab_views("mech_tab", {"One input": lambda: one_input_view(dataset, entry, model, compared),
+ui.tab_views("mech_tab", {"One input": lambda: one_input_view(dataset, entry, model, compared, all_entries),
                           "Across the test set": lambda: dataset_view(dataset, entry, model, all_entries)})
 ui.sync_url(URL_STATE)

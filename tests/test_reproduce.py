@@ -128,7 +128,10 @@ def test_tiny_grid_end_to_end(tmp_path, monkeypatch):
     rows = tables.load_results(out)
     assert len(rows) == 4 and {r["model"] for r in rows} == {"parallel_lstm", "indrnn"}
     manifest = export.export_pretrained(out, 0, tmp_path / "pre")
-    assert len(manifest["models"]) == 2
+    # runs of 5 iterations are near chance: only the healthy ones ship, the others are listed as skipped
+    healthy = {(r["dataset"], r["model"]) for r in rows if r["seed"] == 0 and r["health"] == "healthy"}
+    assert {(m["dataset"], m["model"]) for m in manifest["models"]} == healthy
+    assert len(manifest["models"]) + len(manifest["skipped"]) == 2
 
 
 def test_loss_fluctuation_measures_jitter_around_the_trend():
@@ -212,7 +215,7 @@ def test_ablation_and_init_tables(tmp_path):
         meta = json.loads(meta_path.read_text())
         if name != "rim":
             meta.update(model="rim", variant=name)
-        meta.update(data_source={"train": "test data"})
+        meta.update(data_source={"train": "test data"}, health="healthy")  # the tiny run itself is near chance
         meta_path.write_text(json.dumps(meta))
         meta_path.with_suffix(".safetensors").write_bytes(b"")
     exported = export.export_pretrained(tmp_path, 0, tmp_path / "pre")["models"]
@@ -229,3 +232,45 @@ def test_variant_names_resolve_and_are_validated():
 
     for model, kw in paper.VARIANTS.values():  # every variant builds
         build_model(model, **kw)
+
+
+def _crafted_run(root, ds, model, seed, err, loss=(2.3, 1.0, 0.5), confusion=None, weights=True):
+    conf = confusion or [[9 if i == j else 0 for j in range(10)] for i in range(10)]
+    meta = {"dataset": ds, "model": model, "seed": seed, "status": "completed", "protocol": "paper",
+            "history": {"iteration": list(range(1, len(loss) + 1)), "loss": list(loss)},
+            "metrics": {"test_error": err, "test_accuracy": 1 - err, "confusion": conf},
+            "train_config": {"iterations": len(loss)}, "data_source": {"train": "npz folder (x)"}}
+    p = cells.run_path(root, ds, model, seed)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(meta))
+    if weights:
+        p.with_suffix(".safetensors").write_bytes(f"w{seed}".encode())
+    return p
+
+
+def test_export_ships_the_healthy_median_never_an_unhealthy_run(tmp_path):
+    out, dest = tmp_path / "grid", tmp_path / "pre"
+    for seed, err in enumerate([0.30, 0.10, 0.20, 0.50]):
+        _crafted_run(out, "mnist", "rim", seed, err)
+    _crafted_run(out, "mnist", "rim", 4, 0.15, loss=(2.3, 40.0, 0.4))  # diverged: never the median
+    one_class = [[0] * 9 + [10] for _ in range(10)]
+    _crafted_run(out, "mnist", "indrnn", 0, 0.9, confusion=one_class)  # collapsed: the only run
+    m = export.export_pretrained(out, "median", dest)
+    (rim,) = m["models"]
+    # healthy errors 0.10, 0.20, 0.30, 0.50: the lower middle one is seed 2 (0.20)
+    assert rim["seed"] == 2 and rim["health"] == "healthy" and rim["cell_healthy"] == "4 of 5"
+    assert (dest / "mnist" / "rim.safetensors").read_bytes() == b"w2"
+    assert [s["model"] for s in m["skipped"]] == ["indrnn"] and not (dest / "mnist" / "indrnn.json").exists()
+
+
+def test_export_falls_back_to_seed_zero_and_says_so_when_the_median_was_not_kept(tmp_path):
+    out, dest = tmp_path / "grid", tmp_path / "pre"
+    _crafted_run(out, "mnist", "rim", 0, 0.30)
+    for seed, err in [(1, 0.10), (2, 0.20)]:
+        _crafted_run(out, "mnist", "rim", seed, err, weights=False)
+    (rim,) = export.export_pretrained(out, "median", dest)["models"]
+    assert rim["seed"] == 0 and "NOT the cell's median (seed 2" in rim["selection"]
+    retrained = tmp_path / "retrained"
+    _crafted_run(retrained, "mnist", "rim", 2, 0.21)
+    (rim,) = export.export_pretrained(out, "median", dest, extra_weights=[retrained])["models"]
+    assert rim["seed"] == 2 and "retrained" in rim["selection"] and rim["test_error"] == 0.21

@@ -65,7 +65,10 @@ def main(argv=None) -> int:
                    help="average diverged and collapsed runs in too (core.report.health; default: healthy runs only)")
     e = sub.add_parser("export-pretrained", help="copy one seed's runs into pretrained/ with a manifest")
     e.add_argument("--out", default="results/paper")
-    e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--seed", default="median", type=lambda v: v if v == "median" else int(v),
+                   help="'median' (default): each cell's healthy run with the median test error; or a seed")
+    e.add_argument("--weights-from", nargs="*", default=[], metavar="DIR",
+                   help="grid folders holding retrained weights of cells whose weights were not kept")
     e.add_argument("--dest", default="pretrained")
     e.add_argument("--protocol", default="paper", choices=list(PROTOCOLS))
     e.add_argument("--datasets", nargs="+", default=None, choices=list(DATASETS),
@@ -105,7 +108,8 @@ def main(argv=None) -> int:
         write_tables(Path(args.out), include_unhealthy=args.include_unhealthy)
         print((Path(args.out) / "tables.md").read_text())
     else:
-        m = export_pretrained(Path(args.out), args.seed, Path(args.dest), args.protocol, args.datasets)
+        m = export_pretrained(Path(args.out), args.seed, Path(args.dest), args.protocol, args.datasets,
+                              [Path(d) for d in args.weights_from])
         print(f"exported {len(m['models'])} models to {args.dest}")
     return 0
 

@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 from ..fileio import finite
+from ..report.health import HEALTHY, health_of
 from ..training.config import PROTOCOLS
 
 
@@ -27,10 +28,59 @@ def protocol_text(name: str) -> str:
     return f"{', '.join(parts)} ({name} protocol)"
 
 
-def export_pretrained(out: Path, seed: int, dest: Path, protocol: str = "paper", datasets=None) -> dict:
-    """Copy seed ``seed`` of every cell of one protocol to ``dest/<folder>/<dataset>/<model>.*``
+def _cell_runs(out: Path, protocol: str, datasets=None) -> dict:
+    """``{(dataset, model): [(path, meta), ...]}`` of one protocol's plain (non-variant) runs."""
+    cells: dict = {}
+    for p in sorted((Path(out) / "runs").glob("*/*_s*.json")):
+        meta = json.loads(p.read_text())
+        if meta.get("variant") or meta.get("protocol", "paper") != protocol:
+            continue
+        if datasets and meta["dataset"] not in datasets:
+            continue
+        cells.setdefault((meta["dataset"], meta["model"]), []).append((p, meta))
+    return cells
+
+
+def median_run(runs: list) -> tuple | None:
+    """The healthy run with the median test error of a cell (the lower one of the two middle runs
+    when the count is even), or None when no run of the cell is healthy."""
+    healthy = sorted(((m["metrics"]["test_error"], m["seed"], p, m) for p, m in runs
+                      if m.get("status") == "completed" and health_of(m)["health"] == HEALTHY),
+                     key=lambda r: (r[0], r[1]))
+    if not healthy:
+        return None
+    _, _, p, m = healthy[(len(healthy) - 1) // 2]
+    return p, m
+
+
+def _weights_for(path: Path, meta: dict, extra: list[Path], shipped: Path) -> tuple[Path, Path, str] | None:
+    """Where the chosen run's weights are: beside its JSON, or a retrained copy of the same cell and
+    seed under one of ``extra`` (its own JSON, with its own numbers), or (seed 0 only) the model
+    shipped now. Returns ``(weights, json, how)``."""
+    w = path.with_suffix(".safetensors")
+    if w.is_file():
+        return w, path, "grid"
+    for d in extra:
+        q = Path(d) / "runs" / meta["dataset"] / path.name
+        if q.with_suffix(".safetensors").is_file() and q.is_file():
+            return q.with_suffix(".safetensors"), q, "retrained"
+    if shipped.with_suffix(".json").is_file() and shipped.with_suffix(".safetensors").is_file():
+        old = json.loads(shipped.with_suffix(".json").read_text())
+        if old.get("seed") == meta["seed"] and old.get("protocol", "paper") == meta.get("protocol", "paper"):
+            return shipped.with_suffix(".safetensors"), shipped.with_suffix(".json"), "shipped"
+    return None
+
+
+def export_pretrained(out: Path, seed: int | str, dest: Path, protocol: str = "paper", datasets=None,
+                      extra_weights=()) -> dict:
+    """Copy one run of every cell of one protocol to ``dest/<folder>/<dataset>/<model>.*``
     (folder: none for the paper protocol, ``converged/`` for the converged one) and write the
-    manifest, which lists both protocols' models; each entry says which protocol it follows."""
+    manifest, which lists both protocols' models; each entry says which protocol it follows.
+
+    ``seed="median"`` (the default of the CLI) ships the healthy run with the median test error of
+    each cell (``median_run``); a cell whose median's weights were not kept falls back to its
+    healthy seed-0 model and says so (``selection``); a cell without a healthy run ships nothing.
+    An integer ships that seed where it is healthy. Never an unhealthy model."""
     import shutil
 
     dest = Path(dest)
@@ -44,22 +94,45 @@ def export_pretrained(out: Path, seed: int, dest: Path, protocol: str = "paper",
     kept = [m for m in old.get("models", []) if m.get("protocol", "paper") != protocol
             or (datasets and m.get("dataset") not in datasets)]
     manifest = {"models": kept, "protocols": {**old.get("protocols", {}), protocol: protocol_text(protocol)},
-                "rebuild": "make pretrained"}
-    for p in sorted((Path(out) / "runs").glob(f"*/*_s{seed}.json")):
-        meta = json.loads(p.read_text())
-        w = p.with_suffix(".safetensors")
-        if meta.get("status") != "completed" or not w.is_file() or meta.get("variant"):
+                "rebuild": "make pretrained", "skipped": [s for s in old.get("skipped", [])
+                                                          if s.get("protocol") != protocol]}
+    for (ds, model), runs in sorted(_cell_runs(out, protocol, datasets).items()):
+        n_healthy = sum(health_of(m)["health"] == HEALTHY for _, m in runs)
+        target = (dest / sub.rstrip("/") / ds / model) if sub else dest / ds / model
+        if seed == "median":
+            chosen = median_run(runs)
+            why = f"median test error of the {n_healthy} healthy runs (of {len(runs)})"
+        else:
+            chosen = next(((p, m) for p, m in runs if m["seed"] == seed
+                           and health_of(m)["health"] == HEALTHY and m.get("status") == "completed"), None)
+            why = f"seed {seed}"
+        src = _weights_for(*chosen, list(extra_weights), target) if chosen else None
+        if chosen and src is None and chosen[1]["seed"] != 0:  # the median's weights were not kept
+            zero = next(((p, m) for p, m in runs if m["seed"] == 0 and health_of(m)["health"] == HEALTHY), None)
+            if zero and (src := _weights_for(*zero, list(extra_weights), target)):
+                why = (f"seed 0, NOT the cell's median (seed {chosen[1]['seed']}, "
+                       f"{100 * chosen[1]['metrics']['test_error']:.2f} %): its weights were not kept")
+                chosen = zero
+        if src is None:
+            manifest["skipped"].append({"dataset": ds, "model": model, "protocol": protocol,
+                                        "reason": f"no healthy run with weights ({n_healthy} of {len(runs)} healthy)"})
+            for ext in (".safetensors", ".json"):
+                target.with_suffix(ext).unlink(missing_ok=True)
             continue
-        if meta.get("protocol", "paper") != protocol or (datasets and meta["dataset"] not in datasets):
-            continue
-        target = dest / sub.rstrip("/") / meta["dataset"] / f"{meta['model']}" if sub else dest / meta["dataset"] / meta["model"]
+        weights, meta_path, how = src
+        meta = json.loads(meta_path.read_text())
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(w, target.with_suffix(".safetensors"))
-        shutil.copyfile(p, target.with_suffix(".json"))
+        if weights.resolve() != target.with_suffix(".safetensors").resolve():
+            shutil.copyfile(weights, target.with_suffix(".safetensors"))
+            shutil.copyfile(meta_path, target.with_suffix(".json"))
+        if how == "retrained":
+            why += (f"; retrained with the same settings (the grid kept no weights): the grid's run "
+                    f"had {100 * chosen[1]['metrics']['test_error']:.2f} %, this one {100 * meta['metrics']['test_error']:.2f} %")
         m = meta["metrics"]
         manifest["models"].append({
             "dataset": meta["dataset"], "model": meta["model"], "seed": meta["seed"],
-            "protocol": protocol,
+            "protocol": protocol, "selection": why, "health": health_of(meta)["health"],
+            "cell_healthy": f"{n_healthy} of {len(runs)}",
             "weights": f"{sub}{meta['dataset']}/{meta['model']}.safetensors",
             "metadata": f"{sub}{meta['dataset']}/{meta['model']}.json",
             "parameters": m.get("parameters"), "test_accuracy": m.get("test_accuracy"),

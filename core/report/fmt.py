@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from ..models.registry import get_spec
@@ -287,3 +288,17 @@ def runs_frame(summary: dict) -> pd.DataFrame:
     if "dataset" in df:
         df["dataset"] = [dataset_title(d) for d in df["dataset"]]
     return df[[c for c in RUN_COLUMNS if c in df]].rename(columns=RUN_COLUMNS)
+
+
+def step_text(trace: dict, unit_names: list, schema, t: int, T: int) -> str:
+    """What one step of a trace did, in words (``schema``: the model's ``TraceSchema``)."""
+    if schema.has(trace, "mask") and schema.has(trace, "input_attention"):
+        act = schema.get(trace, "mask")[t - 1] > 0.5
+        w = schema.get(trace, "input_attention")[t - 1]
+        on = ", ".join(f"{unit_names[i]} ({w[i]:.2f})" for i in np.flatnonzero(act))
+        off = ", ".join(f"{unit_names[i]} ({w[i]:.2f})" for i in np.flatnonzero(~act))
+        return (f"**Step {t} of {T}** (image row {t}). Active: {on}. Inactive (state kept): {off}. "
+                "Numbers: input-attention weight on the row.")
+    vals = trace["activity"][t - 1]
+    parts = ", ".join(f"{u} {v:.2f}" for u, v in zip(unit_names, vals))
+    return f"**Step {t} of {T}** (image row {t}). {schema.activity_label}: {parts}."

@@ -6,7 +6,9 @@
 * ``pickers``: data-set and model pickers, keeping URL values inside their options
 * ``urlstate``: the view's state in the URL, the session's owner id
 * ``upload``: uploaded images and checkpoints (the upload policy)
-* ``export``: PNG and HTML downloads of a figure
+* ``export``: PNG and HTML downloads of a figure, CSV of its heatmaps
+* ``explore``: the set-wide views of Mechanisms (inputs with the same mechanisms, each unit's role)
+* ``pair``: two models on one input (Mechanisms)
 * ``messages``: errors and notes instead of tracebacks
 
 Pages stay thin: they call these and core, and draw. Nothing heavy runs at import; importing
@@ -19,6 +21,7 @@ leave_legacy_pages_mode()
 
 from .cache import (  # noqa: E402
     SCHEDULES,
+    data_key,
     entry_metadata,
     entry_mtime,
     load_curves,
@@ -31,10 +34,16 @@ from .cache import (  # noqa: E402
     read_json,
     run_store,
     schedules_available,
+    set_traces,
     test_data,
 )
-from .export import figure_downloads, png_export_ready  # noqa: E402
+from .explore import URL_STATE as EXPLORE_URL_STATE  # noqa: E402
+from .explore import match_view, unit_view  # noqa: E402
+from .export import figure_downloads, heatmap_csvs, png_export_ready, trace_downloads  # noqa: E402
 from .messages import image_name, missing_data_note, no_models_note, reproduce_hint, show_error  # noqa: E402
+from .pair import Side, compare_with_picker  # noqa: E402
+from .pair import panels as pair_panels  # noqa: E402
+from .pair import predictions as pair_predictions  # noqa: E402
 from .pickers import (  # noqa: E402
     PROTOCOL_KEY,
     chosen_protocol,
@@ -50,6 +59,7 @@ from .pickers import (  # noqa: E402
 from .upload import (  # noqa: E402
     MAX_UPLOAD_MB,
     check_upload,
+    framed_row,
     prepare_pixels,
     prepare_upload,
     show_preprocessing,

@@ -157,3 +157,30 @@ def _load_curves(out_dir: str, signature: tuple) -> dict:
 def load_curves(out_dir: Path) -> dict:
     """``{dataset: {metric: [curve, ...]}}`` from every run JSON of a reproduction output."""
     return _load_curves(str(out_dir), _runs_signature(out_dir))
+
+
+def data_key(dataset: str, data: LoadedData) -> str:
+    """Identifies a loaded test set in cache keys (its source and size)."""
+    return f"{dataset}|{data.source}|{len(data)}"
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def _set_traces(key: str, mtime_: float, data_key_: str, n: int, noise: float, name: str, _model,
+                _data: LoadedData):
+    from core.data.transforms import add_noise
+    from core.eval import match
+    from core.eval.curves import SEED
+    from core.eval.points import fixed_subset
+    from core.models.registry import trace_schema
+
+    idx = fixed_subset(len(_data), n, seed=0)
+    images = _data.images[idx] if noise == 0 else add_noise(_data.images[idx], "gaussian", noise, seed=SEED)
+    return match.set_traces(_model, images, _data.labels[idx], trace_schema(name), indices=idx)
+
+
+def set_traces(entry: catalog.ModelEntry, model, dataset: str, data: LoadedData, n: int, noise: float = 0.0):
+    """``core.eval.match.SetTraces`` of ``model`` on the fixed subset of ``n`` test images (seed 0),
+    under Gaussian noise of variance ``noise`` (0: clean); computed once per model, set and
+    noise level, held in memory (read-only)."""
+    return _set_traces(entry.key, entry_mtime(entry), data_key(dataset, data), int(n), float(noise), entry.model,
+                       model, data)

@@ -1,4 +1,5 @@
-"""Downloads under a figure: a PNG rendered on request (kaleido) and standalone HTML."""
+"""Downloads under a figure: a PNG rendered on request (kaleido), standalone HTML, and the
+numbers behind it (CSV of each heatmap, JSON of a trace) built when their button is clicked."""
 
 from __future__ import annotations
 
@@ -30,13 +31,14 @@ def _figure_png(fig_json: str, width: int, height: int) -> bytes:
     return pio.from_json(fig_json).to_image(format="png", width=width, height=height, scale=2)
 
 
-def figure_downloads(fig, name: str, key: str, width: int = 1100) -> None:
+def figure_downloads(fig, name: str, key: str, width: int = 1100, extra=()) -> None:
     """PNG and standalone HTML download buttons under a figure.
 
     Rendering a PNG (kaleido starts a headless Chromium) takes seconds, so it is made only when
     asked: "Make PNG" renders it under a spinner, then "⬇ PNG" downloads it at once. The PNG is
     kept for this figure (same content, same size) for the session; a changed figure needs a new
-    one. HTML is built when its button is clicked (quick).
+    one. HTML is built when its button is clicked (quick). ``extra``: more buttons in the same
+    row, ``(label, data, file_name, mime)`` each; ``data`` may be a function (called on click).
     """
     import hashlib
 
@@ -72,3 +74,48 @@ def figure_downloads(fig, name: str, key: str, width: int = 1100) -> None:
 
     row.download_button("⬇ HTML", data=_html, file_name=f"{name}.html", mime="text/html", key=f"{key}_html",
                         on_click="ignore", help="Interactive figure, opens offline in any browser.")
+    for i, (label, data, file_name, mime) in enumerate(extra):
+        row.download_button(label, data=data, file_name=file_name, mime=mime, key=f"{key}_x{i}", on_click="ignore")
+
+
+def heatmap_csvs(panels: list[dict], name: str, row_title: str = "timestep") -> list[tuple]:
+    """``figure_downloads`` extras: one CSV per heatmap panel (rows = ``row_labels`` or 1..T)."""
+    from core.report.export import matrix_csv
+
+    out = []
+    for p in panels:
+        z = p["z"]
+        rows = p.get("row_labels") or list(range(1, len(z) + 1))
+        rt = p.get("row_title", row_title)
+
+        def data(z=z, rows=rows, units=p["units"], rt=rt) -> bytes:
+            return matrix_csv(z, rows, units, row_title=rt)
+
+        label = p.get("name") or p["title"].split(" (")[0]  # panels of plots.trace_panels have both
+        out.append((f"⬇ CSV: {label}", data, f"{name}_{_slug(label)}.csv", "text/csv"))
+    return out
+
+
+def trace_downloads(fig, panels: list[dict], sides: list, classes: list, where: dict, settings: dict, *,
+                    name: str, key: str) -> None:
+    """``figure_downloads`` of a timeline plus a CSV per heatmap and the JSON of every model's
+    whole trace (``core.report.export.trace_record``; two models: ``{"compared": [a, b]}``)."""
+    def record() -> bytes:
+        from core.fileio import json_bytes
+        from core.report.export import trace_record
+
+        out = [trace_record(s.trace, s.schema, s.unit_names, probs=s.probs, classes=classes, input=where,
+                            settings=settings, model={"key": s.entry.key, "name": s.entry.model,
+                                                      "display": s.entry.display, "source": s.entry.source,
+                                                      "protocol": s.entry.protocol})
+               for s in sides]
+        return json_bytes(out[0] if len(out) == 1 else {"compared": out})
+
+    figure_downloads(fig, name, key=key, extra=[*heatmap_csvs(panels, name),
+                                                ("⬇ JSON: whole trace", record, f"{name}.json", "application/json")])
+
+
+def _slug(text: str) -> str:
+    import re
+
+    return re.sub(r"[^0-9A-Za-z]+", "_", text).strip("_").lower() or "data"

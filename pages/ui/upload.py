@@ -52,6 +52,21 @@ def upscaled(image, side: int = 168):
     return np.repeat(np.repeat(arr, f, axis=0), f, axis=1)
 
 
+def framed_row(image: np.ndarray, row: int, side: int = 224) -> np.ndarray:
+    """The image enlarged (nearest neighbour) with row ``row`` (1-based) framed in orange."""
+    big = upscaled(image, side)
+    f = big.shape[0] // image.shape[0]
+    out = np.repeat(big[..., None], 3, axis=2) if big.ndim == 2 else big.copy()
+    top, bottom = (row - 1) * f, row * f - 1
+    colour = np.array([213, 94, 0], dtype=np.uint8)  # the RIM orange
+    w = max(1, f // 4)
+    out[max(0, top - w) : top + w, :] = colour
+    out[bottom - w + 1 : bottom + w + 1, :] = colour
+    out[max(0, top - w) : bottom + w + 1, :w] = colour
+    out[max(0, top - w) : bottom + w + 1, -w:] = colour
+    return out
+
+
 def show_preprocessing(prepared, expanded: bool = False) -> None:
     """The intermediate images of ``core.digits.prepare`` in an expander."""
     with st.expander("Preprocessing steps", expanded=expanded):

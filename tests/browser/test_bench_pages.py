@@ -12,7 +12,9 @@ from tests.browser.test_browser import _MISSING
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")]
 
-INTERACTIONS = {"timestep_step", "noise_slider_cold", "noise_slider_cached", "new_drawing"}
+INTERACTIONS = {"timestep_step", "noise_slider_cold", "noise_slider_cached", "new_drawing", "explore_first_render",
+                "explore_block_row", "explore_threshold", "explore_open_match", "explore_compare_with",
+                "explore_units_first_render", "explore_unit_noise_cold"}
 
 
 def test_bench_pages_one_rep(tmp_path, capsys, monkeypatch):

@@ -7,6 +7,7 @@ no streamlit here, so they work in a notebook too. By subject:
 * ``training``: training curves (overlaid, one panel per method, one run)
 * ``comparison``: final errors over seeds, parameter counts
 * ``traces``: per-timestep traces of one input, unit heatmaps, class probabilities
+* ``sets``: mechanisms across a set (matches of a mask block, what each unit is for)
 * ``robustness``: error against a setting, how a selection mask shifts
 
 Table formatting lives in core.report.fmt.

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ...models.registry import TraceSchema, trace_schema
-from .style import TIMESTEP_AXIS, binary_scale, empty_figure, method_color
+from .style import CHANGE_COLORS, MASK_COLORS, TIMESTEP_AXIS, binary_scale, empty_figure, method_color
 
 
 def trace_panels(trace: dict, unit_names: list, model: str | TraceSchema, *, heads: bool = False) -> list[dict]:
@@ -26,7 +26,7 @@ def trace_panels(trace: dict, unit_names: list, model: str | TraceSchema, *, hea
     panels = []
     if schema.has(trace, "mask"):
         panels.append({"title": "active mask (1 = active: updates and reads from the others)",
-                       "z": np.asarray(schema.get(trace, "mask")), "units": unit_names, "binary": True,
+                       "name": "active mask", "z": np.asarray(schema.get(trace, "mask")), "units": unit_names, "binary": True,
                        "colorbar": "state", "ticktext": ("inactive", "active")})
         # weights often sit close together (e.g. 0.49-0.52): the colour range is fitted to the
         # values so the differences that decide the top k stay visible; the bar shows the numbers
@@ -35,21 +35,61 @@ def trace_panels(trace: dict, unit_names: list, model: str | TraceSchema, *, hea
             lo, hi = _fitted_range(w)
             panels.append({"title": "input attention w on the real row (mean over heads; null row gets 1 - w); "
                                     "colours fitted to this input",
-                           "z": w, "units": unit_names, "zmin": lo, "zmax": hi, "colorbar": "weight w"})
+                           "name": "input attention", "z": w, "units": unit_names, "zmin": lo, "zmax": hi, "colorbar": "weight w"})
         if heads and schema.has(trace, "input_heads"):
             h = np.asarray(schema.get(trace, "input_heads"))  # [T, n, Hi]
             lo, hi = _fitted_range(h)
             for i in range(h.shape[-1]):
-                panels.append({"title": f"input attention, head {i + 1}", "z": h[..., i], "units": unit_names,
+                panels.append({"title": f"input attention, head {i + 1}", "name": f"input attention head {i + 1}",
+                               "z": h[..., i], "units": unit_names,
                                "zmin": lo, "zmax": hi, "colorbar": "weight w"})
     else:
         z = np.asarray(trace["activity"])
         binary = bool(z.size) and bool(np.isin(z, (0.0, 1.0)).all())
         label = schema.activity_label
-        panels.append({"title": label, "z": z, "units": unit_names, "binary": binary and schema.activity_binary,
+        panels.append({"title": label, "name": label, "z": z, "units": unit_names, "binary": binary and schema.activity_binary,
                        "colorbar": label, "zmin": float(np.nanmin(z)) if z.size else 0.0,
                        "zmax": float(np.nanmax(z)) if z.size else 1.0})
     return panels
+
+
+def pair_panels(panels_a: list[dict], panels_b: list[dict], name_a: str, name_b: str,
+                mask_a=None, mask_b=None) -> list[dict]:
+    """Two models' panels for one input on one time axis, with the same colour scales.
+
+    Panels of the same kind (same title) in both get one shared colour range (the union of
+    their ranges); when both models have a selection mask of one shape, a last panel marks
+    the cells where the masks differ.
+    """
+    def rng(p):
+        if p.get("binary"):
+            return 0.0, 1.0
+        z = np.asarray(p["z"], dtype=float)
+        lo = p.get("zmin") if p.get("zmin") is not None else float(np.nanmin(z))
+        hi = p.get("zmax") if p.get("zmax") is not None else float(np.nanmax(z))
+        return lo, hi
+
+    titles_b = {p["title"]: p for p in panels_b}
+    shared = {}
+    for p in panels_a:
+        q = titles_b.get(p["title"])
+        if q is not None and not p.get("binary") and not q.get("binary"):
+            (a0, a1), (b0, b1) = rng(p), rng(q)
+            shared[p["title"]] = (min(a0, b0), max(a1, b1))
+    out = []
+    for name, panels in ((name_a, panels_a), (name_b, panels_b)):
+        for p in panels:
+            q = dict(p, title=f"{name}: {p['title']}", name=f"{name} {p.get('name', p['title'])}")
+            if p["title"] in shared:
+                q["zmin"], q["zmax"] = shared[p["title"]]
+                q["title"] += " (colour range shared by both models)"
+            out.append(q)
+    if mask_a is not None and mask_b is not None and np.shape(mask_a) == np.shape(mask_b):
+        diff = (np.asarray(mask_a) > 0.5) != (np.asarray(mask_b) > 0.5)
+        out.append({"title": f"where the masks differ ({int(diff.sum())} of {diff.size} cells)", "name": "masks differ",
+                    "z": diff.astype(float), "units": panels_a[0]["units"], "binary": True,
+                    "colors": CHANGE_COLORS, "colorbar": "masks", "ticktext": ("same", "differ")})
+    return out
 
 
 def _fitted_range(values, min_width: float = 0.02) -> tuple[float, float]:
@@ -91,7 +131,7 @@ def timeline_figure(image, panels: list[dict], *, t: int | None = None, title: s
     for i, p in enumerate(panels, start=2):
         z = np.asarray(p["z"], dtype=float).T  # [U, T]
         if p.get("binary"):
-            kw = dict(colorscale=binary_scale(), zmin=0, zmax=1,
+            kw = dict(colorscale=binary_scale(p.get("colors", MASK_COLORS)), zmin=0, zmax=1,
                       colorbar=dict(title=p.get("colorbar", ""), tickvals=[0.25, 0.75],
                                     ticktext=list(p.get("ticktext", ("0", "1")))))
         else:

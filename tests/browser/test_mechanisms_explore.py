@@ -1,0 +1,121 @@
+"""Mechanisms in a real browser (issue 23): select a block of the active mask, get the inputs
+that match it, open one as the current input, and put a second model beside the first.
+
+Runs on the shipped pretrained models when present (else the conftest's untrained ones) and
+the bundled MNIST sample. Its own server (the ``app_server`` fixture is per module).
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from tests.browser.test_browser import (
+    _MISSING,
+    INSIDE,
+    SLOW_MS,
+    WAIT_MS,
+    WAIT_S,
+    _log_tail,
+    assert_no_errors,
+    full_screenshot,
+    poll,
+    settle,
+)
+
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")]
+MATCH_LINE = re.compile(r"(\d+) of (\d+) images match rows (\d+)-(\d+) x (.+) within (\d+) cells")
+
+
+def _match_line(page):
+    texts = page.locator('[data-testid="stMarkdownContainer"]').filter(has_text="images match").all_inner_texts()
+    for t in texts:
+        m = MATCH_LINE.search(t)
+        if m:
+            return m
+    return None
+
+
+def _slider_keys(page, label: str, key: str, times: int) -> None:
+    """Press ``key`` on slider ``label`` ``times`` times, one rerun at a time (a rerun that
+    redraws the slider must not swallow a key press)."""
+    for _ in range(times):
+        thumb = page.locator('[data-testid="stSlider"]').filter(has_text=label).first \
+            .locator('[role="slider"], input[type="range"]').first
+        before = thumb.input_value()
+        thumb.focus()
+        page.keyboard.press(key)
+        poll(lambda b=before, th=thumb: th.input_value() != b, WAIT_S, every=0.3, what=f"{label} to move")
+        settle(page)
+
+
+def _open_options(page, label: str):
+    """The options of selectbox ``label``, its list opened (again, if a late rerun closed it)."""
+    box = page.locator('[data-testid="stSelectbox"]').filter(has_text=label).first
+    options = page.locator('[role="option"]')
+
+    def opened():
+        if not options.first.is_visible():
+            box.get_by_role("button", name="Open").click()
+            options.first.wait_for(timeout=10_000)
+        return options.first.is_visible()
+
+    poll(opened, WAIT_S, every=2.0, what=f"the options of {label!r}")
+    return options
+
+
+def _idx_in_url(page) -> int | None:
+    v = parse_qs(urlparse(page.url).query).get("mech_idx")
+    return int(v[0]) if v else None
+
+
+def test_block_matches_open_one_and_compare_two_models(page, app_server, screenshot):
+    page.goto(f"{app_server['url']}/mechanisms?mech_idx=3", wait_until="commit", timeout=SLOW_MS)
+    page.get_by_text(INSIDE).first.wait_for(timeout=SLOW_MS)
+    first = poll(lambda: _match_line(page), WAIT_S, what="the match count")
+    settle(page)
+    assert (first.group(3), first.group(4)) == ("12", "16") and first.group(5).endswith("LSTM 6")
+
+    # the block: rows 10-16 (first row two steps back) x LSTM 1-5 (LSTM 6 removed)
+    _slider_keys(page, "First row", "ArrowLeft", 2)
+    page.get_by_role("button", name="Remove LSTM 6").click()
+    settle(page)
+    m = poll(lambda: (x := _match_line(page)) and x.group(3) == "10" and "LSTM 6" not in x.group(5) and x,
+             WAIT_S, what="the match count for rows 10-16 x LSTM 1-5")
+    assert m.group(5) == "LSTM 1, LSTM 2, LSTM 3, LSTM 4, LSTM 5"
+    hits = int(m.group(1))
+    _slider_keys(page, "Threshold", "ArrowRight", 3)  # a looser threshold: at least as many matches
+    looser = poll(lambda: (x := _match_line(page)) and int(x.group(6)) == int(m.group(6)) + 3 and x, WAIT_S,
+                  what="the count after moving the threshold")
+    assert int(looser.group(1)) >= hits and int(looser.group(1)) > 0
+    assert_no_errors(page, "Mechanisms after selecting a block")
+
+    # open the nearest match as the current input: the URL follows
+    assert _idx_in_url(page) == 3
+    nearest = page.locator('[class*="st-key-mech_match_"]').filter(has=page.get_by_role("button", name="Open")).first
+    key = next(c for c in nearest.get_attribute("class").split() if c.startswith("st-key-mech_match_"))
+    target = int(key.rsplit("_", 1)[1])
+    settle(page)
+    nearest.get_by_role("button", name="Open").click()
+    settle(page)
+    new = poll(lambda: _idx_in_url(page) == target and target, WAIT_S,
+               what=f"mech_idx={target} in the URL; server log: {_log_tail(page)}")
+    settle(page)
+    shown = page.locator('[data-testid="stNumberInput"]').filter(has_text="Test image number").locator("input")
+    assert int(shown.input_value()) == new
+
+    # a second model beside the first: both predictions, the masks' difference
+    options = _open_options(page, "Compare with")
+    names = options.all_inner_texts()
+    rim = next((o for o in names if o.startswith("rim (")), None)
+    assert rim is not None, f"no second RIM to compare with: {names}"
+    options.filter(has_text=re.compile("^" + re.escape(rim) + "$")).first.click()
+    page.get_by_text("Mask cells that differ").first.wait_for(timeout=WAIT_MS)
+    settle(page)
+    metrics = page.locator('[data-testid="stMetric"]').all_inner_texts()
+    assert any(t.startswith(rim) for t in metrics), metrics
+    assert page.get_by_text(re.compile(r"^where the masks differ \(\d+ of \d+ cells\)")).count() >= 1
+    assert_no_errors(page, "Mechanisms comparing two models")
+    full_screenshot(page, screenshot, "mechanisms-explore")
