@@ -7,6 +7,8 @@ can see every knob at once:
 ==========================  =============================================================
 ``RIMSCOPE_DATA_DIR``       folder with ``<dataset>/{train,test}.npz`` (default ``data/``)
 ``RIMSCOPE_ANIMALS10_DIR``  an Animals-10 image folder in Kaggle's layout
+``RIMSCOPE_HANDWRITING_DIR`` the external handwriting test sets (``semeion.npz``,
+                            ``optdigits.npz``; default ``<data dir>/handwriting``)
 ``RIMSCOPE_HOME``           per-user state: the run store, torchvision downloads
                             (default ``~/.rimscope``)
 ``RIMSCOPE_PRETRAINED_DIR`` the shipped models with their ``manifest.json``
@@ -46,6 +48,15 @@ def data_dir() -> Path | None:
         return env
     local = ROOT / "data"
     return local if local.is_dir() else None
+
+
+def handwriting_dir() -> Path | None:
+    """The external handwriting test sets' folder, or None when no folder is set or found."""
+    env = _env_path("RIMSCOPE_HANDWRITING_DIR")
+    if env is not None:
+        return env
+    data = data_dir()
+    return data / "handwriting" if data is not None else None
 
 
 def animals10_dir() -> Path | None:

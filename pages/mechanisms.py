@@ -13,6 +13,7 @@ from core.report import fmt
 from core.report.export import matrix_csv
 from core.report.plots import style, traces
 from pages import ui
+from pages.ui import handwriting
 
 STATS_SIZES = (200, 500, 1000)
 MISCLASSIFIED_POOL = 1000  # misclassified images are searched among this fixed test subset
@@ -228,6 +229,8 @@ def one_input_view(dataset: str, entry, model, compared: dict, all_entries: list
     info = DATASETS[dataset]
     grey = info.channels == 1
     sources = ["Test image", "Draw", "Upload"] if grey else ["Test image", "Upload"]
+    if dataset == "mnist":
+        sources.append("Other handwriting")
     ui.keep_valid("mech_source", sources)
     source = st.radio("Input", sources, horizontal=True, key="mech_source",
                       help=None if grey else "Drawing is offered for the grey data sets (MNIST, Fashion-MNIST).")
@@ -250,6 +253,10 @@ def one_input_view(dataset: str, entry, model, compared: dict, all_entries: list
         elif source == "Draw":
             prepared = _drawn_image(dataset)
             what = "your drawing"
+        elif source == "Other handwriting":
+            picked = handwriting.mechanisms_input()
+            if picked is not None:
+                prepared, label, what = picked
         else:
             prepared = _uploaded_image(dataset)
             what = "your image"
@@ -416,7 +423,7 @@ def dataset_view(dataset: str, entry, model, all_entries=()) -> None:
 
 URL_STATE = {"mech_dataset": str, "mech_model_*": str, "mech_source": str, "mech_how": str, "mech_idx": int,
              "mech_t": int, "mech_tab": str, "mech_stats_n": int, "pretrained_protocol": str, "mech_with_*": str,
-             **ui.EXPLORE_URL_STATE}
+             **ui.EXPLORE_URL_STATE, handwriting.MECH_SET: str, handwriting.MECH_IDX: int}
 ui.restore_from_url(URL_STATE)
 
 st.title("Mechanisms")

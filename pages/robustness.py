@@ -17,6 +17,8 @@ from core.report.floors import floors_from_counts
 from core.report.fmt import short_method_title
 from core.report.plots import robustness, traces
 from pages import ui
+from pages.ui.handwriting import URL_STATE as HANDWRITING_URL_STATE
+from pages.ui.handwriting import handwriting_view
 
 # test images every method is scored on (fixed subset, seed 0); smaller on a slow machine
 SUBSET = paths.robustness_subset(curves.SUBSET)
@@ -352,7 +354,7 @@ def _data_message(dataset: str) -> str:
 # --------------------------------------------------------------------------- page
 
 URL_STATE = {"rb_dataset": str, "rb_kind": str, "rb_strength_*": float, "rb_tab": str, "rb_img_src": str,
-             "rb_img_idx": int, "rb_factor": float, "pretrained_protocol": str}
+             "rb_img_idx": int, "rb_factor": float, "pretrained_protocol": str, **HANDWRITING_URL_STATE}
 ui.restore_from_url(URL_STATE)
 
 st.title("Robustness")
@@ -380,5 +382,6 @@ except DataUnavailableError as exc:
 scorer = make_scorer(dataset, data, models) if data is not None else None
 
 ui.tab_views("rb_tab", {"Noise": lambda: noise_view(dataset, data, scorer, models),
-                        "Stretch (other sequence lengths)": lambda: stretch_view(dataset, data, scorer, models)})
+                        "Stretch (other sequence lengths)": lambda: stretch_view(dataset, data, scorer, models),
+                        "Other handwriting": lambda: handwriting_view(dataset, models)})
 ui.sync_url(URL_STATE)

@@ -134,7 +134,9 @@ def test_protocols():
     assert c.optimizer == "adam" and c.val_images > 0 and c.patience > 0 and c.validate()
     p = TrainConfig.from_protocol("paper")
     assert (p.optimizer, p.lr, p.batch_size, p.iterations) == ("sgd", 0.1, 100, 1000)
-    assert set(PROTOCOLS) == {"paper", "converged"}
+    assert set(PROTOCOLS) == {"paper", "converged", "converged-aug"}
+    # converged-aug is converged plus the scan augmentation, nothing else
+    assert PROTOCOLS["converged-aug"] == {**PROTOCOLS["converged"], "augment": "scan"}
     with pytest.raises(ConfigError, match="Unknown protocol"):
         TrainConfig.from_protocol("fast")
 
@@ -236,7 +238,7 @@ def recorded_inputs(monkeypatch) -> list:
 
 
 def test_augment_setting_is_validated_cli_reachable_and_recorded(tmp_path):
-    with pytest.raises(ConfigError, match="Augmentation must be one of none, affine, got 'flip'"):
+    with pytest.raises(ConfigError, match="Augmentation must be one of none, affine, scan, got 'flip'"):
         cfg(augment="flip").validate()
     assert TrainConfig().augment == "none" and TrainConfig.from_protocol("converged", augment="affine").augment == "affine"
     args = config.build_parser().parse_args(["--protocol", "converged", "--augment", "affine"])
@@ -330,3 +332,45 @@ def test_augment_affine_changes_the_training_batches_only(monkeypatch):
     assert any(torch.equal(x, to_sequence(tr.images[va_idx])) for x in eval_aug)
     pa, pb = plain.model.state_dict(), aug.model.state_dict()
     assert not all(torch.equal(pa[k], pb[k]) for k in pa)
+
+
+def test_augment_scan_draws_from_the_generator_and_varies_what_scans_vary():
+    from core.data.transforms import SCAN_CHANCES, draw_scan_params, scan_augment
+
+    x = rows_data(64, 0).images[:64]
+    p = draw_scan_params(64, torch.Generator().manual_seed(3))
+    q = draw_scan_params(64, torch.Generator().manual_seed(3))
+    assert all(torch.equal(p[k], q[k]) for k in p)  # the generator alone decides
+    out = scan_augment(x, p)
+    assert out.shape == x.shape and out.dtype == torch.float32 and 0 <= out.min() and out.max() <= 1
+    assert torch.equal(out, scan_augment(x, q))
+    base = torch.from_numpy(x).float() / 255
+    assert all(not torch.allclose(out[i], base[i], atol=1e-3) for i in range(64))  # every image moved
+    coins = p["coins"]
+    binarised = coins[:, 3] < SCAN_CHANCES["binarise"]
+    assert binarised.any() and not binarised.all()
+    assert all(set(out[i].unique().tolist()) <= {0.0, 1.0} for i in np.flatnonzero(binarised.numpy()))
+    # thickening (a grey dilation): more ink than the same image without it
+    thick = (coins[:, 1] < SCAN_CHANCES["thicken"]) & ~binarised
+    plain = {**p, "coins": torch.where(torch.arange(5) == 1, torch.ones_like(coins), coins)}
+    plain["coins"][:, 2] = 1.0  # neither thicken nor thin
+    unthick = scan_augment(x, plain)
+    assert thick.any() and all(out[i].sum() > unthick[i].sum() for i in np.flatnonzero(thick.numpy()))
+    # a different generator state, a different batch
+    assert not torch.equal(out, scan_augment(x, draw_scan_params(64, torch.Generator().manual_seed(4))))
+    with pytest.raises(ValueError, match="grey images"):
+        scan_augment(np.zeros((2, 8, 8, 3), np.uint8), draw_scan_params(2, torch.Generator().manual_seed(0)))
+
+
+def test_protocol_converged_aug_trains_with_the_scan_augmentation(monkeypatch):
+    args = config.build_parser().parse_args(["--protocol", "converged-aug"])
+    c = config.config_from_args(args)
+    assert c.augment == "scan" and c.optimizer == "adam" and c.iterations == PROTOCOLS["converged"]["iterations"]
+    tr, te = rows_data(60, 0), rows_data(20, 1)
+    seen = recorded_inputs(monkeypatch)
+    train(cfg(val_images=10, augment="scan"), tr, te)
+    from core.data.transforms import to_sequence
+
+    rows = {r.numpy().tobytes() for r in to_sequence(tr.images)}
+    batches = [x for training, x in seen if training]
+    assert len(batches) == 6 and not any(r.numpy().tobytes() in rows for b in batches for r in b)

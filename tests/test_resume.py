@@ -589,15 +589,17 @@ def test_checkpoint_benchmark_runs_and_counts_protocol_checkpoints(capsys):
 # --------------------------------------------------------------------------- augmentation
 
 
-def test_augmented_run_crash_then_resume_is_bit_identical(data, tmp_path):
+@pytest.mark.parametrize("augment", ["affine", "scan"])
+def test_augmented_run_crash_then_resume_is_bit_identical(data, tmp_path, augment):
     tr, te = data
+    AUGMENTED = cfg("parallel_lstm", augment=augment, optimizer="adam", lr=0.01, schedule="cosine", val_images=30)
     ref = train(AUGMENTED, tr, te)
     plain = train(cfg("parallel_lstm", optimizer="adam", lr=0.01, schedule="cosine", val_images=30), tr, te)
     assert not same_run(ref, plain)  # the augmentation is on: this is not the unaugmented run
     res = crash_and_resume(AUGMENTED, data, tmp_path / "ck", at=10)  # resumes from the checkpoint of 8
     assert res.resumed_from == 8 and same_run(ref, res)
     st = R.read_state(tmp_path / "ck" / "state-00000008.json")
-    assert st.train_config["augment"] == "affine" and st.rng["augment"].dtype == torch.uint8
+    assert st.train_config["augment"] == augment and st.rng["augment"].dtype == torch.uint8
     # stopped midway, then resumed: the same run too
     polls = []
     stopped = train(AUGMENTED, tr, te, state_dir=tmp_path / "st", should_stop=lambda: polls.append(1) or len(polls) > 5)

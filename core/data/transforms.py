@@ -78,6 +78,57 @@ def affine_augment(images, params: torch.Tensor) -> torch.Tensor:
     return out.squeeze(1) if t.ndim == 3 else out.permute(0, 2, 3, 1).contiguous()
 
 
+# "scan" augmentation (protocol "converged-aug"): what real scans and forms vary in beyond
+# MNIST, per training image, every draw from the run's own generator. A wider slant (shear)
+# and size range than "affine"; an elastic distortion (a smooth random displacement field, as
+# different hands bend strokes); the stroke width (a 3 x 3 grey dilation thickens, an
+# erosion, half blended, thins); binarisation (a thresholded scan: hard ink edges).
+SCAN_RANGES = {"angle": (-12.0, 12.0), "translate": (-2.0, 2.0), "scale": (0.85, 1.1), "shear": (-20.0, 20.0)}
+SCAN_CHANCES = {"elastic": 0.5, "thicken": 0.3, "thin": 0.15, "binarise": 0.3}
+ELASTIC_PX = 1.5  # largest displacement of the elastic field, in pixels
+ELASTIC_GRID = 5  # the field is drawn on a coarse grid this many points wide, then smoothed up
+BINARISE_LEVELS = (0.25, 0.6)  # the threshold of a binarised image, uniform in this range
+
+
+def draw_scan_params(n: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+    """Parameters of the "scan" augmentation for ``n`` images, from ``generator`` (always the
+    same three ``torch.rand`` calls per batch, so a resumed run draws the same numbers)."""
+    u = torch.rand(n, 5, generator=generator, dtype=torch.float64)
+    lo, hi = torch.tensor([SCAN_RANGES[k] for k in _AFFINE_ORDER], dtype=torch.float64).unbind(1)
+    coins = torch.rand(n, 5, generator=generator)  # elastic, thicken, thin, binarise, level
+    field = torch.rand(n, 2, ELASTIC_GRID, ELASTIC_GRID, generator=generator) * 2 - 1
+    return {"affine": lo + u * (hi - lo), "coins": coins, "field": field}
+
+
+def scan_augment(images, params: dict[str, torch.Tensor]) -> torch.Tensor:
+    """``[N,H,W]`` grey images -> float32 ``[N,H,W]`` in [0, 1] with the "scan" augmentation of
+    ``params`` (``draw_scan_params``): affine + elastic in one resampling, then stroke width,
+    then binarisation."""
+    t = _float_batch(images)
+    if t.ndim != 3:
+        raise ValueError(f"the scan augmentation is for grey images [N,H,W], got {tuple(t.shape)}")
+    n, h, w = t.shape
+    m = _inverse_affine(params["affine"])
+    theta = m * torch.tensor([[1.0, h / w, 2.0 / w], [w / h, 1.0, 2.0 / h]], dtype=torch.float64)
+    grid = torch.nn.functional.affine_grid(theta.float(), [n, 1, h, w], align_corners=False)
+    coins = params["coins"]
+    field = torch.nn.functional.interpolate(params["field"], size=(h, w), mode="bicubic", align_corners=True)
+    scale = torch.tensor([2.0 / w, 2.0 / h]).view(1, 2, 1, 1) * ELASTIC_PX  # pixels -> [-1, 1] units
+    elastic = (coins[:, 0] < SCAN_CHANCES["elastic"]).float().view(n, 1, 1, 1)
+    grid = grid + (field * scale * elastic).permute(0, 2, 3, 1)
+    x = torch.nn.functional.grid_sample(t.unsqueeze(1), grid, mode="bilinear", padding_mode="zeros",
+                                        align_corners=False).clamp_(0.0, 1.0)
+    thick = torch.nn.functional.max_pool2d(x, 3, stride=1, padding=1)
+    thin = 0.5 * (x - torch.nn.functional.max_pool2d(-x, 3, stride=1, padding=1))  # (x + erosion) / 2
+    x = torch.where((coins[:, 1] < SCAN_CHANCES["thicken"]).view(n, 1, 1, 1), thick, x)
+    x = torch.where(((coins[:, 1] >= SCAN_CHANCES["thicken"]) & (coins[:, 2] < SCAN_CHANCES["thin"])).view(n, 1, 1, 1),
+                    thin, x)
+    lo, hi = BINARISE_LEVELS
+    level = (lo + coins[:, 4] * (hi - lo)).view(n, 1, 1, 1)
+    x = torch.where((coins[:, 3] < SCAN_CHANCES["binarise"]).view(n, 1, 1, 1), (x > level).float(), x)
+    return x.squeeze(1)
+
+
 NOISE_MODES = {
     # name -> (skimage mode, parameter the strength sets, or None)
     "gaussian": ("gaussian", "var"),

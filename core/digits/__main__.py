@@ -5,6 +5,11 @@
 
     python -m core.digits make --out assets/digits --n 100
     python -m core.digits measure --models pretrained [--checkpoint STEM] [--json PATH]
+    python -m core.digits measure-external --set semeion [--models shipped] [--json PATH]
+    python -m core.digits generalisation [--runs RESULTS/converged/runs/mnist] [--out CSV]
+
+``measure-external`` and ``generalisation`` read other people's handwriting (``core.digits.external``:
+Semeion and optdigits through the upload path; tuned on the even half, reported on the odd).
 """
 from __future__ import annotations
 
@@ -14,6 +19,9 @@ import sys
 import time
 from pathlib import Path
 
+from core import paths
+
+from . import external as ext
 from .measure import format_table, measure
 from .synth import DEFAULT_DIR, generated_set, load_fixed_set, make_fixed_set
 
@@ -73,7 +81,31 @@ def main(argv: list[str] | None = None) -> int:
     meas.add_argument("--no-reference", action="store_true",
                       help="leave out the shipped MNIST sample (as is and preprocessed)")
     meas.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON")
+    ext_p = sub.add_parser("measure-external", help="accuracy on real handwriting from outside MNIST "
+                           "(Semeion, optdigits) through the upload path, even and odd half apart")
+    ext_p.add_argument("--set", default="all", choices=("all", *ext.SETS))
+    ext_p.add_argument("--models", default="converged", choices=("converged", "paper", "shipped", "none"),
+                       help="which shipped MNIST models (default: the converged ones)")
+    ext_p.add_argument("--checkpoint", action="append", default=[], metavar="STEM",
+                       help="also measure this MNIST checkpoint; repeatable")
+    ext_p.add_argument("--folder", type=Path, default=None,
+                       help="folder with <set>.npz (default RIMSCOPE_HANDWRITING_DIR or RIMSCOPE_DATA_DIR/handwriting)")
+    ext_p.add_argument("--sample", action="store_true", help="use the bundled samples even if the full sets are there")
+    ext_p.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON")
+    gen = sub.add_parser("generalisation", help="every seed of the converged MNIST grid on the external sets: "
+                         "mean, sd, RIM against every other method (writes results/converged/handwriting.csv)")
+    gen.add_argument("--runs", type=Path, default=None,
+                     help="folder of <model>_s<seed>.safetensors (default RESULTS/converged/runs/mnist)")
+    gen.add_argument("--methods", default="", help="comma-separated methods (default: all found)")
+    gen.add_argument("--half", default="odd", choices=("odd", "even"), help="which half to report (default odd)")
+    gen.add_argument("--folder", type=Path, default=None, help="folder with the full sets")
+    gen.add_argument("--out", type=Path, default=None, help="summary CSV (default RESULTS/converged/handwriting.csv)")
     args = parser.parse_args(argv)
+
+    if args.command == "measure-external":
+        return measure_external_cli(args)
+    if args.command == "generalisation":
+        return generalisation_cli(args)
 
     if args.command == "make":
         info = make_fixed_set(args.out, args.n, args.seed)
@@ -112,6 +144,64 @@ def main(argv: list[str] | None = None) -> int:
                                         indent=1) + "\n")
     return 0
 
+
+
+def measure_external_cli(args) -> int:
+    """``measure-external``: every chosen model on the external sets, even and odd half apart."""
+    protocol = {"converged": "converged", "paper": "paper", "shipped": None, "none": ""}[args.models]
+    try:
+        entries = (ext.shipped_entries(protocol) if protocol != "" else []) + [checkpoint_entry(c) for c in args.checkpoint]
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not entries:
+        print("No MNIST models to measure.", file=sys.stderr)
+        return 2
+    report = {}
+    for name in ext.SETS if args.set == "all" else [args.set]:
+        start = time.perf_counter()
+        try:
+            data = ext.load_external(name, args.folder, sample=True if args.sample else None)
+        except (OSError, ValueError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        rows = ext.measure_entries(entries, data)
+        print(ext.format_external([r for r in rows if "error" not in r], data))
+        for r in rows:
+            if "error" in r:
+                print(f"{r['model']}: {r['error']}")
+        print(f"({time.perf_counter() - start:.1f} s)\n")
+        report[name] = {"source": data.source, "full": data.full,
+                        "models": [{k: v for k, v in r.items() if k != "pred"} for r in rows]}
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=1) + "\n")
+    return 0
+
+
+def generalisation_cli(args) -> int:
+    """``generalisation``: every seed of the converged MNIST grid on the external sets (CSV)."""
+    runs = Path(args.runs) if args.runs else paths.results_dir() / "converged" / "runs" / "mnist"
+    shipped = paths.pretrained_dir() / "converged" / "mnist"
+    ckpts = ext.grid_checkpoints(runs, shipped if shipped.is_dir() else None)
+    if args.methods:
+        ckpts = {m: s for m, s in ckpts.items() if m in args.methods.split(",")}
+    if not ckpts:
+        print(f"error: no MNIST weights in {runs} or {shipped}", file=sys.stderr)
+        return 2
+    try:
+        sets = {name: ext.load_external(name, args.folder, sample=False) for name in ext.SETS}
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    per_seed, summary = ext.generalisation_table(ckpts, sets, half=args.half)
+    out = Path(args.out) if args.out else paths.results_dir() / "converged" / "handwriting.csv"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    summary.to_csv(out, index=False, float_format="%.6g")
+    per_seed.to_csv(out.with_name(out.stem + "_seeds.csv"), index=False, float_format="%.6g")
+    print(summary.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    print(f"wrote {out} and {out.with_name(out.stem + '_seeds.csv')}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -42,6 +42,13 @@ STROKE_WIDTH = 2.4
 # of MNIST's own digits are.
 STROKE_TOLERANCE = 1.5
 STROKE_SIDE = 80  # the skeleton is taken with the digit this many px long (4 x DIGIT_BOX)
+# Paper is "plain" (a clean scan, a drawing, an enlarged small image: nothing to take away)
+# when at least this share of the pixels on the paper side of Otsu's threshold lie within
+# PLAIN_LEVELS grey levels of the most common level. Photographed paper (noise, uneven
+# light, JPEG) reaches at most about 0.34 on the shipped photo-like digits; clean scans of
+# Semeion and optdigits enlarged to 112 px and MNIST digits reach 0.6-0.99.
+PLAIN_SHARE = 0.5
+PLAIN_LEVELS = 2
 
 
 def shrunk(values: np.ndarray, side: int) -> tuple[np.ndarray, int]:
@@ -60,9 +67,15 @@ def ink_is_dark(values: np.ndarray) -> bool:
     drops strokes whatever their polarity; what sticks out beyond the noise is the ink,
     either below the background (dark ink) or above it (light ink). Only when nothing sticks
     out does the border's median decide (light border: invert), as for a uniform image.
+    Plain paper (``plain_paper``: a clean scan, a drawing) decides first: the ink is on its
+    other side. A thick digit filling its picture defeats the median filter (half of every
+    window is ink), not this.
     """
     from scipy.ndimage import median_filter
 
+    paper = plain_paper(values)
+    if paper is not None:  # plain paper: the ink is what is not paper
+        return bool(paper > float(values.mean()))
     small, _ = shrunk(values, POLARITY_SIDE)
     size = max(3, round(POLARITY_SPAN * min(small.shape)) | 1)
     residual = small - median_filter(small, size=size, mode="nearest")
@@ -72,6 +85,30 @@ def ink_is_dark(values: np.ndarray) -> bool:
         return bool(below > above)
     border = np.concatenate([values[0], values[-1], values[:, 0], values[:, -1]])
     return bool(np.median(border) > 127.5)
+
+
+def plain_paper(values: np.ndarray) -> float | None:
+    """The paper's level when the paper is plain (see ``PLAIN_SHARE``), else None.
+
+    The paper is the side of Otsu's threshold that the border's median is on (a digit that
+    fills its picture can cover more of it than the paper does, but rarely its border), and
+    its level the most common one there.
+    """
+    from skimage.filters import threshold_otsu
+
+    levels = np.clip(np.round(values), 0, 255).astype(np.int64)
+    if levels.min() == levels.max():
+        return float(levels.flat[0])
+    threshold = float(threshold_otsu(values))
+    border = np.concatenate([values[0], values[-1], values[:, 0], values[:, -1]])
+    bright = float(np.median(border)) > threshold
+    paper = levels[values > threshold] if bright else levels[values <= threshold]
+    if paper.size == 0:
+        return None
+    counts = np.bincount(paper, minlength=256)
+    mode = int(counts.argmax())
+    near = counts[max(0, mode - PLAIN_LEVELS) : mode + PLAIN_LEVELS + 1].sum()
+    return float(mode) if near >= PLAIN_SHARE * paper.size else None
 
 
 def subtract_background(values: np.ndarray, relative: bool = False) -> np.ndarray:
@@ -93,10 +130,18 @@ def subtract_background(values: np.ndarray, relative: bool = False) -> np.ndarra
     into the edge that is wider than a stroke along it (the bar of a tightly cropped 7): such
     border pieces are told apart by their edge, sharp for ink and soft for a shadow, and
     only the soft ones stay in the background.
+
+    Plain paper (``plain_paper``: a clean scan, a drawing) has no light to take away: its
+    level is subtracted as it is. Estimating a background there could only eat ink: a digit
+    that fills its picture, as in a scanned form, runs into every edge with soft (enlarged)
+    edges and would be taken for a shadow.
     """
     from scipy.ndimage import binary_dilation, grey_opening
     from skimage.measure import label
 
+    level = plain_paper(values)
+    if level is not None:
+        return _ink_above(values, np.float32(level), relative)
     small, factor = shrunk(values, BACKGROUND_SIDE)
     size = max(3, round(BACKGROUND_SPAN * max(small.shape)))
     crop = (slice(size, -size), slice(size, -size))
@@ -122,6 +167,10 @@ def subtract_background(values: np.ndarray, relative: bool = False) -> np.ndarra
         background = np.asarray(
             Image.fromarray(background.astype(np.float32)).resize((w, h), Image.Resampling.BILINEAR)
         )
+    return _ink_above(values, background, relative)
+
+
+def _ink_above(values: np.ndarray, background, relative: bool) -> np.ndarray:
     ink = values - np.minimum(background, values)
     if relative:
         paper = np.maximum(255 - background, MIN_CONTRAST)  # the paper's brightness
@@ -136,18 +185,24 @@ def ink_mask(flat: np.ndarray, values: np.ndarray) -> tuple[np.ndarray | None, n
     The threshold is Otsu's, raised above the background noise if need be; connected
     pieces much smaller than the digit's largest are specks (dust, JPEG noise) and dropped.
     ``(None, None)`` if there is no ink that stands out by ``MIN_CONTRAST`` grey levels,
-    both from the flattened background and from the image's typical (median) level: gaps
-    between dark strokes on white are "brighter than their surroundings" too, but they are
-    not brighter than the paper.
+    both from the flattened background and from the image's typical level (the median, or
+    the plain paper's level): gaps between dark strokes on white are "brighter than their
+    surroundings" too, but they are not brighter than the paper.
     """
     from skimage.filters import threshold_otsu
     from skimage.measure import label
 
     if float(flat.max()) - float(flat.min()) < MIN_CONTRAST:
         return None, None
-    floor = float(np.median(flat))
-    noise = 1.4826 * float(np.median(np.abs(flat - floor)))
-    threshold = max(float(threshold_otsu(flat)), floor + NOISE_SIGMAS * noise)
+    otsu = float(threshold_otsu(flat))
+    # The background's level and noise: the median's when most of the picture is paper; the
+    # paper's own when that is plain (a thick digit that fills its picture covers more than
+    # half of it, and the median would be ink).
+    paper = plain_paper(values)
+    below = flat if paper is None else flat[flat <= otsu]
+    floor = float(np.median(below))
+    noise = 1.4826 * float(np.median(np.abs(below - floor)))
+    threshold = max(otsu, floor + NOISE_SIGMAS * noise)
     mask = flat > threshold
     if not mask.any():
         return None, None
@@ -158,7 +213,8 @@ def ink_mask(flat: np.ndarray, values: np.ndarray) -> tuple[np.ndarray | None, n
     mask = keep[pieces]
     level = float(np.percentile(flat[mask], INK_PERCENTILE))
     raw_level = float(np.percentile(values[mask], INK_PERCENTILE))
-    if level - floor < MIN_CONTRAST or raw_level - float(np.median(values)) < MIN_CONTRAST:
+    typical = float(np.median(values)) if paper is None else paper
+    if level - floor < MIN_CONTRAST or raw_level - typical < MIN_CONTRAST:
         return None, None
     low = floor + 2 * noise  # background noise stays at 0
     ink = np.clip((flat - low) * (255 / max(level - low, 1e-6)), 0, 255)
@@ -177,9 +233,10 @@ def normalise_strokes(mask: np.ndarray, ink: np.ndarray) -> np.ndarray:
 
     The mask is scaled to ``STROKE_SIDE`` px and thinned to its skeleton; its own stroke
     width is its area over the skeleton's length. Within ``STROKE_TOLERANCE`` of the brush
-    the digit is returned as it is (``ink``); otherwise the skeleton is drawn with a round
-    brush (anti-aliased edge) whose width is chosen so that, once the drawing is fitted into
-    the 20 px box, the strokes are ``STROKE_WIDTH`` px wide.
+    the digit is returned as it is (``ink``); otherwise it is redrawn so that, once fitted
+    into the 20 px box, the strokes are ``STROKE_WIDTH`` px wide: thicker strokes are eroded
+    (anti-aliased edge) down to that width, thinner ones drawn along the skeleton with a round
+    brush of that width.
     """
     from scipy.ndimage import distance_transform_edt
     from skimage.morphology import skeletonize
@@ -209,7 +266,19 @@ def normalise_strokes(mask: np.ndarray, ink: np.ndarray) -> np.ndarray:
     own = shape.sum() / skeleton.sum()
     if 1 / STROKE_TOLERANCE <= own / width <= STROKE_TOLERANCE:
         return ink
-    redrawn = np.clip(width / 2 + 0.5 - distance_transform_edt(~skeleton), 0, 1) * 255
+    # Too thick: eroded (soft edge) down to the brush's width. The skeleton of a fat stroke
+    # has spurs into every corner of its outline (a blob-like 1 of a scanned form becomes a
+    # 4 or an 8), an erosion keeps the outline's shape. Too thin, or nothing left: redrawn.
+    redrawn = None
+    if own > width:
+        inside = distance_transform_edt(np.pad(shape, margin))
+        # the strokes' half-width: the distance to the outline along the skeleton (its median,
+        # robust to the spurs, which run into the corners where that distance is small)
+        depth = float(np.median(inside[skeleton])) - width / 2
+        eroded = np.clip(inside - depth + 0.5, 0, 1) * 255
+        redrawn = eroded if (eroded > 127.5).any() else None
+    if redrawn is None:
+        redrawn = np.clip(width / 2 + 0.5 - distance_transform_edt(~skeleton), 0, 1) * 255
     drawn = redrawn > 0
     r = np.flatnonzero(drawn.any(axis=1))
     c = np.flatnonzero(drawn.any(axis=0))

@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from ..data.datasets import LoadedData, get_info
-from ..data.transforms import affine_augment, draw_affine_params, to_sequence
+from ..data.transforms import affine_augment, draw_affine_params, draw_scan_params, scan_augment, to_sequence
 from ..errors import CheckpointError, ConfigError
 from ..eval.predict import evaluate, noisy_accuracy
 from ..models.registry import build_model, count_parameters
@@ -246,7 +246,10 @@ def train_step(cfg: TrainConfig, run: LoopState, data: RunData, it: int, callbac
     idx = run.order[run.pos : run.pos + cfg.batch_size]
     run.pos += cfg.batch_size
     if run.aug_gen is not None:  # training batch only; validation and test images are never augmented
-        xb = to_sequence(affine_augment(data.x_train[idx], draw_affine_params(len(idx), run.aug_gen)))
+        if cfg.augment == "scan":
+            xb = to_sequence(scan_augment(data.x_train[idx], draw_scan_params(len(idx), run.aug_gen)))
+        else:
+            xb = to_sequence(affine_augment(data.x_train[idx], draw_affine_params(len(idx), run.aug_gen)))
     else:
         xb = to_sequence(data.x_train[idx])
     xb = xb.to(run.device, non_blocking=True)
