@@ -120,12 +120,14 @@ if not available:
 names = list(available)
 if len(names) > 1:
     ui.keep_valid("cmp_schedule", names)
-    sched = st.selectbox("Experiment", names, key="cmp_schedule",
-                     format_func=lambda n: f"{SCHEDULES.get(n, n)} · results/{n}")
+    sched = st.selectbox("Experiment", names, key="cmp_schedule", format_func=lambda n: SCHEDULES.get(n, n),
+                         help="Each experiment is a folder of reproduction outputs: "
+                              + ", ".join(f"`results/{n}`" for n in names) + ".")
 else:
     sched = names[0]
-    st.caption(f"Showing the {SCHEDULES.get(sched, sched)} (results/{sched}). A longer-schedule comparison appears "
-               "here once `results/long` exists (`python -m core.reproduce run --iterations 5000 --out results/long`).")
+    st.caption(f"Showing the {SCHEDULES.get(sched, sched)}. Other experiments appear here once their results exist.",
+               help=f"Read from `results/{sched}`; a longer schedule: `python -m core.reproduce run --iterations 5000 "
+                    "--out results/long`.")
 out_dir = available[sched]
 summary = load_summary(out_dir)
 curves = load_curves(out_dir)

@@ -11,7 +11,7 @@ from core.catalog import featured_entry
 from core.data import DATASETS
 from core.errors import CheckpointError
 from core.fmt import dataset_title as _ds_title
-from core.fmt import params, pct, pct_value
+from core.fmt import params, pct, pct_value, protocol_title
 from core.plots import method_title, run_curves_figure
 from pages.ui import (
     MAX_UPLOAD_MB,
@@ -28,9 +28,7 @@ ALL = "All data sets"
 
 
 def _label(entry) -> str:
-    extra = f", seed {entry.seed}" if entry.seed is not None else ""
-    run = f" {entry.key.split(':', 1)[1]}" if entry.key.startswith("run:") else ""
-    return f"{_ds_title(entry.dataset)} · {method_title(entry.model)} ({entry.source}{run}{extra})"
+    return entry.display_with_dataset  # the one name of a model (core.fmt.model_label), data set first
 
 
 def _run_info(entry):
@@ -79,6 +77,7 @@ def _row(entry, meta: dict | None) -> dict:
     return {
         "data set": _ds_title(entry.dataset),
         "model": method_title(entry.model),
+        "protocol": protocol_title(entry.protocol) or "n/a",
         "source": entry.source,
         "owner": _owner_label(entry),
         "parameters": metrics.get("parameters"),
@@ -147,6 +146,9 @@ else:
         column_config={  # widths: a data set's or a date's full text, whichever rows the grid measured
             "data set": st.column_config.TextColumn("data set", width=110, pinned=True),
             "model": st.column_config.TextColumn("model", width=150, pinned=True),
+            "protocol": st.column_config.TextColumn(
+                "protocol", width=110, help="How it was trained: the paper's protocol (1,000 SGD steps), converged "
+                "(Adam until the validation accuracy stops improving), or own settings (a run with other settings)"),
             "owner": st.column_config.TextColumn("owner", width=110),
             "parameters": st.column_config.NumberColumn("parameters", format="localized", width=85),
             "seed": st.column_config.NumberColumn("seed", width=50),
@@ -242,10 +244,10 @@ st.markdown(
     f"(both at most {MAX_UPLOAD_MB} MB). They are checked (model, config, every tensor's name, shape and "
     "values) before anything is stored; nothing already stored is changed. **Pickle files such as PyTorch `.pt` "
     "are refused and never opened**, because loading one can run arbitrary code.")
-u1, u2, u3 = st.columns([2, 2, 1])
+u1, u2, u3 = st.columns([2, 2, 1.4])
 up_w = u1.file_uploader("Weights (.safetensors)", key="models_up_w", max_upload_size=MAX_UPLOAD_MB)
 up_m = u2.file_uploader("Metadata (.json)", key="models_up_m", max_upload_size=MAX_UPLOAD_MB)
-AS_STATED = "(as stated in the metadata)"
+AS_STATED = "as its metadata says"
 up_ds = u3.selectbox("Trained on", [AS_STATED] + list(DATASETS), key="models_up_ds",
                      format_func=lambda d: d if d == AS_STATED else _ds_title(d))
 if st.button("Check and import", key="models_import", disabled=not (up_w and up_m), type="primary"):
@@ -259,7 +261,7 @@ if st.button("Check and import", key="models_import", disabled=not (up_w and up_
     else:
         ds_up = expected or meta_up.get("dataset")
         if store is None:
-            st.warning(f"The checkpoint is valid ({meta_up.get('model')} on {_ds_title(ds_up)}), but the run store "
+            st.warning(f"The checkpoint is valid ({method_title(str(meta_up.get('model')))} on {_ds_title(ds_up)}), but the run store "
                        "is not available in this installation, so it was not saved.")
         else:
             try:

@@ -8,7 +8,7 @@ import streamlit as st
 from core import analysis, curves, paths, plots
 from core.data import DATASETS, add_noise, stretch_rows
 from core.errors import DataUnavailableError
-from core.fmt import short_method_title
+from core.fmt import short_method_title, source_parts
 from core.models import is_method, trace_schema
 from pages import ui
 
@@ -155,11 +155,11 @@ def _prediction_table(rows_clean: list, rows_other: list, classes: list, what: s
     out = []
     for rc, ro in zip(rows_clean, rows_other):
         pc, po = int(np.argmax(rc["probs"])), int(np.argmax(ro["probs"]))
-        out.append({"model": rc["label"], base: f"{classes[pc]} ({rc['probs'][pc] * 100:.0f}%)",
-                    what: f"{classes[po]} ({ro['probs'][po] * 100:.0f}%)",
+        out.append({"model": rc["label"], base: f"{classes[pc]} {rc['probs'][pc] * 100:.0f}%",
+                    what: f"{classes[po]} {ro['probs'][po] * 100:.0f}%",
                     "changed": "yes" if pc != po else ""})
-    df = pd.DataFrame(out)
-    st.dataframe(df, hide_index=True)
+    # a static table: long model and class names wrap instead of being cut at a cell's edge
+    st.table(pd.DataFrame(out), hide_index=True)
 
 
 def _predictions(models: dict, classes: list, image, changed, label, *, key: str, what: str, base: str,
@@ -188,14 +188,18 @@ def _error_metrics(scorer: analysis.Scorer | None, dataset: str, heading: str, s
     with st.spinner(spinner):
         base = {m: base_of(m) for m in scorer.models}
         points = {m: here_of(m) for m in scorer.models}
-    cols = st.columns(max(1, len(points)))
-    for col, (method, p) in zip(cols, points.items()):
+    import pandas as pd
+
+    rows = []
+    for method, p in points.items():
         lo, hi = p.interval
         d = (p.error - base[method].error) * 100
-        col.metric(scorer.models[method][0].display, f"{p.error * 100:.1f}%",
-                   delta=f"{d:+.1f} pts vs {versus}" if round(d, 1) else f"±0.0 pts vs {versus}",
-                   delta_color="inverse" if round(d, 1) else "off",
-                   help=f"95% interval {lo * 100:.1f}-{hi * 100:.1f}% ({p.n} images){suffix}")
+        rows.append({"model": scorer.models[method][0].display, "test error": f"{p.error * 100:.1f}%",
+                     f"change vs {versus}": f"{d:+.1f} points" if round(d, 1) else "±0.0 points",
+                     "95% interval": f"{lo * 100:.1f}-{hi * 100:.1f}%", "images": p.n})
+    # a static table (not one metric per model): every model's full name fits, nothing is cut
+    st.table(pd.DataFrame(rows), hide_index=True)
+    st.caption(f"95% intervals: Wilson, over the {next(iter(points.values())).n} test images{suffix}.")
     return True
 
 
@@ -214,10 +218,12 @@ def noise_view(dataset: str, data, scorer: analysis.Scorer | None, models: dict)
         c_level.caption(f"{title}: {desc}.")
     else:
         skey = f"rb_strength_{kind}"
+        paper_kind = kind == "gaussian"  # the paper's test is Gaussian noise of variance 0.01, nothing else
         ui.keep_valid(skey, GRID)
         st.session_state.setdefault(skey, PAPER_VAR)
         strength = c_level.select_slider(f"{title} noise: {param}", GRID, key=skey,
-                                         format_func=lambda v: f"{v:.2f}" + (" (paper)" if v == PAPER_VAR else ""),
+                                         format_func=lambda v: f"{v:.2f}" + (" (paper)" if paper_kind and v == PAPER_VAR
+                                                                             else ""),
                                          help=f"{desc}. 0.01 (Gaussian variance) is the paper's noise test. "
                                               "Images are in [0, 1] and clipped after the noise.")
 
@@ -252,8 +258,9 @@ def noise_view(dataset: str, data, scorer: analysis.Scorer | None, models: dict)
                           lambda m: scorer.curve_noise(m, "gaussian", 0.0), lambda m: scorer.curve_noise(m, kind, strength),
                           f"; one noise draw (seed {SEED}) shared by all models"):
         return
-    st.caption(f"{scorer.images.shape[0]} test images (fixed subset, seed 0) from {data.source}. One noise draw; "
-               "the Compare page reports means over seeds and draws.")
+    src, where = source_parts(data.source)
+    st.caption(f"{scorer.images.shape[0]} test images (fixed subset, seed 0) from the {src}. One noise draw; "
+               "the Compare page reports means over seeds and draws.", help=f"Read from {where}." if where else None)
 
     # curve
     if param is not None:

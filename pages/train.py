@@ -12,12 +12,13 @@ import plotly.graph_objects as go
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
-from core.catalog import seconds_per_iteration
+from core.catalog import run_label, seconds_per_iteration
 from core.config import parse_seeds
 from core.data import DATASETS, DataPlan, how_to_get, training_data_plan
 from core.errors import ConfigError, DataUnavailableError, RimscopeError
+from core.fmt import source_parts
 from core.models import DEFAULT_MODEL, config_fields, list_models
-from core.paths import pretrained_dir
+from core.paths import pretrained_dir, runs_root
 from core.plots import method_color, method_title
 from core.runs import RESUMABLE, RunInfo, RunStore
 from core.train import AUGMENTS, OPTIMIZERS, PROTOCOLS, SAMPLE_TRAIN, SCHEDULES, TrainConfig
@@ -89,7 +90,7 @@ def curves(runs: list[RunInfo], metrics: dict, kind: str) -> go.Figure:
             x, y = m["eval_iteration"], [None if a is None else 100 * a for a in m["test_acc"]]
         fig.add_trace(go.Scatter(
             x=x, y=y, mode="lines" if kind == "loss" else "lines+markers",
-            name=f"{r.model} s{r.seed} · {r.run_id[-8:]}", legendgroup=r.model,
+            name=run_name(r), legendgroup=r.model,
             line={"color": method_color(r.model), "dash": DASHES[(r.seed or 0) % len(DASHES)]}))
     if kind == "loss":
         fig.update_layout(title="Training loss", xaxis_title="Iteration (SGD steps)",
@@ -97,7 +98,9 @@ def curves(runs: list[RunInfo], metrics: dict, kind: str) -> go.Figure:
     else:
         fig.update_layout(title="Test accuracy (fixed test subset)", xaxis_title="Iteration (SGD steps)",
                           yaxis_title="Test accuracy (%)", yaxis_range=[0, 100])
-    fig.update_layout(height=330, margin={"l": 10, "r": 10, "t": 40, "b": 10}, legend_title_text="Run")
+    # the legend (one full run name per line) under the plot: long names never squeeze it
+    fig.update_layout(height=330 + 22 * len(runs), margin={"l": 10, "r": 10, "t": 40, "b": 10},
+                      legend={"orientation": "h", "yanchor": "top", "y": -0.2, "x": 0, "title_text": ""})
     # the whole schedule on the x axis (one early point is not drawn at 99..101), losses from 0
     fig.update_xaxes(range=[0, max([r.total or 1 for r in runs] + [1])])
     if kind == "loss":
@@ -121,11 +124,44 @@ def models_link(run_id: str) -> None:
             st.caption("Find it on the Models page.")
 
 
+CARD_HEIGHT = 190  # px: every card the same height, so a change of state never moves the cards below
+
+
+def run_name(r: RunInfo) -> str:
+    """A run's name on its card, in the legend and in messages (``core.catalog.run_label``)."""
+    return run_label(r, source="")
+
+
+def _act(action: str, run_id: str) -> None:
+    """A card button's callback: ``action`` on the run the card names, whatever the list looks
+    like when the click arrives; the page then says which run it acted on."""
+    store = RunStore()
+    try:
+        r = store.get(run_id)
+        name = run_name(r) if r is not None else f"run {run_id}"
+        if action == "stop":
+            after = store.request_stop(run_id)
+            msg = (f"Stopped {name} before it started." if after == "stopped" else
+                   f"Stopping {name}: it stops after the current iteration and keeps what it learned."
+                   if after == "running" else f"{name} had already ended ({after}); nothing to stop.")
+        elif action == "resume":
+            store.resume(run_id)
+            store.pump()
+            msg = f"Resumed {name}: it continues from its last checkpoint."
+        else:
+            store.delete(run_id)
+            msg = f"Deleted {name}."
+    except RimscopeError as exc:
+        st.session_state["train_flash"] = ("error", str(exc))
+    else:
+        st.session_state["train_flash"] = ("success", msg)
+
+
 def run_card(store: RunStore, r: RunInfo, editable: bool) -> None:
-    with st.container(border=True):
+    with st.container(border=True, height=CARD_HEIGHT, key=f"card_{r.run_id}"):
         head, ctl = st.columns([5, 1])
-        title = f"**{method_title(r.model)}** on {DATASETS[r.dataset].title if r.dataset in DATASETS else r.dataset}"
-        head.markdown(f"{STATUS_ICONS.get(r.status, '')} {title} · seed {r.seed} · `{r.run_id}`"
+        data = DATASETS[r.dataset].title if r.dataset in DATASETS else r.dataset
+        head.markdown(f"{STATUS_ICONS.get(r.status, '')} **{md_escape(run_name(r))}** on {data}"
                       + (f" · {md_escape(r.label)}" if r.label else ""))
         head.progress(r.progress, text=f"{r.status} · {r.iteration:,} / {r.total:,} iterations")
         lt = r.latest or {}
@@ -143,37 +179,37 @@ def run_card(store: RunStore, r: RunInfo, editable: bool) -> None:
             else:
                 head.caption(r.message)
         with ctl:
+            # every button's key and callback carry the run id: a click acts on the run this card
+            # names, even when the list changed between the render and the click
             if editable and r.active:
-                if st.button("Stop", key=f"stop_{r.run_id}", help="Stop after the current iteration and keep "
-                             "what the model learned so far"):
-                    try:
-                        store.request_stop(r.run_id)
-                        st.toast(f"Stop requested for {r.run_id}")
-                    except RimscopeError as exc:
-                        show_error(exc)
+                st.button("Stop", key=f"stop_{r.run_id}", on_click=_act, args=("stop", r.run_id),
+                          help="Stop after the current iteration and keep what the model learned so far")
             if editable and r.status in RESUMABLE:
-                if st.button("Resume", key=f"resume_{r.run_id}", type="primary",
-                             help="Continue from the last checkpoint; the run ends exactly as it would have "
-                                  "without the interruption"):
-                    try:
-                        store.resume(r.run_id)
-                        store.pump()
-                        st.toast(f"Resuming {r.run_id}")
-                    except RimscopeError as exc:
-                        show_error(exc)
-                    else:
-                        st.rerun()  # the whole page: it polls again while the run trains
+                st.button("Resume", key=f"resume_{r.run_id}", type="primary", on_click=_act, args=("resume", r.run_id),
+                          help="Continue from the last checkpoint; the run ends exactly as it would have "
+                               "without the interruption")
             if r.status in ("completed", "uploaded"):
                 models_link(r.run_id)
             if editable and not r.active:
                 with st.popover("Delete"):
                     st.caption("Removes the run, its curves and its weights.")
-                    if st.button("Delete for good", key=f"del_{r.run_id}"):
-                        try:
-                            store.delete(r.run_id)
-                            st.rerun(scope="fragment")
-                        except RimscopeError as exc:
-                            show_error(exc)
+                    st.button("Delete for good", key=f"del_{r.run_id}", on_click=_act, args=("delete", r.run_id))
+
+
+def card_runs(mine: list[RunInfo]) -> tuple[list[RunInfo], list[RunInfo]]:
+    """This session's runs as cards and as the table of older ones.
+
+    Cards are in creation order (oldest first; a new run comes last) and never re-sorted by
+    state. They start at the oldest run that is active or among the newest ``SHOWN_OWN_RUNS``;
+    that start only moves back within a session until new runs are started, so a run that
+    finishes never takes its card away from under the pointer."""
+    ordered = sorted(mine, key=lambda r: (r.created_ts, r.run_id))
+    first = min([i for i, r in enumerate(ordered) if r.active] + [max(0, len(ordered) - SHOWN_OWN_RUNS)])
+    held = st.session_state.get("_train_cards_from")
+    if held is not None and held[0] == len(ordered):
+        first = min(first, held[1])
+    st.session_state["_train_cards_from"] = (len(ordered), first)
+    return ordered[first:], ordered[:first]
 
 
 def show_runs(store: RunStore, runs: list[RunInfo], editable: bool, key: str) -> None:
@@ -199,11 +235,12 @@ def runs_table(runs: list[RunInfo]) -> None:
 
 # ---------------------------------------------------------------------------------------
 st.title("Train")
-st.caption("Train models with the paper's protocol (plain SGD, learning rate 0.1, batch 100, 1,000 "
-           "iterations). Runs train in background worker processes, one at a time by default, and "
-           "keep going when you close or reload the page; they are saved in the run store "
-           "(`$RIMSCOPE_HOME/runs`). Completed runs appear on the Models page.")
-
+intro = st.empty()  # follows the protocol chosen below
+PROTOCOL_INTROS = {
+    "paper": "Train models with the paper's protocol (plain SGD, learning rate 0.1, batch 100, 1,000 iterations).",
+    "converged": "Train models to convergence (Adam with a cosine learning-rate schedule, up to 4,000 iterations, "
+                 "the best weights on a validation split carved from the training images kept, early stopping).",
+}
 store = RunStore()
 owner = session_owner()
 store.pump()
@@ -260,26 +297,32 @@ protocol = st.radio("Protocol", list(PROTOCOLS), horizontal=True, key="train_pro
                     format_func={"paper": "Paper (SGD 0.1, 1,000 iterations)",
                                  "converged": "Converged (Adam, cosine, early stopping on a validation split)"}.get,
                     help="Sets the settings below to that protocol's; each can still be changed.")
+intro.caption(PROTOCOL_INTROS.get(protocol, "") + " Runs train in background worker processes, one at a time by "
+              "default, and keep going when you close or reload the page; they are kept in your run store. "
+              "Completed runs appear on the Models page.",
+              help=f"The run store is the folder `{runs_root()}` (set `RIMSCOPE_HOME` to move it).")
+r1, r2, r3 = st.columns([1, 3, 1])  # the models box gets the width its full names need
+with r1:
+    dataset = dataset_picker(key="train_dataset")
+models = r2.multiselect("Models", list_models(), format_func=method_title,
+                        key="train_models", help="One run per model and seed.")
+seeds_text = r3.text_input("Seeds", key="train_seeds", help="e.g. 0, or 0,1,2, or 0-4")
 c1, c2, c3 = st.columns(3)
 with c1:
-    dataset = dataset_picker(key="train_dataset")
-    models = st.multiselect("Models", list_models(), format_func=method_title,
-                            key="train_models", help="One run per model and seed.")
-    seeds_text = st.text_input("Seeds", key="train_seeds", help="e.g. 0, or 0,1,2, or 0-4")
-with c2:
     iterations = st.number_input("Iterations", step=100, key="train_iterations",
                                  help="optimiser steps (paper: 1,000)")
     batch_size = st.number_input("Batch size", step=10, key="train_batch",
                                  help="images per step (paper: 100)")
+with c2:
     optimizer = st.selectbox("Optimiser", OPTIMIZERS, key="train_optimizer", format_func={"sgd": "SGD", "adam": "Adam"}.get)
     lr = st.number_input("Learning rate", step=0.001, format="%.4f", key="train_lr",
                          help="paper: SGD with 0.1")
     momentum = st.number_input("Momentum (SGD)", step=0.1, format="%.2f",
                                key="train_momentum", disabled=optimizer != "sgd",
                                help="0 = the paper's plain SGD")
-with c3:
     schedule = st.selectbox("Learning-rate schedule", SCHEDULES, key="train_schedule",
                             format_func={"none": "constant", "cosine": "cosine to 0", "step": "step decay"}.get)
+with c3:
     val_images = st.number_input("Validation images (from the training data)",
                                  step=1000, min_value=0, key="train_val",
                                  help="Held out from training; the weights with the best validation accuracy are "
@@ -354,7 +397,9 @@ plan, data_ok, demo = None, True, False
 try:
     plan = training_data_plan(dataset, data_dir or None, holdout_sample=holdout)
     n_txt = f" · {plan.n_train:,} training images" if plan.n_train is not None else ""
-    st.caption(f"Training data: {plan.source}{n_txt}" + (f" ({plan.note})" if plan.note else ""))
+    src, where = source_parts(plan.source)
+    st.caption(f"Training data: {src}{n_txt}." + (f" {plan.note[:1].upper()}{plan.note[1:]}." if plan.note else ""),
+               help=f"Read from {where}." if where else None)
 except DataUnavailableError as exc:
     data_ok = False
     say = st.info if st.session_state.get("train_demo") and dataset in SAMPLE_DATASETS else st.error
@@ -428,7 +473,8 @@ if st.button(f"Start {n_runs} run{'s' if n_runs != 1 else ''}" if n_runs else "S
         st.success(f"Queued {len(ids)} run{'s' if len(ids) != 1 else ''}; "
                    f"{store.max_concurrent} train{'s' if store.max_concurrent == 1 else ''} at a time.")
         if store.max_concurrent == 0:
-            st.warning("The training queue is paused (RIMSCOPE_MAX_CONCURRENT=0); runs wait until it is raised.")
+            st.warning("The training queue is paused on this server (it allows no worker at the moment); the runs "
+                       "wait until workers are allowed again.")
     except RimscopeError as exc:
         show_error(exc, "Could not start")
 
@@ -443,13 +489,14 @@ def live_view() -> None:
     mine = [r for r in runs if r.owner == owner]
     others = [r for r in runs if r.owner != owner]
     st.subheader("Your runs")
+    flash = st.session_state.pop("train_flash", None)
+    if flash:
+        (st.error if flash[0] == "error" else st.success)(flash[1])
     if not mine:
         st.info("No runs from this session yet. Set them up above and press Start.")
     else:
-        shown = [r for r in mine if r.active] + [r for r in mine if not r.active][:SHOWN_OWN_RUNS]
+        shown, older = card_runs(mine)
         show_runs(fstore, shown, editable=True, key="mine")
-        shown_ids = {r.run_id for r in shown}
-        older = [r for r in mine if r.run_id not in shown_ids]
         if older:
             with st.expander(f"Older runs of this session ({len(older)})"):
                 runs_table(older)
@@ -461,8 +508,8 @@ def live_view() -> None:
             live = [r for r in others if r.active]
             if live:
                 show_runs(fstore, live, editable=False, key="others")
-    if active_now and not any(r.active for r in runs):
-        st.rerun()  # everything finished: redraw the page once and stop polling
+    if active_now != any(r.active for r in runs):
+        st.rerun()  # everything finished, or a run was resumed: redraw the page, polling off or on
 
 
 sync_url(URL_STATE)  # before the live view, which reruns itself while runs are active

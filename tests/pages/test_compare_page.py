@@ -33,8 +33,8 @@ def test_compare_page_loads_with_curves_errors_tables_and_runs(page_env):
     assert not at.exception and not at.error
     assert [t.label for t in at.tabs] == ["Training curves", "Final errors over seeds", "Paper's claims vs ours", "Runs"]
     assert at.selectbox(key="cmp_schedule").options == [
-        "equal initialisation: paper grid, ablations, init study · results/paper",
-        "old run, unequal initialisation (longer schedule) · results/unequal_init/long"]
+        "equal initialisation: paper grid, ablations, init study",
+        "old run, unequal initialisation (longer schedule)"]
     assert at.selectbox(key="cmp_curves_ds").options == ["MNIST", "Fashion-MNIST"]
     assert at.slider(key="cmp_smoothing").value == 0.6
     figs = figures(at)
