@@ -55,7 +55,7 @@ PROTOCOLS: dict[str, dict] = {
                       grad_clip=1.0),
 }
 # the settings that tell the protocols apart (how often the test accuracy is logged does not)
-_PROTOCOL_KEYS = sorted({k for p in PROTOCOLS.values() for k in p} | {"grad_clip"} - {"eval_every"})
+_PROTOCOL_KEYS = sorted(({k for p in PROTOCOLS.values() for k in p} | {"grad_clip"}) - {"eval_every"})
 
 
 def protocol_of(train_config) -> str:

@@ -128,7 +128,7 @@ def model_label(model, protocol="", seed=None, source="pretrained", run_id="", d
 def source_parts(source) -> tuple[str, str]:
     """A data source in plain words and where it is: ``"npz folder (/data/mnist)"`` ->
     ``("npz folder", "/data/mnist")``. The path goes in a tooltip, never in running text."""
-    m = re.fullmatch(r"(.*?) \(((?:/|~|[A-Za-z]:\\)[^)]*)\)(.*)", str(source or ""))
+    m = re.fullmatch(r"(.*?) \(([^()]*[/\\][^()]*)\)(.*)", str(source or ""))
     return (m.group(1) + m.group(3), m.group(2)) if m else (str(source or ""), "")
 
 

@@ -47,7 +47,7 @@ def test_page_loads_with_widgets(home):
     assert at.checkbox(key="train_holdout").value is True
     assert any("Training data: npz folder" in c.value for c in at.caption)
     # the tiny data set (300 images) is not the original MNIST order: nothing is held out, said so
-    assert any("300 training images" in c.value and "nothing held out" in c.value for c in at.caption)
+    assert any("300 training images" in c.value and "nothing held out" in c.value.lower() for c in at.caption)
     assert not errors(at) and not at.button(key="train_start").disabled
     at.checkbox(key="train_holdout").uncheck().run()
     assert not at.exception and not errors(at)
@@ -260,11 +260,14 @@ def test_curves_span_the_schedule_and_runs_without_points_draw_no_chart():
     mod = types.ModuleType("train_helpers")
     sys.modules["train_helpers"] = mod
     exec(compile(helpers, PAGE, "exec"), mod.__dict__)
-    run = types.SimpleNamespace(run_id="r1", model="rim", seed=0, total=1000)
+    run = types.SimpleNamespace(run_id="20260101-000000-0123abcd", model="rim", seed=0, total=1000, status="running",
+                                iteration=1, config={"iterations": 1000})
     one_point = {"iteration": [1], "loss": [2.3], "eval_iteration": [100], "test_acc": [0.2]}
-    fig = mod.curves([run], {"r1": one_point}, "acc")
+    fig = mod.curves([run], {run.run_id: one_point}, "acc")
     assert list(fig.layout.xaxis.range) == [0, 1000]
-    assert mod.curves([run], {"r1": one_point}, "loss").layout.yaxis.rangemode == "tozero"
+    assert mod.curves([run], {run.run_id: one_point}, "loss").layout.yaxis.rangemode == "tozero"
+    # the legend names a run as its card does: method, protocol, seed, short id
+    assert fig.data[0].name == "RIM (paper's method) · paper protocol · seed 0 (run 0123abcd)"
     assert not mod.has_points({"loss": [], "test_acc": []}, "loss")
     assert mod.has_points(one_point, "acc")
     assert importlib.util is not None
@@ -316,3 +319,45 @@ def test_augment_choice_lives_in_the_url_and_reaches_the_queued_runs(home):
     bad.query_params["train_augment"] = "flip"
     bad.run()
     assert not bad.exception and bad.selectbox(key="train_augment").value == "none"
+
+
+def _cards(at: AppTest) -> list[str]:
+    """The run cards' titles, top to bottom."""
+    return [m.value for m in at.markdown if "(run " in m.value and " on " in m.value]
+
+
+def test_intro_follows_the_chosen_protocol(home):
+    at = run_page("f" * 16)
+    intro = at.caption[0].value
+    assert "paper's protocol (plain SGD" in intro and "$RIMSCOPE_HOME" not in intro
+    at.radio(key="train_protocol").set_value("converged").run()
+    intro = at.caption[0].value
+    assert "to convergence" in intro and "Adam" in intro and "paper's protocol" not in intro
+
+
+def test_cards_name_their_protocol_keep_their_order_and_stop_says_which_run(home):
+    from core.train import TrainConfig
+
+    owner = "9" * 16
+    store = RunStore()
+    paper = store.submit(TrainConfig.from_protocol("paper", dataset="mnist", model="rim", holdout_sample=False),
+                         owner=owner)
+    conv = store.submit(TrainConfig.from_protocol("converged", dataset="mnist", model="rim", holdout_sample=False),
+                        owner=owner)
+    at = run_page(owner)
+    assert not at.exception
+    cards = _cards(at)
+    assert len(cards) == 2
+    # creation order, and the two protocols of one method and seed read differently
+    assert "· paper protocol · seed 0" in cards[0] and paper[-8:] in cards[0]
+    assert "· converged · seed 0" in cards[1] and conv[-8:] in cards[1]
+    # the older run finishes: the cards keep their places (not re-sorted by state)
+    store._set_status(paper, status="completed", iteration=1000)
+    at.run()
+    assert _cards(at)[0].count(paper[-8:]) == 1 and conv[-8:] in _cards(at)[1]
+    # Stop acts on the run its card names, and the page says which one it stopped
+    at.button(key=f"stop_{conv}").click().run()
+    assert not at.exception
+    assert RunStore().get(conv).status == "stopped" and RunStore().get(paper).status == "completed"
+    said = " ".join(s.value for s in at.success)
+    assert f"Stopped RIM (paper's method) · converged · seed 0 (run {conv[-8:]}) before it started." in said
