@@ -313,16 +313,15 @@ with c1:
                                  help="optimiser steps (paper: 1,000)")
     batch_size = st.number_input("Batch size", step=10, key="train_batch",
                                  help="images per step (paper: 100)")
-with c2:
     optimizer = st.selectbox("Optimiser", OPTIMIZERS, key="train_optimizer", format_func={"sgd": "SGD", "adam": "Adam"}.get)
     lr = st.number_input("Learning rate", step=0.001, format="%.4f", key="train_lr",
                          help="paper: SGD with 0.1")
+with c2:
     momentum = st.number_input("Momentum (SGD)", step=0.1, format="%.2f",
                                key="train_momentum", disabled=optimizer != "sgd",
                                help="0 = the paper's plain SGD")
     schedule = st.selectbox("Learning-rate schedule", SCHEDULES, key="train_schedule",
                             format_func={"none": "constant", "cosine": "cosine to 0", "step": "step decay"}.get)
-with c3:
     val_images = st.number_input("Validation images (from the training data)",
                                  step=1000, min_value=0, key="train_val",
                                  help="Held out from training; the weights with the best validation accuracy are "
@@ -330,6 +329,7 @@ with c3:
     patience = st.number_input("Early stop after evaluations without improvement",
                                min_value=0, key="train_patience", disabled=not val_images,
                                help="0 = never stop early")
+with c3:
     clip_on = st.checkbox("Clip gradients", key="train_clip_on",
                           help="Limit the global gradient norm (the paper does not clip)")
     grad_clip = st.number_input("Max gradient norm", step=0.5,
@@ -346,8 +346,8 @@ with c3:
     holdout = True
     if dataset == "mnist":
         holdout = st.checkbox("Hold out the bundled sample", key="train_holdout",
-                              help="Leave out MNIST training images 0..9,999: the per-image pages "
-                                   "use them, so a model never saw them")
+                              help="Leave out MNIST training images 0 to 9,999: the bundled 1,000-image sample "
+                                   "that the per-image pages show was cut from them, so no model has trained on it")
 
 with st.expander("More settings"):
     m1, m2, m3 = st.columns(3)
@@ -486,6 +486,8 @@ def live_view() -> None:
     fstore = RunStore()
     fstore.pump()
     runs = fstore.list_runs()
+    if active_now != any(r.active for r in runs):
+        st.rerun()  # everything finished, or a run was resumed: redraw the page, polling off or on
     mine = [r for r in runs if r.owner == owner]
     others = [r for r in runs if r.owner != owner]
     st.subheader("Your runs")
@@ -508,8 +510,6 @@ def live_view() -> None:
             live = [r for r in others if r.active]
             if live:
                 show_runs(fstore, live, editable=False, key="others")
-    if active_now != any(r.active for r in runs):
-        st.rerun()  # everything finished, or a run was resumed: redraw the page, polling off or on
 
 
 sync_url(URL_STATE)  # before the live view, which reruns itself while runs are active

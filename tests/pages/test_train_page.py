@@ -361,3 +361,21 @@ def test_cards_name_their_protocol_keep_their_order_and_stop_says_which_run(home
     assert RunStore().get(conv).status == "stopped" and RunStore().get(paper).status == "completed"
     said = " ".join(s.value for s in at.success)
     assert f"Stopped RIM (paper's method) · converged · seed 0 (run {conv[-8:]}) before it started." in said
+
+
+def test_held_out_sentence_says_why_without_nested_brackets_or_paths(home, monkeypatch):
+    """The original 60,000-image MNIST: the caption says how many images train, which are held
+    out and why, in one plain sentence; the folder only in its tooltip."""
+    import core.data as data
+
+    held, note = data._mnist_holdout(data.MNIST_TRAIN_SIZE, True)
+    assert held
+    monkeypatch.setattr(data, "training_data_plan", lambda *a, **k: data.DataPlan(
+        "npz folder (/somewhere/data/mnist)", data.MNIST_TRAIN_SIZE - 10_000, note))
+    at = run_page("7" * 16)
+    assert not at.exception
+    cap = next(c for c in at.caption if c.value.startswith("Training data:"))
+    assert "50,000 training images" in cap.value and "0 to 9,999 held out" in cap.value
+    assert "1,000 images of the bundled sample" in cap.value and "were cut from these 10,000" in cap.value
+    assert "(" not in cap.value and "/somewhere" not in cap.value
+    assert "/somewhere/data/mnist" in cap.proto.help
