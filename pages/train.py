@@ -377,8 +377,10 @@ with st.expander("Initialisation and ablations"):
     forget_bias = a1.number_input("Forget-gate bias", step=0.5,
                                   key="train_forget_bias", help="RIM, parallel LSTMs and RMC; default 1 for all")
     selection = a2.selectbox("RIM: who is active", ["attention", "random", "all"], key="train_selection",
-                             format_func={"attention": "attention picks k (paper)",
-                                          "random": "k at random (ablation)", "all": "all (ablation)"}.get)
+                             format_func={"attention": "attention (paper)", "random": "random k (ablation)",
+                                          "all": "all (ablation)"}.get,
+                             help="attention: the input attention picks the k active LSTMs (the paper); random: k "
+                                  "drawn at random each row (ablation); all: every LSTM active (ablation)")
     k_active = a3.number_input("RIM: active LSTMs k", min_value=1,
                                max_value=int(_rim["num_units"]), key="train_k_active")
     alpha = a4.number_input("RIM: communication share alpha", step=0.05,

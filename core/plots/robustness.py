@@ -103,12 +103,12 @@ def mark_current(fig: go.Figure, x: float, label: str = "current") -> go.Figure:
     fig.layout.annotations = [a for a in fig.layout.annotations if a.name != "current"]
     fig.add_shape(type="line", xref="x", yref="paper", x0=x, x1=x, y0=0, y1=1, name="current",
                   line=dict(color="#000000", width=1.5))
-    # one line below the reference's label (top line), and on the side of the line with room:
+    # a line below the reference's label (top line, with a gap), on the side of the line with room:
     # right of it in the left part of the plot, left of it near the right edge
     xs = [v for tr in fig.data for v in (tr.x if tr.x is not None else ()) if v is not None]
     right_edge = bool(xs) and x > min(xs) + 0.75 * (max(xs) - min(xs))
     fig.add_annotation(x=x, xref="x", y=1, yref="paper", text=label, name="current", showarrow=False,
-                       xanchor="right" if right_edge else "left", yanchor="top", yshift=-18,
+                       xanchor="right" if right_edge else "left", yanchor="top", yshift=-26,
                        xshift=-3 if right_edge else 3, font=dict(size=11), bgcolor="rgba(255,255,255,0.8)")
     return fig
 
