@@ -1,6 +1,7 @@
 # RIMscope: the two commands of the README, and the longer jobs.
 #   make app    set up (first time) and start the dashboard
 #   make test   set up (first time) and run the tests (unit, pages, browser)
+#   make lint   ruff over core pages tests bench app.py (CI runs it before the tests)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python

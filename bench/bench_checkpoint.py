@@ -1,4 +1,4 @@
-"""What the training checkpoints (core.resume) cost: time per checkpoint and share of a run.
+"""What the training checkpoints (core.training.state) cost: time per checkpoint and share of a run.
 
 Run from the repository root::
 
@@ -8,7 +8,7 @@ Run from the repository root::
 For every model at its default size, on synthetic MNIST-shaped data (50,000 uint8 training
 images of 28x28, as MNIST after the bundled sample is held out; made in-process), with one
 torch thread, it trains ``--iterations`` iterations (default 50) of the paper protocol (SGD,
-lr 0.1, batch 100) through ``core.train.train`` with a checkpoint every ``--every``
+lr 0.1, batch 100) through ``core.training.loop.train`` with a checkpoint every ``--every``
 iterations, and reports:
 
 * **ms / iteration**: the mean of iterations 2..N without the checkpoint writes;
@@ -42,10 +42,11 @@ if __package__ in (None, ""):  # run as a script: python bench/bench_checkpoint.
 import numpy as np
 import torch
 
-from core import resume as R
-from core.data import LoadedData
-from core.models import list_models
-from core.train import TrainConfig, train
+from core.data.datasets import LoadedData
+from core.models.registry import list_models
+from core.training import state
+from core.training.config import TrainConfig
+from core.training.loop import train
 
 PROTOCOL_ITERATIONS = 1000
 
@@ -79,18 +80,18 @@ def measure(model: str, tr: LoadedData, te: LoadedData, iterations: int, every: 
                       eval_samples=100, noise_draws=0, threads=1, holdout_sample=False, checkpoint_every=every,
                       checkpoint_every_s=0, **kw)
     events = []
-    res = train(cfg, tr, te, callback=events.append, checkpoint_dir=folder)
+    res = train(cfg, tr, te, callback=events.append, state_dir=folder)
     its = {e["iteration"]: e["elapsed_s"] for e in events if e["kind"] == "iter"}
     ck = [e for e in events if e["kind"] == "checkpoint"]
     assert all(e["ok"] for e in ck), ck
     ck_s = [e["seconds"] for e in ck]
     ms = (its[iterations] - its[1] - sum(ck_s)) / (iterations - 1) * 1000
-    newest = R.list_states(folder)[0][1]
+    newest = state.list_states(folder)[0][1]
     size = newest.stat().st_size + newest.with_suffix(".safetensors").stat().st_size
     t = time.perf_counter()
-    R.latest_state(folder)
+    state.latest_state(folder)
     read_s = time.perf_counter() - t
-    R.remove_states(folder)
+    state.remove_states(folder)
     return {"model": model, "optimizer": optimizer, "parameters": res.metrics["parameters"],
             "ms_per_iteration": ms, "checkpoint_s": statistics.median(ck_s), "checkpoints_timed": len(ck_s),
             "checkpoint_bytes": size, "read_s": read_s}

@@ -8,8 +8,8 @@ Run from the repository root (needs ``pip install -r requirements-scale.txt``)::
 The same small grid (fashion_mnist and cifar10 x parallel_lstm and indrnn at their default
 sizes x seeds 0 1, noise_draws 1, on tiny synthetic data written to a temporary folder) is
 trained into a fresh folder by each engine with 2 workers / 2 CPUs and the local pool's
-thread count per cell: ``core.reproduce.run_grid`` (process pool) and
-``core.engine.run_grid_ray`` on a local Ray. For Ray it reports ``ray.init`` (start of the
+thread count per cell: ``core.grid.local.run_grid`` (process pool) and
+``core.grid.ray.run_grid_ray`` on a local Ray. For Ray it reports ``ray.init`` (start of the
 local Ray), the grid itself and ``ray.shutdown`` separately; the totals include everything
 from the call to the last result. Prints the times and the ratio Ray / local pool.
 Other work on the machine slows both sides: the load average is printed with the times.
@@ -30,7 +30,8 @@ if __package__ in (None, ""):  # run as a script: python bench/bench_engines.py
 
 import numpy as np
 
-from core import engine, reproduce
+from core.grid import local as reproduce
+from core.grid import ray as engine
 
 DATASETS = ["fashion_mnist", "cifar10"]
 MODELS = ["parallel_lstm", "indrnn"]

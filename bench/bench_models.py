@@ -16,12 +16,12 @@ What it measures, for every model (rim, parallel_lstm, entnet, rmc, indrnn):
   10)`` in the same process and thread count. The ratio is the median over pairs of
   (model time / reference time) taken back to back, so slow phases of a busy machine hit
   both sides of a pair; CPU-time ratios are reported as well.
-* **protocol**: wall time of the paper's training protocol through ``core.train.train``
+* **protocol**: wall time of the paper's training protocol through ``core.training.loop.train``
   (SGD lr 0.1, batch 100, 1,000 iterations unless ``--protocol-iterations`` says otherwise)
   on synthetic MNIST-shaped data (uint8 ``[N, 28, 28]``, made in-process: no data files).
 * **trace**: latency of tracing one image, ``model(x[None], return_trace=True)`` (median).
 * **noise**: evaluating 1,000 test images with Gaussian noise (variance 0.01) through
-  ``core.evaluate.noisy_accuracy`` with one draw (noise generation included).
+  ``core.eval.predict.noisy_accuracy`` with one draw (noise generation included).
 
 Prints plain-text tables and writes JSON (default ``bench/results/latest.json``) with the
 machine (CPU model, cores, threads, torch version, date, load average). Other processes may
@@ -38,7 +38,7 @@ import platform
 import statistics
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: python bench/bench_models.py
@@ -49,10 +49,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from core.data import LoadedData, to_sequence
-from core.evaluate import noisy_accuracy
-from core.models import build_model, count_parameters, list_models
-from core.train import TrainConfig, train
+from core.data.datasets import LoadedData
+from core.data.transforms import to_sequence
+from core.eval.predict import noisy_accuracy
+from core.models.registry import build_model, count_parameters, list_models
+from core.training.config import TrainConfig
+from core.training.loop import train
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "latest.json"
 SHAPES = {"28x28x1": (28, 28), "32x32x3": (32, 96)}  # name -> (T rows, D features per row)
@@ -232,7 +234,7 @@ def machine_info() -> dict:
         "cpu": cpu, "cores": os.cpu_count(), "platform": platform.platform(),
         "python": platform.python_version(), "torch": torch.__version__,
         "mkldnn": bool(torch.backends.mkldnn.is_available()),
-        "date": datetime.now(timezone.utc).astimezone().isoformat(timespec="seconds"),
+        "date": datetime.now(UTC).astimezone().isoformat(timespec="seconds"),
         "load_average_start": load, "note": LOAD_NOTE,
     }
 
@@ -263,7 +265,7 @@ def format_tables(result: dict) -> str:
             its = run["protocol"][0]["iterations"]
             note = "" if its == 1000 else f"  (SHORTENED: {its} iterations instead of the protocol's 1,000)"
             out.append("")
-            out.append(f"Paper protocol via core.train.train (SGD lr 0.1, batch 100, synthetic MNIST-shaped data){note}")
+            out.append(f"Paper protocol via core.training.loop.train (SGD lr 0.1, batch 100, synthetic MNIST-shaped data){note}")
             out.append(f"{'model':14s} {'iterations':>10s} {'wall s':>9s} {'ms/iter':>9s} {'status':>10s}")
             for r in run["protocol"]:
                 out.append(f"{r['model']:14s} {r['iterations_done']:10d} {r['wall_s']:9.1f} {r['ms_per_iteration']:9.1f} {r['status']:>10s}")

@@ -37,7 +37,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -280,7 +280,7 @@ def main(argv=None) -> dict:
     if not os.access(CHROMIUM, os.X_OK):
         sys.exit(f"no Chromium at {CHROMIUM}: run scripts/install_browser.sh")
     result = {"machine": {"cores": os.cpu_count(), "platform": platform.platform(),
-                          "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                          "date": datetime.now(UTC).isoformat(timespec="seconds"),
                           "load_average_start": list(os.getloadavg())},
               "reps": args.reps, "settings": {}}
     for g in args.gc:

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import paths
-from .checkpoint import load_checkpoint
 from .errors import CheckpointError
-from .fmt import dataset_title, model_label
-from .models import DEFAULT_MODEL
+from .models.registry import DEFAULT_MODEL
+from .report.fmt import dataset_title, model_label
+from .training.weights import load_checkpoint
 
 DEFAULT_DATASET = "mnist"  # with DEFAULT_MODEL: the featured model, the pages' first choice
 DEFAULT_PROTOCOL = "converged"  # the shipped models the pages prefer
@@ -39,7 +39,7 @@ class ModelEntry:
 
     @property
     def display(self) -> str:
-        """The one name of this model on every page (``core.fmt.model_label``)."""
+        """The one name of this model on every page (``core.report.fmt.model_label``)."""
         return self.label or model_label(self.model, self.protocol, self.seed, self.source, self.run_id)
 
     @property
@@ -93,7 +93,8 @@ def run_entries(dataset: str | None = None, store=None) -> list[ModelEntry]:
     follow its schedule to the end.
     """
     try:
-        from .runs import WITH_WEIGHTS, RunStore
+        from .runs.schema import WITH_WEIGHTS
+        from .runs.store import RunStore
     except ImportError:  # run store not available: pretrained only
         return []
     store = store or RunStore()
@@ -111,14 +112,14 @@ def run_entries(dataset: str | None = None, store=None) -> list[ModelEntry]:
 
 
 def run_protocol(run) -> str:
-    """The protocol a run's settings follow (``core.config.protocol_of``)."""
-    from .config import protocol_of
+    """The protocol a run's settings follow (``core.training.config.protocol_of``)."""
+    from .training.config import protocol_of
 
     return protocol_of(run.config)
 
 
 def run_label(run, source: str | None = None) -> str:
-    """A run's one display name (``core.fmt.model_label``): its Train card, its Models row,
+    """A run's one display name (``core.report.fmt.model_label``): its Train card, its Models row,
     its chart legend and any message about it say the same."""
     if source is None:
         source = "uploaded" if run.status == "uploaded" else "trained"

@@ -5,12 +5,14 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from core.data import DATASETS
-from core.fmt import dataset_title as _ds_title
-from core.fmt import method_title, reproduction_tables, runs_frame
-from core.plots import ERROR_METRICS, curves_overlay, curves_small_multiples, error_bar_figure, method_order
-from core.reproduce import DATASET_ORDER, PAPER
-from core.stats import mean_sd
+from core.data.datasets import DATASETS
+from core.report.fmt import dataset_title as _ds_title
+from core.report.fmt import method_title, reproduction_tables, runs_frame
+from core.report.paper import DATASET_ORDER, PAPER
+from core.report.plots.comparison import ERROR_METRICS, error_bar_figure
+from core.report.plots.style import method_order
+from core.report.plots.training import curves_overlay, curves_small_multiples
+from core.report.stats import mean_sd
 from pages import ui
 from pages.ui import SCHEDULES, figure_downloads, load_curves, load_summary, reproduce_hint, schedules_available
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from core import analysis, plots
-from core.data import DATASETS
+from core.data.datasets import DATASETS
 from core.errors import DataUnavailableError, InputImageError
-from core.fmt import source_parts
-from core.models import TraceSchema, get_spec
+from core.eval import points
+from core.models.registry import TraceSchema, get_spec
+from core.report.fmt import source_parts
+from core.report.plots import style, traces
 from pages import ui
 
 STATS_SIZES = (200, 500, 1000)
@@ -24,37 +25,37 @@ CHART = {"displayModeBar": False}
 @st.cache_data(max_entries=256, show_spinner=False)
 def _trace(_model, model_key: str, mtime: float, image: np.ndarray):
     """Probabilities and the full per-timestep trace of one image (sliced per step later)."""
-    from core.evaluate import trace_one
+    from core.eval.predict import trace_one
 
     return trace_one(_model, image)
 
 
 @st.cache_data(max_entries=512, show_spinner=False)
 def _proba(_model, model_key: str, mtime: float, image: np.ndarray) -> np.ndarray:
-    from core.evaluate import predict_proba
+    from core.eval.predict import predict_proba
 
     return predict_proba(_model, np.asarray(image)[None])[0]
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def _subset_probs(_model, model_key: str, mtime: float, data_key: str, _images, n: int):
-    idx = analysis.fixed_subset(len(_images), n, seed=0)
-    probs, _ = analysis.run_batched(_model, _images[idx])
+    idx = points.fixed_subset(len(_images), n, seed=0)
+    probs, _ = points.run_batched(_model, _images[idx])
     return idx, probs
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def _stats(_model, model_key: str, mtime: float, data_key: str, _images, _labels, n: int, num_classes: int):
-    idx = analysis.fixed_subset(len(_images), n, seed=0)
-    return analysis.activation_stats(_model, _images[idx], _labels[idx], num_classes)
+    idx = points.fixed_subset(len(_images), n, seed=0)
+    return points.activation_stats(_model, _images[idx], _labels[idx], num_classes)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def _selection(_model, model_key: str, mtime: float, data_key: str, _images, _labels, n: int):
-    """What the attention does (core.selection) for the model and its random-selection twin."""
-    from core import selection
+    """What the attention does (core.eval.selection) for the model and its random-selection twin."""
+    from core.eval import selection
 
-    idx = analysis.fixed_subset(len(_images), n, seed=0)
+    idx = points.fixed_subset(len(_images), n, seed=0)
     return (selection.selection_report(_model, _images[idx], _labels[idx]),
             selection.selection_report(selection.random_twin(_model), _images[idx], _labels[idx]))
 
@@ -83,7 +84,7 @@ def selection_view(dataset: str, entry, model, data, n: int) -> None:
                    f"(at most {rep_.max_bits:.2f} bits). Random twin: {rnd.information_bits:.3f} bits.")
     m = rep_.margins[np.isfinite(rep_.margins)]
     if len(m):
-        fig = go.Figure(go.Histogram(x=m, nbinsx=50, marker_color=plots.method_color(entry.model)))
+        fig = go.Figure(go.Histogram(x=m, nbinsx=50, marker_color=style.method_color(entry.model)))
         fig.update_layout(title=f"Selection margin over {rep_.images} images x rows", height=260,
                           xaxis_title=f"attention weight of LSTM ranked {rep_.k} − ranked {rep_.k + 1}",
                           yaxis_title="rows", margin=dict(l=10, r=10, t=40, b=10))
@@ -131,7 +132,7 @@ def _pick_test_image(dataset: str, model, entry, data):
         with st.spinner(f"Finding the mistakes of {entry.display} on {min(n, MISCLASSIFIED_POOL)} test images…"):
             idx, probs = _subset_probs(model, entry.key, ui.entry_mtime(entry), _data_key(dataset, data),
                                        data.images, MISCLASSIFIED_POOL)
-        wrong = idx[analysis.misclassified(probs, data.labels[idx])]
+        wrong = idx[points.misclassified(probs, data.labels[idx])]
         if len(wrong) == 0:
             st.success(f"{entry.display} classifies all {len(idx)} images of the subset correctly.")
             return None
@@ -206,8 +207,8 @@ def _timeline(image: np.ndarray, trace: dict, unit_names: list, schema: TraceSch
     held = st.session_state.get("_mech_timeline")
     if held is not None and held[0] == cache_key:
         return held[1]
-    panels = plots.trace_panels(trace, unit_names, schema, heads=heads)
-    fig = plots.timeline_figure(image, panels)
+    panels = traces.trace_panels(trace, unit_names, schema, heads=heads)
+    fig = traces.timeline_figure(image, panels)
     st.session_state["_mech_timeline"] = (cache_key, fig)
     return fig
 
@@ -234,7 +235,7 @@ def _timestep_view(image: np.ndarray, trace: dict, unit_names: list, schema: Tra
     c_img.image(_framed_row(image, t), caption=f"row {t} of {T}, framed")
     if schema.has(trace, "comm_attention"):
         mask = schema.get(trace, "mask")
-        c_comm.plotly_chart(plots.comm_attention_figure(schema.get(trace, "comm_attention")[t - 1], unit_names,
+        c_comm.plotly_chart(traces.comm_attention_figure(schema.get(trace, "comm_attention")[t - 1], unit_names,
                                                         None if mask is None else mask[t - 1], t=t, height=300),
                             key="mech_comm", config=CHART)
     with c_text:
@@ -243,7 +244,7 @@ def _timestep_view(image: np.ndarray, trace: dict, unit_names: list, schema: Tra
             st.caption(schema.step_note)
         heads = schema.has(trace, "input_heads") and st.checkbox("Show each input-attention head", key="mech_heads")
     fig = _timeline(image, trace, unit_names, schema, heads, cache_key + (heads,))
-    st.plotly_chart(plots.mark_step(fig, t), key="mech_timeline", config=CHART)
+    st.plotly_chart(traces.mark_step(fig, t), key="mech_timeline", config=CHART)
 
 
 # --------------------------------------------------------------------------- views
@@ -305,7 +306,7 @@ def one_input_view(dataset: str, entry, model, compared: dict) -> None:
             st.caption(f"What the model sees: {what}, {info.image_shape[0]}x{info.image_shape[1]}"
                        + ("" if grey else " RGB") + (f", true class {classes[label]}" if label is not None else ""))
         with c_pred:
-            st.plotly_chart(plots.probability_figure(rows, classes, true_class=label, height=300),
+            st.plotly_chart(traces.probability_figure(rows, classes, true_class=label, height=300),
                             key="mech_probs", config=CHART)
         if rows:
             st.caption(" · ".join(f"{r['label']}: **{classes[int(np.argmax(r['probs']))]}** "
@@ -379,12 +380,12 @@ def dataset_view(dataset: str, entry, model, all_entries=()) -> None:
     else:
         z, cb, div = stats.by_class, short, False
     left, right = st.columns(2)
-    left.plotly_chart(plots.unit_heatmap(z, classes, units, x_title="class", colorbar=cb, diverging=div,
+    left.plotly_chart(traces.unit_heatmap(z, classes, units, x_title="class", colorbar=cb, diverging=div,
                                          zmin=zmin, zmax=zmax, annotate=True,
                                          title="per class"), key="mech_stats_class", config=CHART)
     row_z = stats.by_row - stats.overall[None, :] if relative else stats.by_row
-    right.plotly_chart(plots.unit_heatmap(row_z, list(range(1, row_z.shape[0] + 1)), units,
-                                          x_title=plots.TIMESTEP_AXIS, colorbar=cb, diverging=div,
+    right.plotly_chart(traces.unit_heatmap(row_z, list(range(1, row_z.shape[0] + 1)), units,
+                                          x_title=style.TIMESTEP_AXIS, colorbar=cb, diverging=div,
                                           zmin=zmin, zmax=zmax, title="per row"),
                        key="mech_stats_row", config=CHART)
     prefs = stats.preferences(classes)

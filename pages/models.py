@@ -8,11 +8,11 @@ import pandas as pd
 import streamlit as st
 
 from core.catalog import featured_entry
-from core.data import DATASETS
+from core.data.datasets import DATASETS
 from core.errors import CheckpointError
-from core.fmt import dataset_title as _ds_title
-from core.fmt import params, pct, pct_value, protocol_title
-from core.plots import method_title, run_curves_figure
+from core.report.fmt import dataset_title as _ds_title
+from core.report.fmt import method_title, params, pct, pct_value, protocol_title
+from core.report.plots.training import run_curves_figure
 from pages.ui import (
     MAX_UPLOAD_MB,
     check_upload,
@@ -28,7 +28,7 @@ ALL = "All data sets"
 
 
 def _label(entry) -> str:
-    return entry.display_with_dataset  # the one name of a model (core.fmt.model_label), data set first
+    return entry.display_with_dataset  # the one name of a model (core.report.fmt.model_label), data set first
 
 
 def _run_info(entry):

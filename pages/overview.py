@@ -5,11 +5,12 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from core.data import DATASETS, SOURCES, available_sources
-from core.fmt import protocol_title
-from core.models import DEFAULT_MODEL, config_fields, get_spec, list_models, parameter_counts
+from core.data.datasets import DATASETS, SOURCES, available_sources
+from core.models.registry import DEFAULT_MODEL, config_fields, get_spec, list_models, parameter_counts
 from core.paths import ROOT
-from core.plots import INPUT_SHAPES, method_color, method_title, parameter_bar_figure
+from core.report.fmt import method_title, protocol_title
+from core.report.plots.comparison import INPUT_SHAPES, parameter_bar_figure
+from core.report.plots.style import method_color
 from pages.ui import SCHEDULES, entry_metadata, manifest, model_entries, schedules_available, show_error
 
 DIAGRAM = ROOT / "assets" / "diagram.svg"

@@ -5,11 +5,16 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from core import analysis, curves, paths, plots
-from core.data import DATASETS, add_noise, stretch_rows
+from core import paths
+from core.data.datasets import DATASETS
+from core.data.transforms import add_noise, stretch_rows
 from core.errors import DataUnavailableError
-from core.fmt import short_method_title, source_parts
-from core.models import is_method, trace_schema
+from core.eval import curves
+from core.eval.points import EvalPoint, activation_change, fixed_subset, noisy_eval, stretch_eval
+from core.eval.scorer import Scorer
+from core.models.registry import is_method, trace_schema
+from core.report.fmt import short_method_title, source_parts
+from core.report.plots import robustness, traces
 from pages import ui
 
 # test images every method is scored on (fixed subset, seed 0); smaller on a slow machine
@@ -46,23 +51,23 @@ def _weights_hash(path: str, mtime: float) -> str:
 
 # cache_resource: results are read-only, and handing out the same object (no copy) keeps a
 # slider move cheap even when the curve needs 21 points x 5 models from the cache
+# ``ident`` (model key, weights mtime, data key; Scorer.ident) is what the cache keys on: the
+# model and the images themselves are not hashed (leading underscore)
 @st.cache_resource(max_entries=4000, show_spinner=False)
-def _noise_point(_model, model_key: str, mtime: float, data_key: str, _images, _labels, kind: str,
-                 strength: float, with_activity: bool, seed: int) -> analysis.EvalPoint:
-    return analysis.noise_point(_model, model_key, mtime, data_key, _images, _labels, kind, strength,
-                                with_activity, seed)
+def _noise_point(ident: tuple, _model, _images, _labels, kind: str, strength: float, with_activity: bool,
+                 seed: int) -> EvalPoint:
+    return noisy_eval(_model, _images, _labels, kind, strength, seed, with_activity=with_activity)
 
 
 @st.cache_resource(max_entries=1000, show_spinner=False)
-def _stretch_point(_model, model_key: str, mtime: float, data_key: str, _images, _labels,
-                   factor: float) -> analysis.EvalPoint:
-    return analysis.stretch_point(_model, model_key, mtime, data_key, _images, _labels, factor)
+def _stretch_point(ident: tuple, _model, _images, _labels, factor: float) -> EvalPoint:
+    return stretch_eval(_model, _images, _labels, factor)
 
 
 @st.cache_data(max_entries=512, show_spinner=False)
 def _one(_model, model_key: str, mtime: float, image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Class probabilities and per-timestep activity of one image: one forward pass for both."""
-    from core.evaluate import trace_one
+    from core.eval.predict import trace_one
 
     probs, trace = trace_one(_model, image)
     return probs, trace["activity"]
@@ -78,16 +83,16 @@ def _active(model, model_key: str, mtime: float, image: np.ndarray) -> np.ndarra
 
 @st.cache_resource(max_entries=8, show_spinner=False)
 def _subset(data_key: str, _data) -> tuple[np.ndarray, np.ndarray]:
-    idx = analysis.fixed_subset(len(_data), SUBSET, seed=0)
+    idx = fixed_subset(len(_data), SUBSET, seed=0)
     return np.ascontiguousarray(_data.images[idx]), np.ascontiguousarray(_data.labels[idx])
 
 
-def make_scorer(dataset: str, data, models: dict) -> analysis.Scorer:
-    """``core.analysis.Scorer`` over this page's caches: points computed once per session."""
+def make_scorer(dataset: str, data, models: dict) -> Scorer:
+    """``core.eval.scorer.Scorer`` over this page's caches: points computed once per session."""
     key = f"{dataset}|{data.source}|{len(data)}|{SUBSET}"
     images, labels = _subset(key, data)
     pre = paths.pretrained_dir()
-    return analysis.Scorer(key, images, labels, models, shipped=_shipped(str(pre), ui.mtime(pre / curves.FILE)),
+    return Scorer(key, images, labels, models, shipped=_shipped(str(pre), ui.mtime(pre / curves.FILE)),
                            seed=SEED, noise_fn=_noise_point, stretch_fn=_stretch_point, weights_hash=_weights_hash)
 
 
@@ -171,13 +176,13 @@ def _predictions(models: dict, classes: list, image, changed, label, *, key: str
         rows_b.append({"label": entry.display, "method": method, "probs": _proba(model, entry.key, mt, image)})
         rows_c.append({"label": entry.display, "method": method, "probs": _proba(model, entry.key, mt, changed)})
     pc, pt = st.columns([3, 2])
-    pc.plotly_chart(plots.probability_figure(rows_c, classes, true_class=label, height=280), key=key, config=CHART)
+    pc.plotly_chart(traces.probability_figure(rows_c, classes, true_class=label, height=280), key=key, config=CHART)
     with pt:
         st.caption(caption)
         _prediction_table(rows_b, rows_c, classes, what, base=base)
 
 
-def _error_metrics(scorer: analysis.Scorer | None, dataset: str, heading: str, spinner: str, base_of, here_of,
+def _error_metrics(scorer: Scorer | None, dataset: str, heading: str, spinner: str, base_of, here_of,
                    suffix: str, versus: str = "clean") -> bool:
     """Each model's test error here (``here_of(method)``) against ``base_of(method)``; False
     (after saying so) when there is no test set to score on."""
@@ -206,7 +211,7 @@ def _error_metrics(scorer: analysis.Scorer | None, dataset: str, heading: str, s
 # --------------------------------------------------------------------------- noise tab
 
 
-def noise_view(dataset: str, data, scorer: analysis.Scorer | None, models: dict) -> None:
+def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
     info = DATASETS[dataset]
     classes = list(info.classes)
     c_kind, c_level, c_btn = st.columns([1, 3, 1], vertical_alignment="bottom")
@@ -270,12 +275,12 @@ def noise_view(dataset: str, data, scorer: analysis.Scorer | None, models: dict)
             fill([(scorer.curve_noise, (m, kind, s)) for s in GRID for m in models],
                  f"Scoring {len(models)} models at {len(GRID)} noise levels")
             lines = _error_lines(scorer, lambda m: scorer.noise_curve(m, kind, GRID))
-            return plots.error_curve_figure(lines, x_title=f"{title} noise {param}",
+            return robustness.error_curve_figure(lines, x_title=f"{title} noise {param}",
                                             reference=PAPER_VAR if kind == "gaussian" else None,
                                             reference_label="paper (0.01)")
 
         fig = _memo("_rb_noise_curve", scorer.signature(kind), build)
-        st.plotly_chart(plots.mark_current(fig, strength), key="rb_curve", config=CHART)
+        st.plotly_chart(robustness.mark_current(fig, strength), key="rb_curve", config=CHART)
         st.caption("Bands: 95% intervals (Wilson) of each error on this subset.")
 
     # how a selection mask shifts (the models whose activity is a binary mask)
@@ -283,14 +288,14 @@ def noise_view(dataset: str, data, scorer: analysis.Scorer | None, models: dict)
         _mask_shift(scorer, method, picked, kind, strength, param, level)
 
 
-def _mask_shift(scorer: analysis.Scorer, method: str, picked, kind, strength, param, level) -> None:
+def _mask_shift(scorer: Scorer, method: str, picked, kind, strength, param, level) -> None:
     entry, model = scorer.models[method]
     suffix = "" if is_method(method) else f"_{method}"  # widget keys: the method's keep their old names
     st.subheader(f"How {short_method_title(method)}'s active mask shifts under noise")
     mt = ui.entry_mtime(entry)
     clean_pt = scorer.noise(method, "gaussian", 0.0)
     here_pt = scorer.noise(method, kind, strength)
-    subset_change = analysis.activation_change(clean_pt.activity, here_pt.activity)
+    subset_change = activation_change(clean_pt.activity, here_pt.activity)
     c1, c2 = st.columns([3, 1])
     with c2:
         if picked is not None:
@@ -298,7 +303,7 @@ def _mask_shift(scorer: analysis.Scorer, method: str, picked, kind, strength, pa
             noisy = add_noise(image[None], kind, strength, seed=SEED)[0]
             a_clean = _active(model, entry.key, mt, image)
             a_noisy = _active(model, entry.key, mt, noisy)
-            one = analysis.activation_change(a_clean, a_noisy)
+            one = activation_change(a_clean, a_noisy)
             st.metric("Changed on this image", f"{one.fraction * 100:.1f}%",
                       help="share of (row, LSTM) activations that differ between clean and noisy input")
         st.metric(f"Changed over {here_pt.n} test images", f"{subset_change.fraction * 100:.1f}%",
@@ -307,27 +312,27 @@ def _mask_shift(scorer: analysis.Scorer, method: str, picked, kind, strength, pa
         st.caption(f"Most changes at row {worst} ({subset_change.per_row[worst - 1] * 100:.0f}% of activations).")
     with c1:
         if picked is not None:
-            st.plotly_chart(plots.mask_shift_figure(a_clean, a_noisy, list(model.unit_names),
+            st.plotly_chart(robustness.mask_shift_figure(a_clean, a_noisy, list(model.unit_names),
                                                     labels=("clean", level)), key="rb_mask" + suffix, config=CHART)
     if param is not None:
         def build():
             c = scorer.noise_curve(method, kind, GRID, shipped=False, flips=True)
             if c.flips is None:
                 return None
-            return plots.error_curve_figure(
+            return robustness.error_curve_figure(
                 [{"label": f"{entry.display}: activations changed", "method": method, "x": c.x, "y": c.flips}],
                 x_title=f"noise {param}", y_title="activations changed vs clean (%)",
                 reference=PAPER_VAR if kind == "gaussian" else None, reference_label="paper (0.01)", height=280)
 
         fig = _memo("_rb_flip_curve" + suffix, scorer.signature(kind), build)
         if fig is not None:
-            st.plotly_chart(plots.mark_current(fig, strength), key="rb_flips", config=CHART)
+            st.plotly_chart(robustness.mark_current(fig, strength), key="rb_flips", config=CHART)
 
 
 # --------------------------------------------------------------------------- stretch tab
 
 
-def stretch_view(dataset: str, data, scorer: analysis.Scorer | None, models: dict) -> None:
+def stretch_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
     info = DATASETS[dataset]
     classes = list(info.classes)
     H = info.image_shape[0]
@@ -362,14 +367,14 @@ def stretch_view(dataset: str, data, scorer: analysis.Scorer | None, models: dic
         fill([(scorer.curve_stretch, (m, f)) for f in FACTORS for m in models],
              f"Scoring {len(models)} models at {len(FACTORS)} stretch factors")
         lines = _error_lines(scorer, lambda m: scorer.stretch_curve(m, FACTORS))
-        return plots.error_curve_figure(lines, x_title="vertical stretch factor (1 = training length)",
+        return robustness.error_curve_figure(lines, x_title="vertical stretch factor (1 = training length)",
                                         reference=1.0, reference_label="training length")
 
     fig = _memo("_rb_stretch_curve", scorer.signature("stretch"), build)
-    st.plotly_chart(plots.mark_current(fig, factor), key="rb_s_curve", config=CHART)
+    st.plotly_chart(robustness.mark_current(fig, factor), key="rb_s_curve", config=CHART)
 
 
-def _error_lines(scorer: analysis.Scorer, curve_of) -> list[dict]:
+def _error_lines(scorer: Scorer, curve_of) -> list[dict]:
     """One error line (with its 95% band) per compared model; ``curve_of(method)`` gives its curve."""
     lines = []
     for m, (e, _) in scorer.models.items():

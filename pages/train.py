@@ -13,15 +13,16 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
 from core.catalog import run_label, seconds_per_iteration
-from core.config import parse_seeds
-from core.data import DATASETS, DataPlan, how_to_get, training_data_plan
+from core.data.datasets import DATASETS, how_to_get
+from core.data.plan import SAMPLE_TRAIN, DataPlan, training_data_plan
 from core.errors import ConfigError, DataUnavailableError, RimscopeError
-from core.fmt import source_parts
-from core.models import DEFAULT_MODEL, config_fields, list_models
+from core.models.registry import DEFAULT_MODEL, config_fields, list_models
 from core.paths import pretrained_dir, runs_root
-from core.plots import method_color, method_title
-from core.runs import RESUMABLE, RunInfo, RunStore
-from core.train import AUGMENTS, OPTIMIZERS, PROTOCOLS, SAMPLE_TRAIN, SCHEDULES, TrainConfig
+from core.report.fmt import method_title, source_parts
+from core.report.plots.style import method_color
+from core.runs.schema import RESUMABLE, RunInfo
+from core.runs.store import RunStore
+from core.training.config import AUGMENTS, OPTIMIZERS, PROTOCOLS, SCHEDULES, TrainConfig, parse_seeds
 from pages.ui import (
     dataset_picker,
     keep_valid,

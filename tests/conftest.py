@@ -21,9 +21,9 @@ def _isolated_data_env(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("RIMSCOPE_HOME", str(home))
     monkeypatch.delenv("RIMSCOPE_ANIMALS10_DIR", raising=False)
     try:  # loaded data sets are cached per process; start every test with an empty cache
-        from core import data as _data
+        from core.data import datasets
 
-        _data._CACHE.clear()
+        datasets._CACHE.clear()
     except ImportError:
         pass
     yield data_dir

@@ -19,10 +19,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from core.models import build_model, model_config_dict
 from core.models.entnet import EntNetConfig
 from core.models.indrnn import IndRNNConfig
 from core.models.parallel_lstm import ParallelLSTMConfig
+from core.models.registry import build_model, model_config_dict
 
 
 # ----------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""core.analysis (activation statistics, noisy / stretched error, activation changes) and the
-figure builders of the Mechanisms and Robustness pages in core.plots.
+"""core.eval.points (activation statistics, noisy / stretched error, activation changes) and the
+figure builders of the Mechanisms and Robustness pages in core.report.plots.
 
 Models are tiny and freshly built (never trained); images are synthetic.
 """
@@ -11,9 +11,11 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
-from core import analysis, plots
-from core.evaluate import trace_one
-from core.models import build_model, get_spec, list_models
+from core.eval import points
+from core.eval.predict import trace_one
+from core.eval.scorer import Scorer
+from core.models.registry import build_model, get_spec, list_models
+from core.report.plots import robustness, style, traces
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -45,39 +47,39 @@ def images():
 
 
 def test_fixed_subset_is_seeded_sorted_and_bounded():
-    a = analysis.fixed_subset(1000, 500, seed=0)
+    a = points.fixed_subset(1000, 500, seed=0)
     assert len(a) == 500 and len(np.unique(a)) == 500
     assert np.all(np.diff(a) > 0) and a.min() >= 0 and a.max() < 1000
-    np.testing.assert_array_equal(a, analysis.fixed_subset(1000, 500, seed=0))
-    assert not np.array_equal(a, analysis.fixed_subset(1000, 500, seed=1))
-    np.testing.assert_array_equal(analysis.fixed_subset(300, 500), np.arange(300))
-    assert len(analysis.fixed_subset(0, 10)) == 0
+    np.testing.assert_array_equal(a, points.fixed_subset(1000, 500, seed=0))
+    assert not np.array_equal(a, points.fixed_subset(1000, 500, seed=1))
+    np.testing.assert_array_equal(points.fixed_subset(300, 500), np.arange(300))
+    assert len(points.fixed_subset(0, 10)) == 0
     with pytest.raises(ValueError):
-        analysis.fixed_subset(-1, 3)
+        points.fixed_subset(-1, 3)
 
 
 def test_run_batched_matches_unbatched_and_restores_mode(rim, images):
     x, _ = images
     rim.train()
-    p_small, act = analysis.run_batched(rim, x, with_activity=True, batch_size=7)
+    p_small, act = points.run_batched(rim, x, with_activity=True, batch_size=7)
     assert rim.training  # mode restored
     rim.eval()
-    p_big, _ = analysis.run_batched(rim, x, batch_size=1000)
+    p_big, _ = points.run_batched(rim, x, batch_size=1000)
     np.testing.assert_allclose(p_small, p_big, atol=1e-5)
     np.testing.assert_allclose(p_small.sum(1), 1, atol=1e-5)
     assert act.shape == (60, 28, 6)
     assert set(np.unique(act)) <= {0.0, 1.0}
     np.testing.assert_array_equal(act.sum(-1), 4)  # k = 4 of n = 6 active at every step
     with pytest.raises(ValueError):
-        analysis.run_batched(rim, x[:0])
+        points.run_batched(rim, x[:0])
 
 
 def test_error_interval_wilson():
-    lo, hi = analysis.error_interval(0, 100)
+    lo, hi = points.error_interval(0, 100)
     assert lo == 0 and 0 < hi < 0.05
-    lo, hi = analysis.error_interval(50, 100)
+    lo, hi = points.error_interval(50, 100)
     assert lo < 0.5 < hi and hi - lo == pytest.approx(0.19, abs=0.01)
-    assert all(np.isnan(analysis.error_interval(0, 0)))
+    assert all(np.isnan(points.error_interval(0, 0)))
 
 
 # the hand-written formulas these replaced (z = 1.96, t quantile from scipy.stats.t): the
@@ -90,15 +92,15 @@ WELCH_KNOWN = [(([1.2, 0.8, 1.5], [2.1, 2.9, 2.4, 2.2]), (-1.23333333, -1.951116
 
 @pytest.mark.parametrize("kn", list(WILSON_KNOWN))
 def test_wilson_interval_matches_the_old_formula(kn):
-    from core import stats
+    from core.report import stats
 
     assert stats.wilson_interval(*kn) == pytest.approx(WILSON_KNOWN[kn], abs=1e-5)
-    assert analysis.error_interval(*kn) == stats.wilson_interval(*kn)
+    assert points.error_interval(*kn) == stats.wilson_interval(*kn)
 
 
 @pytest.mark.parametrize("ab,known", WELCH_KNOWN)
 def test_welch_interval_matches_the_old_formula(ab, known):
-    from core import stats
+    from core.report import stats
 
     assert stats.welch_ci(*ab) == pytest.approx(known, abs=1e-7)
     d, lo, hi = stats.welch_ci([1.0, 1.0], [0.5, 0.5])  # no spread: the difference is exact
@@ -109,8 +111,8 @@ def test_welch_interval_matches_the_old_formula(ab, known):
 def test_misclassified_most_confident_first():
     probs = np.array([[0.9, 0.1], [0.2, 0.8], [0.4, 0.6], [0.7, 0.3]])
     labels = np.array([0, 0, 0, 1])
-    np.testing.assert_array_equal(analysis.misclassified(probs, labels), [1, 3, 2])
-    assert len(analysis.misclassified(probs, probs.argmax(1))) == 0
+    np.testing.assert_array_equal(points.misclassified(probs, labels), [1, 3, 2])
+    assert len(points.misclassified(probs, probs.argmax(1))) == 0
 
 
 # --------------------------------------------------------------------------- mechanisms
@@ -118,8 +120,8 @@ def test_misclassified_most_confident_first():
 
 def test_activation_stats_against_a_direct_computation(rim, images):
     x, y = images
-    stats = analysis.activation_stats(rim, x, y, num_classes=10)
-    _, act = analysis.run_batched(rim, x, with_activity=True)
+    stats = points.activation_stats(rim, x, y, num_classes=10)
+    _, act = points.run_batched(rim, x, with_activity=True)
     assert stats.by_class_row.shape == (10, 28, 6)
     np.testing.assert_allclose(stats.by_class_row[3], act[y == 3].mean(0), atol=1e-6)
     np.testing.assert_allclose(stats.by_row, act.mean(0), atol=1e-6)
@@ -137,8 +139,8 @@ def test_activation_stats_against_a_direct_computation(rim, images):
 def test_activation_stats_deterministic_and_missing_classes_are_nan(rim, images):
     x, y = images
     keep = y < 5
-    a = analysis.activation_stats(rim, x[keep], y[keep], num_classes=10)
-    b = analysis.activation_stats(rim, x[keep], y[keep], num_classes=10)
+    a = points.activation_stats(rim, x[keep], y[keep], num_classes=10)
+    b = points.activation_stats(rim, x[keep], y[keep], num_classes=10)
     np.testing.assert_array_equal(a.by_class_row, b.by_class_row)
     assert np.isnan(a.by_class_row[7]).all() and a.counts[7] == 0
     assert np.isfinite(a.by_row).all()
@@ -147,7 +149,7 @@ def test_activation_stats_deterministic_and_missing_classes_are_nan(rim, images)
 
 def test_activation_stats_for_a_baseline_uses_its_activity(plstm, images):
     x, y = images
-    stats = analysis.activation_stats(plstm, x, y, num_classes=10)
+    stats = points.activation_stats(plstm, x, y, num_classes=10)
     assert stats.by_class_row.shape == (10, 28, 4)
     assert (stats.by_row >= 0).all()  # hidden-state norms
 
@@ -157,29 +159,29 @@ def test_activation_stats_for_a_baseline_uses_its_activity(plstm, images):
 
 def test_noisy_eval_zero_is_clean_and_noise_is_shared(rim, plstm, images):
     x, y = images
-    clean = analysis.noisy_eval(rim, x, y, "gaussian", 0.0)
-    probs, _ = analysis.run_batched(rim, x)
+    clean = points.noisy_eval(rim, x, y, "gaussian", 0.0)
+    probs, _ = points.run_batched(rim, x)
     assert clean.error == pytest.approx(float((probs.argmax(1) != y).mean()))
     assert clean.n == 60 and clean.activity is None
-    a = analysis.noisy_eval(rim, x, y, "gaussian", 0.1, seed=3, with_activity=True)
-    b = analysis.noisy_eval(rim, x, y, "gaussian", 0.1, seed=3, with_activity=True)
+    a = points.noisy_eval(rim, x, y, "gaussian", 0.1, seed=3, with_activity=True)
+    b = points.noisy_eval(rim, x, y, "gaussian", 0.1, seed=3, with_activity=True)
     np.testing.assert_array_equal(a.predictions, b.predictions)  # deterministic
     assert a.activity.shape == (60, 28, 6) and a.activity.dtype == np.float16
     lo, hi = a.interval
     assert lo <= a.error <= hi
     for mode in ("salt_pepper", "speckle", "poisson"):
-        p = analysis.noisy_eval(plstm, x, y, mode, 0.05)
+        p = points.noisy_eval(plstm, x, y, mode, 0.05)
         assert 0 <= p.error <= 1 and 0 <= p.true_prob <= 1
 
 
 def test_stretch_eval_changes_the_sequence_length(rim, images):
     x, y = images
-    same = analysis.stretch_eval(rim, x, y, 1.0)
-    base = analysis.noisy_eval(rim, x, y, "gaussian", 0.0)
+    same = points.stretch_eval(rim, x, y, 1.0)
+    base = points.noisy_eval(rim, x, y, "gaussian", 0.0)
     np.testing.assert_array_equal(same.predictions, base.predictions)
-    half = analysis.stretch_eval(rim, x, y, 0.5, with_activity=True)
+    half = points.stretch_eval(rim, x, y, 0.5, with_activity=True)
     assert half.activity.shape == (60, 14, 6)
-    double = analysis.stretch_eval(rim, x, y, 2.0, with_activity=True)
+    double = points.stretch_eval(rim, x, y, 2.0, with_activity=True)
     assert double.activity.shape == (60, 56, 6)
 
 
@@ -188,15 +190,15 @@ def test_activation_change():
     b = a.copy()
     b[1, 2] = 1
     b[3, 0] = 1
-    ch = analysis.activation_change(a, b)
+    ch = points.activation_change(a, b)
     assert ch.fraction == pytest.approx(2 / 12)
     np.testing.assert_allclose(ch.per_row, [0, 1 / 3, 0, 1 / 3])
     np.testing.assert_allclose(ch.per_unit, [1 / 4, 0, 1 / 4])
-    batch = analysis.activation_change(np.stack([a, a]), np.stack([a, b]))
+    batch = points.activation_change(np.stack([a, a]), np.stack([a, b]))
     assert batch.fraction == pytest.approx(1 / 12) and batch.changed.shape == (2, 4, 3)
-    assert analysis.activation_change(a, a).fraction == 0
+    assert points.activation_change(a, a).fraction == 0
     with pytest.raises(ValueError):
-        analysis.activation_change(a, np.zeros((5, 3)))
+        points.activation_change(a, np.zeros((5, 3)))
 
 
 def _entry(tmp_path, model: str, source: str = "trained"):
@@ -209,38 +211,40 @@ def test_scorer_curves_flips_and_its_point_functions(rim, plstm, images, tmp_pat
     x, y = images
     calls = []
 
-    def noise_fn(*args):
-        calls.append(args[6:8] + (args[8],))  # kind, strength, with_activity
-        return analysis.noise_point(*args)
+    def noise_fn(ident, model, images, labels, kind, strength, with_activity, seed):
+        calls.append((ident, kind, strength, with_activity))
+        return points.noisy_eval(model, images, labels, kind, strength, seed, with_activity=with_activity)
 
     models = {"rim": (_entry(tmp_path, "rim"), rim), "parallel_lstm": (_entry(tmp_path, "parallel_lstm"), plstm)}
-    scorer = analysis.Scorer("k", x[:20], y[:20], models, noise_fn=noise_fn)
+    scorer = Scorer("k", x[:20], y[:20], models, noise_fn=noise_fn)
     curve = scorer.noise_curve("rim", "gaussian", [0.0, 0.05, 0.2], flips=True)
     assert curve.error.shape == (3,) and (curve.low <= curve.error).all() and (curve.error <= curve.high).all()
     assert curve.flips[0] == 0 and curve.flips[2] > 0
-    assert ("gaussian", 0.2, True) in calls  # the binary mask's model keeps its activity for the flips
+    assert (("trained:rim", 0.0, "k"), "gaussian", 0.2, True) in calls  # the binary mask's model keeps its activity
+    # the identity a page's cache keys on: the model's key, its weights' time, the data subset
+    assert scorer.ident("parallel_lstm") == ("trained:parallel_lstm", 0.0, "k")
     assert scorer.noise_curve("parallel_lstm", "gaussian", [0.0, 0.1], flips=True).flips is None
-    assert ("gaussian", 0.1, False) in calls
+    assert (("trained:parallel_lstm", 0.0, "k"), "gaussian", 0.1, False) in calls
     s = scorer.stretch_curve("rim", [0.5, 1.0])
     assert s.flips is None and s.x.tolist() == [0.5, 1.0]
     assert scorer.signature("stretch")[2][0] == ("rim", "trained:rim", 0.0)
 
 
 def test_scorer_takes_shipped_points_of_pretrained_weights_only(rim, images, tmp_path):
-    from core import curves
+    from core.eval import curves
 
     x, y = images
     sub = curves.subset_hash(x[:10], y[:10])
     shipped = curves.ShippedCurves({curves.point_key("w", sub, "gaussian", 0.05): [0.125, 10]})
     pre = {"rim": (_entry(tmp_path, "rim", "pretrained"), rim)}
-    scorer = analysis.Scorer("k", x[:10], y[:10], pre, shipped=shipped, weights_hash=lambda path, mtime: "w")
+    scorer = Scorer("k", x[:10], y[:10], pre, shipped=shipped, weights_hash=lambda path, mtime: "w")
     assert scorer.curve_noise("rim", "gaussian", 0.05).error == 0.125  # from the file, not computed
     assert scorer.curve_noise("rim", "gaussian", 0.1).n == 10  # not shipped: computed
     assert scorer.noise("rim", "gaussian", 0.05).predictions.shape == (10,)  # noise() always computes
-    own = analysis.Scorer("k", x[:10], y[:10], {"rim": (_entry(tmp_path, "rim"), rim)}, shipped=shipped,
+    own = Scorer("k", x[:10], y[:10], {"rim": (_entry(tmp_path, "rim"), rim)}, shipped=shipped,
                           weights_hash=lambda path, mtime: "w")
     assert own.curve_noise("rim", "gaussian", 0.05).predictions.shape == (10,)  # a user's model: computed
-    assert analysis.is_binary_mask(np.array([[0.0, 1.0]])) and not analysis.is_binary_mask(np.array([0.5]))
+    assert points.is_binary_mask(np.array([[0.0, 1.0]])) and not points.is_binary_mask(np.array([0.5]))
 
 
 # --------------------------------------------------------------------------- figures
@@ -263,7 +267,7 @@ def test_trace_schema_names_what_the_model_traces(name, images):
             assert schema.has(tr, panel), f"{name}: {panel} -> {getattr(schema, panel)!r} not in the trace"
             assert schema.get(tr, panel).shape[:2] == (T, U)
     if schema.activity_binary:
-        assert analysis.is_binary_mask(tr["activity"]) and schema.value_range == (0.0, 1.0)
+        assert points.is_binary_mask(tr["activity"]) and schema.value_range == (0.0, 1.0)
         assert schema.mean_label == "share active"
     else:
         assert schema.value_range == (None, None) and schema.mean_what == f"mean {schema.activity_label}"
@@ -277,7 +281,7 @@ def test_pages_and_figures_never_branch_on_a_model_name():
     root = Path(__file__).resolve().parents[1]
     names = "|".join(list_models())
     pattern = re.compile(rf"""[!=]=\s*["']({names})["']|["']({names})["']\s*[!=]=|["']({names})["']\s+(not\s+)?in\b""")
-    files = [root / "app.py", *sorted((root / "pages").rglob("*.py")), *sorted((root / "core" / "plots").glob("*.py"))]
+    files = [root / "app.py", *sorted((root / "pages").rglob("*.py")), *sorted((root / "core" / "report" / "plots").glob("*.py"))]
     hits = [f"{f.relative_to(root)}:{i}" for f in files for i, line in enumerate(f.read_text().splitlines(), 1)
             if pattern.search(line)]
     assert len(files) > 10 and not hits, hits
@@ -286,21 +290,21 @@ def test_pages_and_figures_never_branch_on_a_model_name():
 def test_trace_panels_rim_and_baseline(rim, plstm, images):
     x, _ = images
     _, tr = trace_one(rim, x[0])
-    panels = plots.trace_panels(tr, rim.unit_names, "rim")
+    panels = traces.trace_panels(tr, rim.unit_names, "rim")
     assert [p.get("binary", False) for p in panels] == [True, False]
     assert panels[0]["z"].shape == (28, 6)
-    with_heads = plots.trace_panels(tr, rim.unit_names, "rim", heads=True)
+    with_heads = traces.trace_panels(tr, rim.unit_names, "rim", heads=True)
     assert len(with_heads) == 2 + rim.config.input_heads
     _, tr2 = trace_one(plstm, x[0])
-    p2 = plots.trace_panels(tr2, plstm.unit_names, get_spec("parallel_lstm").trace)
+    p2 = traces.trace_panels(tr2, plstm.unit_names, get_spec("parallel_lstm").trace)
     assert len(p2) == 1 and p2[0]["title"] == "hidden-state norm" and p2[0]["colorbar"] == "hidden-state norm"
 
 
 def test_timeline_figure_axes_and_step_marker(rim, images):
     x, _ = images
     _, tr = trace_one(rim, x[0])
-    panels = plots.trace_panels(tr, rim.unit_names, "rim")
-    fig = plots.timeline_figure(x[0], panels, t=5)
+    panels = traces.trace_panels(tr, rim.unit_names, "rim")
+    fig = traces.timeline_figure(x[0], panels, t=5)
     hm = _heatmaps(fig)
     assert len(hm) == 3  # rotated image + mask + attention
     assert hm[1].z.shape == (6, 28) and list(hm[1].y) == rim.unit_names
@@ -311,7 +315,7 @@ def test_timeline_figure_axes_and_step_marker(rim, images):
     assert hm[2].zmin <= w.min() and hm[2].zmax >= w.max() and hm[2].zmax - hm[2].zmin >= 0.02 - 1e-9
     steps = [s for s in fig.layout.shapes if s.name == "step"]
     assert len(steps) == 1 and steps[0].x0 == 4.5
-    plots.mark_step(fig, 9)
+    traces.mark_step(fig, 9)
     steps = [s for s in fig.layout.shapes if s.name == "step"]
     assert len(steps) == 1 and steps[0].x0 == 8.5
 
@@ -319,13 +323,13 @@ def test_timeline_figure_axes_and_step_marker(rim, images):
 def test_timeline_figure_rgb(images):
     rgb = np.random.default_rng(0).integers(0, 256, (32, 32, 3), dtype=np.uint8)
     panels = [{"title": "activity", "z": np.random.rand(32, 4), "units": list("abcd"), "colorbar": "x"}]
-    fig = plots.timeline_figure(rgb, panels, t=32)
+    fig = traces.timeline_figure(rgb, panels, t=32)
     assert isinstance(fig.data[0], go.Image) and fig.data[0].z.shape == (32, 32, 3)
 
 
 def test_comm_attention_blanks_inactive_readers():
     attn = np.full((3, 3), 1 / 3)
-    fig = plots.comm_attention_figure(attn, ["A", "B", "C"], active=np.array([1, 0, 1]), t=4)
+    fig = traces.comm_attention_figure(attn, ["A", "B", "C"], active=np.array([1, 0, 1]), t=4)
     z = np.asarray(fig.data[0].z, dtype=float)
     assert np.isnan(z[1]).all() and np.isfinite(z[0]).all()
     assert "inactive" in fig.data[0].y[1] and "reads" in fig.data[0].y[0]
@@ -336,27 +340,27 @@ def test_comm_attention_blanks_inactive_readers():
 def test_probability_figure_colours_by_method():
     rows = [{"label": "RIM", "method": "rim", "probs": np.full(10, 0.1)},
             {"label": "PL", "method": "parallel_lstm", "probs": np.eye(10)[3]}]
-    fig = plots.probability_figure(rows, [str(i) for i in range(10)], true_class=3)
-    assert [t.marker.color for t in fig.data] == [plots.method_color("rim"), plots.method_color("parallel_lstm")]
+    fig = traces.probability_figure(rows, [str(i) for i in range(10)], true_class=3)
+    assert [t.marker.color for t in fig.data] == [style.method_color("rim"), style.method_color("parallel_lstm")]
     assert fig.data[1].y[3] == pytest.approx(100)
     assert fig.layout.yaxis.title.text == "probability (%)"
-    assert plots.probability_figure([], ["a"]).data == ()
+    assert traces.probability_figure([], ["a"]).data == ()
 
 
 def test_unit_heatmap_and_mask_shift():
     z = np.random.rand(10, 6)
-    fig = plots.unit_heatmap(z, list("abcdefghij"), [f"LSTM {i}" for i in range(6)], x_title="class",
+    fig = traces.unit_heatmap(z, list("abcdefghij"), [f"LSTM {i}" for i in range(6)], x_title="class",
                              colorbar="share active")
     assert fig.data[0].z.shape == (6, 10) and fig.layout.xaxis.title.text == "class"
-    div = plots.unit_heatmap(z - 0.5, range(10), list("uvwxyz"), x_title="row", colorbar="d", diverging=True)
+    div = traces.unit_heatmap(z - 0.5, range(10), list("uvwxyz"), x_title="row", colorbar="d", diverging=True)
     assert div.data[0].zmid == 0
     a = np.zeros((28, 6))
     b = a.copy()
     b[3, 1] = 1
-    fig = plots.mask_shift_figure(a, b, list("uvwxyz"), t=2)
+    fig = robustness.mask_shift_figure(a, b, list("uvwxyz"), t=2)
     assert len(fig.data) == 3 and float(np.asarray(fig.data[2].z).sum()) == 1
     assert "1 of 168" in fig.layout.annotations[2].text
-    short = plots.mask_shift_figure(a, np.zeros((14, 6)), list("uvwxyz"))
+    short = robustness.mask_shift_figure(a, np.zeros((14, 6)), list("uvwxyz"))
     assert "different lengths" in short.layout.annotations[0].text
 
 
@@ -365,16 +369,16 @@ def test_error_curve_figure():
     curves = [{"label": "RIM", "method": "rim", "x": x, "y": np.array([0.1, 0.12, np.nan]),
                "low": np.array([0.08, 0.1, np.nan]), "high": np.array([0.12, 0.14, np.nan])},
               {"label": "IndRNN", "method": "indrnn", "x": x, "y": np.array([0.2, 0.25, 0.3])}]
-    fig = plots.error_curve_figure(curves, x_title="variance", current=0.02, reference=0.01)
+    fig = robustness.error_curve_figure(curves, x_title="variance", current=0.02, reference=0.01)
     bands = [t for t in fig.data if t.fill == "toself"]
     assert len(bands) == 1 and bands[0].mode == "lines"  # no stray vertex markers on the band
     lines = [t for t in fig.data if t.mode == "lines+markers"]
     assert [t.name for t in lines] == ["RIM", "IndRNN"]
     assert list(lines[0].y) == pytest.approx([10, 12])  # NaN (not computed yet) left out
-    assert lines[0].line.color == plots.method_color("rim")
+    assert lines[0].line.color == style.method_color("rim")
     assert fig.layout.yaxis.title.text == "test error (%)"
     assert len(fig.layout.shapes) == 2  # current and paper markers
-    plots.mark_current(fig, 0.015)
+    robustness.mark_current(fig, 0.015)
     cur = [s for s in fig.layout.shapes if s.name == "current"]
     assert len(cur) == 1 and cur[0].x0 == 0.015 and len(fig.layout.shapes) == 2
     assert [a.x for a in fig.layout.annotations if a.name == "current"] == [0.015]

@@ -10,7 +10,7 @@ import json
 import math
 
 from bench.bench_models import SHAPES, main
-from core.models import list_models
+from core.models.registry import list_models
 
 
 def _positive(x) -> bool:

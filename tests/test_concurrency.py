@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.runs import RunStore
-from core.train import TrainConfig
+from core.runs.store import RunStore
+from core.training.config import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = str(ROOT / "pages" / "train.py")
@@ -85,7 +85,7 @@ def test_sessions_share_the_store(env):
             seen["errors"].append(repr(exc))
 
     other_process = subprocess.Popen(  # another server process pumping the same store
-        [sys.executable, "-c", "import time\nfrom core.runs import RunStore\ns = RunStore()\nt = time.time()\n"
+        [sys.executable, "-c", "import time\nfrom core.runs.store import RunStore\ns = RunStore()\nt = time.time()\n"
          "while time.time() - t < 20:\n    s.pump()\n    time.sleep(0.05)\n"],
         cwd=str(ROOT), env={**os.environ, "PYTHONPATH": str(ROOT)})
     threads = [threading.Thread(target=monitor), threading.Thread(target=api_client)]

@@ -24,9 +24,11 @@ import pytest
 import torch
 
 from core import catalog
-from core.checkpoint import load_checkpoint
-from core.runs import RunStore, run_worker, worker_alive
-from core.train import TrainConfig
+from core.runs.queue import worker_alive
+from core.runs.store import RunStore
+from core.runs.worker import run_worker
+from core.training.config import TrainConfig
+from core.training.weights import load_checkpoint
 from tests.run_helpers import kill_running_workers, write_tiny_mnist
 
 KILLS = 5
@@ -162,7 +164,7 @@ def test_kill_9_ten_times_and_resume_gives_identical_weights(tmp_path):
 
     from safetensors.torch import load_file
 
-    import core.resume as R
+    from core.training import state as R
 
     root = Path(__file__).resolve().parent.parent
     write_tiny_mnist(tmp_path / "data")

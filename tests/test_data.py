@@ -1,4 +1,4 @@
-"""Tests for core.data: image -> row sequence, noise, stretching, and every data source.
+"""Tests for core.data.datasets: image -> row sequence, noise, stretching, and every data source.
 
 Data come from what a test writes into a temporary folder, or from the bundled samples in
 ``assets/samples``; ``tests/conftest.py`` makes the environment offline and points
@@ -15,16 +15,9 @@ import pytest
 import torch
 from PIL import Image
 
-from core import data as D
-from core.data import (
-    ANIMALS10_ITALIAN,
-    DATASETS,
-    LoadedData,
-    add_noise,
-    load_dataset,
-    stretch_rows,
-    to_sequence,
-)
+from core.data import datasets
+from core.data.datasets import ANIMALS10_ITALIAN, DATASETS, LoadedData, load_dataset
+from core.data.transforms import add_noise, stretch_rows, to_sequence
 from core.errors import DataUnavailableError
 
 
@@ -269,7 +262,7 @@ def test_bundled_sample(name):
 def test_mnist_sample_comes_from_train_images_0_to_9999():
     d = load_dataset("mnist", "test", sources=("sample",))
     assert d.indices.min() >= 0 and d.indices.max() <= 9999
-    assert set(d.indices.tolist()) <= set(D.MNIST_SAMPLE_TRAIN_INDICES)
+    assert set(d.indices.tolist()) <= set(datasets.MNIST_SAMPLE_TRAIN_INDICES)
 
 
 def test_sample_is_never_training_data():
@@ -305,9 +298,9 @@ def test_unknown_data_set_and_split():
 
 def test_available_sources_offline(tmp_path):
     write_npz(tmp_path, "mnist", "test", rng_images((3, 28, 28)), np.zeros(3, np.int64))
-    assert D.available_sources("mnist", tmp_path) == {"npz": True, "folder": False, "torchvision": False,
+    assert datasets.available_sources("mnist", tmp_path) == {"npz": True, "folder": False, "torchvision": False,
                                                       "sample": True}
-    assert not any(D.available_sources("cifar10", tmp_path).values())
+    assert not any(datasets.available_sources("cifar10", tmp_path).values())
 
 
 # --------------------------------------------------------------------------- Animals-10 folder
@@ -356,7 +349,7 @@ def test_animals10_kaggle_folder(tmp_path):
             seen.append(nearest)
     assert len(set(seen)) == 20  # no image in both splits, none twice
     # the split is fixed: loading again (fresh cache) gives the same test set
-    D._CACHE.clear()
+    datasets._CACHE.clear()
     again = load_dataset("animals10", "test", data_dir=tmp_path)
     np.testing.assert_array_equal(again.images, test.images)
 

@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from core.checkpoint import load_checkpoint, save_checkpoint
-from core.data import LoadedData
+from core.data.datasets import LoadedData
 from core.errors import ConfigError
-from core.models import build_model
-from core.train import TrainConfig, resolve_device, run_metadata, train
+from core.models.registry import build_model
+from core.training.config import TrainConfig, resolve_device
+from core.training.loop import train
+from core.training.weights import load_checkpoint, run_metadata, save_checkpoint
 
 TINY = {"hidden_size": 8, "num_units": 3, "k_active": 2}
 

@@ -1,4 +1,4 @@
-"""The Ray engine (core.engine): a tiny grid through a local Ray with 2 CPUs gives the local
+"""The Ray engine (core.grid.ray): a tiny grid through a local Ray with 2 CPUs gives the local
 pool's results bit for bit, resumes, survives a killed worker, retries a failing cell once,
 and the CLI starts and stops its own Ray. Needs ``ray`` (requirements-scale.txt): skipped
 without it, except under CI=true, where a missing ray fails."""
@@ -28,7 +28,9 @@ except ImportError:
 
 from safetensors.numpy import load_file
 
-from core import engine, reproduce
+from core.grid import cells, cli
+from core.grid import local as local_mod
+from core.grid import ray as engine
 
 pytestmark = pytest.mark.slow  # runs in the normal suite (nothing deselects "slow")
 
@@ -130,9 +132,9 @@ def _same_run(a: Path, b: Path) -> None:
 
 
 def test_ray_grid_matches_local_pool_and_resumes(local_ray, tiny_data, tmp_path, monkeypatch):
-    overrides = reproduce.parse_model_overrides(SMALL)
+    overrides = cells.parse_model_overrides(SMALL)
     monkeypatch.setattr(os, "cpu_count", lambda: 2)  # the local pool: 2 workers x 1 thread, as the Ray cells
-    local = reproduce.run_grid(tmp_path / "local", DATASETS, MODELS, [0], workers=2, data_dir=str(tiny_data),
+    local = local_mod.run_grid(tmp_path / "local", DATASETS, MODELS, [0], workers=2, data_dir=str(tiny_data),
                                log=lambda s: None, overrides=overrides, **GRID)
     log: list[str] = []
     done = engine.run_grid_ray(tmp_path / "ray", DATASETS, MODELS, [0], workers=2, threads=1, data_dir=str(tiny_data),
@@ -142,7 +144,7 @@ def test_ray_grid_matches_local_pool_and_resumes(local_ray, tiny_data, tmp_path,
     assert _cells(tmp_path / "local") == _cells(tmp_path / "ray")  # same files at the same places
     for ds in DATASETS:
         for m in MODELS:
-            _same_run(reproduce.run_path(tmp_path / "local", ds, m, 0), reproduce.run_path(tmp_path / "ray", ds, m, 0))
+            _same_run(cells.run_path(tmp_path / "local", ds, m, 0), cells.run_path(tmp_path / "ray", ds, m, 0))
     # resume: a second run finds every cell finished and touches nothing
     stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "ray" / "runs").rglob("*")}
     again: list[str] = []
@@ -171,7 +173,7 @@ def _kill_when_running(name: str, stop: threading.Event, killed: list) -> None:
 
 def test_killed_worker_is_redone_and_the_store_stays_consistent(local_ray, tiny_data, tmp_path):
     kw = dict(iterations=60, noise_draws=1, eval_every=20, workers=2, threads=1, data_dir=str(tiny_data),
-              progress=False, overrides=reproduce.parse_model_overrides(SMALL))
+              progress=False, overrides=cells.parse_model_overrides(SMALL))
     job = {"dataset": "fashion_mnist", "model": "parallel_lstm", "seed": 0}
     stop, killed = threading.Event(), []
     watcher = threading.Thread(target=_kill_when_running, args=(engine.cell_name(job), stop, killed), daemon=True)
@@ -193,8 +195,8 @@ def test_killed_worker_is_redone_and_the_store_stays_consistent(local_ray, tiny_
     assert sorted(f for f in files if f.endswith(".json")) == [f"runs/fashion_mnist/{m}_s0.json" for m in sorted(MODELS)]
     # the redone cell is the cell an undisturbed run gives
     engine.run_grid_ray(tmp_path / "calm", ["fashion_mnist"], ["parallel_lstm"], [0], log=lambda s: None, **kw)
-    _same_run(reproduce.run_path(out, "fashion_mnist", "parallel_lstm", 0),
-              reproduce.run_path(tmp_path / "calm", "fashion_mnist", "parallel_lstm", 0))
+    _same_run(cells.run_path(out, "fashion_mnist", "parallel_lstm", 0),
+              cells.run_path(tmp_path / "calm", "fashion_mnist", "parallel_lstm", 0))
 
 
 def test_failing_cell_is_retried_once_then_reported(local_ray, tmp_path):
@@ -209,7 +211,7 @@ def test_failing_cell_is_retried_once_then_reported(local_ray, tmp_path):
     print("\n".join(log))
     assert done == []
     assert sum("trying once more" in s for s in log) == 1 and sum("FAILED twice" in s for s in log) == 1
-    assert not reproduce.run_path(tmp_path / "out", "cifar10", "indrnn", 0).exists()
+    assert not cells.run_path(tmp_path / "out", "cifar10", "indrnn", 0).exists()
 
 
 def test_infeasible_cells_are_refused_not_waited_for(local_ray, tiny_data, tmp_path):
@@ -227,18 +229,18 @@ def test_task_resources_follow_threads_and_device():
     assert engine.task_options({**job, "device": "auto"})["num_gpus"] == 0
     opts = engine.task_options({**job, "device": "cuda"})
     assert opts["num_gpus"] == 1 and opts["num_cpus"] == 3 and opts["max_retries"] == 1
-    jobs = engine.grid_jobs(Path("/nonexistent"), ["mnist"], ["rim"], [0, 1], threads=2, device="cuda")
+    jobs = cells.grid_jobs(Path("/nonexistent"), ["mnist"], ["rim"], [0, 1], threads=2, device="cuda")
     assert [(j["seed"], j["device"], j["threads"]) for j in jobs] == [(0, "cuda", 2), (1, "cuda", 2)]
 
 
 def test_without_ray_the_cli_says_how_to_install_it(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "ray", None)  # "import ray" now raises ImportError
     with pytest.raises(SystemExit) as exc:
-        reproduce.main(["run", "--engine", "ray", "--datasets", "mnist", "--models", "rim", "--seeds", "0"])
+        cli.main(["run", "--engine", "ray", "--datasets", "mnist", "--models", "rim", "--seeds", "0"])
     assert exc.value.code == 2
     assert "pip install -r requirements-scale.txt" in capsys.readouterr().err
     with pytest.raises(SystemExit):  # --device takes auto, cpu or cuda only
-        reproduce.main(["run", "--engine", "ray", "--device", "tpu"])
+        cli.main(["run", "--engine", "ray", "--device", "tpu"])
 
 
 def test_cli_starts_a_local_ray_and_leaves_no_process(tmp_path):
@@ -259,7 +261,7 @@ def test_cli_starts_a_local_ray_and_leaves_no_process(tmp_path):
     print(text)
     assert proc.returncode == 0
     assert "Ray started locally" in text and "1 runs to train" in text
-    assert json.loads(reproduce.run_path(tmp_path / "out", "fashion_mnist", "indrnn", 0).read_text())["status"] == "completed"
+    assert json.loads(cells.run_path(tmp_path / "out", "fashion_mnist", "indrnn", 0).read_text())["status"] == "completed"
     assert (tmp_path / "out" / "tables.md").is_file()
     # every process of that Ray (its session lives under ray_tmp) has ended with the command
     def leftovers():

@@ -12,8 +12,8 @@ import math
 import pytest
 import torch
 
-from core.models import build_model, config_fields, get_spec, list_models
 from core.models._init import FORGET_BIAS
+from core.models.registry import build_model, config_fields, get_spec, list_models
 
 SMALL = dict(num_units=5, hidden_size=8, k_active=3, embed_dim=12, input_heads=2, input_key_size=4,
              input_value_size=4, comm_heads=2, comm_key_size=4, comm_value_size=4)

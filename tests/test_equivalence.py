@@ -24,8 +24,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from core.checkpoint import load_checkpoint
-from core.models import build_model, config_fields, list_models, model_config_dict, rim_kernel, rmc_kernel
+from core.models import rim_kernel, rmc_kernel
+from core.models.registry import build_model, config_fields, list_models, model_config_dict
+from core.training.weights import load_checkpoint
 from tests.reference_models import reference_for
 
 MODELS = list_models()

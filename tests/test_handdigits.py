@@ -1,4 +1,4 @@
-"""Tests for core.handdigits: drawn-like and photo-like digits, the shipped set, measuring.
+"""Tests for core.digits (synth, measure, the CLI): drawn-like and photo-like digits, the shipped set, measuring.
 
 Nothing here needs the network or a data set: the digits come from the machine's fonts (or
 Pillow's own font when it has none) and the shipped fixed set in assets/digits.
@@ -14,13 +14,15 @@ import pytest
 from PIL import Image
 from scipy.ndimage import median_filter
 
-from core import handdigits as hd
-from core.digit_glyphs import renders_digits
-from core.handdigits import generate, load_fixed_set, page_input
+from core.digits import __main__ as digits_cli
+from core.digits import glyphs, synth
+from core.digits.glyphs import renders_digits
+from core.digits.measure import page_input
+from core.digits.synth import generate, load_fixed_set
 from tests.digit_helpers import centre_of_mass, ink_box
 
 
-@pytest.mark.parametrize("style", hd.STYLES)
+@pytest.mark.parametrize("style", synth.STYLES)
 def test_generate_is_deterministic_per_seed(style):
     images, labels = generate(style, 6, seed=3)
     again, labels_again = generate(style, 6, seed=3)
@@ -75,7 +77,7 @@ def test_photo_digits_are_dark_ink_on_light_paper():
 
 
 def test_photo_is_exactly_its_jpeg():
-    rgb, data = hd.photo_digit(5, np.random.default_rng(0), return_jpeg=True)
+    rgb, data = synth.photo_digit(5, np.random.default_rng(0), return_jpeg=True)
     assert data[:2] == b"\xff\xd8"  # a JPEG
     with Image.open(io.BytesIO(data)) as im:
         assert im.format == "JPEG"
@@ -83,21 +85,21 @@ def test_photo_is_exactly_its_jpeg():
 
 
 def test_without_system_fonts_pillows_own_font_is_used(monkeypatch):
-    monkeypatch.setattr(hd, "find_fonts", lambda dirs=hd.FONT_DIRS: ())
-    for style in hd.STYLES:
+    monkeypatch.setattr(synth, "find_fonts", lambda dirs=glyphs.FONT_DIRS: ())
+    for style in synth.STYLES:
         images, labels = generate(style, 3, seed=0)
         assert len(images) == 3 and labels.shape == (3,)
 
 
 def test_found_fonts_draw_ten_distinct_digits():
-    fonts = hd.find_fonts()
+    fonts = glyphs.find_fonts()
     assert list(fonts) == sorted(fonts)
     for path in fonts[:3]:
         assert renders_digits(path)
     assert not renders_digits("/nonexistent/font.ttf")
 
 
-@pytest.mark.parametrize("style", hd.STYLES)
+@pytest.mark.parametrize("style", synth.STYLES)
 def test_prepared_digits_are_centred_by_mass_in_a_20_box(style):
     images, _ = generate(style, 10, seed=5)
     for image in images:
@@ -123,15 +125,15 @@ def test_shipped_fixed_set_loads_with_ten_classes():
     assert all(im.shape == (280, 280, 4) and im.dtype == np.uint8 for im in sets["canvas"].images)
     assert all(im.ndim == 3 and im.shape[2] == 3 for im in sets["photo"].images)
     assert len(sets["photo"].files) == 100 and sets["photo"].files[0][:2] == b"\xff\xd8"
-    index = json.loads((hd.DEFAULT_DIR / "index.json").read_text())
+    index = json.loads((synth.DEFAULT_DIR / "index.json").read_text())
     assert index["photo_labels"] == sets["photo"].labels.tolist()
     assert index["canvas_labels"] == sets["canvas"].labels.tolist()
-    size = sum(f.stat().st_size for f in hd.DEFAULT_DIR.rglob("*") if f.is_file())
+    size = sum(f.stat().st_size for f in synth.DEFAULT_DIR.rglob("*") if f.is_file())
     assert size < 2 * 2**20
 
 
 def test_make_writes_a_set_that_loads_back(tmp_path):
-    assert hd.main(["make", "--out", str(tmp_path), "--n", "10", "--seed", "7"]) == 0
+    assert digits_cli.main(["make", "--out", str(tmp_path), "--n", "10", "--seed", "7"]) == 0
     sets = load_fixed_set(tmp_path)
     photos, photo_labels = generate("photo", 10, seed=7)
     assert np.array_equal(sets["photo"].labels, photo_labels)
@@ -149,9 +151,9 @@ def test_measure_prints_a_table_and_writes_json(tmp_path, monkeypatch, capsys):
     entries = catalog.pretrained_entries("mnist")
     if not entries:
         pytest.skip("no shipped MNIST model")
-    monkeypatch.setattr(hd, "_entries", lambda which: entries[:1])
+    monkeypatch.setattr(digits_cli, "_entries", lambda which: entries[:1])
     out = tmp_path / "m.json"
-    assert hd.main(["measure", "--generate", "10", "--no-reference", "--json", str(out)]) == 0
+    assert digits_cli.main(["measure", "--generate", "10", "--no-reference", "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     assert entries[0].model in printed and "photo (10)" in printed and "canvas (10)" in printed
     result = json.loads(out.read_text())
@@ -177,11 +179,11 @@ def test_measure_takes_checkpoints_by_path_and_names_their_augmentation(tmp_path
     meta["train_config"]["augment"] = "affine"
     stem.with_suffix(".json").write_text(json.dumps(meta))
     out = tmp_path / "m.json"
-    assert hd.main(["measure", "--models", "none", "--checkpoint", str(stem.with_suffix(".json")), "--generate", "10",
+    assert digits_cli.main(["measure", "--models", "none", "--checkpoint", str(stem.with_suffix(".json")), "--generate", "10",
                     "--no-reference", "--json", str(out)]) == 0
     assert f"{entries[0].model} [converged, augment affine]" in capsys.readouterr().out
     (row,) = json.loads(out.read_text())["models"]
     assert row["key"] == f"file:{stem}" and "error" not in row and 0.0 <= row["photo"] <= 1.0
-    assert hd.main(["measure", "--models", "none", "--checkpoint", str(tmp_path / "missing"), "--generate", "2"]) == 2
+    assert digits_cli.main(["measure", "--models", "none", "--checkpoint", str(tmp_path / "missing"), "--generate", "2"]) == 2
     assert "not a readable checkpoint" in capsys.readouterr().err
-    assert hd.main(["measure", "--models", "none", "--generate", "2"]) == 2  # nothing to measure
+    assert digits_cli.main(["measure", "--models", "none", "--generate", "2"]) == 2  # nothing to measure

@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from core.models import build_model, count_parameters, list_models, make_config, parameter_counts
+from core.models.registry import build_model, count_parameters, list_models, make_config, parameter_counts
 
 MODELS = ["rim", "parallel_lstm", "entnet", "rmc", "indrnn"]
 

@@ -1,4 +1,4 @@
-"""One display name per model: ``core.fmt.model_label`` through the catalog, the run store and
+"""One display name per model: ``core.report.fmt.model_label`` through the catalog, the run store and
 the Train cards; every shipped model and every run gets a name no other one has."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from core import catalog
-from core.config import PROTOCOLS, TrainConfig, protocol_of
-from core.fmt import model_label, source_parts
 from core.paths import ROOT
+from core.report.fmt import model_label, source_parts
+from core.training.config import PROTOCOLS, TrainConfig, protocol_of
 
 
 def test_protocol_of_a_run_follows_its_settings():
@@ -40,10 +40,10 @@ def test_paths_leave_the_source_name():
 
 def _store_with_runs(tmp_path):
     """A store with two queued runs that differ only in protocol, and two uploads of one checkpoint."""
-    from core.checkpoint import checkpoint_bytes
-    from core.data import DATASETS
-    from core.models import build_model
-    from core.runs import RunStore
+    from core.data.datasets import DATASETS
+    from core.models.registry import build_model
+    from core.runs.store import RunStore
+    from core.training.weights import checkpoint_bytes
 
     store = RunStore(root=tmp_path / "runs", max_concurrent=0)
     for proto in ("paper", "converged"):

@@ -6,11 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-import core.train as T
-from core.checkpoint import load_checkpoint
-from core.data import LoadedData
+from core.data.datasets import LoadedData
 from core.errors import ConfigError
-from core.train import PROTOCOLS, TrainConfig, make_optimizer, split_validation, train
+from core.models import registry
+from core.training import cli, config, loop, weights
+from core.training.config import PROTOCOLS, TrainConfig
+from core.training.loop import make_optimizer, split_validation, train
+from core.training.weights import load_checkpoint
 
 TINY = {"hidden_size": 8, "num_units": 3}
 
@@ -77,7 +79,7 @@ def test_adam_trains_and_is_recorded_in_the_metadata():
     adam = train(cfg(iterations=30, optimizer="adam", lr=0.01, schedule="cosine"), tr, te)
     assert adam.history["loss"] != sgd.history["loss"]  # the choice reaches the loop
     assert np.mean(adam.history["loss"][-10:]) < np.mean(adam.history["loss"][:5])
-    meta = T.run_metadata(cfg(optimizer="adam", schedule="cosine"), adam, tr, te)
+    meta = weights.run_metadata(cfg(optimizer="adam", schedule="cosine"), adam, tr, te)
     assert meta["train_config"]["optimizer"] == "adam" and meta["train_config"]["schedule"] == "cosine"
 
 
@@ -102,7 +104,7 @@ def test_early_stopping_keeps_the_best_validation_weights():
     # the stopped run waited exactly `patience` evaluations after its best one... or reached the end
     assert len(evals["val_acc"]) - 1 - best == 2
     # and the model returned is the best one: its validation accuracy is the best recorded
-    from core.evaluate import evaluate
+    from core.eval.predict import evaluate
     _, va = split_validation(cfg(val_images=50), 200)
     assert evaluate(r.model, tr.images[va], tr.labels[va], 10).accuracy == pytest.approx(max(evals["val_acc"]))
 
@@ -144,7 +146,7 @@ def test_cli_protocol_and_explicit_options(tmp_path, capsys):
             "--batch-size", "10", "--val-images", "10", "--eval-every", "2", "--eval-samples", "10",
             "--noise-draws", "0", "--threads", "1", "--quiet", "--data-dir", str(tmp_path / "data"),
             "--out", str(out), "--set", "hidden_size=8"]
-    assert T.main(args) == 0
+    assert cli.main(args) == 0
     _, meta = load_checkpoint(out)
     tc = meta["train_config"]
     assert tc["optimizer"] == "adam" and tc["schedule"] == "cosine" and tc["lr"] == PROTOCOLS["converged"]["lr"]
@@ -152,9 +154,72 @@ def test_cli_protocol_and_explicit_options(tmp_path, capsys):
     assert "val_acc" in meta["evals"] and meta["metrics"]["val_n"] == 10
 
 
+# --------------------------------------------------------------------------- explicit options win
+
+# a protocol that sets every CLI option away from TrainConfig's default (the old parser default),
+# so each option given at that default is seen to win over it (the optimizer test: Adam, no momentum)
+ODD = dict(optimizer="sgd", lr=0.05, momentum=0.5, weight_decay=0.01, schedule="step", step_every=7, step_gamma=0.5,
+           iterations=77, batch_size=7, val_images=50, patience=3, eval_every=11, eval_samples=33,
+           class_weighting="balanced", noise_var=0.05, noise_draws=2, device="cpu", checkpoint_every=9,
+           checkpoint_every_s=5.0, augment="affine", grad_clip=2.5, threads=2)
+OPTIONS = {"optimizer": "--optimizer", "lr": "--lr", "momentum": "--momentum", "weight_decay": "--weight-decay",
+           "schedule": "--schedule", "step_every": "--step-every", "step_gamma": "--step-gamma",
+           "iterations": "--iterations", "batch_size": "--batch-size", "val_images": "--val-images",
+           "patience": "--patience", "eval_every": "--eval-every", "eval_samples": "--eval-samples",
+           "class_weighting": "--class-weighting", "noise_var": "--noise-var", "noise_draws": "--noise-draws",
+           "device": "--device", "checkpoint_every": "--state-every", "checkpoint_every_s": "--state-every-s",
+           "augment": "--augment"}
+
+
+def _cli_config(*argv):
+    return config.config_from_args(config.build_parser().parse_args(list(argv)))
+
+
+def test_every_protocol_setting_has_a_cli_option_under_test():
+    assert set(OPTIONS) | {"grad_clip", "threads"} == set(config._CLI_FIELDS) == set(ODD)
+    for settings in PROTOCOLS.values():  # whatever a real protocol sets can be given on the command line
+        assert set(settings) <= set(config._CLI_FIELDS)
+
+
+@pytest.mark.parametrize("field", sorted(OPTIONS))
+def test_an_option_given_at_its_old_default_wins_over_the_protocol(field, monkeypatch):
+    """Issue 20: the CLI kept an option only when it differed from the parser's default, so
+    ``--protocol converged --lr 0.1`` trained with the protocol's lr. Now every option given wins."""
+    odd = {**ODD, "optimizer": "adam", "momentum": 0.0} if field == "optimizer" else ODD
+    monkeypatch.setitem(PROTOCOLS, "odd", odd)
+    default = getattr(TrainConfig(), field)
+    assert default != odd[field]
+    assert getattr(_cli_config("--protocol", "odd"), field) == odd[field]  # not given: the protocol's
+    off = ["--patience", "0"] if field == "val_images" else []  # no validation split: no early stopping
+    assert getattr(_cli_config("--protocol", "odd", OPTIONS[field], str(default), *off), field) == default
+    needs = ["--val-images", "50"] if field == "patience" else []  # early stopping needs a validation split
+    assert getattr(_cli_config(OPTIONS[field], str(odd[field]), *needs), field) == odd[field]  # no protocol
+
+
+@pytest.mark.parametrize("field,flag,value", [("grad_clip", "--grad-clip", 1.0), ("threads", "--threads", 1)])
+def test_options_without_a_default_win_over_the_protocol(field, flag, value, monkeypatch):
+    monkeypatch.setitem(PROTOCOLS, "odd", ODD)
+    assert getattr(_cli_config("--protocol", "odd", flag, str(value)), field) == value
+    assert getattr(_cli_config("--protocol", "odd"), field) == ODD[field]
+
+
+def test_converged_with_the_papers_sgd_settings_trains_with_them():
+    c = _cli_config("--protocol", "converged", "--lr", "0.1", "--optimizer", "sgd", "--schedule", "none",
+                    "--batch-size", "100", "--iterations", "1000")
+    assert (c.lr, c.optimizer, c.schedule, c.batch_size, c.iterations) == (0.1, "sgd", "none", 100, 1000)
+    assert c.val_images == PROTOCOLS["converged"]["val_images"]  # what was not given stays the protocol's
+    assert _cli_config("--protocol", "converged").lr == PROTOCOLS["converged"]["lr"]
+
+
+def test_old_option_spellings_still_parse():
+    c = _cli_config("--checkpoint-every", "3", "--checkpoint-every-s", "1.5")
+    assert (c.checkpoint_every, c.checkpoint_every_s) == (3, 1.5)
+    assert config.build_parser().parse_args(["--keep-checkpoints"]).keep_states
+
+
 # --------------------------------------------------------------------------- augmentation
 
-_BUILD_MODEL = T.build_model
+_BUILD_MODEL = registry.build_model
 
 def recorded_inputs(monkeypatch) -> list:
     """Every input the built model sees, with whether it was in training mode (a forward pre-hook)."""
@@ -166,7 +231,7 @@ def recorded_inputs(monkeypatch) -> list:
         m.register_forward_pre_hook(lambda mod, args: seen.append((mod.training, args[0].detach().clone())))
         return m
 
-    monkeypatch.setattr(T, "build_model", build)
+    monkeypatch.setattr(loop, "build_model", build)
     return seen
 
 
@@ -174,15 +239,15 @@ def test_augment_setting_is_validated_cli_reachable_and_recorded(tmp_path):
     with pytest.raises(ConfigError, match="Augmentation must be one of none, affine, got 'flip'"):
         cfg(augment="flip").validate()
     assert TrainConfig().augment == "none" and TrainConfig.from_protocol("converged", augment="affine").augment == "affine"
-    args = T.build_parser().parse_args(["--protocol", "converged", "--augment", "affine"])
-    c = T.config_from_args(args)
+    args = config.build_parser().parse_args(["--protocol", "converged", "--augment", "affine"])
+    c = config.config_from_args(args)
     assert c.augment == "affine" and c.optimizer == "adam" and c.schedule == "cosine"
-    assert T.config_from_args(T.build_parser().parse_args(["--protocol", "converged"])).augment == "none"
+    assert config.config_from_args(config.build_parser().parse_args(["--protocol", "converged"])).augment == "none"
     with pytest.raises(SystemExit):
-        T.build_parser().parse_args(["--augment", "flip"])
+        config.build_parser().parse_args(["--augment", "flip"])
     write_rows_npz(tmp_path / "data", 40, 20)
     out = tmp_path / "run"
-    assert T.main(["--dataset", "fashion_mnist", "--model", "parallel_lstm", "--iterations", "3", "--batch-size", "10",
+    assert cli.main(["--dataset", "fashion_mnist", "--model", "parallel_lstm", "--iterations", "3", "--batch-size", "10",
                    "--eval-every", "3", "--eval-samples", "10", "--noise-draws", "0", "--threads", "1", "--quiet",
                    "--augment", "affine", "--data-dir", str(tmp_path / "data"), "--out", str(out),
                    "--set", "hidden_size=8"]) == 0
@@ -194,7 +259,7 @@ def test_augment_affine_is_torchvision_affine_per_image_within_the_ranges():
     from torchvision.transforms import InterpolationMode
     from torchvision.transforms.v2 import functional as TF
 
-    from core.transforms import AFFINE_RANGES, affine_augment, draw_affine_params
+    from core.data.transforms import AFFINE_RANGES, affine_augment, draw_affine_params
 
     p = draw_affine_params(2000, torch.Generator().manual_seed(0))
     for j, k in enumerate(("angle", "translate", "translate", "scale", "shear")):
@@ -226,13 +291,13 @@ def test_augment_none_is_the_unaugmented_run(monkeypatch):
     def boom(*a, **kw):
         raise AssertionError("augmentation used by augment='none'")
 
-    monkeypatch.setattr(T, "affine_augment", boom)
-    monkeypatch.setattr(T, "draw_affine_params", boom)
+    monkeypatch.setattr(loop, "affine_augment", boom)
+    monkeypatch.setattr(loop, "draw_affine_params", boom)
     seen = recorded_inputs(monkeypatch)
     res = train(cfg(val_images=10, augment="none"), tr, te)
     sa, sb = ref.model.state_dict(), res.model.state_dict()
     assert all(torch.equal(sa[k], sb[k]) for k in sa) and ref.history == res.history and ref.evals == res.evals
-    from core.data import to_sequence
+    from core.data.transforms import to_sequence
 
     tr_idx, _ = split_validation(cfg(val_images=10), 60)
     rows = {r.numpy().tobytes() for r in to_sequence(tr.images[tr_idx])}
@@ -241,7 +306,7 @@ def test_augment_none_is_the_unaugmented_run(monkeypatch):
 
 
 def test_augment_affine_changes_the_training_batches_only(monkeypatch):
-    from core.data import to_sequence
+    from core.data.transforms import to_sequence
 
     tr, te = rows_data(60, 0), rows_data(20, 1)
     seen_none = recorded_inputs(monkeypatch)

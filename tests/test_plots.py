@@ -1,4 +1,4 @@
-"""Figure builders of core.plots (curves, errors over seeds, parameter counts, tables): pure
+"""Figure builders of core.report.plots (curves, errors over seeds, parameter counts, tables): pure
 functions of data, checked for trace counts, colours per method and axis titles."""
 
 from __future__ import annotations
@@ -9,25 +9,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from core.plots import (
+from core.report import fmt
+from core.report.fmt import method_title, reproduction_tables, runs_frame
+from core.report.plots.comparison import ERROR_METRICS, error_bar_figure, parameter_bar_figure
+from core.report.plots.style import method_color, method_order
+from core.report.plots.training import (
     CURVE_METRICS,
-    ERROR_METRICS,
     curves_from_metadata,
     curves_overlay,
     curves_small_multiples,
-    ema_smooth,
-    error_bar_figure,
-    fmt_gap,
-    fmt_mean_sd,
-    fmt_verdict,
-    method_color,
-    method_order,
-    method_title,
-    parameter_bar_figure,
-    reproduction_tables,
     run_curves_figure,
-    runs_frame,
 )
+from core.report.stats import ema_smooth
 
 
 def curve(model, seed, n=50, start=2.3, metric_scale=1.0):
@@ -226,18 +219,19 @@ def test_parameter_bars_grouped_by_input_coloured_by_method():
 
 # --- tables ---------------------------------------------------------------------------------------------
 def test_formatters():
-    assert fmt_mean_sd(1.234, 0.5) == "1.23 ± 0.50"
-    assert fmt_mean_sd(1.234, None) == "1.23" and fmt_mean_sd(None) == "n/a"
-    assert fmt_gap(0.5, -0.1, 1.1) == "+0.50 [-0.10, +1.10]" and fmt_gap(0.5) == "+0.50"
-    assert fmt_verdict("holds").startswith("✅")
-    assert fmt_verdict("does not hold (the other method is better)").startswith("❌")
-    assert fmt_verdict("cannot tell at this number of seeds").startswith("❔")
+    assert fmt.mean_sd(1.234, 0.5) == "1.23 ± 0.50"
+    assert fmt.mean_sd(1.234, None) == "1.23" and fmt.mean_sd(None) == "n/a"
+    assert fmt.gap(0.5, -0.1, 1.1) == "+0.50 [-0.10, +1.10]" and fmt.gap(0.5) == "+0.50"
+    assert fmt.verdict("holds").startswith("✅")
+    assert fmt.verdict("does not hold (the other method is better)").startswith("❌")
+    assert fmt.verdict("cannot tell at this number of seeds").startswith("❔")
 
 
 def test_reproduction_tables_from_write_tables(tmp_path):
     import json
 
-    from core.reproduce import run_path, write_tables
+    from core.grid.cells import run_path
+    from core.report.tables import write_tables
 
     rng = np.random.default_rng(0)
     for model, base in (("rim", 0.02), ("parallel_lstm", 0.05), ("entnet", 0.06), ("rmc", 0.03), ("indrnn", 0.07)):

@@ -1,4 +1,4 @@
-"""Tests for core.preprocess: well-formed digits, hostile or odd files, and fuzzing.
+"""Tests for core.digits.prepare: well-formed digits, hostile or odd files, and fuzzing.
 
 Every image is generated here with PIL/numpy; nothing touches the network.
 """
@@ -16,17 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image, ImageDraw, ImageFilter
 
+from core.digits.load import MAX_UPLOAD_BYTES, load_image, to_array
+from core.digits.prepare import EMPTY_DIGIT, PreparedImage, prepare_digit, prepare_for_dataset, prepare_rgb
 from core.errors import InputImageError
-from core.preprocess import (
-    EMPTY_DIGIT,
-    MAX_UPLOAD_BYTES,
-    PreparedImage,
-    load_image,
-    prepare_digit,
-    prepare_for_dataset,
-    prepare_rgb,
-    to_array,
-)
 from tests.digit_helpers import centre_of_mass, ink_box
 
 HANG_GUARD_S = 5.0  # generous: catches hangs, not slowness

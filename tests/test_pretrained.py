@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.checkpoint import load_checkpoint
-from core.data import DATASETS, SAMPLES_DIR
-from core.evaluate import evaluate
-from core.models import list_models
+from core.data.datasets import DATASETS, SAMPLES_DIR
+from core.eval.predict import evaluate
+from core.models.registry import list_models
+from core.training.weights import load_checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
 PRETRAINED = ROOT / "pretrained"
@@ -98,7 +98,7 @@ FULL = os.environ.get("RIMSCOPE_FULLDATA_DIR")
 @pytest.mark.skipif(not FULL, reason="set RIMSCOPE_FULLDATA_DIR to a folder with the full data sets")
 @pytest.mark.parametrize("entry", manifest_models() if MANIFEST.is_file() else [], ids=_id)
 def test_recorded_accuracy_on_full_test_set(entry):
-    from core.data import load_dataset
+    from core.data.datasets import load_dataset
 
     data = load_dataset(entry["dataset"], "test", data_dir=FULL, sources=("npz",))
     model, meta = load_checkpoint(PRETRAINED / entry["weights"])
@@ -111,7 +111,7 @@ def test_catalog_reads_the_shipped_manifest_at_call_time(monkeypatch, tmp_path):
     """One manifest reader, one pretrained folder (``core.paths``, read when asked), and the
     featured model the pages open first: the paper's method on MNIST, converged when shipped."""
     from core import catalog
-    from core.models import DEFAULT_MODEL
+    from core.models.registry import DEFAULT_MODEL
 
     monkeypatch.setenv("RIMSCOPE_PRETRAINED_DIR", str(PRETRAINED))
     entries = catalog.pretrained_entries()

@@ -8,11 +8,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from core import reproduce
+from core.grid import cells, export, local
+from core.report import paper, tables
+from core.report import stats as stats_mod
 
 
 def fake_run(root, dataset, model, seed, err, noisy, status="completed"):
-    p = reproduce.run_path(root, dataset, model, seed)
+    p = cells.run_path(root, dataset, model, seed)
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(json.dumps({"dataset": dataset, "model": model, "seed": seed, "status": status,
                              "train_config": {"iterations": 1000},
@@ -44,7 +46,7 @@ def welch(a, b):
 
 
 def test_table2_gap_and_interval(grid):
-    t = reproduce.write_tables(grid)
+    t = tables.write_tables(grid)
     row = t["table2"][0]
     rim = np.array(ERRS["rim"][0]) * 100
     pl = np.array(ERRS["parallel_lstm"][0]) * 100
@@ -57,7 +59,7 @@ def test_table2_gap_and_interval(grid):
 
 
 def test_table3_runner_up_and_diverged_count(grid):
-    row = reproduce.write_tables(grid)["table3"][0]
+    row = tables.write_tables(grid)["table3"][0]
     assert row["runner_up"] == "rmc"
     d, lo, hi = welch(np.array(ERRS["rmc"][0]) * 100, np.array(ERRS["rim"][0]) * 100)
     assert row["gap"] == pytest.approx(d) and row["gap_ci_low"] == pytest.approx(lo)
@@ -67,7 +69,7 @@ def test_table3_runner_up_and_diverged_count(grid):
 
 
 def test_table4_noise_growth(grid):
-    row = reproduce.write_tables(grid)["table4"][0]
+    row = tables.write_tables(grid)["table4"][0]
     assert row["runner_up"] == "rmc"  # lowest noisy error among the baselines
     g_rim = (np.array(ERRS["rim"][1]) - ERRS["rim"][0]) * 100
     g_rmc = (np.array(ERRS["rmc"][1]) - ERRS["rmc"][0]) * 100
@@ -77,7 +79,7 @@ def test_table4_noise_growth(grid):
 
 
 def test_outputs_written(grid):
-    reproduce.write_tables(grid)
+    tables.write_tables(grid)
     md = (grid / "tables.md").read_text()
     assert "Table 2" in md and "Table 3" in md and "Table 4" in md
     summary = json.loads((grid / "summary.json").read_text())
@@ -87,10 +89,10 @@ def test_outputs_written(grid):
 
 
 def test_verdicts():
-    assert reproduce.verdict(0.1, 0.5) == "holds"
-    assert reproduce.verdict(-0.5, -0.1).startswith("does not hold")
-    assert reproduce.verdict(-0.1, 0.1).startswith("cannot tell")
-    assert reproduce.verdict(math.nan, math.nan).startswith("cannot tell")
+    assert stats_mod.verdict(0.1, 0.5) == "holds"
+    assert stats_mod.verdict(-0.5, -0.1).startswith("does not hold")
+    assert stats_mod.verdict(-0.1, 0.1).startswith("cannot tell")
+    assert stats_mod.verdict(math.nan, math.nan).startswith("cannot tell")
 
 
 def test_tiny_grid_end_to_end(tmp_path, monkeypatch):
@@ -106,21 +108,21 @@ def test_tiny_grid_end_to_end(tmp_path, monkeypatch):
     monkeypatch.setenv("RIMSCOPE_DATA_DIR", str(tmp_path / "data"))
     out = tmp_path / "out"
     log = []
-    done = reproduce.run_grid(out, ["fashion_mnist"], ["parallel_lstm", "indrnn"], [0, 1], iterations=5, workers=1,
+    done = local.run_grid(out, ["fashion_mnist"], ["parallel_lstm", "indrnn"], [0, 1], iterations=5, workers=1,
                               noise_draws=1, eval_every=5, log=log.append,
-                              overrides=reproduce.parse_model_overrides(["parallel_lstm.hidden_size=7"]))
+                              overrides=cells.parse_model_overrides(["parallel_lstm.hidden_size=7"]))
     print("\n".join(log))
     assert len(done) == 4 and all(r["status"] == "completed" for r in done)
     # the override reached the parallel LSTMs (and only them), and the run JSON records it
-    pl_meta = json.loads(reproduce.run_path(out, "fashion_mnist", "parallel_lstm", 0).read_text())
-    in_meta = json.loads(reproduce.run_path(out, "fashion_mnist", "indrnn", 0).read_text())
+    pl_meta = json.loads(cells.run_path(out, "fashion_mnist", "parallel_lstm", 0).read_text())
+    in_meta = json.loads(cells.run_path(out, "fashion_mnist", "indrnn", 0).read_text())
     assert pl_meta["config"]["hidden_size"] == 7 and in_meta["config"].get("hidden_size") != 7
-    again = reproduce.run_grid(out, ["fashion_mnist"], ["parallel_lstm", "indrnn"], [0, 1], iterations=5, workers=1,
+    again = local.run_grid(out, ["fashion_mnist"], ["parallel_lstm", "indrnn"], [0, 1], iterations=5, workers=1,
                                noise_draws=1, eval_every=5, log=lambda s: None)
     assert again == []  # resumable: nothing retrained
-    rows = reproduce.load_results(out)
+    rows = tables.load_results(out)
     assert len(rows) == 4 and {r["model"] for r in rows} == {"parallel_lstm", "indrnn"}
-    manifest = reproduce.export_pretrained(out, 0, tmp_path / "pre")
+    manifest = export.export_pretrained(out, 0, tmp_path / "pre")
     assert len(manifest["models"]) == 2
 
 
@@ -128,18 +130,18 @@ def test_loss_fluctuation_measures_jitter_around_the_trend():
     rng = np.random.default_rng(0)
     it = np.arange(1000)
     trend = 2.0 * np.exp(-it / 300) + 0.3
-    smooth_sd, smooth_rel = reproduce.loss_fluctuation(trend.tolist())
+    smooth_sd, smooth_rel = tables.loss_fluctuation(trend.tolist())
     assert smooth_sd < 1e-3  # a smooth curve barely deviates from its moving average
     noisy = trend + rng.normal(0, 0.1, size=1000)
-    sd, rel = reproduce.loss_fluctuation(noisy.tolist())
+    sd, rel = tables.loss_fluctuation(noisy.tolist())
     assert sd == pytest.approx(0.1, rel=0.1)  # the moving average removes the trend, not the noise
     level = trend[500:].mean()
     assert rel == pytest.approx(sd / level, rel=0.05)
-    twice, _ = reproduce.loss_fluctuation((trend + 2 * (noisy - trend)).tolist())
+    twice, _ = tables.loss_fluctuation((trend + 2 * (noisy - trend)).tolist())
     assert twice == pytest.approx(2 * sd, rel=1e-3)  # linear in the noise (the trend leaves ~1e-5)
     # too short, or a diverged run's NaN/None: no number
-    assert all(math.isnan(v) for v in reproduce.loss_fluctuation([1.0] * 60))
-    assert all(math.isnan(v) for v in reproduce.loss_fluctuation(noisy.tolist()[:-1] + [None]))
+    assert all(math.isnan(v) for v in tables.loss_fluctuation([1.0] * 60))
+    assert all(math.isnan(v) for v in tables.loss_fluctuation(noisy.tolist()[:-1] + [None]))
 
 
 def test_fluctuation_table(tmp_path):
@@ -148,14 +150,14 @@ def test_fluctuation_table(tmp_path):
     for seed in range(3):
         for model, noise in (("rim", 0.05), ("parallel_lstm", 0.2)):
             fake_run(tmp_path, "mnist", model, seed, 0.1, 0.2)
-            p = reproduce.run_path(tmp_path, "mnist", model, seed)
+            p = cells.run_path(tmp_path, "mnist", model, seed)
             meta = json.loads(p.read_text())
             meta["history"] = {"loss": (base + rng.normal(0, noise, 1000)).tolist()}
             p.write_text(json.dumps(meta))
-    t = reproduce.write_tables(tmp_path)
+    t = tables.write_tables(tmp_path)
     row = t["fluctuation"][0]
     assert row["rim_abs"] == pytest.approx(0.05, rel=0.15) and row["parallel_lstm_abs"] == pytest.approx(0.2, rel=0.15)
-    rows = reproduce.load_results(tmp_path)
+    rows = tables.load_results(tmp_path)
     pl = [r["loss_fluct"] for r in rows if r["model"] == "parallel_lstm"]
     rim = [r["loss_fluct"] for r in rows if r["model"] == "rim"]
     assert (row["gap_abs"], row["gap_abs_ci_low"], row["gap_abs_ci_high"]) == pytest.approx(welch(pl, rim))
@@ -167,14 +169,14 @@ def test_fluctuation_table(tmp_path):
 def test_parse_model_overrides():
     from core.errors import ConfigError
 
-    assert reproduce.parse_model_overrides(["parallel_lstm.hidden_size=81", "rim.k_active=3",
+    assert cells.parse_model_overrides(["parallel_lstm.hidden_size=81", "rim.k_active=3",
                                             "parallel_lstm.num_units=6"]) == {
         "parallel_lstm": {"hidden_size": 81, "num_units": 6}, "rim": {"k_active": 3}}
-    assert reproduce.parse_model_overrides([]) == {}
+    assert cells.parse_model_overrides([]) == {}
     for bad in ("hidden_size=81", "nosuch.hidden_size=3", "parallel_lstm.hidden_size", "parallel_lstm.hiden=3",
                 "parallel_lstm.hidden_size=0", "rim.k_active=9"):
         with pytest.raises(ConfigError):
-            reproduce.parse_model_overrides([bad])
+            cells.parse_model_overrides([bad])
 
 
 def test_ablation_and_init_tables(tmp_path):
@@ -184,7 +186,7 @@ def test_ablation_and_init_tables(tmp_path):
     for model, vals in errs.items():
         for seed, e in enumerate(vals):
             fake_run(tmp_path, "mnist", model, seed, e, e + 0.05)
-    t = reproduce.write_tables(tmp_path)
+    t = tables.write_tables(tmp_path)
     abl = {r["variant"]: r for r in t["ablations"]}
     assert set(abl) == {"rim", "rim_random", "rim_alpha0", "parallel_lstm"}
     d, lo, hi = welch(np.array(errs["rim_random"]) * 100, np.array(errs["rim"]) * 100)
@@ -200,24 +202,24 @@ def test_ablation_and_init_tables(tmp_path):
     assert "### Ablations of the method" in md and "### Initialisation study" in md
     # variants are never exported as pretrained models (only the registry's rim here)
     for name in ("rim", "rim_random"):
-        meta_path = reproduce.run_path(tmp_path, "mnist", name, 0)
+        meta_path = cells.run_path(tmp_path, "mnist", name, 0)
         meta = json.loads(meta_path.read_text())
         if name != "rim":
             meta.update(model="rim", variant=name)
         meta.update(data_source={"train": "test data"})
         meta_path.write_text(json.dumps(meta))
         meta_path.with_suffix(".safetensors").write_bytes(b"")
-    exported = reproduce.export_pretrained(tmp_path, 0, tmp_path / "pre")["models"]
+    exported = export.export_pretrained(tmp_path, 0, tmp_path / "pre")["models"]
     assert [(m["model"], m["dataset"]) for m in exported] == [("rim", "mnist")]
 
 
 def test_variant_names_resolve_and_are_validated():
-    assert reproduce.resolve("rim_random") == ("rim", {"selection": "random"})
-    assert reproduce.resolve("indrnn") == ("indrnn", {})
+    assert paper.resolve("rim_random") == ("rim", {"selection": "random"})
+    assert paper.resolve("indrnn") == ("indrnn", {})
     with pytest.raises(KeyError, match="Unknown model or variant"):
-        reproduce.resolve("rim_best")
-    assert reproduce.parse_model_overrides(["rim_k5.alpha=0.2"]) == {"rim_k5": {"alpha": 0.2}}
-    from core.models import build_model
+        paper.resolve("rim_best")
+    assert cells.parse_model_overrides(["rim_k5.alpha=0.2"]) == {"rim_k5": {"alpha": 0.2}}
+    from core.models.registry import build_model
 
-    for model, kw in reproduce.VARIANTS.values():  # every variant builds
+    for model, kw in paper.VARIANTS.values():  # every variant builds
         build_model(model, **kw)

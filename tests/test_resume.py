@@ -1,4 +1,4 @@
-"""Resume (core.resume): a run interrupted, stopped or crashed continues to the same end, bit for bit.
+"""Resume (core.training.state): a run interrupted, stopped or crashed continues to the same end, bit for bit.
 
 Every resumed run here is compared with an uninterrupted run of the same config on the same
 machine and threads (1): the weights with ``torch.equal``, the per-iteration history and the
@@ -21,13 +21,16 @@ import numpy as np
 import pytest
 import torch
 
-import core.resume as R
-from core.data import LoadedData
+from core.data.datasets import LoadedData
 from core.errors import CheckpointError
-from core.models import rim as rim_mod
-from core.models import rmc as rmc_mod
-from core.runs import RunStore, RunStoreError, run_worker, worker_alive
-from core.train import TrainConfig, train
+from core.models import rim_kernel, rmc_kernel
+from core.runs.queue import worker_alive
+from core.runs.schema import RunStoreError
+from core.runs.store import RunStore
+from core.runs.worker import run_worker
+from core.training import state as R
+from core.training.config import TrainConfig
+from core.training.loop import train
 
 TINY = {
     "rim": {"hidden_size": 8, "num_units": 3, "k_active": 2},
@@ -75,8 +78,8 @@ def crash_at(iteration: int):
 
 def fresh_pools():
     """What a new process starts with: no workspace to reuse."""
-    rim_mod._POOL._free.clear()
-    rmc_mod._POOL._free.clear()
+    rim_kernel._POOL._free.clear()
+    rmc_kernel._POOL._free.clear()
 
 
 def same_run(a, b) -> bool:
@@ -90,9 +93,9 @@ def same_run(a, b) -> bool:
 def crash_and_resume(c: TrainConfig, data, folder: Path, at: int):
     tr, te = data
     with pytest.raises(Crash):
-        train(c, tr, te, callback=crash_at(at), checkpoint_dir=folder)
+        train(c, tr, te, callback=crash_at(at), state_dir=folder)
     fresh_pools()
-    return train(c, tr, te, checkpoint_dir=folder, resume_from=folder)
+    return train(c, tr, te, state_dir=folder, resume_from=folder)
 
 
 # --------------------------------------------------------------------------- bit-identity
@@ -128,12 +131,12 @@ def test_stop_writes_a_checkpoint_and_resume_continues_there(data, tmp_path):
     tr, te = data
     ref = train(c, tr, te)
     polls = []
-    stopped = train(c, tr, te, checkpoint_dir=tmp_path, should_stop=lambda: polls.append(1) or len(polls) > 7)
+    stopped = train(c, tr, te, state_dir=tmp_path, should_stop=lambda: polls.append(1) or len(polls) > 7)
     assert stopped.status == "stopped" and stopped.metrics["iterations_done"] == 7
     assert [it for it, _ in R.list_states(tmp_path)] == [7, 4]  # the stop checkpoint and the periodic one
-    assert stopped.checkpoint == tmp_path / "state-00000007.json"
+    assert stopped.state_path == tmp_path / "state-00000007.json"
     fresh_pools()
-    res = train(c, tr, te, checkpoint_dir=tmp_path, resume_from=tmp_path)
+    res = train(c, tr, te, state_dir=tmp_path, resume_from=tmp_path)
     assert res.status == "completed" and res.resumed_from == 7 and same_run(ref, res)
 
 
@@ -143,14 +146,14 @@ def test_resume_twice_and_by_time(data, tmp_path):
     tr, te = data
     ref = train(c, tr, te)
     with pytest.raises(Crash):
-        train(c, tr, te, callback=crash_at(5), checkpoint_dir=tmp_path)
+        train(c, tr, te, callback=crash_at(5), state_dir=tmp_path)
     assert R.last_iteration(tmp_path) == 4
     fresh_pools()
     with pytest.raises(Crash):
-        train(c, tr, te, callback=crash_at(11), checkpoint_dir=tmp_path, resume_from=tmp_path)
+        train(c, tr, te, callback=crash_at(11), state_dir=tmp_path, resume_from=tmp_path)
     assert [it for it, _ in R.list_states(tmp_path)] == [10, 9]
     fresh_pools()
-    res = train(c, tr, te, checkpoint_dir=tmp_path, resume_from=tmp_path)
+    res = train(c, tr, te, state_dir=tmp_path, resume_from=tmp_path)
     assert res.resumed_from == 10 and same_run(ref, res)
 
 
@@ -162,7 +165,7 @@ def test_a_part_left_out_breaks_identity(data, tmp_path, monkeypatch, part):
     tr, te = data
     ref = train(c, tr, te)
     with pytest.raises(Crash):
-        train(c, tr, te, callback=crash_at(10), checkpoint_dir=tmp_path)
+        train(c, tr, te, callback=crash_at(10), state_dir=tmp_path)
     real = R.read_state
 
     def spoiled(path):
@@ -192,7 +195,7 @@ def test_checkpoint_files_pruned_checksummed_atomic(data, tmp_path):
     c = cfg("parallel_lstm", checkpoint_every=2)
     tr, te = data
     with pytest.raises(Crash):
-        train(c, tr, te, callback=crash_at(9), checkpoint_dir=tmp_path)
+        train(c, tr, te, callback=crash_at(9), state_dir=tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "state-00000006.json", "state-00000006.safetensors", "state-00000008.json", "state-00000008.safetensors"]
     doc = json.loads((tmp_path / "state-00000008.json").read_text())
@@ -232,7 +235,7 @@ def test_failed_write_is_reported_and_keeps_the_previous_checkpoint(data, tmp_pa
         crash_at(10)(ev)
 
     with pytest.raises(Crash):
-        train(c, tr, te, callback=cb, checkpoint_dir=tmp_path)
+        train(c, tr, te, callback=cb, state_dir=tmp_path)
     ck = [e for e in events if e["kind"] == "checkpoint"]
     assert [(e["iteration"], e["ok"]) for e in ck] == [(4, True), (8, False)]
     words = "the disk is full" if err == errno.ENOSPC else "read-only"
@@ -265,7 +268,7 @@ def test_failed_periodic_write_does_not_stop_training(data, tmp_path, monkeypatc
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(R, "_write_all", full)
-    res = train(c, tr, te, checkpoint_dir=tmp_path)
+    res = train(c, tr, te, state_dir=tmp_path)
     assert res.status == "completed" and res.metrics["checkpoint_errors"] == 3  # at 4, 8, 12
     assert "3 checkpoint write(s) failed" in res.message and "disk is full" in res.message
     assert not list(tmp_path.glob("*"))  # no partial or temporary files
@@ -301,7 +304,7 @@ def test_damaged_latest_checkpoint_falls_back_to_the_one_before(data, tmp_path, 
     tr, te = data
     ref = train(c, tr, te)
     with pytest.raises(Crash):
-        train(c, tr, te, callback=crash_at(10), checkpoint_dir=tmp_path)
+        train(c, tr, te, callback=crash_at(10), state_dir=tmp_path)
     DAMAGES[damage](tmp_path)
     seen = []
     st = R.latest_state(tmp_path, on_damaged=lambda p, e: seen.append((p.name, str(e))))
@@ -309,7 +312,7 @@ def test_damaged_latest_checkpoint_falls_back_to_the_one_before(data, tmp_path, 
     if damage not in ("json missing (write never finished)",):
         assert seen and seen[0][0] == "state-00000008.json", seen
     with pytest.warns(UserWarning, match="damaged") if seen else contextlib.nullcontext():
-        res = train(c, tr, te, checkpoint_dir=tmp_path, resume_from=tmp_path)
+        res = train(c, tr, te, state_dir=tmp_path, resume_from=tmp_path)
     assert res.resumed_from == 4 and same_run(ref, res)
     # the damaged state is gone once a newer one is written over it
     assert not (tmp_path / "state-00000008.json").exists() or R.read_state(tmp_path / "state-00000008.json")
@@ -329,7 +332,7 @@ def test_all_damaged_or_none(tmp_path, data):
 def test_resume_refuses_other_settings_or_other_data(data, tmp_path):
     tr, te = data
     with pytest.raises(Crash):
-        train(cfg(), tr, te, callback=crash_at(6), checkpoint_dir=tmp_path)
+        train(cfg(), tr, te, callback=crash_at(6), state_dir=tmp_path)
     with pytest.raises(CheckpointError, match="other settings.*lr"):
         train(cfg(lr=0.05), tr, te, resume_from=tmp_path)
     with pytest.raises(CheckpointError, match="other training data"):
@@ -342,9 +345,9 @@ def test_resume_refuses_other_settings_or_other_data(data, tmp_path):
 def test_a_fresh_run_clears_old_checkpoints(data, tmp_path):
     tr, te = data
     with pytest.raises(Crash):
-        train(cfg(), tr, te, callback=crash_at(10), checkpoint_dir=tmp_path)
+        train(cfg(), tr, te, callback=crash_at(10), state_dir=tmp_path)
     with pytest.raises(Crash):
-        train(cfg(seed=1), tr, te, callback=crash_at(6), checkpoint_dir=tmp_path)
+        train(cfg(seed=1), tr, te, callback=crash_at(6), state_dir=tmp_path)
     assert [it for it, _ in R.list_states(tmp_path)] == [4]
     assert R.latest_state(tmp_path).train_config["seed"] == 1
 
@@ -363,16 +366,16 @@ def write_npz(folder: Path, dataset: str = "mnist", n: int = 200, seed: int = 0)
 def test_cli_resume_after_an_interrupt(tmp_path, monkeypatch, capsys):
     from safetensors.torch import load_file
 
-    import core.train as T
+    from core.training import cli
 
     d = write_npz(tmp_path / "data")
     args = ["--dataset", "mnist", "--model", "rim", "--no-holdout-sample", "--iterations", "12", "--batch-size", "20",
             "--eval-every", "5", "--eval-samples", "20", "--noise-draws", "1", "--threads", "1", "--quiet",
             "--checkpoint-every", "4", "--data-dir", str(d), "--set", "hidden_size=8", "--set", "num_units=3",
             "--set", "k_active=2"]
-    assert T.main(args + ["--out", str(tmp_path / "ref")]) == 0
+    assert cli.main(args + ["--out", str(tmp_path / "ref")]) == 0
     assert not (tmp_path / "ref.ckpt").exists()  # completed: the training checkpoints are removed
-    real = T.train
+    real = cli.train
 
     def interrupted(*a, **kw):  # Ctrl-C at iteration 10
         def cb(ev):
@@ -381,15 +384,15 @@ def test_cli_resume_after_an_interrupt(tmp_path, monkeypatch, capsys):
                 raise KeyboardInterrupt
         return real(*a, **{**kw, "callback": cb})
 
-    monkeypatch.setattr(T, "train", interrupted)
+    monkeypatch.setattr(cli, "train", interrupted)
     monkeypatch.chdir(tmp_path)
-    assert T.main(args + ["--out", "run"]) == 130
+    assert cli.main(args + ["--out", "run"]) == 130
     assert "continue with: python -m core.train --resume run.ckpt" in capsys.readouterr().err
     assert not (tmp_path / "run.safetensors").exists() and R.last_iteration(tmp_path / "run.ckpt") == 8
-    monkeypatch.setattr(T, "train", real)
+    monkeypatch.setattr(cli, "train", real)
     monkeypatch.chdir(tmp_path / "data")  # somewhere else: the checkpoint knows the data and the output
     fresh_pools()
-    assert T.main(["--resume", str(tmp_path / "run.ckpt"), "--quiet"]) == 0
+    assert cli.main(["--resume", str(tmp_path / "run.ckpt"), "--quiet"]) == 0
     out = capsys.readouterr()
     assert "resuming from iteration 8" in out.err and "resumed from iteration 8" in out.out
     a, b = load_file(tmp_path / "ref.safetensors"), load_file(tmp_path / "run.safetensors")
@@ -398,7 +401,7 @@ def test_cli_resume_after_an_interrupt(tmp_path, monkeypatch, capsys):
     mb = json.loads((tmp_path / "run.json").read_text())
     assert ma["history"] == mb["history"] and ma["evals"] == mb["evals"]
     assert not (tmp_path / "run.ckpt").exists()
-    assert T.main(["--resume", str(tmp_path / "run.ckpt")]) == 2
+    assert cli.main(["--resume", str(tmp_path / "run.ckpt")]) == 2
     assert "No training checkpoint" in capsys.readouterr().err
 
 
@@ -421,7 +424,7 @@ def store_cfg(**kw) -> TrainConfig:
 
 
 def reference(c: TrainConfig, data_dir: Path):
-    from core.train import prepare_training_data
+    from core.data.plan import prepare_training_data
 
     tr, te, _ = prepare_training_data(c, data_dir)
     fresh_pools()
@@ -458,7 +461,7 @@ def test_store_stop_then_resume_in_the_page_worker(tmp_path, monkeypatch):
     assert m["iteration"] == list(range(1, 25)) and m["eval_iteration"] == [5, 10, 15, 20, 24]
     assert not (d / "ckpt").exists()
     ref = reference(c, tmp_path / "data")
-    from core.checkpoint import load_checkpoint
+    from core.training.weights import load_checkpoint
 
     model, meta = load_checkpoint(store.checkpoint_stem(rid))
     assert meta["history"] == ref.history and meta["metrics"]["resumed_from_iteration"] == stopped_at
@@ -474,7 +477,7 @@ def test_store_worker_killed_server_restarted_then_resumed(tmp_path, monkeypatch
     server (a fresh RunStore) shows the run interrupted; resume continues it to the same end."""
     import signal
 
-    from core.runs import main as runs_main
+    from core.runs.cli import main as runs_main
 
     store = _store(tmp_path, monkeypatch)
     c = store_cfg(iterations=60)
@@ -504,7 +507,7 @@ def test_store_worker_killed_server_restarted_then_resumed(tmp_path, monkeypatch
     assert m["iteration"] == list(range(1, 61))
     ref = reference(c, tmp_path / "data")
     assert m["loss"] == ref.history["loss"] and info.metrics["resumed_from_iteration"] == saved
-    from core.checkpoint import load_checkpoint
+    from core.training.weights import load_checkpoint
 
     model, _ = load_checkpoint(fresh.checkpoint_stem(rid))
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), ref.model.state_dict().values()))
@@ -513,33 +516,33 @@ def test_store_worker_killed_server_restarted_then_resumed(tmp_path, monkeypatch
 # --------------------------------------------------------------------------- the grid
 
 def test_grid_cell_continues_from_its_checkpoint(tmp_path, monkeypatch):
-    import core.train as T
-    from core import reproduce
+    from core.grid import cells
+    from core.training import loop
 
     d = write_npz(tmp_path / "data", dataset="fashion_mnist", n=300)
 
     def job(out: Path) -> dict:
         return dict(dataset="fashion_mnist", model="rim", seed=0, iterations=12, protocol="paper", noise_draws=1,
                     eval_every=5, data_dir=str(d), overrides=dict(TINY["rim"]), threads=1, checkpoint_every=4,
-                    path=str(reproduce.run_path(out, "fashion_mnist", "rim", 0)))
+                    path=str(cells.run_path(out, "fashion_mnist", "rim", 0)))
 
     fresh_pools()
-    ref = reproduce.train_cell(job(tmp_path / "ref"))
+    ref = cells.train_cell(job(tmp_path / "ref"))
     assert ref["status"] == "completed" and ref["resumed_from"] is None
-    real = T.train
+    real = loop.train
 
     def killed(*a, **kw):
         return real(*a, **{**kw, "callback": crash_at(10)})
 
-    monkeypatch.setattr(T, "train", killed)
+    monkeypatch.setattr(loop, "train", killed)
     j = job(tmp_path / "out")
     with pytest.raises(Crash):
-        reproduce.train_cell(j)
+        cells.train_cell(j)
     cell = Path(j["path"])
     assert not cell.exists() and R.last_iteration(cell.with_suffix(".ckpt")) == 8
-    monkeypatch.setattr(T, "train", real)
+    monkeypatch.setattr(loop, "train", real)
     fresh_pools()
-    r = reproduce.train_cell(j)
+    r = cells.train_cell(j)
     assert r["status"] == "completed" and r["resumed_from"] == 8
     assert not cell.with_suffix(".ckpt").exists()
     a = json.loads(Path(job(tmp_path / "ref")["path"]).read_text())
@@ -581,16 +584,16 @@ def test_augmented_run_crash_then_resume_is_bit_identical(data, tmp_path):
     assert st.train_config["augment"] == "affine" and st.rng["augment"].dtype == torch.uint8
     # stopped midway, then resumed: the same run too
     polls = []
-    stopped = train(AUGMENTED, tr, te, checkpoint_dir=tmp_path / "st", should_stop=lambda: polls.append(1) or len(polls) > 5)
+    stopped = train(AUGMENTED, tr, te, state_dir=tmp_path / "st", should_stop=lambda: polls.append(1) or len(polls) > 5)
     assert stopped.status == "stopped" and stopped.metrics["iterations_done"] == 5
-    res2 = train(AUGMENTED, tr, te, checkpoint_dir=tmp_path / "st", resume_from=tmp_path / "st")
+    res2 = train(AUGMENTED, tr, te, state_dir=tmp_path / "st", resume_from=tmp_path / "st")
     assert res2.resumed_from == 5 and same_run(ref, res2)
 
 
 def test_augment_resume_refuses_the_other_setting_and_old_states_mean_none(data, tmp_path):
     tr, te = data
     with pytest.raises(Crash):
-        train(cfg(), tr, te, callback=crash_at(6), checkpoint_dir=tmp_path)
+        train(cfg(), tr, te, callback=crash_at(6), state_dir=tmp_path)
     with pytest.raises(CheckpointError, match="other settings.*augment"):
         train(cfg(augment="affine"), tr, te, resume_from=tmp_path)
     # a state written before the setting existed has no "augment": it was an unaugmented run

@@ -16,18 +16,15 @@ from pathlib import Path
 import pytest
 
 from core import catalog
-from core.checkpoint import checkpoint_bytes, load_checkpoint
+from core.data.plan import training_data_plan
 from core.errors import CheckpointError, ConfigError
-from core.models import build_model
-from core.runs import (
-    RunStore,
-    RunStoreError,
-    parse_seeds,
-    read_metrics_file,
-    run_worker,
-    training_data_plan,
-)
-from core.train import TrainConfig
+from core.models.registry import build_model
+from core.runs.events import read_metrics_file
+from core.runs.schema import RunStoreError
+from core.runs.store import RunStore
+from core.runs.worker import run_worker
+from core.training.config import TrainConfig, parse_seeds
+from core.training.weights import checkpoint_bytes, load_checkpoint
 from tests.run_helpers import kill_running_workers
 
 TINY = {"parallel_lstm": {"num_units": 1, "hidden_size": 8},
@@ -308,7 +305,7 @@ def test_store_lock_is_exclusive_across_threads_and_processes(store):
 
     from core.paths import ROOT
 
-    other = ("import sys\nfrom core.runs import RunStore, RunStoreError\n"
+    other = ("import sys\nfrom core.runs.schema import RunStoreError\nfrom core.runs.store import RunStore\n"
              "try:\n    RunStore(sys.argv[1]).lock(timeout=0.3).__enter__()\nexcept RunStoreError as e:\n"
              "    print('refused:', e)\nelse:\n    print('got it')\n")
 
@@ -342,7 +339,7 @@ def test_worker_liveness_and_pid_reuse(tmp_path):
     import subprocess
     import sys
 
-    from core.runs import process_started, worker_alive
+    from core.runs.queue import process_started, worker_alive
 
     rid = "20240101-000000-0000000a"
     assert worker_alive(os.getpid(), rid)  # a worker in this process (tests)
@@ -396,7 +393,7 @@ def test_events_round_trip_nan_torn_line_and_truncation(tmp_path):
 
 
 def test_status_and_config_documents_are_typed():
-    from core.runs import RunConfig, RunStatus
+    from core.runs.schema import RunConfig, RunStatus
 
     st = RunStatus.from_dict({"status": "running", "pid": "12", "iteration": 7.5, "heartbeat": 3, "latest": [],
                               "total": 30, "from_the_future": 1})
@@ -411,7 +408,7 @@ def test_status_and_config_documents_are_typed():
 
 
 def test_upload_check_shared_with_the_page(store):
-    from core.checkpoint import check_upload
+    from core.training.weights import check_upload
 
     w, m = good_checkpoint()
     model, meta = check_upload(w, m, weights_name="model.safetensors", meta_name="model.json")

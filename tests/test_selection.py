@@ -1,4 +1,4 @@
-"""core.selection: margins, stability and class information of the unit selection."""
+"""core.eval.selection: margins, stability and class information of the unit selection."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from core import selection
-from core.models import build_model
+from core.eval import selection
+from core.models.registry import build_model
 
 
 def test_margins_are_kth_minus_next():

@@ -6,10 +6,10 @@ option would silently do nothing; this test makes it fail instead.
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import pytest
-import tomllib
 from streamlit import config as st_config
 
 CONFIG = Path(__file__).resolve().parents[1] / ".streamlit" / "config.toml"

@@ -1,4 +1,4 @@
-"""Tests for core.train: the training loop, its settings, MNIST holdout and the CLI.
+"""Tests for core.training: the training loop, its settings, MNIST holdout and the CLI.
 
 Training runs on tiny synthetic data (``LoadedData`` built here, or npz files written to a
 temporary folder) with a tiny RIM, for a handful of iterations.
@@ -16,14 +16,16 @@ import numpy as np
 import pytest
 import torch
 
-import core.data as D
-import core.train as T
-from core.checkpoint import load_checkpoint
-from core.data import LoadedData, training_data_plan
+from core.data import plan
+from core.data.datasets import LoadedData
+from core.data.plan import prepare_training_data, training_data_plan
 from core.errors import ConfigError, DataUnavailableError
-from core.evaluate import evaluate
-from core.models import count_parameters
-from core.train import TrainConfig, prepare_training_data, train
+from core.eval.predict import evaluate
+from core.models.registry import count_parameters
+from core.training import cli, config, loop
+from core.training.config import TrainConfig
+from core.training.loop import train
+from core.training.weights import load_checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY_RIM = {"hidden_size": 8, "num_units": 3, "k_active": 2}
@@ -165,9 +167,9 @@ def test_seeded_runs_are_deterministic(data):
 def test_final_noisy_accuracy_averages_every_draw(data):
     """The final noisy test is the mean over all ``noise_draws`` draws (seeds 1000, 1001, ...):
     checked against a mean computed here, draw by draw, on draws that give different accuracies,
-    so averaging only the first draw (in core.evaluate.noisy_accuracy or in train) fails."""
-    from core.data import add_noise
-    from core.evaluate import noisy_accuracy, predict_logits
+    so averaging only the first draw (in core.eval.predict.noisy_accuracy or in train) fails."""
+    from core.data.transforms import add_noise
+    from core.eval.predict import noisy_accuracy, predict_logits
 
     tr, _ = data
     te = synth(300, 9)
@@ -215,10 +217,10 @@ def test_class_weighting_auto_is_balanced_on_unbalanced_labels():
 
 def test_class_weights_are_inverse_frequency():
     labels = np.array([0] * 60 + [1] * 30 + [2] * 10)
-    w, mode = T._class_weights(cfg(class_weighting="balanced"), labels, 4)
+    w, mode = loop._class_weights(cfg(class_weighting="balanced"), labels, 4)
     assert mode == "balanced"
     np.testing.assert_allclose(w.numpy(), [100 / (4 * 60), 100 / (4 * 30), 100 / (4 * 10), 0.0], rtol=1e-6)
-    assert T._class_weights(cfg(class_weighting="auto"), np.array([0, 0, 1, 1, 2]), 3) == (None, "none")
+    assert loop._class_weights(cfg(class_weighting="auto"), np.array([0, 0, 1, 1, 2]), 3) == (None, "none")
 
 
 # --------------------------------------------------------------------------- validation
@@ -233,7 +235,7 @@ BAD_SETTINGS = [
     ({"iterations": 0}, "Iterations"),
     ({"iterations": -5}, "Iterations"),
     ({"iterations": 2.5}, "Iterations"),
-    ({"iterations": T.MAX_ITERATIONS + 1}, "Iterations"),
+    ({"iterations": config.MAX_ITERATIONS + 1}, "Iterations"),
     ({"batch_size": 0}, "Batch size"),
     ({"model": "gpt"}, "Unknown model"),
     ({"dataset": "imagenet"}, "Unknown data set"),
@@ -360,7 +362,7 @@ def test_holdout_only_for_mnist_and_only_with_indices(tmp_path, monkeypatch):
     def no_indices(name, split, **kw):
         return dataclasses.replace(synth(12_000 if split == "train" else 5, 0), indices=None)
 
-    monkeypatch.setattr(D, "load_dataset", no_indices)
+    monkeypatch.setattr(plan, "load_dataset", no_indices)
     tr, _, note = prepare_training_data(cfg(), None)
     assert len(tr) == 12_000 and "no image indices" in note
 
@@ -389,7 +391,7 @@ def test_cli_help_runs_as_a_module(monkeypatch, capsys):
 
 def test_cli_help_in_process(capsys):
     with pytest.raises(SystemExit) as exc:
-        T.main(["--help"])
+        cli.main(["--help"])
     assert exc.value.code == 0 and "--iterations" in capsys.readouterr().out
 
 
@@ -409,7 +411,7 @@ def cli_args(data_dir, out, *extra):
 
 def test_cli_trains_and_writes_a_loadable_checkpoint(npz_dir, tmp_path, capsys):
     out = tmp_path / "runs" / "tiny"
-    assert T.main(cli_args(npz_dir, out, "--seed", "2")) == 0
+    assert cli.main(cli_args(npz_dir, out, "--seed", "2")) == 0
     assert "saved" in capsys.readouterr().out
     assert (out.with_suffix(".safetensors")).is_file() and (out.with_suffix(".json")).is_file()
     model, meta = load_checkpoint(out, expected_dataset="mnist")
@@ -434,7 +436,7 @@ def test_cli_trains_and_writes_a_loadable_checkpoint(npz_dir, tmp_path, capsys):
 ])
 def test_cli_invalid_settings_exit_2_with_a_message(npz_dir, tmp_path, capsys, extra, words):
     out = tmp_path / "bad"
-    assert T.main(cli_args(npz_dir, out, *extra)) == 2
+    assert cli.main(cli_args(npz_dir, out, *extra)) == 2
     err = capsys.readouterr().err
     assert "error:" in err and words in err and "Traceback" not in err
     assert not out.with_suffix(".safetensors").exists()
@@ -443,13 +445,13 @@ def test_cli_invalid_settings_exit_2_with_a_message(npz_dir, tmp_path, capsys, e
 def test_cli_argparse_errors_exit_2(npz_dir, tmp_path, capsys):
     for extra in (["--model", "gpt"], ["--lr", "fast"]):
         with pytest.raises(SystemExit) as exc:
-            T.main(cli_args(npz_dir, tmp_path / "x", *extra))
+            cli.main(cli_args(npz_dir, tmp_path / "x", *extra))
         assert exc.value.code == 2
         assert "invalid" in capsys.readouterr().err
 
 
 def test_cli_missing_data_exits_2(tmp_path, capsys):
-    assert T.main(cli_args(tmp_path / "empty", tmp_path / "x")) == 2
+    assert cli.main(cli_args(tmp_path / "empty", tmp_path / "x")) == 2
     err = capsys.readouterr().err
     assert "does not exist" in err and "RIMSCOPE_DATA_DIR" in err
 
@@ -458,6 +460,6 @@ def test_cli_diverged_run_saves_nothing(npz_dir, tmp_path, capsys):
     out = tmp_path / "div"
     args = cli_args(npz_dir, out, "--lr", "10", "--momentum", "0.9", "--iterations", "60", "--batch-size", "16",
                     "--noise-draws", "0")
-    assert T.main(args) == 3
+    assert cli.main(args) == 3
     assert "DIVERGED" in capsys.readouterr().err
     assert not out.with_suffix(".safetensors").exists() and not out.with_suffix(".json").exists()

@@ -5,8 +5,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from core.models import build_model
+from core.models import rim_kernel, rmc_kernel
 from core.models._workspace import WorkspacePool
+from core.models.registry import build_model
 
 
 def test_pool_reuses_one_workspace_per_key_and_bounds_keys():
@@ -33,12 +34,9 @@ def test_pool_reuses_one_workspace_per_key_and_bounds_keys():
 
 def test_training_steps_reuse_the_workspace():
     """Two training steps of rim and rmc on the same shapes allocate their workspace once."""
-    from core.models import rim_kernel as rim
-    from core.models import rmc_kernel as rmc
-
     torch.manual_seed(0)
     x, y = torch.rand(4, 28, 28), torch.randint(0, 10, (4,))
-    for name, module in (("rim", rim), ("rmc", rmc)):
+    for name, module in (("rim", rim_kernel), ("rmc", rmc_kernel)):
         model = build_model(name, input_dim=28, num_classes=10)
         seen = []
         original = module._new_workspace

@@ -27,7 +27,6 @@ import torch.nn as nn
 from . import rim_kernel
 from ._config import SequenceConfig, SequenceModel
 from ._init import FORGET_BIAS, lstm_bound
-from .rim_kernel import _POOL  # noqa: F401  (the fused kernel's workspace pool; tests empty it)
 
 SELECTIONS = ("attention", "random", "all")
 IMPLS = ("fused", "reference")

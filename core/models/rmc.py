@@ -24,7 +24,6 @@ import torch.nn as nn
 from . import rmc_kernel
 from ._config import SequenceConfig, SequenceModel
 from ._init import FORGET_BIAS
-from .rmc_kernel import _POOL  # noqa: F401  (the fused kernel's workspace pool; tests empty it)
 
 IMPLS = ("fused", "reference")
 

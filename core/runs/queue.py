@@ -96,7 +96,7 @@ class QueueMixin:
             lock.release()
 
     def _mark_dead(self, run_id: str, why: str) -> None:
-        from ..resume import last_iteration
+        from ..training.state import last_iteration
 
         d = self.run_dir(run_id)
         st = self.read_status(run_id)  # re-read: the worker may have finished just before it ended

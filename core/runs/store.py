@@ -45,7 +45,7 @@ from .schema import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..config import TrainConfig
+    from ..training.config import TrainConfig
 
 
 def default_root() -> Path:
@@ -172,7 +172,7 @@ class RunStore(QueueMixin):
         ``threads`` left at None becomes 1 (env ``RIMSCOPE_WORKER_THREADS``): workers share
         the machine with the server and each other.
         """
-        from ..config import TrainConfig
+        from ..training.config import TrainConfig
 
         if not isinstance(config, TrainConfig):
             raise ConfigError("A training run needs a TrainConfig.")
@@ -194,12 +194,12 @@ class RunStore(QueueMixin):
                           owner: str = "", label: str = "") -> str:
         """Store an uploaded checkpoint as a new run with status "uploaded".
 
-        Validated in full (core.checkpoint.check_upload: size limits, the weights, the model
+        Validated in full (core.training.weights.check_upload: size limits, the weights, the model
         fits its data set) before anything is written; on any problem a CheckpointError is
         raised and the store is unchanged.
         """
-        from ..checkpoint import check_upload
-        from ..models import count_parameters
+        from ..models.registry import count_parameters
+        from ..training.weights import check_upload
 
         model, meta_doc = check_upload(weights, meta, expected_dataset=expected_dataset)
         seed = meta_doc.get("seed")
@@ -243,7 +243,7 @@ class RunStore(QueueMixin):
         Its worker continues from the newest intact training checkpoint (or from the start
         when there is none yet: the same run, bit for bit). RunStoreError for other statuses.
         """
-        from ..resume import last_iteration
+        from ..training.state import last_iteration
 
         d = self._existing_dir(run_id)
         with self.lock():

@@ -1,4 +1,4 @@
-"""The worker: one queued run, trained to its end in this process by ``core.train.train``.
+"""The worker: one queued run, trained to its end in this process by ``core.training.loop.train``.
 
 What it adds around the training loop: claiming the run under the store lock (a run is
 never trained twice), a heartbeat and progress in ``status.json`` (:class:`StatusWriter`),
@@ -116,11 +116,11 @@ def _train(run_dir: Path, run_id: str, writer: StatusWriter, state: dict) -> str
     """Data, resume point, training, checkpoint; the final status (written)."""
     stop_file = run_dir / STOP_FILE
     run_cfg = RunConfig.from_dict(read_json(run_dir / CONFIG_FILE))
-    from ..checkpoint import run_metadata, save_checkpoint
-    from ..config import TrainConfig
-    from ..data import prepare_training_data
-    from ..resume import latest_state, remove_states
-    from ..train import train
+    from ..data.plan import prepare_training_data
+    from ..training.config import TrainConfig
+    from ..training.loop import train
+    from ..training.state import latest_state, remove_states
+    from ..training.weights import run_metadata, save_checkpoint
 
     cfg = TrainConfig.from_dict(dict(run_cfg.train_config)).validate()
     if stop_file.exists():
@@ -157,7 +157,7 @@ def _train(run_dir: Path, run_id: str, writer: StatusWriter, state: dict) -> str
         state["phase"] = "training"
         result = train(cfg, train_data, test_data, callback=callback,
                        should_stop=lambda: state["term"] or stop_file.exists(),
-                       checkpoint_dir=ckpt_dir, resume_from=resume_from, checkpoint_extra={"run_id": run_id})
+                       state_dir=ckpt_dir, resume_from=resume_from, state_extra={"run_id": run_id})
         state["phase"] = "finishing"
     done = int(result.metrics.get("iterations_done", 0))
     status, message = result.status, result.message
@@ -172,7 +172,7 @@ def _train(run_dir: Path, run_id: str, writer: StatusWriter, state: dict) -> str
         message = "stopped before the first iteration; nothing to save"
     if status in ("completed", "diverged"):
         remove_states(ckpt_dir)  # nothing left to resume
-    elif status == "stopped" and result.checkpoint is not None:
+    elif status == "stopped" and result.state_path is not None:
         message += "; it can be resumed"
     writer.write(final=True, status=status, message=message, iteration=done, metrics=scalars(result.metrics))
     return status

@@ -13,7 +13,7 @@ import streamlit as st
 import torch
 
 from core import catalog, paths
-from core.data import LoadedData, load_dataset
+from core.data.datasets import LoadedData, load_dataset
 
 from .messages import show_error
 
@@ -67,7 +67,7 @@ def test_data(dataset: str, data_dir: str | None = None) -> LoadedData:
 def run_store():
     """The user's run store, or ``None`` while ``core.runs`` is unavailable or broken."""
     try:
-        from core.runs import RunStore
+        from core.runs.store import RunStore
 
         return RunStore()
     except (ImportError, AttributeError):
@@ -141,7 +141,7 @@ def _runs_signature(out_dir: Path) -> tuple:
 
 @st.cache_data(show_spinner="Reading training curves…", max_entries=8)
 def _load_curves(out_dir: str, signature: tuple) -> dict:
-    from core.plots import curves_from_metadata
+    from core.report.plots.training import curves_from_metadata
 
     out: dict = {}
     for path, _ in signature:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from core.data import DATASETS, LoadedData
+from core.data.datasets import DATASETS, LoadedData
 from core.errors import RimscopeError
 
 
@@ -22,7 +22,7 @@ def show_error(exc: Exception, what: str = "") -> None:
 def missing_data_note(dataset: str, exc: Exception, what: str) -> None:
     """One short note for a data set that is not on this machine: what is off, how to get it,
     and the technical detail folded away."""
-    from core.data import how_to_get
+    from core.data.datasets import how_to_get
 
     st.warning(f"No {DATASETS[dataset].title} test data on this machine, so {what}.")
     st.markdown("To get it, use one of: \n" + "\n".join(f"- {w}" for w in how_to_get(dataset)))

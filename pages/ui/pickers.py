@@ -5,9 +5,9 @@ from __future__ import annotations
 import streamlit as st
 
 from core import catalog
-from core.data import DATASETS
-from core.fmt import dataset_title, method_title
-from core.models import DEFAULT_MODEL, list_models
+from core.data.datasets import DATASETS
+from core.models.registry import DEFAULT_MODEL, list_models
+from core.report.fmt import dataset_title, method_title
 
 PROTOCOL_KEY = "pretrained_protocol"
 PROTOCOL_TITLES = {"converged": "converged (trained to convergence)", "paper": "paper protocol (1,000 SGD steps)"}

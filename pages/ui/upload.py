@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from core.data import DATASETS
+from core.data.datasets import DATASETS
 from core.errors import InputImageError
 
 from .messages import show_error
@@ -17,14 +17,14 @@ IMAGE_TYPES = ["png", "jpg", "jpeg", "gif", "bmp", "webp"]
 
 def prepare_upload(data: bytes, dataset: str):
     """Uploaded bytes -> ``PreparedImage`` for ``dataset``; raises ``InputImageError``."""
-    from core.preprocess import load_image
+    from core.digits.load import load_image
 
     return prepare_pixels(load_image(data), dataset)
 
 
 def prepare_pixels(pixels, dataset: str):
     """An image array (an upload, a drawing) -> ``PreparedImage`` for ``dataset``."""
-    from core.preprocess import prepare_for_dataset
+    from core.digits.prepare import prepare_for_dataset
 
     mode = "plain" if dataset == "fashion_mnist" else "digit"
     return prepare_for_dataset(pixels, DATASETS[dataset].image_shape, mode=mode)
@@ -53,7 +53,7 @@ def upscaled(image, side: int = 168):
 
 
 def show_preprocessing(prepared, expanded: bool = False) -> None:
-    """The intermediate images of ``core.preprocess`` in an expander."""
+    """The intermediate images of ``core.digits.prepare`` in an expander."""
     with st.expander("Preprocessing steps", expanded=expanded):
         names = {"gray": "grey", "rgb": "as uploaded", "cropped": "cropped", "fitted": "fitted"}
         steps = list(prepared.steps.items())
@@ -75,10 +75,10 @@ def check_upload(weights_name: str, weights: bytes, meta_name: str, meta: bytes,
                  expected_dataset: str | None = None) -> dict:
     """Refuse bad checkpoint uploads before anything is stored; returns the parsed metadata.
 
-    The check itself is ``core.checkpoint.check_upload`` (the run store uses the same one):
+    The check itself is ``core.training.weights.check_upload`` (the run store uses the same one):
     pickle-based files are refused by name and never opened; raises ``CheckpointError``.
     """
-    from core.checkpoint import check_upload as check
+    from core.training.weights import check_upload as check
 
     return check(weights, meta, weights_name=weights_name, meta_name=meta_name,
                  expected_dataset=expected_dataset, max_bytes=MAX_UPLOAD_MB * 2**20)[1]

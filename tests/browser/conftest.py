@@ -11,7 +11,7 @@ The server is isolated from the user's files:
 * ``RIMSCOPE_PRETRAINED_DIR``: the shipped ``pretrained/`` when it has a ``manifest.json``,
   otherwise (or with ``RIMSCOPE_BROWSER_TINY_PRETRAINED=1``) freshly built, untrained checkpoints
   for MNIST RIM and parallel LSTMs with a manifest written like
-  ``core.reproduce.export_pretrained`` writes it;
+  ``core.grid.export.export_pretrained`` writes it;
 * ``RIMSCOPE_MAX_CONCURRENT=1``.
 
 The server listens on 127.0.0.1 only. Chromium is the Debian build at /usr/bin/chromium driven
@@ -64,7 +64,7 @@ def _free_port() -> int:
 
 def write_tiny_fashion(data_dir: Path) -> Path:
     """``fashion_mnist/{train,test}.npz`` with a few hundred random 28x28 images."""
-    from core.data import DATASETS
+    from core.data.datasets import DATASETS
 
     classes = np.array(DATASETS["fashion_mnist"].classes, dtype=str)
     rng = np.random.default_rng(0)
@@ -82,9 +82,9 @@ def build_tiny_pretrained(dest: Path) -> Path:
     """Freshly built MNIST RIM + parallel-LSTM checkpoints and a manifest (export_pretrained's format)."""
     import torch
 
-    from core.checkpoint import save_checkpoint
-    from core.data import DATASETS
-    from core.models import build_model, count_parameters
+    from core.data.datasets import DATASETS
+    from core.models.registry import build_model, count_parameters
+    from core.training.weights import save_checkpoint
 
     errors = {"rim": 0.0312, "parallel_lstm": 0.0447}
     models = []
@@ -126,7 +126,8 @@ def build_tiny_pretrained(dest: Path) -> Path:
 def _stop_workers(runs_root: Path) -> None:
     """Stop training workers the server started for this module (each leads its own session)."""
     try:
-        from core.runs import RunStore, worker_alive
+        from core.runs.queue import worker_alive
+        from core.runs.store import RunStore
 
         runs = RunStore(runs_root).list_runs()
     except Exception:

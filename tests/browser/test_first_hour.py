@@ -201,8 +201,8 @@ def test_shared_mechanisms_url_opens_the_same_view(page, browser, app_server, or
 
 
 def test_open_in_models_selects_the_run(page, app_server, screenshot):
-    from core.runs import RunStore
-    from core.train import TrainConfig
+    from core.runs.store import RunStore
+    from core.training.config import TrainConfig
 
     store = RunStore(root=app_server["home"] / "runs", max_concurrent=1)
     cfg = TrainConfig(dataset="fashion_mnist", model="rim", iterations=10, batch_size=20, eval_every=5,

@@ -35,9 +35,12 @@ def test_browser_present_under_ci():
 @pytest.mark.browser
 @pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")
 def test_train_page_resumes_an_interrupted_run(page, app_server, screenshot):
-    import core.resume as R
-    from core.runs import RunStore, worker_alive
-    from core.train import TrainConfig, prepare_training_data, train
+    from core.data.plan import prepare_training_data
+    from core.runs.queue import worker_alive
+    from core.runs.store import RunStore
+    from core.training import state as R
+    from core.training.config import TrainConfig
+    from core.training.loop import train
 
     store = RunStore(root=app_server["home"] / "runs", max_concurrent=1)
     cfg = TrainConfig(dataset="fashion_mnist", model="rim", iterations=ITERATIONS, batch_size=20, eval_every=10,

@@ -37,7 +37,7 @@ MIN_GAP_PX = 6  # between two labels of a figure: closer, they read as one ("pap
 
 def _long_run(store, owner: str, data_dir, iterations: int = 200_000) -> str:
     """A tiny RIM on the tiny Fashion-MNIST that trains far longer than any test waits."""
-    from core.train import TrainConfig
+    from core.training.config import TrainConfig
 
     cfg = TrainConfig(dataset="fashion_mnist", model="rim", iterations=iterations, batch_size=10,
                       eval_every=iterations, eval_samples=20, noise_draws=1,
@@ -75,7 +75,7 @@ def _stop_all(store) -> None:
 
 @pytest.fixture
 def store(app_server):
-    from core.runs import RunStore
+    from core.runs.store import RunStore
 
     s = RunStore(root=app_server["home"] / "runs", max_concurrent=1)
     yield s

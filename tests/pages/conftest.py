@@ -1,8 +1,8 @@
 """Fixtures for the page tests: tiny pretrained checkpoints and tiny reproduction outputs.
 
 Everything is built here, in temporary folders: checkpoints through
-``core.checkpoint.save_checkpoint`` plus a ``manifest.json``, and reproduction summaries
-through ``core.reproduce.write_tables`` on fabricated run JSONs. Nothing is trained.
+``core.training.weights.save_checkpoint`` plus a ``manifest.json``, and reproduction summaries
+through ``core.report.tables.write_tables`` on fabricated run JSONs. Nothing is trained.
 """
 
 from __future__ import annotations
@@ -53,9 +53,9 @@ def fake_meta(dataset: str, model: str, seed: int, error: float, iterations: int
 def build_pretrained(dest: Path) -> Path:
     import torch
 
-    from core.checkpoint import save_checkpoint
-    from core.data import DATASETS
-    from core.models import build_model, count_parameters
+    from core.data.datasets import DATASETS
+    from core.models.registry import build_model, count_parameters
+    from core.training.weights import save_checkpoint
 
     models = []
     for (ds, name), err in PRETRAINED_ERRORS.items():
@@ -74,7 +74,8 @@ def build_pretrained(dest: Path) -> Path:
 def build_results(out: Path, datasets=("mnist", "fashion_mnist"), seeds=(0, 1, 2), offset: float = 0.0,
                   iterations: int = 40) -> Path:
     """Fabricated run JSONs for every data set x model x seed, then the tables."""
-    from core.reproduce import run_path, write_tables
+    from core.grid.cells import run_path
+    from core.report.tables import write_tables
 
     rng = np.random.default_rng(1)
     for d_i, ds in enumerate(datasets):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from core.plots import method_title
+from core.report.fmt import method_title
 
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "compare.py")
 

@@ -206,8 +206,8 @@ def _with_converged_rim(fixture_dirs, tmp_path, monkeypatch) -> None:
 
     import torch
 
-    from core.checkpoint import save_checkpoint
-    from core.models import build_model
+    from core.models.registry import build_model
+    from core.training.weights import save_checkpoint
 
     pre = tmp_path / "pretrained"
     shutil.copytree(fixture_dirs["pretrained"], pre)

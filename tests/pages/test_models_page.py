@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.checkpoint import checkpoint_bytes
-from core.models import build_model
-from core.plots import method_title
+from core.models.registry import build_model
+from core.report.fmt import method_title
+from core.training.weights import checkpoint_bytes
 
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "models.py")
 OWNER = "0123456789abcdef"
@@ -23,13 +23,13 @@ def run_page(owner: str = OWNER) -> AppTest:
 
 
 def store():
-    from core.runs import RunStore
+    from core.runs.store import RunStore
 
     return RunStore()
 
 
 def valid_checkpoint(dataset="mnist", model="parallel_lstm", error=0.0777) -> tuple[bytes, bytes]:
-    from core.data import DATASETS
+    from core.data.datasets import DATASETS
 
     m = build_model(model, input_dim=DATASETS[dataset].input_dim)
     return checkpoint_bytes(m, {"model": model, "dataset": dataset, "seed": 7,

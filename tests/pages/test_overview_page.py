@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.models import list_models, parameter_counts
-from core.plots import method_title
+from core.models.registry import list_models, parameter_counts
+from core.report.fmt import method_title
 
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "overview.py")
 

@@ -1,4 +1,4 @@
-"""Shipped robustness curves (core.curves): built points equal live ones, and the Robustness
+"""Shipped robustness curves (core.eval.curves): built points equal live ones, and the Robustness
 page uses them only for the very weights and images they were computed on."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from core import analysis, curves
 from core.catalog import load_entry, pretrained_entries
-from core.data import load_dataset
+from core.data.datasets import load_dataset
+from core.eval import curves, points
 
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "robustness.py")
 
@@ -36,14 +36,14 @@ def test_built_points_equal_live_evaluation(shipped):
     entry = next(e for e in pretrained_entries("mnist", pretrained_dir=pre) if e.model == "rim")
     model, _ = load_entry(entry)
     data = load_dataset("mnist", "test")
-    idx = analysis.fixed_subset(len(data), 40, seed=0)
+    idx = points.fixed_subset(len(data), 40, seed=0)
     x, y = data.images[idx], data.labels[idx]
     view = curves.ShippedCurves.load(pre)
     wh, sh = curves.file_hash(entry.stem.with_suffix(".safetensors")), curves.subset_hash(x, y)
     for kind, s in (("gaussian", 0.05), ("salt_pepper", 0.2), ("gaussian", 0.0)):
-        live = analysis.noisy_eval(model, x, y, kind, s, curves.SEED)
+        live = points.noisy_eval(model, x, y, kind, s, curves.SEED)
         assert view.get(wh, sh, *curves.clean_key(kind, s)).error == live.error
-    live = analysis.stretch_eval(model, x, y, 1.5)
+    live = points.stretch_eval(model, x, y, 1.5)
     assert view.get(wh, sh, "stretch", 1.5).error == live.error
     # every MNIST model x (3 kinds x 20 strengths + clean + poisson + 7 stretches); no CIFAR sample here
     n_mnist = len(pretrained_entries("mnist", pretrained_dir=pre))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.runs import RunStore
+from core.runs.store import RunStore
 
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "train.py")
 
@@ -135,8 +135,8 @@ def test_estimated_duration_from_measured_speed(home, monkeypatch, tmp_path):
     are estimated at about 27.8 hours."""
     import json
 
-    from core.checkpoint import save_checkpoint
-    from core.models import build_model
+    from core.models.registry import build_model
+    from core.training.weights import save_checkpoint
 
     pre = tmp_path / "pre"
     meta = {"model": "rim", "dataset": "mnist", "seed": 0, "status": "completed",
@@ -210,7 +210,7 @@ def test_converged_protocol_and_ablation_settings_reach_the_queued_runs(home):
 
 
 def test_resume_button_on_interrupted_and_stopped_runs(home):
-    from core.train import TrainConfig
+    from core.training.config import TrainConfig
 
     owner = "d" * 16
     store = RunStore()
@@ -336,7 +336,7 @@ def test_intro_follows_the_chosen_protocol(home):
 
 
 def test_cards_name_their_protocol_keep_their_order_and_stop_says_which_run(home):
-    from core.train import TrainConfig
+    from core.training.config import TrainConfig
 
     owner = "9" * 16
     store = RunStore()
@@ -366,12 +366,13 @@ def test_cards_name_their_protocol_keep_their_order_and_stop_says_which_run(home
 def test_held_out_sentence_says_why_without_nested_brackets_or_paths(home, monkeypatch):
     """The original 60,000-image MNIST: the caption says how many images train, which are held
     out and why, in one plain sentence; the folder only in its tooltip."""
-    import core.data as data
+    import core.data.plan as plan
+    from core.data.datasets import MNIST_TRAIN_SIZE
 
-    held, note = data._mnist_holdout(data.MNIST_TRAIN_SIZE, True)
+    held, note = plan._mnist_holdout(MNIST_TRAIN_SIZE, True)
     assert held
-    monkeypatch.setattr(data, "training_data_plan", lambda *a, **k: data.DataPlan(
-        "npz folder (/somewhere/data/mnist)", data.MNIST_TRAIN_SIZE - 10_000, note))
+    monkeypatch.setattr(plan, "training_data_plan", lambda *a, **k: plan.DataPlan(
+        "npz folder (/somewhere/data/mnist)", MNIST_TRAIN_SIZE - 10_000, note))
     at = run_page("7" * 16)
     assert not at.exception
     cap = next(c for c in at.caption if c.value.startswith("Training data:"))

@@ -1,0 +1,155 @@
+"""Robustness curves of the shipped models, computed once at build time and shipped.
+
+The Robustness page scores every compared model on a fixed test subset at 21 noise levels
+per noise kind and at 7 stretch factors. Those numbers are deterministic (fixed subset,
+fixed noise seed), so for the shipped pretrained models they are computed here once and
+stored in ``pretrained/curves.json``; the page reads a point from there when the weights
+file and the image subset are byte for byte the ones it was computed on (both are hashed),
+and computes it live otherwise (the user's own models, other data).
+
+::
+
+    python -m core.eval.curves build          # every manifest entry x every data source here
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .. import paths
+from .points import EvalPoint, fixed_subset, noisy_eval, stretch_eval
+
+SUBSET = 500  # test images every method is scored on (fixed subset, seed 0)
+SEED = 0  # one noise draw, shared by all methods
+GRID = tuple(round(0.01 * i, 2) for i in range(21))  # noise strengths 0 .. 0.20
+FACTORS = (0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0)
+KINDS = ("gaussian", "salt_pepper", "speckle")  # plus "poisson" (no strength)
+FILE = "curves.json"
+
+
+def clean_key(kind: str, strength: float) -> tuple[str, float]:
+    """Strength 0 is the clean test set whatever the kind: one point for all kinds."""
+    if kind != "poisson" and strength <= 0:
+        return "gaussian", 0.0
+    return kind, (1.0 if kind == "poisson" else round(float(strength), 4))
+
+
+def file_hash(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:20]
+
+
+def subset_hash(images: np.ndarray, labels: np.ndarray) -> str:
+    h = hashlib.sha256(np.ascontiguousarray(images).tobytes())
+    h.update(np.ascontiguousarray(labels).astype(np.int64).tobytes())
+    return h.hexdigest()[:20]
+
+
+def point_key(weights: str, subset: str, what: str, value: float) -> str:
+    return f"{weights}|{subset}|{what}|{value:g}"
+
+
+class ShippedCurves:
+    """Read-only view of ``curves.json``: ``get(...) -> (error, n) | None``."""
+
+    def __init__(self, points: dict | None = None):
+        self.points = points or {}
+
+    @classmethod
+    def load(cls, pretrained_dir: Path) -> ShippedCurves:
+        p = Path(pretrained_dir) / FILE
+        try:
+            data = json.loads(p.read_text())
+            pts = data.get("points") if isinstance(data, dict) else None
+            return cls(pts if isinstance(pts, dict) else {})
+        except (OSError, ValueError):
+            return cls({})
+
+    def get(self, weights: str, subset: str, what: str, value: float) -> EvalPoint | None:
+        v = self.points.get(point_key(weights, subset, what, value))
+        if not (isinstance(v, list) and len(v) == 2):
+            return None
+        return EvalPoint(float(v[0]), int(v[1]), np.empty(0, np.int64), float("nan"))
+
+
+def score_all(model, images, labels) -> dict[tuple[str, float], tuple[float, int]]:
+    """Every curve point the page draws for one model on one subset."""
+    out = {}
+    for kind in KINDS:
+        for s in GRID:
+            k = clean_key(kind, s)
+            if k not in out:
+                p = noisy_eval(model, images, labels, k[0], k[1], SEED)
+                out[k] = (p.error, p.n)
+    p = noisy_eval(model, images, labels, "poisson", 1.0, SEED)
+    out[("poisson", 1.0)] = (p.error, p.n)
+    for f in FACTORS:
+        p = stretch_eval(model, images, labels, f)
+        out[("stretch", float(f))] = (p.error, p.n)
+    return out
+
+
+def build(pretrained_dir: Path, data_dirs: list, log=print, subset: int = SUBSET) -> dict:
+    """Score every manifest entry on the fixed subset of every test source found (the bundled
+    sample, and the full test set of each data folder given) and write ``curves.json``. Points of
+    weights and subsets already in the file are kept, not recomputed (they are deterministic)."""
+    import torch
+
+    from ..catalog import load_entry, pretrained_entries
+    from ..data.datasets import load_dataset
+
+    torch.set_num_threads(1)
+    pretrained_dir = Path(pretrained_dir)
+    points: dict = dict(ShippedCurves.load(pretrained_dir).points)  # incremental: known weights are kept
+    t0 = time.perf_counter()
+    entries = pretrained_entries(pretrained_dir=pretrained_dir)
+    for ds in sorted({e.dataset for e in entries}):
+        subsets = []
+        for d in [None, *data_dirs]:  # None: whatever a machine without data sees (the sample)
+            try:
+                data = load_dataset(ds, "test", data_dir=d, download=False, allow_sample=d is None,
+                                    sources=("npz", "folder") if d else ("sample",))
+            except Exception as exc:  # noqa: BLE001 - a source that is not here is skipped
+                log(f"{ds}: no test data from {d or 'the bundled sample'} ({type(exc).__name__})")
+                continue
+            idx = fixed_subset(len(data), subset, seed=0)
+            x, y = np.ascontiguousarray(data.images[idx]), np.ascontiguousarray(data.labels[idx])
+            subsets.append((subset_hash(x, y), x, y, data.source))
+        for e in [e for e in entries if e.dataset == ds]:
+            model, _ = load_entry(e)
+            wh = file_hash(e.stem.with_suffix(".safetensors"))
+            for sh, x, y, src in subsets:
+                if point_key(wh, sh, "stretch", 1.0) in points:  # this weights file on this subset: done
+                    continue
+                for (what, v), (err, n) in score_all(model, x, y).items():
+                    points[point_key(wh, sh, what, v)] = [err, n]
+                log(f"{e.key}: {src} done ({time.perf_counter() - t0:.0f} s)")
+    current = {file_hash(e.stem.with_suffix(".safetensors")) for e in entries}
+    points = {k: v for k, v in points.items() if k.split("|", 1)[0] in current}  # drop replaced weights
+    out = {"subset": subset, "seed": SEED, "grid": list(GRID), "factors": list(FACTORS),
+           "built_s": round(time.perf_counter() - t0, 1), "points": points}
+    (pretrained_dir / FILE).write_text(json.dumps(out, separators=(",", ":")))
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m core.eval.curves", description=__doc__.split("::")[0].strip())
+    sub = p.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="score the shipped models and write pretrained/curves.json")
+    b.add_argument("--pretrained", default=None, help="the pretrained folder (default: $RIMSCOPE_PRETRAINED_DIR or pretrained/)")
+    b.add_argument("--data-dir", action="append", default=[], help="a folder with <dataset>/test.npz (repeatable)")
+    args = p.parse_args(argv)
+    pre = Path(args.pretrained) if args.pretrained else paths.pretrained_dir()
+    out = build(pre, args.data_dir)
+    print(f"{len(out['points'])} points in {out['built_s']} s -> {pre / FILE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

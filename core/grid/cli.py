@@ -1,0 +1,109 @@
+"""The grid's CLI: ``python -m core.reproduce`` (core/reproduce.py launches :func:`main`).
+
+::
+
+    # train the grid (resumable: finished runs are skipped), 2 processes
+    python -m core.reproduce run --seeds 0 1 2 --workers 2 --out results/paper
+    # rebuild tables (Markdown, CSV, JSON for the Compare page) from what is there
+    python -m core.reproduce tables --out results/paper
+    # copy seed 0 of every data set x model into pretrained/ with a manifest
+    python -m core.reproduce export-pretrained --out results/paper --seed 0
+
+Each run stores ``runs/<dataset>/<model>_s<seed>.json`` (metadata, history, metrics) and the
+weights beside it (core.grid.cells); the grid's names and the paper's claims are in
+core.report.paper, the tables in core.report.tables.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+from ..data.datasets import DATASETS
+from ..models.registry import list_models
+from ..report.paper import DATASET_ORDER, grid_names
+from ..report.tables import write_tables
+from ..training.config import DEVICES, PROTOCOLS
+from .cells import parse_model_overrides
+from .export import export_pretrained
+from .local import run_grid
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m core.reproduce", description=__doc__.split("::")[0].strip(),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="train the grid (skips finished runs), then write the tables")
+    r.add_argument("--datasets", nargs="+", default=DATASET_ORDER, choices=list(DATASETS))
+    r.add_argument("--models", nargs="+", default=list_models(), choices=grid_names(),
+                   help="registry models and named variants (ablations, init study): %(choices)s")
+    r.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    r.add_argument("--iterations", type=int, default=1000)
+    r.add_argument("--workers", type=int, default=max(1, os.cpu_count() or 1))
+    r.add_argument("--noise-draws", type=int, default=10)
+    r.add_argument("--eval-every", type=int, default=50)
+    r.add_argument("--data-dir", default=None, help="folder with <dataset>/{train,test}.npz (default $RIMSCOPE_DATA_DIR)")
+    r.add_argument("--out", default="results/paper")
+    r.add_argument("--protocol", default="paper", choices=list(PROTOCOLS),
+                   help="training protocol of every cell (core.training.config.PROTOCOLS); paper: --iterations, SGD 0.1")
+    r.add_argument("--set", action="append", default=[], metavar="MODEL.KEY=VALUE",
+                   help="model config override for one model, e.g. --set parallel_lstm.hidden_size=81 (repeatable)")
+    r.add_argument("--engine", default="local", choices=["local", "ray"],
+                   help="local: a process pool on this machine (default); ray: every cell a Ray task "
+                        "(pip install -r requirements-scale.txt)")
+    r.add_argument("--address", default=None,
+                   help="--engine ray: join this Ray cluster (auto, or HEAD:6379); default: start a local Ray")
+    r.add_argument("--threads", type=int, default=None,
+                   help="--engine ray: torch threads and Ray CPUs per cell (default: cores // --workers, "
+                        "as the local pool)")
+    r.add_argument("--device", default="auto", choices=DEVICES,
+                   help="device of every cell; --engine ray requests one GPU per cell for cuda")
+    t = sub.add_parser("tables", help="rebuild the tables from stored runs")
+    t.add_argument("--out", default="results/paper")
+    e = sub.add_parser("export-pretrained", help="copy one seed's runs into pretrained/ with a manifest")
+    e.add_argument("--out", default="results/paper")
+    e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--dest", default="pretrained")
+    e.add_argument("--protocol", default="paper", choices=list(PROTOCOLS))
+    e.add_argument("--datasets", nargs="+", default=None, choices=list(DATASETS),
+                   help="only these data sets (e.g. those whose grid is complete)")
+    args = p.parse_args(argv)
+    if args.cmd == "run":
+        from ..errors import ConfigError
+
+        try:
+            overrides = parse_model_overrides(args.set)
+        except ConfigError as exc:
+            p.error(str(exc))
+        if args.engine != "ray" and (args.address or args.threads):
+            p.error("--address and --threads apply to --engine ray only")
+        if args.threads is not None and args.threads < 1:
+            p.error("--threads must be at least 1")
+        t0 = time.perf_counter()
+        if args.engine == "ray":
+            from .ray import RayUnavailable, import_ray, run_grid_ray
+
+            try:
+                import_ray()
+            except RayUnavailable as exc:
+                p.error(str(exc))
+            run_grid_ray(Path(args.out), args.datasets, args.models, args.seeds, args.iterations, args.workers,
+                         args.noise_draws, args.eval_every, args.data_dir, log=lambda s: print(s, flush=True),
+                         overrides=overrides, protocol=args.protocol, address=args.address,
+                         threads=args.threads, device=args.device)
+        else:
+            run_grid(Path(args.out), args.datasets, args.models, args.seeds, args.iterations, args.workers,
+                     args.noise_draws, args.eval_every, args.data_dir, log=lambda s: print(s, flush=True),
+                     overrides=overrides, protocol=args.protocol, device=args.device)
+        print(f"grid wall time {time.perf_counter() - t0:.0f} s", flush=True)
+        write_tables(Path(args.out))
+        print((Path(args.out) / "tables.md").read_text())
+    elif args.cmd == "tables":
+        write_tables(Path(args.out))
+        print((Path(args.out) / "tables.md").read_text())
+    else:
+        m = export_pretrained(Path(args.out), args.seed, Path(args.dest), args.protocol, args.datasets)
+        print(f"exported {len(m['models'])} models to {args.dest}")
+    return 0
+

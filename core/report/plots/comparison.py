@@ -1,0 +1,107 @@
+"""Comparisons across methods: final errors over seeds, parameter counts (Compare, Overview)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ..fmt import dataset_title, method_title, short_method_title
+from .style import empty_figure, method_color, method_order
+
+ERROR_METRICS = {
+    "test_error": "clean test error (%)",
+    "noisy_test_error": "noisy test error (%, Gaussian var 0.01)",
+}
+INPUT_SHAPES = {"28x28 (MNIST, Fashion-MNIST)": 28, "32x32x3 (CIFAR-10, Animals-10)": 96}
+
+
+def error_bar_figure(rows: list[dict], metric: str = "test_error", *, datasets: list[str] | None = None,
+                     cols: int = 2, height_per_row: int = 330) -> go.Figure:
+    """Final test error per method with its spread over seeds, one panel per data set.
+
+    ``rows``: the ``runs`` list of a reproduction summary (fractions). Per method: one dot per
+    seed (left) and the mean with a ±1 sd error bar (right). Diverged runs are left out of
+    the mean and counted in the hover text. Panels wrap after ``cols`` data sets; each has
+    its own y range (errors differ a lot between data sets).
+    """
+    if metric not in ERROR_METRICS:
+        raise ValueError(f"unknown metric {metric!r}; choose one of {', '.join(ERROR_METRICS)}")
+    from ...data.datasets import DATASETS
+
+    present = [r["dataset"] for r in rows]
+    order = list(DATASETS)
+    datasets = datasets or sorted(set(present), key=lambda d: order.index(d) if d in order else len(order))
+    usable = [r for r in rows if r.get("dataset") in datasets]
+    if not usable:
+        return empty_figure("No finished runs to show.")
+    methods = [m for m in method_order() if any(r["model"] == m for r in usable)]
+    methods += sorted({r["model"] for r in usable} - set(methods))
+    cols = max(1, min(cols, len(datasets)))
+    nrows = math.ceil(len(datasets) / cols)
+    fig = make_subplots(rows=nrows, cols=cols, horizontal_spacing=0.08, vertical_spacing=0.16,
+                        subplot_titles=[dataset_title(d) for d in datasets])
+    rng = np.random.default_rng(0)
+    for k, ds in enumerate(datasets):
+        row, col = k // cols + 1, k % cols + 1
+        for i, m in enumerate(methods):
+            sel = [r for r in usable if r["dataset"] == ds and r["model"] == m]
+            ok = [r for r in sel if r.get("status", "completed") == "completed" and r.get(metric) is not None
+                  and math.isfinite(float(r[metric]))]
+            diverged = len(sel) - len(ok)
+            if not ok and not diverged:
+                continue
+            vals = np.asarray([float(r[metric]) * 100 for r in ok])
+            seeds = [r.get("seed") for r in ok]
+            color, name = method_color(m), method_title(m)
+            fig.add_trace(go.Scatter(
+                x=i - 0.12 + rng.uniform(-0.05, 0.05, len(vals)), y=vals, mode="markers",
+                marker=dict(color=color, size=7, opacity=0.6, line=dict(width=0)), name=name,
+                legendgroup=m, showlegend=False, customdata=seeds,
+                hovertemplate=f"{name}<br>seed %{{customdata}}<br>%{{y:.2f}} %<extra></extra>"), row=row, col=col)
+            mean = float(vals.mean()) if len(vals) else math.nan
+            sd = float(vals.std(ddof=1)) if len(vals) > 1 else 0.0
+            note = f"<br>{diverged} diverged run(s) left out" if diverged else ""
+            fig.add_trace(go.Scatter(
+                x=[i + 0.12], y=[mean], mode="markers", name=name, legendgroup=m, showlegend=k == 0,
+                marker=dict(color=color, size=11, symbol="diamond", line=dict(color="black", width=0.5)),
+                error_y=dict(type="data", array=[sd], visible=True, color=color, thickness=2, width=6),
+                hovertemplate=(f"{name}<br>mean %{{y:.2f}} % ± {sd:.2f} (sd, {len(vals)} seeds){note}"
+                               "<extra></extra>")), row=row, col=col)
+        fig.update_xaxes(tickvals=list(range(len(methods))), ticktext=[short_method_title(m).replace(" ", "<br>") for m in methods],
+                         tickangle=0, range=[-0.6, len(methods) - 0.4], row=row, col=col)
+    for r in range(1, nrows + 1):
+        fig.update_yaxes(title_text=ERROR_METRICS[metric].replace(" (%", " (%, mean ± sd", 1), row=r, col=1)
+    height = nrows * height_per_row + 110
+    fig.update_layout(height=height,  # legend below the two-line method ticks of the last row
+                      legend=dict(orientation="h", yanchor="top", y=-62 / (height - 120), x=0),
+                      margin=dict(l=60, r=20, t=70, b=40),
+                      title=f"Final {ERROR_METRICS[metric].split(' (')[0]}: dots = seeds, diamond = mean ± sd")
+    return fig
+
+
+def parameter_bar_figure(counts: dict[str, dict[str, int]], height: int = 380) -> go.Figure:
+    """Trainable parameters per method, one bar group per input shape.
+
+    ``counts``: input-shape label -> ``{model: parameters}`` (as from
+    ``core.models.registry.parameter_counts``). Bars take each method's colour; the second shape is
+    hatched so the two stay apart.
+    """
+    fig = go.Figure()
+    patterns = ["", "/", ".", "x"]
+    for j, (label, per_model) in enumerate(counts.items()):
+        methods = [m for m in method_order() if m in per_model] + sorted(set(per_model) - set(method_order()))
+        fig.add_trace(go.Bar(
+            x=[method_title(m).replace(" (", "<br>(") for m in methods], y=[per_model[m] for m in methods],
+            name=f"input {label}",
+            marker=dict(color=[method_color(m) for m in methods], pattern_shape=patterns[j % len(patterns)],
+                        line=dict(color="black", width=0.5)),
+            hovertemplate="%{x}<br>%{y:,} parameters<extra>" + label + "</extra>"))
+    fig.update_layout(barmode="group", height=height, title="Trainable parameters per method",
+                      legend=dict(orientation="h", yanchor="top", y=-0.28, x=0),
+                      margin=dict(l=60, r=20, t=50, b=40))
+    fig.update_xaxes(title_text="method", tickangle=0)
+    fig.update_yaxes(title_text="trainable parameters (count)", rangemode="tozero")
+    return fig

@@ -1,0 +1,209 @@
+"""Per-timestep traces of one input (Mechanisms page).
+
+Shapes follow the models' traces: a panel matrix is ``[T, U]`` (timestep x unit) and is
+drawn with x = image row / timestep (1-based, as the pages number rows) and y = unit. Which
+panels a model has comes from its trace schema (``core.models.registry.TraceSchema``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ...models.registry import TraceSchema, trace_schema
+from .style import TIMESTEP_AXIS, binary_scale, empty_figure, method_color
+
+
+def trace_panels(trace: dict, unit_names: list, model: str | TraceSchema, *, heads: bool = False) -> list[dict]:
+    """The heatmap panels to draw for one model's trace (arrays ``[T, U]``, one image).
+
+    ``model``: a registry name or its ``TraceSchema``. A model with a selection mask: the mask
+    and the head-averaged input-attention weight on the real row (and each head's weight when
+    ``heads``). Other models: their ``activity`` under its label.
+    """
+    schema = trace_schema(model) if isinstance(model, str) else model
+    panels = []
+    if schema.has(trace, "mask"):
+        panels.append({"title": "active mask (1 = active: updates and reads from the others)",
+                       "z": np.asarray(schema.get(trace, "mask")), "units": unit_names, "binary": True,
+                       "colorbar": "state", "ticktext": ("inactive", "active")})
+        # weights often sit close together (e.g. 0.49-0.52): the colour range is fitted to the
+        # values so the differences that decide the top k stay visible; the bar shows the numbers
+        if schema.has(trace, "input_attention"):
+            w = np.asarray(schema.get(trace, "input_attention"))
+            lo, hi = _fitted_range(w)
+            panels.append({"title": "input attention w on the real row (mean over heads; null row gets 1 - w); "
+                                    "colours fitted to this input",
+                           "z": w, "units": unit_names, "zmin": lo, "zmax": hi, "colorbar": "weight w"})
+        if heads and schema.has(trace, "input_heads"):
+            h = np.asarray(schema.get(trace, "input_heads"))  # [T, n, Hi]
+            lo, hi = _fitted_range(h)
+            for i in range(h.shape[-1]):
+                panels.append({"title": f"input attention, head {i + 1}", "z": h[..., i], "units": unit_names,
+                               "zmin": lo, "zmax": hi, "colorbar": "weight w"})
+    else:
+        z = np.asarray(trace["activity"])
+        binary = bool(z.size) and bool(np.isin(z, (0.0, 1.0)).all())
+        label = schema.activity_label
+        panels.append({"title": label, "z": z, "units": unit_names, "binary": binary and schema.activity_binary,
+                       "colorbar": label, "zmin": float(np.nanmin(z)) if z.size else 0.0,
+                       "zmax": float(np.nanmax(z)) if z.size else 1.0})
+    return panels
+
+
+def _fitted_range(values, min_width: float = 0.02) -> tuple[float, float]:
+    """Colour range around the values, at least ``min_width`` wide, within [0, 1]."""
+    v = np.asarray(values, dtype=float)
+    if not np.isfinite(v).any():
+        return 0.0, 1.0
+    lo, hi = float(np.nanmin(v)), float(np.nanmax(v))
+    if hi - lo < min_width:
+        mid = (hi + lo) / 2
+        lo, hi = mid - min_width / 2, mid + min_width / 2
+    return max(0.0, lo), min(1.0, hi)
+
+
+def timeline_figure(image, panels: list[dict], *, t: int | None = None, title: str = "") -> go.Figure:
+    """The image and per-unit heatmaps on one time axis: x = row (timestep), rows of panels.
+
+    The image is drawn rotated (its rows run along x), so column t of every panel lines up
+    with row t of the image. ``t`` (1-based) frames the current step in every panel.
+    """
+    img = np.asarray(image)
+    T = img.shape[0]
+    n_units = [len(p["units"]) for p in panels]
+    heights = [4 * img.shape[1]] + [max(60, 24 * u) for u in n_units]
+    fig = make_subplots(rows=1 + len(panels), cols=1, shared_xaxes=True, vertical_spacing=0.06,
+                        row_heights=heights, subplot_titles=["image, rotated: row t runs down column t"]
+                        + [p["title"] for p in panels])
+    x = np.arange(1, T + 1)
+    rot = np.swapaxes(img, 0, 1)  # [W, T(, 3)]
+    if img.ndim == 3:
+        fig.add_trace(go.Image(z=rot.astype(np.uint8), x0=1, dx=1, y0=0, dy=1,
+                               hovertemplate="row %{x}, column %{y}<extra></extra>"), row=1, col=1)
+    else:
+        fig.add_trace(go.Heatmap(z=rot.astype(float), x=x, y=np.arange(rot.shape[0]), colorscale="gray",
+                                 zmin=0, zmax=255 if img.dtype == np.uint8 else 1, showscale=False,
+                                 hovertemplate="row %{x}, column %{y}: %{z:.0f}<extra></extra>"), row=1, col=1)
+        fig.update_yaxes(autorange="reversed", row=1, col=1)
+    fig.update_yaxes(title_text="column", showticklabels=False, row=1, col=1)
+    for i, p in enumerate(panels, start=2):
+        z = np.asarray(p["z"], dtype=float).T  # [U, T]
+        if p.get("binary"):
+            kw = dict(colorscale=binary_scale(), zmin=0, zmax=1,
+                      colorbar=dict(title=p.get("colorbar", ""), tickvals=[0.25, 0.75],
+                                    ticktext=list(p.get("ticktext", ("0", "1")))))
+        else:
+            kw = dict(colorscale=p.get("colorscale", "Viridis"), zmin=p.get("zmin"), zmax=p.get("zmax"),
+                      colorbar=dict(title=p.get("colorbar", "")))
+        fig.add_trace(go.Heatmap(z=z, x=x, y=list(p["units"]), xgap=1, ygap=1,
+                                 hovertemplate="row %{x}, %{y}: %{z:.3f}<extra></extra>", **kw), row=i, col=1)
+        fig.update_yaxes(autorange="reversed", row=i, col=1)
+    # each colour bar next to its own panel
+    for i in range(2, 2 + len(panels)):
+        dom = fig.layout[f"yaxis{i}"].domain
+        fig.data[i - 1].colorbar.update(y=(dom[0] + dom[1]) / 2, len=max(0.12, dom[1] - dom[0]),
+                                        yanchor="middle", thickness=12, title_side="right")
+    if t is not None:
+        mark_step(fig, t)
+    fig.update_xaxes(title_text=f"{TIMESTEP_AXIS} (1-{T})", row=1 + len(panels), col=1)
+    fig.update_xaxes(range=[0.5, T + 0.5], dtick=1 if T <= 32 else 4, tickfont_size=9)
+    total = sum(heights) + 60 * (len(panels) + 1) + 40
+    fig.update_layout(height=total, title=title or None, margin=dict(l=70, r=20, t=40 if title else 30, b=40),
+                      showlegend=False)
+    fig.update_annotations(font_size=12)
+    return fig
+
+
+def mark_step(fig: go.Figure, t: int) -> go.Figure:
+    """Frame timestep ``t`` across all panels of a figure with x = timestep (replaces the old frame).
+
+    Cheap: a page builds a timeline once per input and only moves this frame per step.
+    """
+    fig.layout.shapes = [s for s in fig.layout.shapes if s.name != "step"]
+    fig.add_shape(type="rect", xref="x", yref="paper", x0=t - 0.5, x1=t + 0.5, y0=0, y1=1, name="step",
+                  line=dict(color="#000000", width=2), fillcolor="rgba(0,0,0,0)")
+    return fig
+
+
+def comm_attention_figure(attn, unit_names: list, active=None, *, t: int | None = None,
+                          height: int = 320) -> go.Figure:
+    """Communication attention at one step: row = reader LSTM, column = LSTM read from.
+
+    Rows of inactive LSTMs are left blank: they do not read (their state is kept).
+    """
+    a = np.asarray(attn, dtype=float).copy()
+    n = a.shape[0]
+    labels_y = list(unit_names)
+    if active is not None:
+        act = np.asarray(active) > 0.5
+        a[~act] = np.nan
+        labels_y = [f"{u} ({'reads' if act[i] else 'inactive'})" for i, u in enumerate(unit_names)]
+    # whole percent at a fixed, readable size: two digits fit a cell of a narrow column
+    text = np.where(np.isnan(a), "", np.vectorize(lambda v: f"{v * 100:.0f}")(np.nan_to_num(a)))
+    fig = go.Figure(go.Heatmap(z=a, x=list(unit_names), y=labels_y, zmin=0, zmax=1, colorscale="Blues",
+                               text=text, texttemplate="%{text}", textfont=dict(size=HEATMAP_TEXT_PX), xgap=1, ygap=1,
+                               colorbar=dict(title="attention (%), each row sums to 100", title_side="right",
+                                             thickness=12, tickvals=[0, 0.5, 1], ticktext=["0", "50", "100"]),
+                               hovertemplate="%{y} reads %{x}: %{z:.3f}<extra></extra>"))
+    fig.update_yaxes(autorange="reversed", title="reader (query)")
+    fig.update_xaxes(title="read from (key/value)", side="bottom")
+    ttl = f"communication attention at row {t}" if t is not None else "communication attention"
+    fig.update_layout(height=max(height, 40 * n + 120), title=ttl, margin=dict(l=10, r=10, t=40, b=40))
+    return fig
+
+
+HEATMAP_TEXT_PX = 11  # numbers printed in heatmap cells: fixed, so plotly never shrinks them to fit
+
+
+def probability_figure(rows: list[dict], classes: list, *, true_class: int | None = None,
+                       height: int = 320) -> go.Figure:
+    """Grouped bars: class probabilities of several models for one input.
+
+    ``rows``: ``{"label", "method", "probs" [C]}``; bars are coloured by ``method``.
+    """
+    if not rows:
+        return empty_figure("No model to show.")
+    fig = go.Figure()
+    names = [str(c) for c in classes]
+    for r in rows:
+        p = np.asarray(r["probs"], dtype=float)
+        fig.add_trace(go.Bar(x=names, y=p * 100, name=r["label"], marker_color=method_color(r["method"]),
+                             hovertemplate=r["label"] + "<br>%{x}: %{y:.1f}%<extra></extra>"))
+    ticks = list(names)
+    if true_class is not None and 0 <= true_class < len(names):
+        # shaded column, named under the axis: a label inside the plot would sit on the bars
+        fig.add_vrect(x0=true_class - 0.5, x1=true_class + 0.5, fillcolor="rgba(0,0,0,0.07)", line_width=0)
+        ticks[true_class] = f"<b>{names[true_class]}</b><br>true class"
+    # the legend (full model names, one per line when long) under the plot, never on the bars
+    fig.update_layout(barmode="group", height=height + 20 * len(rows), yaxis=dict(title="probability (%)", range=[0, 100]),
+                      xaxis=dict(title="class", type="category", tickvals=names, ticktext=ticks),
+                      legend=dict(orientation="h", y=-0.25, yanchor="top", x=0),
+                      margin=dict(l=10, r=10, t=10, b=40))
+    return fig
+
+
+def unit_heatmap(z, x_labels, unit_names: list, *, x_title: str, colorbar: str, title: str = "",
+                 zmin=None, zmax=None, diverging: bool = False, height: int | None = None,
+                 annotate: bool = False) -> go.Figure:
+    """A ``[X, U]`` matrix drawn with x = ``x_labels`` and y = units (LSTMs)."""
+    m = np.asarray(z, dtype=float).T  # [U, X]
+    if diverging:
+        lim = float(np.nanmax(np.abs(m))) if np.isfinite(m).any() else 1.0
+        lim = lim or 1.0
+        kw = dict(colorscale="RdBu_r", zmid=0, zmin=-lim, zmax=lim)
+    else:
+        kw = dict(colorscale="Viridis", zmin=zmin, zmax=zmax)
+    if annotate:
+        kw.update(text=np.vectorize(lambda v: "" if np.isnan(v) else f"{v:.2f}")(m), texttemplate="%{text}",
+                  textfont=dict(size=HEATMAP_TEXT_PX))
+    fig = go.Figure(go.Heatmap(z=m, x=[str(v) for v in x_labels], y=list(unit_names), xgap=1, ygap=1,
+                               colorbar=dict(title=colorbar, title_side="right"),
+                               hovertemplate=x_title + " %{x}, %{y}: %{z:.3f}<extra></extra>", **kw))
+    fig.update_yaxes(autorange="reversed", title="unit")
+    fig.update_xaxes(title=x_title, type="category")
+    fig.update_layout(height=height or max(220, 30 * len(unit_names) + 130), title=title or None,
+                      margin=dict(l=10, r=10, t=40 if title else 10, b=40))
+    return fig
+

@@ -1,0 +1,174 @@
+"""Training curves (Overview, Models, Compare pages).
+
+Curves are lists of dicts ``{"model", "seed", "x", "y"}`` (one per run, raw values as
+stored: losses in nats, accuracies as fractions); ``curves_from_metadata`` builds them from
+a checkpoint's JSON.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ..fmt import method_title
+from ..stats import ema_smooth, float_array
+from .style import LOG_TICKS, axis_title, empty_figure, method_color, method_order
+
+ITERATION_AXIS = "training iteration (SGD steps, batch of 100)"
+# metric -> (short name, axis title with unit, scale applied to stored values)
+CURVE_METRICS = {
+    "loss": ("training loss", "training loss (nats)", 1.0),  # cross-entropy
+    "batch_acc": ("batch accuracy", "batch accuracy (%)", 100.0),  # on the training batch
+    "test_acc": ("test accuracy", "test accuracy (%)", 100.0),  # periodic, on a fixed test subset
+    "test_loss": ("test loss", "test loss (nats)", 1.0),
+}
+def curves_from_metadata(meta: dict, seed=None) -> dict[str, dict]:
+    """Curves of one run from its JSON metadata: metric -> ``{"model","seed","x","y"}``.
+
+    ``history`` (per iteration: loss, batch_acc) and ``evals`` (periodic: test_acc,
+    test_loss). Metrics the metadata lacks are left out; malformed lists are ignored.
+    """
+    model = str(meta.get("model", "?"))
+    seed = meta.get("seed") if seed is None else seed
+    out = {}
+    for block, keys in (("history", ("loss", "batch_acc")), ("evals", ("test_acc", "test_loss"))):
+        data = meta.get(block)
+        if not isinstance(data, dict) or not isinstance(data.get("iteration"), list):
+            continue
+        x = float_array(data["iteration"])
+        for k in keys:
+            ys = data.get(k)
+            if isinstance(ys, list) and len(ys) == len(x) and len(x):
+                out[k] = {"model": model, "seed": seed, "x": x, "y": float_array(ys)}
+    return out
+
+
+def _mean_curve(curves: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """Mean over runs at each x that every run has (NaN where a run diverged is skipped)."""
+    frames = [pd.Series(c["y"], index=c["x"]).groupby(level=0).last() for c in curves]
+    df = pd.concat(frames, axis=1, join="inner")
+    return df.index.to_numpy(dtype=float), df.mean(axis=1, skipna=True).to_numpy(dtype=float)
+
+
+def _group_by_method(curves: list[dict]) -> dict[str, list[dict]]:
+    groups: dict[str, list[dict]] = {}
+    for c in curves:
+        groups.setdefault(c["model"], []).append(c)
+    order = {m: i for i, m in enumerate(method_order())}
+    return dict(sorted(groups.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
+
+
+def _method_traces(method: str, runs: list[dict], metric: str, smoothing: float, showlegend: bool,
+                   legendgroup: str | None = None) -> list[go.Scatter]:
+    """Thin per-seed lines, plus a bold mean line when there are several seeds."""
+    _, _, scale = CURVE_METRICS[metric]
+    color, name = method_color(method), method_title(method)
+    legendgroup = legendgroup or method
+    several = len(runs) > 1
+    traces = []
+    runs = sorted(runs, key=lambda c: (c.get("seed") is None, c.get("seed") or 0))
+    for i, c in enumerate(runs):
+        y = ema_smooth(c["y"], smoothing) * scale
+        seed = c.get("seed")
+        label = c.get("label") or (f"{name}, seed {seed}" if seed is not None else name)
+        traces.append(go.Scatter(
+            x=c["x"], y=y, mode="lines", name=label if not several else f"seed {seed}",
+            line=dict(color=color, width=1 if several else 2), opacity=0.35 if several else 1.0,
+            legendgroup=legendgroup, showlegend=showlegend and not several and i == 0,
+            hovertemplate=f"{label}<br>iteration %{{x:.0f}}<br>%{{y:.4g}}<extra></extra>"))
+    if several:
+        x, y = _mean_curve([{"x": c["x"], "y": ema_smooth(c["y"], smoothing)} for c in runs])
+        traces.append(go.Scatter(
+            x=x, y=y * scale, mode="lines", name=f"{name} (mean of {len(runs)} seeds)",
+            line=dict(color=color, width=2.5), legendgroup=legendgroup, showlegend=showlegend,
+            hovertemplate=f"{name} mean<br>iteration %{{x:.0f}}<br>%{{y:.4g}}<extra></extra>"))
+    return traces
+
+def curves_overlay(curves: list[dict], metric: str = "loss", *, smoothing: float = 0.0,
+                   log_y: bool = False, title: str | None = None, height: int = 420) -> go.Figure:
+    """Every method's curve on one chart, one colour per method (seeds thin, mean bold)."""
+    if metric not in CURVE_METRICS:
+        raise ValueError(f"unknown metric {metric!r}; choose one of {', '.join(CURVE_METRICS)}")
+    short, axis, _ = CURVE_METRICS[metric]
+    if not curves:
+        return empty_figure(f"No {short} curves to show.", height)
+    fig = go.Figure()
+    for method, runs in _group_by_method(curves).items():
+        for tr in _method_traces(method, runs, metric, smoothing, showlegend=True):
+            fig.add_trace(tr)
+    suffix = f" (smoothed, EMA {smoothing:g})" if smoothing else ""
+    fig.update_layout(title=title or f"{short.capitalize()}{suffix}", height=height,
+                      legend=dict(orientation="h", yanchor="top", y=-0.26, x=0),
+                      margin=dict(l=60, r=20, t=50, b=40), hovermode="closest")
+    fig.update_xaxes(title_text=ITERATION_AXIS)
+    fig.update_yaxes(title_text=axis_title(axis, log_y), type="log" if log_y else "linear")
+    if log_y:
+        fig.update_yaxes(tickformat=LOG_TICKS)
+    return fig
+
+
+def curves_small_multiples(curves: list[dict], metric: str = "loss", *, smoothing: float = 0.0,
+                           log_y: bool = False, cols: int | None = None, title: str | None = None,
+                           height_per_row: int = 280) -> go.Figure:
+    """One panel per method (shared axes), so each method's curve and spread is seen alone."""
+    if metric not in CURVE_METRICS:
+        raise ValueError(f"unknown metric {metric!r}; choose one of {', '.join(CURVE_METRICS)}")
+    short, axis, _ = CURVE_METRICS[metric]
+    groups = _group_by_method(curves)
+    if not groups:
+        return empty_figure(f"No {short} curves to show.")
+    n = len(groups)
+    cols = cols or min(n, 5)
+    rows = math.ceil(n / cols)
+    fig = make_subplots(rows=rows, cols=cols, shared_xaxes=True, shared_yaxes=True,
+                        subplot_titles=[method_title(m) for m in groups],
+                        horizontal_spacing=0.03, vertical_spacing=0.12)
+    for i, (method, runs) in enumerate(groups.items()):
+        r, c = divmod(i, cols)
+        for tr in _method_traces(method, runs, metric, smoothing, showlegend=False):
+            fig.add_trace(tr, row=r + 1, col=c + 1)
+    for r in range(1, rows + 1):
+        fig.update_yaxes(title_text=axis_title(axis, log_y), row=r, col=1)
+    for c in range(1, cols + 1):
+        fig.update_xaxes(title_text="iteration (SGD steps)", row=rows, col=c)
+    if log_y:
+        fig.update_yaxes(type="log", tickformat=LOG_TICKS)
+    suffix = f" (smoothed, EMA {smoothing:g})" if smoothing else ""
+    fig.update_layout(title=title or f"{short.capitalize()} per method{suffix}",
+                      height=max(300, rows * height_per_row + 80), showlegend=False,
+                      margin=dict(l=60, r=20, t=70, b=50))
+    return fig
+
+
+def run_curves_figure(meta: dict, title: str = "", log_loss: bool | None = None) -> go.Figure:
+    """Training curves of one run: loss, batch accuracy per iteration, periodic test accuracy.
+
+    ``log_loss=None`` picks a log loss axis when the loss spans over two orders of magnitude
+    (a run that blew up), linear otherwise.
+    """
+    curves = curves_from_metadata(meta)
+    panels = [m for m in ("loss", "batch_acc", "test_acc") if m in curves]
+    if not panels:
+        return empty_figure("This checkpoint stores no training history.")
+    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[CURVE_METRICS[m][0].capitalize() for m in panels],
+                        horizontal_spacing=0.08)
+    color = method_color(str(meta.get("model")))
+    for i, m in enumerate(panels, 1):
+        c = curves[m]
+        _, axis, scale = CURVE_METRICS[m]
+        fig.add_trace(go.Scatter(x=c["x"], y=c["y"] * scale, mode="lines+markers" if m == "test_acc" else "lines",
+                                 line=dict(color=color, width=1.5), name=CURVE_METRICS[m][0], showlegend=False,
+                                 hovertemplate="iteration %{x:.0f}<br>%{y:.4g}<extra></extra>"), row=1, col=i)
+        fig.update_xaxes(title_text="iteration (SGD steps)", row=1, col=i)
+        log = False
+        if m == "loss":
+            y = c["y"][np.isfinite(c["y"]) & (c["y"] > 0)]
+            log = bool(len(y) and y.max() / y.min() > 100) if log_loss is None else log_loss
+        fig.update_yaxes(title_text=axis_title(axis, log), type="log" if log else "linear",
+                         tickformat=LOG_TICKS if log else None, row=1, col=i)
+    fig.update_layout(title=title or None, height=360, margin=dict(l=60, r=20, t=60 if title else 40, b=50))
+    return fig

@@ -1,0 +1,98 @@
+"""The training CLI: ``python -m core.train`` (core/train.py launches :func:`main`).
+
+::
+
+    python -m core.train --dataset mnist --model rim --seed 0 --out runs/mnist_rim_s0
+    python -m core.train --resume runs/mnist_rim_s0.ckpt     # after a crash: continue, then save as usual
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+from ..data.plan import prepare_training_data
+from .config import TrainConfig, build_parser, config_from_args
+from .loop import train
+from .weights import run_metadata
+
+
+def main(argv=None) -> int:
+    from tqdm import tqdm
+
+    from ..errors import RimscopeError
+    from .state import load_resume_source, remove_states
+    from .weights import save_checkpoint
+
+    args = build_parser().parse_args(argv)
+    state, state_dir = None, None
+    try:
+        if args.resume:
+            state_dir = Path(args.resume)
+            state = load_resume_source(state_dir)
+            if state.path is not None and state_dir.is_file():
+                state_dir = state.path.parent
+            cfg = TrainConfig.from_dict(dict(state.train_config))
+            if args.threads is not None:
+                cfg = dataclasses.replace(cfg, threads=args.threads)
+            cfg.validate()
+            data_dir = args.data_dir or state.extra.get("data_dir")
+            out = Path(args.out or state.extra.get("out") or str(state_dir).removesuffix(".ckpt"))
+        else:
+            cfg = config_from_args(args)
+            data_dir = args.data_dir
+            out = Path(args.out or f"runs/{cfg.dataset}_{cfg.model}_s{cfg.seed}")
+            state_dir = Path(f"{out}.ckpt")
+        train_data, test_data, note = prepare_training_data(cfg, data_dir)
+        cfg.validate(n_train=len(train_data))
+        print(f"train: {train_data.source} ({len(train_data)} images); test: {test_data.source} ({len(test_data)})",
+              file=sys.stderr)
+        if note:
+            print(note, file=sys.stderr)
+        if state is not None:
+            print(f"resuming from iteration {state.iteration} ({state.path})", file=sys.stderr)
+        done = state.iteration if state is not None else 0
+        bar = tqdm(total=cfg.iterations, initial=done, disable=args.quiet, desc=f"{cfg.model} on {cfg.dataset}",
+                   unit="it")
+
+        def cb(ev):
+            if ev["kind"] == "iter":
+                bar.update(1)
+                bar.set_postfix(loss=f"{ev['loss']:.3f}", acc=f"{ev['batch_acc']:.2f}")
+            elif ev["kind"] == "eval":
+                bar.write(f"iteration {ev['iteration']}: test accuracy {ev['test_acc']:.4f} (subset)")
+            elif ev["kind"] == "checkpoint" and not ev["ok"]:
+                bar.write(f"warning: {ev['message']}")
+
+        extra = {"data_dir": str(Path(data_dir).expanduser().resolve()) if data_dir else None,
+                 "out": str(out.expanduser().resolve()), "note": note}
+        result = train(cfg, train_data, test_data, callback=cb, state_dir=state_dir, resume_from=state,
+                       state_extra=extra)
+        bar.close()
+    except RimscopeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        hint = f"; continue with: python -m core.train --resume {state_dir}" if state_dir and state_dir.is_dir() else ""
+        print(f"interrupted{hint}", file=sys.stderr)
+        return 130
+    meta = run_metadata(cfg, result, train_data, test_data, note)
+    if result.status == "diverged":
+        remove_states(state_dir)  # nothing to continue: it would diverge again
+        print(f"DIVERGED: {result.message}; no weights saved", file=sys.stderr)
+        return 3
+    try:
+        path = save_checkpoint(result.model, meta, out)
+    except RimscopeError as exc:
+        print(f"error: {exc}; the training state in {state_dir} is kept (resume with --resume)", file=sys.stderr)
+        return 2
+    if result.status == "completed" and not args.keep_states:
+        remove_states(state_dir)
+    m = result.metrics
+    noisy = f", noisy error {m['noisy_test_error']:.4f} (var {cfg.noise_var}, {cfg.noise_draws} draws)" if "noisy_test_error" in m else ""
+    resumed = f" (resumed from iteration {result.resumed_from})" if result.resumed_from is not None else ""
+    print(f"{cfg.model} on {cfg.dataset} seed {cfg.seed}: {result.status}, {m['iterations_done']} iterations "
+          f"in {result.wall_time_s:.1f} s{resumed}; test accuracy {m['test_accuracy']:.4f} (error {m['test_error']:.4f}, "
+          f"n={m['test_n']}){noisy}; {m['parameters']:,} parameters; saved {path}")
+    return 0
+

@@ -1,0 +1,342 @@
+"""Training settings: ``TrainConfig``, the named protocols, seed lists and the CLI options.
+
+``TrainConfig.validate`` is the one validation of a training run's settings, for every
+caller (CLI, run store, pages, reproduction grids): each out-of-range setting is named, one
+per line, in a single ConfigError. Given the number of training images it also checks what
+depends on them (batch size, validation split).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import re
+from dataclasses import dataclass, field
+
+from ..data.datasets import DATASETS
+from ..errors import ConfigError
+from ..models.registry import list_models, make_config
+
+MAX_ITERATIONS = 1_000_000
+MAX_EVAL_SAMPLES = 100_000  # larger than any test split here
+MAX_NOISE_DRAWS = 100  # each draw is one pass over the test set
+OPTIMIZERS = ("sgd", "adam")
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def resolve_device(name: str):
+    """The torch device for a config's ``device``; nothing here ever needs a GPU."""
+    import torch
+
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("Device cuda was asked for, but torch sees no GPU on this machine; use cpu or auto.")
+    return torch.device(name)
+
+
+SCHEDULES = ("none", "cosine", "step")
+# training-image augmentation: "affine" = a small random affine per training image (rotation,
+# translation, scale, shear; core.data.transforms.AFFINE_RANGES), drawn from the run's own seeded
+# generator; validation and test images are never augmented
+AUGMENTS = ("none", "affine")
+
+# Named protocols: the paper's, and one that trains to convergence. "converged" was chosen by
+# measurement (REPRODUCTION.md, "Converged protocol"): Adam with a cosine decay, weights of
+# the best validation accuracy kept, the validation split carved from the training data
+# (never the test set), early stopping when validation stops improving.
+PROTOCOLS: dict[str, dict] = {
+    "paper": dict(optimizer="sgd", lr=0.1, momentum=0.0, weight_decay=0.0, schedule="none", iterations=1000,
+                  batch_size=100, val_images=0, patience=0),
+    "converged": dict(optimizer="adam", lr=2e-3, momentum=0.0, weight_decay=0.0, schedule="cosine",
+                      iterations=4000, batch_size=100, val_images=5000, patience=6, eval_every=250,
+                      grad_clip=1.0),
+}
+# the settings that tell the protocols apart (how often the test accuracy is logged does not)
+_PROTOCOL_KEYS = sorted(({k for p in PROTOCOLS.values() for k in p} | {"grad_clip"}) - {"eval_every"})
+
+
+def protocol_of(train_config) -> str:
+    """The protocol a run's settings follow: ``"paper"``, ``"converged"``, or ``"custom"`` when
+    any setting that tells them apart (optimiser, learning rate, schedule, iterations, batch,
+    validation, clipping, ...) differs from both; ``""`` without settings."""
+    if not isinstance(train_config, dict) or not train_config:
+        return ""
+    base = {f.name: f.default for f in dataclasses.fields(TrainConfig) if f.name in _PROTOCOL_KEYS}
+    for name, settings in PROTOCOLS.items():
+        want = {**base, **settings}
+        if all(_same(train_config.get(k, base.get(k)), want.get(k)) for k in _PROTOCOL_KEYS):
+            return name
+    return "custom"
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return abs(float(a) - float(b)) <= 1e-12 * max(1.0, abs(float(b)))
+    return a == b
+
+
+@dataclass
+class TrainConfig:
+    dataset: str = "mnist"
+    model: str = "rim"
+    seed: int = 0
+    iterations: int = 1000
+    batch_size: int = 100
+    lr: float = 0.1
+    momentum: float = 0.0  # SGD only
+    optimizer: str = "sgd"  # "sgd" (the paper's) or "adam" (torch.optim.Adam)
+    weight_decay: float = 0.0
+    schedule: str = "none"  # learning rate over iterations: "none", "cosine" (to 0 at the end), "step"
+    step_every: int = 1000  # "step": multiply the learning rate by step_gamma every this many iterations
+    step_gamma: float = 0.1
+    val_images: int = 0  # hold out this many training images (fixed, seeded) for validation; 0 = none
+    patience: int = 0  # with validation: stop after this many evaluations without a better one; 0 = never
+    grad_clip: float | None = None  # max global gradient norm; None = no clipping
+    eval_every: int = 100  # periodic test accuracy every this many iterations
+    eval_samples: int = 1000  # size of the fixed test subset used for periodic accuracy
+    class_weighting: str = "auto"  # "none", "balanced", or "auto" (balanced if classes are unbalanced)
+    holdout_sample: bool = True  # MNIST: leave out train images 0..9,999 (the bundled sample)
+    noise_var: float = 0.01  # Gaussian noise variance for the final noisy test
+    noise_draws: int = 3  # noise draws averaged in the final noisy test
+    threads: int | None = None  # torch threads; None = number of cores, at most 2 per run
+    checkpoint_every: int = 200  # training checkpoint (to resume from) every this many iterations; 0 = not by count
+    checkpoint_every_s: float = 60.0  # ... and at least every this many seconds; 0 = not by time
+    model_overrides: dict = field(default_factory=dict)
+    device: str = "auto"  # "auto" (CUDA when torch sees a GPU, else CPU), "cpu" or "cuda"
+    data_source: str = "auto"  # "auto" (data folder, torchvision, ...) or "sample" (a labelled demo)
+    augment: str = "none"  # training images only: "none" or "affine" (small random affine per image)
+
+    def validate(self, n_train: int | None = None) -> TrainConfig:
+        """Raise one ConfigError naming every out-of-range setting (one per line)."""
+        problems: list[str] = []
+        bad = problems.append
+
+        if self.dataset not in DATASETS:
+            bad(f"Unknown data set {self.dataset!r}; choose one of {', '.join(DATASETS)}.")
+        if self.model not in list_models():
+            bad(f"Unknown model {self.model!r}; choose one of {', '.join(list_models())}.")
+        def number(v):  # a real number (bool is not one here)
+            return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+        def whole(v):
+            return isinstance(v, int) and not isinstance(v, bool)
+
+        if not whole(self.seed) or self.seed < 0:
+            bad("Seed must be a whole number >= 0.")
+        if not whole(self.iterations) or not 1 <= self.iterations <= MAX_ITERATIONS:
+            bad(f"Iterations must be between 1 and {MAX_ITERATIONS:,}.")
+        if not whole(self.batch_size) or self.batch_size < 1:
+            bad("Batch size must be at least 1.")
+        if n_train is not None and whole(self.batch_size) and self.batch_size > n_train:
+            bad(f"Batch size {self.batch_size} is larger than the training set ({n_train} images).")
+        if not (number(self.lr) and math.isfinite(self.lr) and 0 < self.lr <= 10):
+            bad("Learning rate must be a number in (0, 10].")
+        if not (number(self.momentum) and math.isfinite(self.momentum) and 0 <= self.momentum < 1):
+            bad("Momentum must be in [0, 1).")
+        if self.optimizer not in OPTIMIZERS:
+            bad(f"Optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}.")
+        if self.optimizer != "sgd" and self.momentum:
+            bad("Momentum applies to SGD only (Adam has its own moment estimates); set it to 0.")
+        if not (number(self.weight_decay) and math.isfinite(self.weight_decay) and 0 <= self.weight_decay < 1):
+            bad("Weight decay must be in [0, 1).")
+        if self.schedule not in SCHEDULES:
+            bad(f"Learning-rate schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}.")
+        if self.augment not in AUGMENTS:
+            bad(f"Augmentation must be one of {', '.join(AUGMENTS)}, got {self.augment!r}.")
+        if not whole(self.step_every) or self.step_every < 1:
+            bad("Step schedule: step every must be at least 1 iteration.")
+        if not (number(self.step_gamma) and math.isfinite(self.step_gamma) and 0 < self.step_gamma <= 1):
+            bad("Step schedule: the factor must be in (0, 1].")
+        if not whole(self.val_images) or self.val_images < 0:
+            bad("Validation images must be a whole number >= 0.")
+        val_ok = whole(self.val_images) and self.val_images >= 0
+        if n_train is not None and val_ok and self.val_images and self.val_images >= n_train:
+            bad(f"Validation images ({self.val_images:,}) must be fewer than the training images ({n_train:,}).")
+        if n_train is not None and val_ok and whole(self.batch_size) and self.val_images \
+                and self.val_images < n_train and self.batch_size > n_train - self.val_images:
+            bad(f"Batch size {self.batch_size} is larger than the training set left after validation "
+                f"({n_train - self.val_images} images).")
+        if not whole(self.patience) or self.patience < 0:
+            bad("Patience must be a whole number >= 0.")
+        if self.patience and val_ok and not self.val_images:
+            bad("Early stopping (patience) needs validation images.")
+        if self.grad_clip is not None and not (number(self.grad_clip) and math.isfinite(self.grad_clip) and self.grad_clip > 0):
+            bad("Gradient clipping must be a positive number (or off).")
+        if not whole(self.eval_every) or self.eval_every < 1:
+            bad("Evaluate-every must be at least 1 iteration.")
+        if not whole(self.eval_samples) or not 1 <= self.eval_samples <= MAX_EVAL_SAMPLES:
+            bad(f"Evaluation samples (the live test subset) must be between 1 and {MAX_EVAL_SAMPLES:,}.")
+        if self.class_weighting not in ("none", "balanced", "auto"):
+            bad("Class weighting must be 'none', 'balanced' or 'auto'.")
+        if not (number(self.noise_var) and math.isfinite(self.noise_var) and 0 <= self.noise_var <= 1):
+            bad("Noise variance must be in [0, 1].")
+        if not whole(self.noise_draws) or not 0 <= self.noise_draws <= MAX_NOISE_DRAWS:
+            bad(f"Noise draws must be between 0 and {MAX_NOISE_DRAWS}.")
+        if self.data_source not in ("auto", "sample"):
+            bad(f"Data source must be 'auto' or 'sample', got {self.data_source!r}.")
+        if self.device not in DEVICES:
+            bad(f"Device must be one of {', '.join(DEVICES)}, got {self.device!r}.")
+        if self.threads is not None and (not whole(self.threads) or self.threads < 1):
+            bad("Threads must be at least 1.")
+        if not whole(self.checkpoint_every) or self.checkpoint_every < 0:
+            bad("Checkpoint every (iterations) must be a whole number >= 0 (0 = not by count).")
+        if not (number(self.checkpoint_every_s) and math.isfinite(self.checkpoint_every_s)
+                and self.checkpoint_every_s >= 0):
+            bad("Checkpoint every (seconds) must be a number >= 0 (0 = not by time).")
+        if not isinstance(self.model_overrides, dict):
+            bad("Model overrides must be a mapping of config fields.")
+        fixed = sorted({"input_dim", "num_classes"} & set(self.model_overrides))
+        if fixed:
+            bad(f"Model setting(s) {', '.join(fixed)} follow from the data set and cannot be overridden.")
+        if self.model in list_models() and isinstance(self.model_overrides, dict) and not fixed:
+            info = DATASETS.get(self.dataset)
+            shape = {} if info is None else dict(input_dim=info.input_dim, num_classes=len(info.classes))
+            try:  # unknown, mistyped, negative or inconsistent model settings (built as the model's config)
+                make_config(self.model, **shape, **self.model_overrides)
+            except (KeyError, ValueError, TypeError, ZeroDivisionError) as exc:
+                bad(str(exc).strip("'\""))
+        if self.device in DEVICES:
+            try:  # cuda without a GPU: said before a run is queued, not when it starts
+                resolve_device(self.device)
+            except ConfigError as exc:
+                bad(str(exc))
+        if problems:
+            raise ConfigError("\n".join(dict.fromkeys(problems)))
+        return self
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_protocol(cls, protocol: str, **kw) -> TrainConfig:
+        """A config with a named protocol's settings (``PROTOCOLS``), then ``kw`` on top."""
+        if protocol not in PROTOCOLS:
+            raise ConfigError(f"Unknown protocol {protocol!r}; choose one of {', '.join(PROTOCOLS)}.")
+        return cls(**{**PROTOCOLS[protocol], **kw})
+
+    @classmethod
+    def from_dict(cls, d: dict) -> TrainConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ConfigError(f"Unknown training setting(s): {', '.join(unknown)}")
+        return cls(**d)
+
+
+def parse_seeds(text: str, limit: int = 20) -> list[int]:
+    """``"0"``, ``"0,1,2"``, ``"0 1 2"`` or ``"0-4"`` -> distinct seeds; ConfigError otherwise."""
+    seeds: list[int] = []
+    for part in re.split(r"[,\s;]+", str(text).strip()):
+        if not part:
+            continue
+        m = re.fullmatch(r"(\d{1,9})(?:-(\d{1,9}))?", part)
+        if not m:
+            raise ConfigError(f"Seeds must be whole numbers >= 0 such as '0', '0,1,2' or '0-4'; got {part!r}.")
+        lo = int(m.group(1))
+        hi = int(m.group(2)) if m.group(2) else lo
+        if hi < lo:
+            raise ConfigError(f"Seed range {part!r} runs backwards.")
+        if hi - lo + 1 > limit:
+            raise ConfigError(f"At most {limit} seeds at once.")
+        for s in range(lo, hi + 1):
+            if s not in seeds:
+                seeds.append(s)
+    if not seeds:
+        raise ConfigError("Give at least one seed, e.g. 0 or 0,1,2.")
+    if len(seeds) > limit:
+        raise ConfigError(f"At most {limit} seeds at once.")
+    return seeds
+
+
+# ---------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    d = TrainConfig()
+    p = argparse.ArgumentParser(
+        prog="python -m core.train",
+        description="Train one model on one data set with the paper protocol (SGD lr 0.1, "
+                    "batch 100, 1,000 iterations) and save its weights (safetensors + JSON). Options given "
+                    "here always win over --protocol's settings.")
+    p.add_argument("--dataset", default=d.dataset, choices=list(DATASETS), help="data set (default %(default)s)")
+    p.add_argument("--model", default=d.model, choices=list_models(), help="model (default %(default)s)")
+    p.add_argument("--seed", type=int, default=d.seed, help="seed for weights and batch order (default %(default)s)")
+    p.add_argument("--iterations", type=int, default=None, help=f"training iterations (default {d.iterations})")
+    p.add_argument("--batch-size", type=int, default=None, help=f"batch size (default {d.batch_size})")
+    p.add_argument("--lr", type=float, default=None, help=f"SGD learning rate (default {d.lr})")
+    p.add_argument("--momentum", type=float, default=None, help=f"SGD momentum (default {d.momentum}, the paper's plain SGD)")
+    p.add_argument("--protocol", choices=list(PROTOCOLS), default=None,
+                   help="start from a named protocol's settings (paper, converged); explicit options win")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default=None, help=f"optimizer (default {d.optimizer})")
+    p.add_argument("--weight-decay", type=float, default=None, help=f"weight decay (default {d.weight_decay})")
+    p.add_argument("--schedule", choices=SCHEDULES, default=None,
+                   help=f"learning-rate schedule over the iterations (default {d.schedule})")
+    p.add_argument("--augment", choices=AUGMENTS, default=None,
+                   help="training images only: affine = a small random rotation (about 10 degrees), shift "
+                        "(about 2 px), scale (0.9-1.1) and shear per image, seeded; validation and test images "
+                        f"are never changed (default {d.augment})")
+    p.add_argument("--step-every", type=int, default=None, help=f"step schedule: iterations per step (default {d.step_every})")
+    p.add_argument("--step-gamma", type=float, default=None, help=f"step schedule: factor per step (default {d.step_gamma})")
+    p.add_argument("--val-images", type=int, default=None,
+                   help=f"training images held out for validation; the best-validation weights are kept (default {d.val_images})")
+    p.add_argument("--patience", type=int, default=None,
+                   help="early stop after this many evaluations without a better validation accuracy (0 = off)")
+    p.add_argument("--grad-clip", type=float, default=None, help="clip the global gradient norm to this value (default: off)")
+    p.add_argument("--eval-every", type=int, default=None, help=f"test accuracy on a fixed subset every N iterations (default {d.eval_every})")
+    p.add_argument("--eval-samples", type=int, default=None, help=f"size of that test subset (default {d.eval_samples})")
+    p.add_argument("--class-weighting", default=None, choices=["none", "balanced", "auto"],
+                   help=f"class-weighted loss; auto = balanced when the classes are unbalanced (default {d.class_weighting})")
+    p.add_argument("--no-holdout-sample", action="store_true",
+                   help="MNIST: also train on images 0..9,999 (by default they are held out because the bundled sample comes from them)")
+    p.add_argument("--noise-var", type=float, default=None, help=f"Gaussian noise variance of the final noisy test (default {d.noise_var})")
+    p.add_argument("--noise-draws", type=int, default=None, help=f"noise draws averaged in the final noisy test (default {d.noise_draws})")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: cores, at most 2)")
+    p.add_argument("--device", choices=DEVICES, default=None,
+                   help=f"auto = CUDA when torch sees a GPU, else CPU (default {d.device})")
+    p.add_argument("--state-every", "--checkpoint-every", dest="checkpoint_every", type=int, default=None,
+                   help=f"training state (to resume from) every N iterations; 0 = not by count (default {d.checkpoint_every})")
+    p.add_argument("--state-every-s", "--checkpoint-every-s", dest="checkpoint_every_s", type=float, default=None,
+                   help=f"... and at least every S seconds; 0 = not by time (default {d.checkpoint_every_s})")
+    p.add_argument("--resume", default=None, metavar="DIR",
+                   help="continue an interrupted run from its training-state folder (<out>.ckpt); its settings, "
+                        "data folder and output path come from the state (--threads, --quiet and --out still apply)")
+    p.add_argument("--keep-states", "--keep-checkpoints", dest="keep_states", action="store_true",
+                   help="keep the training-state folder after the run completed (default: removed)")
+    p.add_argument("--data-dir", default=None, help="folder with <dataset>/{train,test}.npz (default: $RIMSCOPE_DATA_DIR or ./data)")
+    p.add_argument("--out", default=None, help="path stem of the saved weights (default runs/<dataset>_<model>_s<seed>)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="model config override, e.g. --set k_active=3 (repeatable)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
+
+
+_CLI_FIELDS = ("device", "iterations", "batch_size", "lr", "momentum", "optimizer", "weight_decay", "schedule", "step_every",
+               "step_gamma", "val_images", "patience", "grad_clip", "eval_every", "eval_samples", "class_weighting",
+               "noise_var", "noise_draws", "threads", "checkpoint_every", "checkpoint_every_s", "augment")
+
+
+def config_from_args(args) -> TrainConfig:
+    """The TrainConfig of parsed CLI arguments: a protocol's settings, then every option given."""
+    base = dict(PROTOCOLS[args.protocol]) if args.protocol else {}
+    for f in _CLI_FIELDS:  # every option given wins over the protocol, whatever its value
+        if getattr(args, f) is not None:
+            base[f] = getattr(args, f)
+    return TrainConfig(dataset=args.dataset, model=args.model, seed=args.seed,
+                       holdout_sample=not args.no_holdout_sample, model_overrides=parse_overrides(args.set),
+                       **base).validate()
+
+
+def parse_overrides(items: list[str]) -> dict:
+    """``["k_active=3"]`` -> ``{"k_active": 3}`` (values read as JSON where they parse, else text)."""
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        try:
+            out[k.strip()] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k.strip()] = v
+    return out
+

@@ -1,0 +1,177 @@
+"""The shape of core/ (issue 20): no import cycle, no module over 450 lines, each name in one place.
+
+The checks read the source with ``ast`` (nothing is imported), so they are quick and name the
+offending module and line.
+"""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CORE = ROOT / "core"
+MAX_LINES = 450
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in sorted(CORE.rglob("*.py")):
+        parts = list(p.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = p
+    return out
+
+
+MODULES = _modules()
+
+
+def _absolute(module: str, path: Path, node: ast.ImportFrom) -> str:
+    """The dotted module an ``ImportFrom`` names, relative imports resolved."""
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _imports(module: str, path: Path) -> list[tuple[str, int, list[str]]]:
+    """Every core module ``module`` imports (at top level or inside a function), with the line
+    and the names taken from it."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            src = _absolute(module, path, node)
+            if src == "core" or src.startswith("core."):
+                out.append((src, node.lineno, [a.name for a in node.names]))
+        elif isinstance(node, ast.Import):
+            out += [(a.name, node.lineno, []) for a in node.names if a.name.startswith("core.")]
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    """module -> the core modules it imports; ``from core.x import y`` with y a module counts as
+    an import of ``core.x.y``."""
+    graph: dict[str, set[str]] = {m: set() for m in MODULES}
+    for m, p in MODULES.items():
+        for src, _, names in _imports(m, p):
+            subs = [f"{src}.{n}" for n in names if f"{src}.{n}" in MODULES]
+            targets = subs if subs and len(subs) == len(names) else [src, *subs]
+            graph[m] |= {t for t in targets if t in MODULES and t != m}
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}  # 1 = on the path, 2 = done
+    path: list[str] = []
+
+    def visit(m: str) -> list[str] | None:
+        state[m] = 1
+        path.append(m)
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                return path[path.index(n):] + [n]
+            if n not in state and (found := visit(n)):
+                return found
+        path.pop()
+        state[m] = 2
+        return None
+
+    for m in sorted(graph):
+        if m not in state and (found := visit(m)):
+            return found
+    return None
+
+
+def test_the_walk_sees_imports_of_every_kind():
+    """The walk below must see relative, absolute and function-level imports, or a cycle hides."""
+    graph = _graph()
+    assert "core.training.state" in graph["core.training.loop"]  # from . import state as R
+    assert "core.training.weights" in graph["core.grid.cells"]  # inside train_cell
+    assert "core.errors" in graph["core.digits.load"]
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_core_has_no_import_cycle():
+    assert _cycle(_graph()) is None
+
+
+def test_no_core_module_is_over_450_lines():
+    long = {str(p.relative_to(ROOT)): n for p in MODULES.values() if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+def test_package_init_files_only_describe_their_package():
+    for m, p in MODULES.items():
+        if p.name != "__init__.py":
+            continue
+        body = ast.parse(p.read_text()).body
+        kinds = {type(n).__name__ for n in body}
+        if m == "core":  # the version, and nothing else
+            assert kinds <= {"Expr", "Assign"}, f"{p}: {kinds}"
+            continue
+        assert all(isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) for n in body), \
+            f"{p.relative_to(ROOT)} must hold only its docstring (no imports, no re-exports)"
+
+
+def test_no_re_exports():
+    """No ``noqa: F401`` in core, no ``import x as x`` spelling, and no name in ``__all__``
+    that the module only imported."""
+    for p in MODULES.values():
+        text = p.read_text()
+        assert "noqa: F401" not in text, f"{p.relative_to(ROOT)}: a re-export (noqa: F401)"
+        tree = ast.parse(text)
+        imported = set()
+        for node in tree.body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for a in node.names:
+                    assert a.asname is None or a.asname != a.name.split(".")[-1] or isinstance(node, ast.Import), \
+                        f"{p.relative_to(ROOT)}:{node.lineno}: `import {a.name} as {a.asname}` re-exports"
+                    imported.add(a.asname or a.name.split(".")[0])
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+                listed = {e.value for e in getattr(node.value, "elts", []) if isinstance(e, ast.Constant)}
+                assert not listed & imported, f"{p.relative_to(ROOT)}: __all__ re-lists {sorted(listed & imported)}"
+        assert not any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__" for n in tree.body), \
+            f"{p.relative_to(ROOT)}: a module __getattr__ (a lazy re-export)"
+
+
+def test_core_never_imports_streamlit():
+    for p in MODULES.values():
+        for node in ast.walk(ast.parse(p.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not any(n.split(".")[0] == "streamlit" for n in names), f"{p.relative_to(ROOT)} imports streamlit"
+
+
+def _banned() -> dict[str, str]:
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    return conf["tool"]["ruff"]["lint"]["flake8-tidy-imports"]["banned-api"]
+
+
+def test_lint_bans_every_old_module_path():
+    """Every old dotted module (before the layout) is banned in ruff (TID251), and none exists."""
+    banned = _banned()
+    assert "TID251" in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["ruff"]["lint"]["extend-select"]
+    old = ["core.analysis", "core.checkpoint", "core.config", "core.curves", "core.digit_glyphs", "core.digit_ink",
+           "core.digit_measure", "core.engine", "core.evaluate", "core.fmt", "core.handdigits", "core.image_load",
+           "core.paper", "core.plots", "core.preprocess", "core.resume", "core.selection", "core.stats",
+           "core.tables", "core.transforms"]
+    for name in old:
+        assert name in banned, name
+        assert name not in MODULES, f"{name} exists again"
+    launchers = {"core.train", "core.reproduce"}  # modules, but only for python -m: importing them is banned
+    for name in set(banned) - launchers:  # a banned module path must not exist (a symbol path's module may)
+        assert name not in MODULES, f"{name} is banned but is a module"
+
+
+@pytest.mark.parametrize("launcher", ["train", "reproduce"])
+def test_the_two_fixed_commands_are_launchers_only(launcher):
+    """``python -m core.train`` / ``core.reproduce`` (the developer guide's commands) define no names."""
+    tree = ast.parse((CORE / f"{launcher}.py").read_text())
+    assert [type(n).__name__ for n in tree.body] == ["Expr", "If"]
