@@ -6,8 +6,10 @@ import pandas as pd
 import streamlit as st
 
 from core.data.datasets import DATASETS
+from core.grid.export import protocol_text
+from core.report.floors import floors
 from core.report.fmt import dataset_title as _ds_title
-from core.report.fmt import method_title, reproduction_tables, runs_frame
+from core.report.fmt import health_count, method_title, pct, reproduction_tables, runs_frame
 from core.report.paper import DATASET_ORDER, PAPER
 from core.report.plots.comparison import ERROR_METRICS, error_bar_figure
 from core.report.plots.style import method_order
@@ -48,9 +50,10 @@ TABLE_INFO = {
                f"runner-up's by {_paper_gaps(_NG)} points (about {_paper_mean(_NG)} on average). In brackets: change "
                "from the clean error. Growth gap = runner-up's growth − RIM's growth."),
     "fluctuation": ("Training-loss fluctuation · parallel LSTMs vs RIM",
-                    "Paper: the parallel LSTMs' training loss fluctuates more (no number given). Ours: second half of "
-                    "training, sd of the batch loss around its 51-iteration moving average; relative = divided by "
-                    "the average loss level. Gap = parallel − RIM (positive: parallel LSTMs fluctuate more)."),
+                    "Paper: the parallel LSTMs' training loss fluctuates more (no number given). Ours, primary: second "
+                    "half of training, sd of the batch loss around its 51-iteration moving average. The relative "
+                    "statistic (divided by the average loss level) was chosen after seeing the data and grows "
+                    "whenever a method's loss is lower. Gap = parallel − RIM (positive: parallel LSTMs fluctuate more)."),
     "init_study": ("Initialisation study · forget-gate bias 1 (default for every method) vs 0",
                    "Not a claim of the paper: how much of any gap comes from the LSTMs' starting point. Every "
                    "method's LSTMs start with forget bias 1 in the main grid; here RIM and parallel LSTMs are "
@@ -59,6 +62,10 @@ TABLE_INFO = {
                   "Not in the paper. Each variant removes one part of RIM: random = the 4 active LSTMs drawn at "
                   "random (input-independent); all = every LSTM active; alpha 0 = no communication; k 5/6 = more "
                   "active LSTMs. Gap = variant − RIM (positive: the variant is worse, so the part helps)."),
+    "claims": ("The paper's claims, one by one",
+               "Each verdict by the one rule (core.report.stats.verdict) on Holm-adjusted p-values. A claim over all four "
+               "sets holds only when it holds on each; an average claim is tested on the pooled gap (the mean of the "
+               "per-set gaps, with its interval)."),
 }
 
 
@@ -67,6 +74,7 @@ TABLE_INFO = {
 SHORT_TITLES = {
     "RIM error (%)": "RIM error", "parallel LSTMs error (%)": "parallel LSTMs error",
     "gap, ours (points) [95% CI]": "gap, ours [95% CI]", "gap, paper (points)": "gap, paper",
+    "floors: chance / majority (%)": "floors: chance / majority",
     "gap to runner-up, ours (points) [95% CI]": "gap, ours [95% CI]",
     "verdict: RIM's error grows less": "verdict: grows less", "verdict: RIM lowest under noise": "verdict: lowest",
     "gap (parallel − RIM) [95% CI]": "gap [95% CI]", "noisy error (%)": "noisy error",
@@ -89,23 +97,43 @@ def _ordered(datasets) -> list[str]:
 
 
 def _spread_table(rows: list[dict]) -> pd.DataFrame:
-    """Mean ± sd (and n) of clean and noisy error per data set and method, in percent."""
+    """Mean ± sd (and n) of clean and noisy error per data set and method over the healthy runs,
+    in percent, with each cell's health count and its data set's floors."""
     out = []
     for ds in _ordered(r["dataset"] for r in rows):
+        f = floors(ds)
         for m in method_order():
             sel = [r for r in rows if r["dataset"] == ds and r["model"] == m]
             if not sel:
                 continue
-            row = {"data set": _ds_title(ds), "method": method_title(m),
-                   "diverged": sum(1 for r in sel if r.get("status") == "diverged")}
+            ok = [r for r in sel if r.get("status") == "completed" and r.get("health", "healthy") == "healthy"]
+            row = {"data set": _ds_title(ds), "method": method_title(m), "healthy": health_count(len(ok), len(sel))}
             for key, label in (("test_error", "clean"), ("noisy_test_error", "noisy")):
-                m, sd, n = mean_sd([100 * float(r[key]) for r in sel
-                                    if r.get("status") == "completed" and r.get(key) is not None])
-                row[f"{label} error mean (%)"] = round(m, 2) if n else None
+                m_, sd, n = mean_sd([100 * float(r[key]) for r in ok if r.get(key) is not None])
+                row[f"{label} error mean (%)"] = round(m_, 2) if n else None
                 row[f"{label} error sd (%)"] = round(sd, 2) if n > 1 else None
                 row[f"{label} seeds"] = n
+            row["chance error (%)"] = round(100 * f["chance_error"], 2) if f["classes"] else None
+            row["majority-class error (%)"] = round(100 * f["majority_error"], 2) if f["classes"] else None
             out.append(row)
     return pd.DataFrame(out)
+
+
+def _excluded(summary: dict, name: str) -> None:
+    """Under a table: the runs it left out (unhealthy), or that it has none."""
+    ex = ((summary or {}).get("excluded") or {}).get(name)
+    if ex is None:
+        return
+    if not ex:
+        st.caption("Every run of this table is healthy.")
+        return
+    included = (summary or {}).get("include_unhealthy")
+    with st.expander(f"{len(ex)} unhealthy run{'s' if len(ex) != 1 else ''} "
+                     + ("included in the means" if included else "left out of the means")):
+        st.markdown("\n".join(
+            f"- {_ds_title(e.get('dataset'))} · {method_title(e.get('model'))} · seed {e.get('seed')} "
+            f"({pct(e.get('test_error'))}): **{e.get('health')}**"
+            + (f" — {e['health_reasons']}" if e.get("health_reasons") else "") for e in ex))
 
 
 URL_STATE = {"cmp_schedule": str, "cmp_curves_ds": str, "cmp_tab": str, "cmp_err_metric": str, "cmp_sm_metric": str}
@@ -122,14 +150,14 @@ if not available:
 names = list(available)
 if len(names) > 1:
     ui.keep_valid("cmp_schedule", names)
-    sched = st.selectbox("Experiment", names, key="cmp_schedule", format_func=lambda n: SCHEDULES.get(n, n),
-                         help="Each experiment is a folder of reproduction outputs: "
-                              + ", ".join(f"`results/{n}`" for n in names) + ".")
+    sched = st.radio("Experiment", names, key="cmp_schedule", horizontal=True,
+                     format_func=lambda n: SCHEDULES.get(n, n),
+                     help="The converged grid (first) trains every method until its validation accuracy stops "
+                          "improving; the paper's short schedule stops after 1,000 SGD iterations, where many "
+                          "runs have not converged. Folders: " + ", ".join(f"`results/{n}`" for n in names) + ".")
 else:
     sched = names[0]
-    st.caption(f"Showing the {SCHEDULES.get(sched, sched)}. Other experiments appear here once their results exist.",
-               help=f"Read from `results/{sched}`; a longer schedule: `python -m core.reproduce run --iterations 5000 "
-                    "--out results/long`.")
+    st.caption(f"Showing the {SCHEDULES.get(sched, sched)}.", help=f"Read from `results/{sched}`.")
 out_dir = available[sched]
 summary = load_summary(out_dir)
 curves = load_curves(out_dir)
@@ -140,9 +168,15 @@ if summary is None:
 else:
     seeds = sorted({r.get("seed") for r in rows if r.get("seed") is not None})
     its = sorted({r.get("iterations") for r in rows if r.get("iterations")})
+    protocols = sorted({r.get("protocol") or ("converged" if sched == "converged" else "paper") for r in rows})
+    healthy = sum(1 for r in rows if r.get("status") == "completed" and r.get("health", "healthy") == "healthy")
     st.caption(f"{len(rows)} runs · seeds {', '.join(map(str, seeds)) or 'none'} · "
-               f"{', '.join(f'{i:,}' for i in its) or '?'} iterations · SGD lr 0.1, batch 100. "
-               "Errors are in percent of the test split.")
+               f"{', '.join(f'{i:,}' for i in its) or '?'} iterations at most · "
+               f"{'; '.join(protocol_text(p) for p in protocols)}. Errors are in percent of the test split.")
+    st.caption(f"**{healthy} of {len(rows)} runs healthy.** Diverged runs (the loss became non-finite, rose above "
+               "10x its first value or ended above it) and collapsed ones (balanced accuracy not above chance + 2 "
+               "points, or one class for over 90 % of the test images) are left out of every mean and listed "
+               "under each table.")
 
 TABS = ["Training curves", "Final errors over seeds", "Paper's claims vs ours", "Runs"]
 ui.keep_valid("cmp_tab", TABS)
@@ -210,12 +244,14 @@ with tab_err:
         spread = _spread_table(rows)
         st.dataframe(spread, hide_index=True, width="stretch", placeholder="–", column_config={
             "data set": st.column_config.TextColumn("data set", width=110, pinned=True),
-            "method": st.column_config.TextColumn("method", width=150, pinned=True)}
+            "method": st.column_config.TextColumn("method", width=150, pinned=True),
+            "healthy": st.column_config.TextColumn("healthy", width=110)}
             | {c: st.column_config.NumberColumn(format="%.2f") for c in spread.columns if c.endswith("(%)")})
         st.download_button("⬇ Mean ± sd as CSV", spread.to_csv(index=False).encode(), file_name=f"{sched}_errors_mean_sd.csv",
                            mime="text/csv", key="cmp_csv_spread")
-        st.caption("sd = sample standard deviation over training seeds. Diverged runs (loss became NaN or infinite) "
-                   "are counted but left out of the mean."
+        st.caption("sd = sample standard deviation over the healthy training seeds; unhealthy runs are drawn as "
+                   "crosses, counted, and left out of the mean. Dashed lines: the error of guessing at random "
+                   "(chance) and of always answering the test set's biggest class (majority class)."
                    + (" Ablation and initialisation variants are compared in their tables under *Paper's claims vs "
                       "ours*." if any(r.get("model") not in base for r in rows) else ""))
 
@@ -226,10 +262,13 @@ with tab_tables:
     else:
         frames = reproduction_tables(summary)
         raw = summary.get("tables") or {}
-        st.markdown("Errors in percent, mean ± sd over seeds; gaps in percentage points with a 95% Welch t-interval. "
-                    "**Verdict**: ✅ holds (the interval lies above 0), ❌ does not hold (below 0: the other method "
-                    "is better), ❔ cannot tell at this number of seeds (the interval contains 0; *< 2 seeds*: no "
-                    "interval yet).")
+        st.markdown("Errors in percent, mean ± sd over the healthy seeds (each cell says how many of its runs are "
+                    "healthy); gaps in percentage points with a 95% Welch t-interval, the seed-paired interval "
+                    "beside it (a seed gives every model the same data order). **p raw / Holm**: each table is one "
+                    "family of tests, Holm-Bonferroni adjusted. **Verdict**, from the adjusted p: ✅ holds (below "
+                    "0.05, gap in the claimed direction), ❌ does not hold (below 0.05, the other way), ❔ cannot "
+                    "tell at this number of seeds (*< 2 seeds*: no test yet). **Floors**: the error of guessing at "
+                    "random / of always answering the test set's biggest class.")
         for name, (title, claim) in TABLE_INFO.items():
             st.subheader(title)
             st.caption(claim)
@@ -241,6 +280,7 @@ with tab_tables:
             st.dataframe(df, hide_index=True, width="stretch", column_order=order, column_config=_table_config(df))
             st.download_button(f"⬇ {name} as CSV (all numbers)", pd.DataFrame(raw.get(name) or []).to_csv(index=False).encode(),
                                file_name=f"{sched}_{name}.csv", mime="text/csv", key=f"cmp_csv_{name}")
+            _excluded(summary, name)
         if any(r.get("dataset") == "animals10" for r in rows):
             st.caption("Animals-10 here is a small, unbalanced subset: its numbers are not comparable with the paper's.")
 

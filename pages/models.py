@@ -12,6 +12,7 @@ from core.data.datasets import DATASETS
 from core.errors import CheckpointError
 from core.report.fmt import dataset_title as _ds_title
 from core.report.fmt import method_title, params, pct, pct_value, protocol_title
+from core.report.health import HEALTHY, health_of, summary_text
 from core.report.plots.training import run_curves_figure
 from pages.ui import (
     MAX_UPLOAD_MB,
@@ -63,6 +64,15 @@ def _history_from_store(entry) -> dict:
     return out
 
 
+def _health(meta: dict) -> dict:
+    """The run's health (``core.report.health``): as stored in its JSON, else classified from it now.
+    A run still training has no final confusion matrix and is judged on what it has."""
+    try:
+        return health_of(meta)
+    except Exception:  # an upload's odd metadata must not take the table down
+        return {"health": "not known", "health_reasons": [], "health_checked": [], "health_measures": {}}
+
+
 def _row(entry, meta: dict | None) -> dict:
     """One table row: metadata first (the full record), catalog metrics as fallback."""
     metrics = dict(entry.metrics or {})
@@ -86,6 +96,7 @@ def _row(entry, meta: dict | None) -> dict:
         "noisy error (%)": pct_value(metrics.get("noisy_test_error")),
         "iterations": its if its is None else int(its),
         "status": status,
+        "health": _health(meta)["health"] if meta else "",
         "date": str(created)[:16].replace("T", " "),
         "key": entry.key,
     }
@@ -95,7 +106,9 @@ st.title("Models")
 st.caption("The shipped pretrained models and the runs trained on the Train page or uploaded here, in one table. "
            "Errors are in percent on the test data each run was evaluated on (its data source is under "
            "*Training setup and data*); noisy = Gaussian noise of variance 0.01 on the test images. Runs that are "
-           "still training, failed or were stopped are on the Train page.")
+           "still training, failed or were stopped are on the Train page. Health: *diverged* = the loss became "
+           "non-finite, exceeded 10x its first value or ended above it; *collapsed* = balanced accuracy not above "
+           "chance + 2 points, or one class predicted for over 90 % of the test images.")
 
 flash = st.session_state.pop("models_flash", None)
 if flash:
@@ -156,6 +169,9 @@ else:
             "noisy error (%)": st.column_config.NumberColumn("noisy error %", format="%.2f", width=90),
             "iterations": st.column_config.NumberColumn("iterations", width=75),
             "status": st.column_config.TextColumn("status", width=90),
+            "health": st.column_config.TextColumn("health", width=80,
+                                                  help="healthy, diverged (the loss blew up) or collapsed (about one "
+                                                       "class predicted for everything); core.report.health"),
             "date": st.column_config.TextColumn("date", width=130),
         })
     st.download_button("⬇ Table as CSV", table.drop(columns=["key"]).to_csv(index=False).encode(),
@@ -185,6 +201,12 @@ if shown:
         c[4].metric("Seed", entry.seed if entry.seed is not None else "n/a")
         if meta.get("status") not in (None, "completed"):
             st.warning(f"This run's status is {meta.get('status')!r}: {meta.get('message', '')}")
+        h = _health(meta)
+        if h["health"] == HEALTHY:
+            st.caption(f"Health: {summary_text(h)} (it neither diverged nor collapsed; `core.report.health`).")
+        else:
+            st.warning(f"**This model is {h['health']}**: {'; '.join(h['health_reasons']) or 'no reason recorded'}. "
+                       "Its predictions say little about its method.")
         if store is not None and entry.key.startswith("run:") and not meta.get("history"):
             meta = {**meta, **_history_from_store(entry)}
         fig = run_curves_figure(meta, title=f"{method_title(entry.model)} on {_ds_title(entry.dataset)}")

@@ -13,6 +13,7 @@ from core.eval import curves
 from core.eval.points import EvalPoint, activation_change, fixed_subset, noisy_eval, stretch_eval
 from core.eval.scorer import Scorer
 from core.models.registry import is_method, trace_schema
+from core.report.floors import floors_from_counts
 from core.report.fmt import short_method_title, source_parts
 from core.report.plots import robustness, traces
 from pages import ui
@@ -276,12 +277,13 @@ def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
                  f"Scoring {len(models)} models at {len(GRID)} noise levels")
             lines = _error_lines(scorer, lambda m: scorer.noise_curve(m, kind, GRID))
             return robustness.error_curve_figure(lines, x_title=f"{title} noise {param}",
-                                            reference=PAPER_VAR if kind == "gaussian" else None,
-                                            reference_label="paper (0.01)")
+                                                 reference=PAPER_VAR if kind == "gaussian" else None,
+                                                 reference_label="paper (0.01)", floors=_floors(scorer))
 
         fig = _memo("_rb_noise_curve", scorer.signature(kind), build)
         st.plotly_chart(robustness.mark_current(fig, strength), key="rb_curve", config=CHART)
-        st.caption("Bands: 95% intervals (Wilson) of each error on this subset.")
+        st.caption("Bands: 95% intervals (Wilson) of each error on this subset. Dashed: the error of guessing at "
+                   "random (chance) and of always answering the subset's most frequent class (majority class).")
 
     # how a selection mask shifts (the models whose activity is a binary mask)
     for method in [m for m in models if trace_schema(m).activity_binary]:
@@ -368,10 +370,18 @@ def stretch_view(dataset: str, data, scorer: Scorer | None, models: dict) -> Non
              f"Scoring {len(models)} models at {len(FACTORS)} stretch factors")
         lines = _error_lines(scorer, lambda m: scorer.stretch_curve(m, FACTORS))
         return robustness.error_curve_figure(lines, x_title="vertical stretch factor (1 = training length)",
-                                        reference=1.0, reference_label="training length")
+                                             reference=1.0, reference_label="training length",
+                                             floors=_floors(scorer))
 
     fig = _memo("_rb_stretch_curve", scorer.signature("stretch"), build)
     st.plotly_chart(robustness.mark_current(fig, factor), key="rb_s_curve", config=CHART)
+
+
+def _floors(scorer: Scorer) -> dict:
+    """Chance and majority-class error of the images the scorer scores (dashed lines on the curves)."""
+    info = DATASETS.get(scorer.key.split("|")[0])  # the key starts with the data set (make_scorer)
+    counts = np.bincount(np.asarray(scorer.labels, dtype=np.int64), minlength=len(info.classes) if info else 0)
+    return floors_from_counts(counts)
 
 
 def _error_lines(scorer: Scorer, curve_of) -> list[dict]:

@@ -382,3 +382,9 @@ def test_error_curve_figure():
     cur = [s for s in fig.layout.shapes if s.name == "current"]
     assert len(cur) == 1 and cur[0].x0 == 0.015 and len(fig.layout.shapes) == 2
     assert [a.x for a in fig.layout.annotations if a.name == "current"] == [0.015]
+    with_floors = robustness.error_curve_figure(curves, x_title="variance", current=0.02,
+                                                floors={"chance_error": 0.9, "majority_error": 1 - 46 / 260})
+    dashed = [s for s in with_floors.layout.shapes if s.line.dash == "dash"]
+    assert [round(s.y0, 2) for s in dashed] == [90.0, 82.31]
+    robustness.mark_current(with_floors, 0.01)  # moving the current line keeps the floors
+    assert len([s for s in with_floors.layout.shapes if s.line.dash == "dash"]) == 2

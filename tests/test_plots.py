@@ -162,11 +162,53 @@ def test_run_curves_figure_three_panels_and_auto_log_for_blown_up_loss():
 
 
 # --- errors over seeds --------------------------------------------------------------------------------
+def panel_titles(fig) -> list[str]:
+    """The subplot titles (the floor lines' labels are annotations too)."""
+    return [a.text for a in fig.layout.annotations if not a.text.startswith(("chance", "majority"))]
+
+
+def floor_lines(fig) -> list[tuple[float, str]]:
+    """(y, label) of every dashed floor line, in the order drawn."""
+    ys = [s.y0 for s in fig.layout.shapes if s.line.dash == "dash"]
+    labels = [a.text for a in fig.layout.annotations if a.text.startswith(("chance", "majority"))]
+    return list(zip(ys, labels, strict=True))
+
+
+def test_error_bars_draw_the_floors_of_each_test_set():
+    from core.report.floors import floors
+
+    rows = [dict(r, dataset="animals10") for r in summary_rows() if r["dataset"] == "mnist"] + \
+        [r for r in summary_rows() if r["dataset"] == "cifar10"]
+    fig = error_bar_figure(rows)
+    major = 100 * floors("animals10")["majority_error"]
+    assert panel_titles(fig) == ["CIFAR-10", "Animals-10"]
+    assert floor_lines(fig) == [(pytest.approx(90.0), "chance = majority class 90.0 %"),  # CIFAR-10: balanced
+                                (pytest.approx(90.0), "chance 90.0 %"),
+                                (pytest.approx(major), f"majority class {major:.2f} %")]
+    assert "dashed = chance / majority class" in fig.layout.title.text
+    assert floor_lines(error_bar_figure(rows, floors=False)) == []
+
+
+def test_error_bars_leave_unhealthy_runs_out_of_the_mean_and_mark_them():
+    rows = [r for r in summary_rows() if r["dataset"] == "mnist" and r["model"] == "rim"]
+    for r in rows:
+        r["health"] = "healthy"
+    rows[2].update(health="collapsed", test_error=0.9)
+    fig = error_bar_figure(rows)
+    mean = next(tr for tr in fig.data if tr.error_y.array is not None)
+    assert mean.y[0] == pytest.approx(100 * (0.03 + 0.031) / 2)
+    assert "1 unhealthy run(s) left out" in mean.hovertemplate
+    crosses = [tr for tr in fig.data if tr.marker.symbol == "x-thin-open"]
+    assert len(crosses) == 1 and list(crosses[0].y) == [pytest.approx(90.0)]
+    with_all = next(tr for tr in error_bar_figure(rows, include_unhealthy=True).data if tr.error_y.array is not None)
+    assert with_all.y[0] == pytest.approx(100 * (0.03 + 0.031 + 0.9) / 3)
+
+
 def test_error_bars_two_traces_per_method_and_panel_with_sd():
     rows = summary_rows()
     fig = error_bar_figure(rows, "test_error")
-    # 2 data sets x 3 completed methods x (seed dots + mean) + indrnn (diverged only) on MNIST
-    assert len(fig.data) == 2 * 3 * 2 + 2
+    # 2 data sets x 3 completed methods x (seed dots + mean) + indrnn (diverged only: its mean) on MNIST
+    assert len(fig.data) == 2 * 3 * 2 + 1
     means = [tr for tr in fig.data if tr.error_y and tr.error_y.array is not None]
     rim_mnist = next(tr for tr in means if tr.name == method_title("rim"))
     vals = [100 * (0.03 + 0.001 * s) for s in range(3)]
@@ -175,7 +217,7 @@ def test_error_bars_two_traces_per_method_and_panel_with_sd():
     for tr in fig.data:
         m = next(m for m in method_order() if method_title(m) == tr.name)
         assert tr.marker.color == method_color(m)
-    assert [a.text for a in fig.layout.annotations] == ["MNIST", "CIFAR-10"]
+    assert panel_titles(fig) == ["MNIST", "CIFAR-10"]
     assert "%" in fig.layout.yaxis.title.text and "sd" in fig.layout.yaxis.title.text
     legend = [tr.name for tr in fig.data if tr.showlegend]
     assert len(legend) == len(set(legend)) == 4  # one legend entry per method
@@ -187,14 +229,14 @@ def test_error_bars_wrap_into_rows_with_short_ticks():
     rows = [dict(r, dataset=ds) for ds in ("mnist", "fashion_mnist", "cifar10") for r in summary_rows()
             if r["dataset"] == "mnist"]
     fig = error_bar_figure(rows, cols=2)
-    assert [a.text for a in fig.layout.annotations] == ["MNIST", "Fashion-MNIST", "CIFAR-10"]
+    assert panel_titles(fig) == ["MNIST", "Fashion-MNIST", "CIFAR-10"]
     assert fig.layout.yaxis3.title.text  # first panel of the second row is labelled too
     assert list(fig.layout.xaxis.ticktext)[:2] == ["RIM", "Parallel<br>LSTMs"]
 
 
 def test_error_bars_noisy_metric_and_dataset_filter():
     fig = error_bar_figure(summary_rows(), "noisy_test_error", datasets=["cifar10"])
-    assert [a.text for a in fig.layout.annotations] == ["CIFAR-10"]
+    assert panel_titles(fig) == ["CIFAR-10"]
     assert len(fig.data) == 3 * 2
     assert fig.layout.yaxis.title.text.startswith("noisy test error (%")
     assert "Gaussian" in ERROR_METRICS["noisy_test_error"]
@@ -240,13 +282,17 @@ def test_reproduction_tables_from_write_tables(tmp_path):
             p.parent.mkdir(parents=True, exist_ok=True)
             err = base + rng.normal(0, 0.001)
             loss = (1.0 + rng.normal(0, 0.3 if model == "parallel_lstm" else 0.1, 200)).tolist()
+            loss[0] = 2.5  # a healthy run: its last batch loss is below the first
             p.write_text(json.dumps({"dataset": "mnist", "model": model, "seed": seed, "status": "completed",
                                      "metrics": {"test_error": err, "noisy_test_error": err + 0.01},
                                      "train_config": {"iterations": 200}, "history": {"loss": loss}}))
     write_tables(tmp_path)
     summary = json.loads((tmp_path / "summary.json").read_text())
     t = reproduction_tables(summary)
-    assert set(t) == {"table2", "table3", "table4", "fluctuation", "init_study", "ablations"}
+    assert set(t) == {"table2", "table3", "table4", "fluctuation", "init_study", "ablations", "claims"}
+    assert t["table2"].loc[0, "RIM error (%)"].endswith("(3 of 3 healthy)")
+    assert t["table2"].loc[0, "floors: chance / majority (%)"] == "90.00 / 88.65"
+    assert t["table2"].loc[0, "p raw / Holm"].startswith("p ")
     tf = t["fluctuation"]
     assert tf.loc[0, "verdict"].startswith("✅") and tf.loc[0, "seeds"] == 3  # loss sd 0.3 vs 0.1
     assert float(tf.loc[0, "RIM"].split(" ± ")[0]) == pytest.approx(0.1, rel=0.2)

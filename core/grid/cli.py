@@ -61,6 +61,8 @@ def main(argv=None) -> int:
                    help="device of every cell; --engine ray requests one GPU per cell for cuda")
     t = sub.add_parser("tables", help="rebuild the tables from stored runs")
     t.add_argument("--out", default="results/paper")
+    t.add_argument("--include-unhealthy", action="store_true",
+                   help="average diverged and collapsed runs in too (core.report.health; default: healthy runs only)")
     e = sub.add_parser("export-pretrained", help="copy one seed's runs into pretrained/ with a manifest")
     e.add_argument("--out", default="results/paper")
     e.add_argument("--seed", type=int, default=0)
@@ -100,7 +102,7 @@ def main(argv=None) -> int:
         write_tables(Path(args.out))
         print((Path(args.out) / "tables.md").read_text())
     elif args.cmd == "tables":
-        write_tables(Path(args.out))
+        write_tables(Path(args.out), include_unhealthy=args.include_unhealthy)
         print((Path(args.out) / "tables.md").read_text())
     else:
         m = export_pretrained(Path(args.out), args.seed, Path(args.dest), args.protocol, args.datasets)

@@ -60,6 +60,52 @@ def gap(d, lo=None, hi=None, digits: int = 2) -> str:
     return f"{d:+.{digits}f} [{lo:+.{digits}f}, {hi:+.{digits}f}]"
 
 
+def p_value(p) -> str:
+    """A p-value: ``"0.031"``, ``"<0.001"``, ``"1"``; ``"n/a"`` when missing."""
+    f = num(p)
+    if math.isnan(f):
+        return "n/a"
+    if f < 0.001:
+        return "<0.001"
+    return f"{f:.3f}".rstrip("0").rstrip(".") if f < 1 else "1"
+
+
+def p_pair(p, p_holm) -> str:
+    """Raw and Holm-adjusted p side by side: ``"p 0.012 / 0.048"``."""
+    return f"p {p_value(p)} / {p_value(p_holm)}"
+
+
+def gap_test(r: dict, key: str, digits: int = 2, paired: bool = False) -> str:
+    """A test as one cell: gap [95% CI], p raw / Holm (``paired``: the seed-paired test, with its pairs)."""
+    k = f"{key}_paired" if paired else key
+    g = gap(r.get(k), r.get(f"{k}_ci_low"), r.get(f"{k}_ci_high"), digits)
+    if g == "n/a":
+        return g
+    n = r.get(f"{k}_n")
+    extra = f", {int(n)} pair{'s' if n != 1 else ''}" if paired and n is not None else ""
+    if math.isnan(num(r.get(f"{k}_p"))):  # no test (fewer than 2 seeds): the difference alone
+        return g + extra
+    return f"{g}, {p_pair(r.get(f'{k}_p'), r.get(f'{k}_p_holm'))}{extra}"
+
+
+def health_count(healthy, runs) -> str:
+    """``"3 of 5 healthy"`` (empty when the cell has no runs)."""
+    h, n = num(healthy), num(runs)
+    return f"{int(h)} of {int(n)} healthy" if math.isfinite(n) and n > 0 and math.isfinite(h) else ""
+
+
+def cell(r: dict, name: str, digits: int = 2) -> str:
+    """A method's cell: ``"11.11 ± 1.35 (5 of 5 healthy)"`` from ``name_error``/``_sd``/``_healthy``/``_runs``."""
+    text = mean_sd(r.get(f"{name}_error"), r.get(f"{name}_sd"), digits)
+    h = health_count(r.get(f"{name}_healthy"), r.get(f"{name}_runs"))
+    return f"{text} ({h})" if h else text
+
+
+def floors_cell(r: dict) -> str:
+    """The data set's chance / majority-class error in percent: ``"90.00 / 82.31"``."""
+    return f"{mean_sd(r.get('chance_error'))} / {mean_sd(r.get('majority_error'))}"
+
+
 def verdict(v) -> str:
     """A verdict with its mark, shortened for a table cell."""
     v = str(v or "n/a")
@@ -147,21 +193,31 @@ def _ci(r: dict, key: str, digits: int = 2) -> str:
     return gap(r.get(key), r.get(f"{key}_ci_low"), r.get(f"{key}_ci_high"), digits)
 
 
+def _tested(r: dict, key: str, digits: int = 2) -> dict:
+    """The three cells of one test: gap [95% CI] (Welch), p raw / Holm, the seed-paired gap."""
+    return {"gap [95% CI]": _ci(r, key, digits), "p raw / Holm": p_pair(r.get(f"{key}_p"), r.get(f"{key}_p_holm")),
+            "paired gap [95% CI]": _ci(r, f"{key}_paired", digits)}
+
+
 def reproduction_tables(summary: dict) -> dict[str, pd.DataFrame]:
     """The reproduction tables as display frames (strings), ours beside the paper's.
 
-    table2: RIM vs parallel LSTMs; table3: RIM vs EntNet/RMC/IndRNN (runner-up);
-    table4: Gaussian noise; fluctuation: training-loss jitter, parallel LSTMs vs RIM;
-    init_study and ablations. Missing tables give empty frames.
+    table2: RIM vs parallel LSTMs; table3: RIM vs EntNet/RMC/IndRNN; table4: Gaussian noise;
+    fluctuation: training-loss jitter, parallel LSTMs vs RIM; init_study, ablations and the
+    claims. Each method's cell says how many of its runs are healthy; each row its floors.
+    Missing tables give empty frames.
     """
     tables = (summary or {}).get("tables") or {}
     t2 = [{
         "data set": dataset_title(r.get("dataset")),
-        "RIM error (%)": mean_sd(r.get("rim_error"), r.get("rim_sd")),
-        "parallel LSTMs error (%)": mean_sd(r.get("parallel_lstm_error"), r.get("parallel_lstm_sd")),
+        "RIM error (%)": cell(r, "rim"),
+        "parallel LSTMs error (%)": cell(r, "parallel_lstm"),
         "gap, ours (points) [95% CI]": _ci(r, "gap"),
-        "gap, paper (points)": mean_sd(r.get("paper_gap")),
+        "p raw / Holm": p_pair(r.get("gap_p"), r.get("gap_p_holm")),
         "verdict": verdict(r.get("verdict")),
+        "gap, paper (points)": mean_sd(r.get("paper_gap")),
+        "paired gap [95% CI]": _ci(r, "gap_paired"),
+        "floors: chance / majority (%)": floors_cell(r),
         "seeds": r.get("seeds"),
     } for r in tables.get("table2") or []]
     t3 = []
@@ -169,19 +225,18 @@ def reproduction_tables(summary: dict) -> dict[str, pd.DataFrame]:
         paper_ru = r.get("paper_runner_up")
         row = {
             "data set": dataset_title(r.get("dataset")),
-            "RIM error (%)": mean_sd(r.get("rim_error"), r.get("rim_sd")),
+            "RIM error (%)": cell(r, "rim"),
+            "verdict": verdict(r.get("verdict")),
             "runner-up, ours": method_title(r.get("runner_up")) if r.get("runner_up") else "n/a",
             "gap to runner-up, ours (points) [95% CI]": _ci(r, "gap"),
             "gap, paper (points)": mean_sd(r.get("paper_gap")),
-            "verdict": verdict(r.get("verdict")),
-            "RIM lowest (means)": "yes" if r.get("rim_lowest") else "no",
             "runner-up, paper": method_title(paper_ru) if paper_ru else "not stated",
         }
         for b in BASELINES:
-            cell = mean_sd(r.get(f"{b}_error"), r.get(f"{b}_sd"))
-            if r.get(f"{b}_diverged"):
-                cell += f" ({r[f'{b}_diverged']} diverged)"
-            row[f"{method_title(b)} error (%)"] = cell
+            row[f"{method_title(b)} error (%)"] = cell(r, b) if f"{b}_runs" in r else "n/a"
+            row[f"gap {short_method_title(b)} [95% CI], p raw / Holm"] = gap_test(r, f"gap_{b}")
+        row.update({"RIM lowest (means)": "yes" if r.get("rim_lowest") else "no", "per baseline": r.get("verdict_detail"),
+                    "floors: chance / majority (%)": floors_cell(r)})
         t3.append(row)
     t4 = []
     for r in tables.get("table4") or []:
@@ -189,61 +244,78 @@ def reproduction_tables(summary: dict) -> dict[str, pd.DataFrame]:
             "data set": dataset_title(r.get("dataset")),
             "runner-up (noisy)": method_title(r.get("runner_up")) if r.get("runner_up") else "n/a",
             "growth gap, ours [95% CI]": _ci(r, "growth_gap"),
+            "p raw / Holm (growth)": p_pair(r.get("growth_gap_p"), r.get("growth_gap_p_holm")),
+            "verdict: RIM's error grows less": verdict(r.get("growth_gap_verdict")),
             "growth gap, paper": mean_sd(r.get("paper_growth_gap")),
-            "verdict: RIM's error grows less": verdict(r.get("growth_verdict")),
             "noisy gap, ours [95% CI]": _ci(r, "noisy_gap"),
-            "verdict: RIM lowest under noise": verdict(r.get("noisy_verdict")),
+            "p raw / Holm (noisy)": p_pair(r.get("noisy_gap_p"), r.get("noisy_gap_p_holm")),
+            "verdict: RIM lowest under noise": verdict(r.get("noisy_gap_verdict")),
         }
         for m in ["rim", "parallel_lstm"] + BASELINES:
-            cell = mean_sd(r.get(f"{m}_noisy_error"), r.get(f"{m}_noisy_sd"))
+            c = cell(r, f"{m}_noisy")
             ch = num(r.get(f"{m}_change"))
-            if cell != "n/a" and not math.isnan(ch):
-                cell += f" ({ch:+.2f})"
-            row[f"{short_method_title(m)} noisy error (%) (change)"] = cell
+            if not c.startswith("n/a") and not math.isnan(ch):
+                c += f" ({ch:+.2f})"
+            row[f"{short_method_title(m)} noisy error (%) (change)"] = c
+        row["paired growth gap [95% CI]"] = _ci(r, "growth_gap_paired")
+        row["floors: chance / majority (%)"] = floors_cell(r)
         t4.append(row)
     tf = [{
         "data set": dataset_title(r.get("dataset")),
         "RIM": mean_sd(r.get("rim_abs"), r.get("rim_abs_sd"), 3),
         "parallel LSTMs": mean_sd(r.get("parallel_lstm_abs"), r.get("parallel_lstm_abs_sd"), 3),
-        "gap [95% CI]": _ci(r, "gap_abs", 3),
-        "verdict": verdict(r.get("verdict_abs")),
-        "RIM (relative)": mean_sd(r.get("rim_rel"), r.get("rim_rel_sd"), 3),
-        "parallel LSTMs (relative)": mean_sd(r.get("parallel_lstm_rel"), r.get("parallel_lstm_rel_sd"), 3),
-        "gap (relative) [95% CI]": _ci(r, "gap_rel", 3),
-        "verdict (relative)": verdict(r.get("verdict_rel")),
+        **_tested(r, "gap_abs", 3),
+        "verdict": verdict(r.get("gap_abs_verdict")),
+        "healthy runs (RIM, parallel)": f"{health_count(r.get('rim_healthy'), r.get('rim_runs'))}, "
+                                        f"{health_count(r.get('parallel_lstm_healthy'), r.get('parallel_lstm_runs'))}",
+        "gap (relative, chosen after seeing the data) [95% CI]": _ci(r, "gap_rel", 3),
+        "p raw / Holm (relative)": p_pair(r.get("gap_rel_p"), r.get("gap_rel_p_holm")),
+        "verdict (relative, post hoc)": verdict(r.get("gap_rel_verdict")),
         "seeds": r.get("seeds"),
     } for r in tables.get("fluctuation") or []]
     ti = [{
         "data set": dataset_title(r.get("dataset")),
         "forget bias": f"{num(r.get('forget_bias')):g}",
-        "RIM error (%)": mean_sd(r.get("rim_error"), r.get("rim_sd")),
-        "parallel LSTMs error (%)": mean_sd(r.get("parallel_lstm_error"), r.get("parallel_lstm_sd")),
+        "RIM error (%)": cell(r, "rim"),
+        "parallel LSTMs error (%)": cell(r, "parallel_lstm"),
         "gap (parallel − RIM) [95% CI]": _ci(r, "gap"),
+        "p raw / Holm": p_pair(r.get("gap_p"), r.get("gap_p_holm")),
         "verdict: RIM better": verdict(r.get("verdict")),
-        "effect of forget bias 0 on RIM": _ci(r, "rim_fb_effect") if "rim_fb_effect" in r else "",
-        "effect on parallel LSTMs": _ci(r, "parallel_lstm_fb_effect") if "parallel_lstm_fb_effect" in r else "",
+        "effect of forget bias 0 on RIM": gap_test(r, "rim_fb_effect") if "rim_fb_effect" in r else "",
+        "effect on parallel LSTMs": gap_test(r, "parallel_lstm_fb_effect") if "parallel_lstm_fb_effect" in r else "",
         "seeds": r.get("seeds"),
     } for r in tables.get("init_study") or []]
     ta = [{
         "data set": dataset_title(r.get("dataset")),
         "variant": r.get("variant"),
         "what it is": r.get("what"),
-        "test error (%)": mean_sd(r.get("error"), r.get("sd")),
+        "test error (%)": mean_sd(r.get("error"), r.get("sd")) + (
+            f" ({health_count(r.get('healthy'), r.get('runs'))})" if r.get("runs") else ""),
         "gap to RIM [95% CI]": _ci(r, "gap") if "gap" in r else "reference",
+        "p raw / Holm": p_pair(r.get("gap_p"), r.get("gap_p_holm")) if "gap" in r else "",
         "verdict": r.get("verdict", ""),
         "noisy error (%)": mean_sd(r.get("noisy_error"), r.get("noisy_sd")),
-        "growth gap [95% CI]": _ci(r, "growth_gap") if "growth_gap" in r else "",
+        "growth gap [95% CI], p raw / Holm": gap_test(r, "growth_gap") if "growth_gap" in r else "",
         "seeds": r.get("seeds"),
     } for r in tables.get("ablations") or []]
+    tc = [{
+        "claim": r.get("claim"),
+        "verdict": verdict(r.get("verdict")),
+        "paper (points)": mean_sd(r.get("paper")) if r.get("paper") is not None else "",
+        "ours: pooled gap [95% CI], p raw / Holm": gap_test(r, "pooled") if "pooled" in r else "",
+        "detail": r.get("detail"),
+    } for r in tables.get("claims") or []]
     return {"table2": pd.DataFrame(t2), "table3": pd.DataFrame(t3), "table4": pd.DataFrame(t4),
-            "fluctuation": pd.DataFrame(tf), "init_study": pd.DataFrame(ti), "ablations": pd.DataFrame(ta)}
+            "fluctuation": pd.DataFrame(tf), "init_study": pd.DataFrame(ti), "ablations": pd.DataFrame(ta),
+            "claims": pd.DataFrame(tc)}
 
 
 RUN_COLUMNS = {  # summary field -> column title (errors become percent)
-    "dataset": "data set", "model": "model or variant", "seed": "seed", "status": "status",
+    "dataset": "data set", "model": "model or variant", "seed": "seed", "status": "status", "health": "health",
     "test_error": "test error (%)", "noisy_test_error": "noisy test error (%)", "noise_draws": "noise draws",
     "iterations": "iterations", "train_time_s": "training time (s)", "parameters": "parameters",
     "loss_fluct": "loss fluctuation", "loss_fluct_rel": "loss fluctuation (relative)",
+    "health_reasons": "why unhealthy",
 }
 
 

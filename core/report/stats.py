@@ -1,9 +1,18 @@
 """The statistics every report uses, through ``scipy.stats`` and pandas.
 
 * ``mean_sd``: mean, sample standard deviation and count of the finite values.
-* ``welch_ci``: difference of two means (independent samples) with its 95% Welch t-interval.
+* ``welch_test`` / ``welch_ci``: difference of two means (independent samples), its 95% Welch
+  t-interval and two-sided p-value.
+* ``paired_test``: the same for samples paired by seed (paired t), where a seed gives every
+  model the same data order (``core.train``: batch order, validation split and evaluation
+  subset come from the seed alone).
+* ``pooled_gap``: the mean of several data sets' gaps with its Welch-Satterthwaite interval.
+* ``holm``: Holm-Bonferroni adjusted p-values of one family of tests.
+* ``verdict`` / ``verdict_all``: THE verdict rule, used by every table: a claim holds when its
+  family-adjusted test rejects "no difference" with the difference in the claimed direction,
+  does not hold when it rejects in the other direction, and cannot be told otherwise; a claim
+  over several data sets holds only when it holds on each.
 * ``wilson_interval``: 95% Wilson interval of an error rate measured as k wrong out of n.
-* ``verdict``: what an interval of (other − method) says about a claim.
 * ``ema_smooth``: TensorBoard-style exponential moving average (bias-corrected).
 """
 
@@ -17,6 +26,7 @@ import pandas as pd
 from scipy import stats as _st
 
 LEVEL = 0.95
+ALPHA = 0.05  # = 1 - LEVEL; a (family-adjusted) p-value below this rejects "no difference"
 
 
 def finite(values) -> np.ndarray:
@@ -51,19 +61,91 @@ def mean_sd(values) -> tuple[float, float, int]:
     return float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else math.nan, len(v)
 
 
-def welch_ci(a, b, level: float = LEVEL) -> tuple[float, float, float]:
-    """Mean of ``a - b`` (independent samples) and its Welch t-interval (NaN below 2 each)."""
+def _exact(diff: float) -> tuple[float, float, float, float]:
+    """No spread at all: the difference is exact (p 0 unless it is 0)."""
+    return diff, diff, diff, 0.0 if diff != 0 else 1.0
+
+
+def welch_test(a, b, level: float = LEVEL) -> tuple[float, float, float, float]:
+    """Mean of ``a`` − mean of ``b`` (independent samples), its Welch t-interval and p-value.
+
+    NaN interval and p below 2 values in either sample."""
     a = np.asarray(a, dtype=float)
     b = np.asarray(b, dtype=float)
+    if len(a) == 0 or len(b) == 0:
+        return (math.nan,) * 4
     diff = float(a.mean() - b.mean())
     if len(a) < 2 or len(b) < 2:
-        return diff, math.nan, math.nan
-    if a.var(ddof=1) + b.var(ddof=1) == 0:  # no spread at all: the difference is exact
-        return diff, diff, diff
+        return diff, math.nan, math.nan, math.nan
+    if a.var(ddof=1) + b.var(ddof=1) == 0:
+        return _exact(diff)
     with warnings.catch_warnings():  # near-identical seeds: scipy warns of precision loss, the interval stands
         warnings.simplefilter("ignore", RuntimeWarning)
-        ci = _st.ttest_ind(a, b, equal_var=False).confidence_interval(confidence_level=level)
-    return diff, float(ci.low), float(ci.high)
+        res = _st.ttest_ind(a, b, equal_var=False)
+        ci = res.confidence_interval(confidence_level=level)
+    return diff, float(ci.low), float(ci.high), float(res.pvalue)
+
+
+def welch_ci(a, b, level: float = LEVEL) -> tuple[float, float, float]:
+    """Mean of ``a - b`` (independent samples) and its Welch t-interval (NaN below 2 each)."""
+    return welch_test(a, b, level)[:3]
+
+
+def paired_test(a: dict, b: dict, level: float = LEVEL) -> tuple[float, float, float, float, int]:
+    """Mean of ``a[s] − b[s]`` over the seeds ``s`` in both, its paired t-interval, p-value and
+    the number of pairs (NaN interval and p below 2 pairs)."""
+    seeds = sorted(set(a) & set(b))
+    d = np.asarray([float(a[s]) - float(b[s]) for s in seeds], dtype=float)
+    if len(d) == 0:
+        return math.nan, math.nan, math.nan, math.nan, 0
+    if len(d) < 2:
+        return float(d.mean()), math.nan, math.nan, math.nan, len(d)
+    if d.var(ddof=1) == 0:
+        return (*_exact(float(d.mean())), len(d))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        res = _st.ttest_1samp(d, 0.0)
+        ci = res.confidence_interval(confidence_level=level)
+    return float(d.mean()), float(ci.low), float(ci.high), float(res.pvalue), len(d)
+
+
+def pooled_gap(pairs, level: float = LEVEL) -> tuple[float, float, float, float]:
+    """The mean over data sets of (mean a − mean b), its interval and p-value.
+
+    ``pairs``: one ``(a, b)`` of independent samples per data set. The estimate is the plain
+    mean of the per-set gaps (each set weighs the same, as the paper's "average gap"); its
+    variance is the sum of the per-set Welch variances over K², with Welch-Satterthwaite
+    degrees of freedom over all 2K samples. One data set gives ``welch_test``'s numbers."""
+    pairs = [(np.asarray(a, float), np.asarray(b, float)) for a, b in pairs]
+    if not pairs or any(len(a) == 0 or len(b) == 0 for a, b in pairs):
+        return (math.nan,) * 4
+    k = len(pairs)
+    est = float(np.mean([a.mean() - b.mean() for a, b in pairs]))
+    if any(len(a) < 2 or len(b) < 2 for a, b in pairs):
+        return est, math.nan, math.nan, math.nan
+    parts = [x.var(ddof=1) / len(x) for a, b in pairs for x in (a, b)]
+    sizes = [len(x) for a, b in pairs for x in (a, b)]
+    var = sum(parts) / k**2
+    if var == 0:
+        return _exact(est)
+    df = sum(parts) ** 2 / sum(v**2 / (n - 1) for v, n in zip(parts, sizes, strict=True))
+    se = math.sqrt(var)
+    half = float(_st.t.ppf(0.5 + level / 2, df)) * se
+    return est, est - half, est + half, float(2 * _st.t.sf(abs(est) / se, df))
+
+
+def holm(pvalues) -> np.ndarray:
+    """Holm-Bonferroni adjusted p-values of one family (NaN ones stay NaN and do not count).
+
+    Sorted ascending, the i-th smallest (from 0) becomes ``max over j <= i of min(1, (m − j) p_j)``."""
+    p = float_array(pvalues)
+    out = np.full(len(p), math.nan)
+    ok = np.flatnonzero(np.isfinite(p))
+    running = 0.0
+    for rank, i in enumerate(ok[np.argsort(p[ok], kind="stable")]):
+        running = max(running, min(1.0, (len(ok) - rank) * p[i]))
+        out[i] = running
+    return out
 
 
 def wilson_interval(k: int | float, n: int, level: float = LEVEL) -> tuple[float, float]:
@@ -74,16 +156,40 @@ def wilson_interval(k: int | float, n: int, level: float = LEVEL) -> tuple[float
     return (max(0.0, float(ci.low)), min(1.0, float(ci.high)))
 
 
-def verdict(lo: float, hi: float, above: str = "holds", below: str = "does not hold (the other method is better)",
-            neither: str = "cannot tell at this number of seeds") -> str:
-    """'holds' when the interval of (other - rim) lies above 0, 'does not hold' below."""
-    if math.isnan(lo) or math.isnan(hi):
-        return "cannot tell (fewer than 2 seeds)"
-    if lo > 0:
+HOLDS, NOT_HOLDS, CANNOT_TELL = "holds", "does not hold (the other method is better)", "cannot tell at this number of seeds"
+TOO_FEW = "cannot tell (fewer than 2 seeds)"
+
+
+def verdict(diff: float, p_adjusted: float, above: str = HOLDS, below: str = NOT_HOLDS,
+            neither: str = CANNOT_TELL, alpha: float = ALPHA) -> str:
+    """THE verdict rule. ``diff``: the claimed direction is positive (e.g. other − RIM, where a
+    positive gap means RIM is better); ``p_adjusted``: the test's p-value, Holm-adjusted within
+    its family (one table). Rejecting (p < alpha) with a positive ``diff``: ``above``; with a
+    negative one: ``below``; otherwise ``neither``; no test (fewer than 2 seeds): ``TOO_FEW``."""
+    if diff is None or p_adjusted is None or math.isnan(float(diff)) or math.isnan(float(p_adjusted)):
+        return TOO_FEW
+    if p_adjusted < alpha and diff > 0:
         return above
-    if hi < 0:
+    if p_adjusted < alpha and diff < 0:
         return below
     return neither
+
+
+def verdict_all(verdicts: dict, required) -> tuple[str, dict]:
+    """A claim over several data sets: it holds only when it holds on each of ``required``, does
+    not hold when it fails measurably on any, and cannot be told otherwise (a set without a
+    test counts as "cannot tell"). ``verdicts``: data set -> ``verdict`` text. Returns the
+    verdict and ``{"holds": [...], "does not hold": [...], "cannot tell": [...]}``."""
+    groups: dict[str, list] = {"holds": [], "does not hold": [], "cannot tell": []}
+    for d in required:
+        v = verdicts.get(d) or TOO_FEW
+        key = "holds" if v == HOLDS else "does not hold" if v.startswith("does not hold") else "cannot tell"
+        groups[key].append(d)
+    if groups["does not hold"]:
+        return NOT_HOLDS, groups
+    if len(groups["holds"]) == len(list(required)) and groups["holds"]:
+        return HOLDS, groups
+    return CANNOT_TELL, groups
 
 
 def ema_smooth(values, weight: float) -> np.ndarray:

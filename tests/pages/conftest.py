@@ -71,9 +71,13 @@ def build_pretrained(dest: Path) -> Path:
     return dest
 
 
+COLLAPSED_RUN = ("mnist", "indrnn", 2)  # in the converged fixture: one class for every test image
+
+
 def build_results(out: Path, datasets=("mnist", "fashion_mnist"), seeds=(0, 1, 2), offset: float = 0.0,
-                  iterations: int = 40) -> Path:
-    """Fabricated run JSONs for every data set x model x seed, then the tables."""
+                  iterations: int = 40, protocol: str | None = None, collapsed=()) -> Path:
+    """Fabricated run JSONs for every data set x model x seed, then the tables. ``collapsed``:
+    (data set, model, seed) cells that predict one class for every test image (unhealthy)."""
     from core.grid.cells import run_path
     from core.report.tables import write_tables
 
@@ -82,9 +86,16 @@ def build_results(out: Path, datasets=("mnist", "fashion_mnist"), seeds=(0, 1, 2
         for model in RESULT_MODELS:
             for seed in seeds:
                 err = BASE_ERROR[model] + 0.1 * d_i + offset + rng.normal(0, 0.002)
+                meta = fake_meta(ds, model, seed, err, iterations)
+                if protocol:
+                    meta["protocol"] = protocol
+                if (ds, model, seed) in collapsed:
+                    confusion = np.zeros((10, 10), int)
+                    confusion[:, 1] = 10
+                    meta["metrics"].update(test_error=0.9, noisy_test_error=0.9, confusion=confusion.tolist())
                 p = run_path(out, ds, model, seed)
                 p.parent.mkdir(parents=True, exist_ok=True)
-                p.write_text(json.dumps(fake_meta(ds, model, seed, err, iterations)))
+                p.write_text(json.dumps(meta))
     write_tables(out)
     return out
 
@@ -95,6 +106,8 @@ def fixture_dirs(tmp_path_factory) -> dict[str, Path]:
     pre = build_pretrained(root / "pretrained")
     results = root / "results"
     build_results(results / "paper")
+    build_results(results / "converged", offset=-0.005, iterations=60, protocol="converged",
+                  collapsed=(COLLAPSED_RUN,))
     build_results(results / "unequal_init" / "long", seeds=(0, 1), offset=-0.01, iterations=80)
     empty = root / "empty"
     (empty / "pretrained").mkdir(parents=True)

@@ -7,6 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.report.fmt import method_title
@@ -32,9 +33,11 @@ def test_compare_page_loads_with_curves_errors_tables_and_runs(page_env):
     at = run_page()
     assert not at.exception and not at.error
     assert [t.label for t in at.tabs] == ["Training curves", "Final errors over seeds", "Paper's claims vs ours", "Runs"]
-    assert at.selectbox(key="cmp_schedule").options == [
-        "equal initialisation: paper grid, ablations, init study",
+    assert at.radio(key="cmp_schedule").options == [  # a radio: every experiment one click away
+        "converged protocol (Adam, early stopping on validation)",
+        "the paper's short schedule (1,000 SGD iterations): paper grid, ablations, init study",
         "old run, unequal initialisation (longer schedule)"]
+    assert at.radio(key="cmp_schedule").value == "converged"  # the default: the converged grid
     assert at.selectbox(key="cmp_curves_ds").options == ["MNIST", "Fashion-MNIST"]
     assert at.slider(key="cmp_smoothing").value == 0.6
     figs = figures(at)
@@ -90,8 +93,10 @@ def test_small_multiples_quantity_and_smoothing(page_env):
 
 def test_schedule_toggle_switches_results(page_env):
     at = run_page()
-    assert any("40 iterations" in c.value for c in at.caption)
-    at.selectbox(key="cmp_schedule").set_value("unequal_init/long").run()
+    assert any("60 iterations" in c.value and "converged protocol" in c.value for c in at.caption)
+    at.radio(key="cmp_schedule").set_value("paper").run()
+    assert any("40 iterations" in c.value and "SGD lr 0.1" in c.value for c in at.caption)
+    at.radio(key="cmp_schedule").set_value("unequal_init/long").run()
     assert not at.exception
     assert any("80 iterations" in c.value and "seeds 0, 1 " in c.value for c in at.caption)
     runs = next(d.value for d in at.dataframe if "status" in d.value.columns)
@@ -105,7 +110,8 @@ def test_error_bars_clean_and_noisy(page_env):
     at.radio(key="cmp_err_metric").set_value("noisy_test_error").run()
     err = next(f for t, f in figures(at).items() if t.startswith("Final"))
     assert "noisy" in err["layout"]["yaxis"]["title"]["text"]
-    assert len(err["data"]) == 2 * 5 * 2  # 2 data sets x 5 methods x (seed dots + mean)
+    # 2 data sets x 5 methods x (seed dots + mean), and the collapsed MNIST IndRNN run as a cross
+    assert len(err["data"]) == 2 * 5 * 2 + 1
 
 
 def test_no_results_says_how_to_produce_them(empty_env):
@@ -123,7 +129,7 @@ def test_runs_without_summary_still_show_curves_and_explain(page_env, tmp_path, 
     assert not at.exception and not at.error
     assert any("python -m core.reproduce tables" in w.value for w in at.warning)
     assert len(figures(at)) == 3  # curves only
-    assert all(s.key != "cmp_schedule" for s in at.selectbox)  # one schedule: no toggle
+    assert all(s.key != "cmp_schedule" for s in at.radio)  # one schedule: no toggle
 
 
 def test_malformed_summary_is_reported_not_raised(page_env, tmp_path, monkeypatch):
@@ -185,3 +191,32 @@ def test_error_bars_show_the_five_methods_not_the_variants(page_env, tmp_path, m
     names = {t.get("name") for t in err["data"]}
     assert "rim_random" not in names and method_title("rim") in names
     assert any("variants are compared in their tables" in c.value for c in at.caption)
+
+
+def test_converged_default_shows_health_counts_floors_and_left_out_runs(page_env):
+    """The converged fixture has one collapsed run (MNIST IndRNN seed 2): counted, left out of
+    every mean, listed under the tables; every table and the error chart show the floors."""
+    at = run_page()
+    assert not at.exception and not at.error
+    assert any("29 of 30 runs healthy" in c.value for c in at.caption)
+    frames = [d.value for d in at.dataframe]
+    spread = next(f for f in frames if "healthy" in f.columns and "clean seeds" in f.columns)
+    indrnn = spread[(spread["data set"] == "MNIST") & (spread["method"] == method_title("indrnn"))].iloc[0]
+    assert indrnn["healthy"] == "2 of 3 healthy" and indrnn["clean seeds"] == 2
+    assert indrnn["clean error mean (%)"] < 10  # the collapsed 90 % is not averaged in
+    assert indrnn["majority-class error (%)"] == 88.65 and indrnn["chance error (%)"] == 90.0
+    t3 = next(f for f in frames if "gap to runner-up, ours (points) [95% CI]" in f.columns)
+    assert t3.loc[0, "IndRNN error (%)"].endswith("(2 of 3 healthy)")
+    for f in frames:
+        if "floors: chance / majority (%)" in f.columns:
+            assert list(f["floors: chance / majority (%)"]) == ["90.00 / 88.65", "90.00 / 90.00"]
+    assert sum("floors: chance / majority (%)" in f.columns for f in frames) == 3  # tables 2, 3 and 4
+    assert all(f["p raw / Holm"].str.startswith("p ").all() for f in frames if "p raw / Holm" in f.columns)
+    left_out = [e.label for e in at.expander if "unhealthy run" in e.label]
+    assert left_out and all(label == "1 unhealthy run left out of the means" for label in left_out)
+    claims = next(f for f in frames if "claim" in f.columns)
+    assert claims["verdict"].str.match("^[✅❌❔]").all() and len(claims) == 9
+    assert "The paper's claims, one by one" in [s.value for s in at.subheader]
+    err = next(f for t, f in figures(at).items() if t.startswith("Final"))
+    dashed = [s["y0"] for s in err["layout"]["shapes"] if s.get("line", {}).get("dash") == "dash"]
+    assert dashed == pytest.approx([90.0, 88.65, 90.0])  # MNIST: chance and majority; Fashion-MNIST: both 90

@@ -269,3 +269,25 @@ def test_every_model_has_its_own_name_and_inspect_opens_the_row(page_env, monkey
         assert name in options, name
         at.selectbox(key="models_pick").select_index(options.index(name)).run()
         assert metric(at, "Clean test error") == f"{row['clean error (%)']:.2f} %", name
+
+
+def test_each_model_shows_its_health_and_an_unhealthy_one_is_flagged(page_env):
+    """Health (core.report.health) per row; the inspected model says why it is unhealthy."""
+    import json
+
+    import numpy as np
+
+    at = run_page()
+    assert set(table(at)["health"]) == {"healthy"}
+    assert any(c.value.startswith("Health: healthy") for c in at.caption)
+    w, m = valid_checkpoint()
+    meta = json.loads(m)
+    confusion = np.zeros((10, 10), int)
+    confusion[:, 3] = 50  # every test image called "3"
+    meta["metrics"]["confusion"] = confusion.tolist()
+    at = upload(at, ("one_class.safetensors", w), ("one_class.json", json.dumps(meta).encode()))
+    assert not at.exception and not at.error
+    df = table(at)
+    assert list(df.loc[df["source"] == "uploaded", "health"]) == ["collapsed"]
+    warning = next(x.value for x in at.warning if "This model is collapsed" in x.value)
+    assert "class 3 predicted for 100.0 %" in warning and "balanced accuracy 10.00 %" in warning

@@ -53,11 +53,11 @@ def test_overview_counts_pretrained_per_dataset_and_sources(page_env):
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Pretrained models"] == "6"
     assert metrics["Your runs (trained or uploaded)"] == "0"
-    assert metrics["Reproduction results"] == "2 experiments"  # a count: names would not fit the metric
+    assert metrics["Reproduction results"] == "3 experiments"  # a count: names would not fit the metric
     listed = next(c for c in at.caption if c.value.startswith("Reproduction results"))
-    assert "equal initialisation: paper grid" in listed.value and "longer schedule" in listed.value
+    assert "converged protocol" in listed.value and "longer schedule" in listed.value
     assert "results/" not in listed.value  # folders only in the tooltip
-    assert "`results/paper`" in listed.proto.help and "`results/unequal_init/long`" in listed.proto.help
+    assert all(f"`results/{n}`" in listed.proto.help for n in ("converged", "paper", "unequal_init/long"))
     assert any("Animals-10 here is a small, unbalanced subset" in w.value for w in at.warning)
 
 

@@ -84,6 +84,16 @@ def test_page_loads_with_the_paper_noise_level(page_env):
     predictions = next(t for t in tables(at) if "changed" in t.columns)
     assert list(predictions["model"]) == list(METHODS)
     assert not at.dataframe  # static tables only: a grid cell cuts long names ("elephant (", "stre…")
+    # the error curve's floors: chance and the most frequent class of the scored images
+    import json
+
+    curve = next(e for e in walk(at.main) if getattr(e, "key", None) == "rb_curve")
+    layout = json.loads(curve.proto.spec)["layout"]
+    dashed = [s["y0"] for s in layout["shapes"] if s.get("line", {}).get("dash") == "dash"]
+    labels = [a["text"] for a in layout["annotations"] if a["text"].startswith(("chance", "majority"))]
+    assert dashed[0] == pytest.approx(90.0) and labels[0] == "chance 90.0 %"
+    assert len(dashed) == len(labels) == 2 and 0 < dashed[1] < 90  # the sample is not balanced
+    assert any("Dashed: the error of guessing at random" in c for c in captions(at))
 
 
 def test_moving_the_noise_slider_changes_the_errors(page_env):

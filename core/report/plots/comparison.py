@@ -8,8 +8,9 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..floors import floors as dataset_floors
 from ..fmt import dataset_title, method_title, short_method_title
-from .style import empty_figure, method_color, method_order
+from .style import add_floor_lines, empty_figure, method_color, method_order
 
 ERROR_METRICS = {
     "test_error": "clean test error (%)",
@@ -19,13 +20,17 @@ INPUT_SHAPES = {"28x28 (MNIST, Fashion-MNIST)": 28, "32x32x3 (CIFAR-10, Animals-
 
 
 def error_bar_figure(rows: list[dict], metric: str = "test_error", *, datasets: list[str] | None = None,
-                     cols: int = 2, height_per_row: int = 330) -> go.Figure:
+                     cols: int = 2, height_per_row: int = 330, floors: bool = True,
+                     include_unhealthy: bool = False) -> go.Figure:
     """Final test error per method with its spread over seeds, one panel per data set.
 
     ``rows``: the ``runs`` list of a reproduction summary (fractions). Per method: one dot per
     seed (left) and the mean with a ±1 sd error bar (right). Diverged runs are left out of
-    the mean and counted in the hover text. Panels wrap after ``cols`` data sets; each has
-    its own y range (errors differ a lot between data sets).
+    the mean and counted in the hover text; so are unhealthy runs (``health`` of a row not
+    "healthy", ``core.report.health``: drawn as crosses) unless ``include_unhealthy``. Panels wrap
+    after ``cols`` data sets; each has its own y range (errors differ a lot between data
+    sets) and, with ``floors``, dashed lines at the chance and majority-class error of its
+    test set (``core.report.floors``).
     """
     if metric not in ERROR_METRICS:
         raise ValueError(f"unknown metric {metric!r}; choose one of {', '.join(ERROR_METRICS)}")
@@ -48,28 +53,38 @@ def error_bar_figure(rows: list[dict], metric: str = "test_error", *, datasets: 
         row, col = k // cols + 1, k % cols + 1
         for i, m in enumerate(methods):
             sel = [r for r in usable if r["dataset"] == ds and r["model"] == m]
-            ok = [r for r in sel if r.get("status", "completed") == "completed" and r.get(metric) is not None
-                  and math.isfinite(float(r[metric]))]
-            diverged = len(sel) - len(ok)
-            if not ok and not diverged:
+            done = [r for r in sel if r.get("status", "completed") == "completed" and r.get(metric) is not None
+                    and math.isfinite(float(r[metric]))]
+            bad = [r for r in done if not include_unhealthy and r.get("health", "healthy") != "healthy"]
+            ok = [r for r in done if r not in bad]
+            diverged = len(sel) - len(done)
+            if not done and not diverged:
                 continue
             vals = np.asarray([float(r[metric]) * 100 for r in ok])
-            seeds = [r.get("seed") for r in ok]
             color, name = method_color(m), method_title(m)
-            fig.add_trace(go.Scatter(
-                x=i - 0.12 + rng.uniform(-0.05, 0.05, len(vals)), y=vals, mode="markers",
-                marker=dict(color=color, size=7, opacity=0.6, line=dict(width=0)), name=name,
-                legendgroup=m, showlegend=False, customdata=seeds,
-                hovertemplate=f"{name}<br>seed %{{customdata}}<br>%{{y:.2f}} %<extra></extra>"), row=row, col=col)
+            for group, symbol, label in ((ok, "circle", ""), (bad, "x-thin-open", " (unhealthy: left out)")):
+                if not group:
+                    continue
+                fig.add_trace(go.Scatter(
+                    x=i - 0.12 + rng.uniform(-0.05, 0.05, len(group)), y=[float(r[metric]) * 100 for r in group],
+                    mode="markers", marker=dict(color=color, size=7, opacity=0.6 if not label else 0.9, symbol=symbol,
+                                                line=dict(width=0 if not label else 1.5, color=color)),
+                    name=name, legendgroup=m, showlegend=False,
+                    customdata=[[r.get("seed"), r.get("health") or "not classified"] for r in group],
+                    hovertemplate=f"{name}<br>seed %{{customdata[0]}}<br>%{{y:.2f}} %<br>%{{customdata[1]}}{label}"
+                                  "<extra></extra>"), row=row, col=col)
             mean = float(vals.mean()) if len(vals) else math.nan
             sd = float(vals.std(ddof=1)) if len(vals) > 1 else 0.0
-            note = f"<br>{diverged} diverged run(s) left out" if diverged else ""
+            note = (f"<br>{diverged} diverged run(s) left out" if diverged else "") + (
+                f"<br>{len(bad)} unhealthy run(s) left out" if bad else "")
             fig.add_trace(go.Scatter(
                 x=[i + 0.12], y=[mean], mode="markers", name=name, legendgroup=m, showlegend=k == 0,
                 marker=dict(color=color, size=11, symbol="diamond", line=dict(color="black", width=0.5)),
                 error_y=dict(type="data", array=[sd], visible=True, color=color, thickness=2, width=6),
                 hovertemplate=(f"{name}<br>mean %{{y:.2f}} % ± {sd:.2f} (sd, {len(vals)} seeds){note}"
                                "<extra></extra>")), row=row, col=col)
+        if floors:
+            add_floor_lines(fig, dataset_floors(ds), row=row, col=col)
         fig.update_xaxes(tickvals=list(range(len(methods))), ticktext=[short_method_title(m).replace(" ", "<br>") for m in methods],
                          tickangle=0, range=[-0.6, len(methods) - 0.4], row=row, col=col)
     for r in range(1, nrows + 1):
@@ -78,7 +93,8 @@ def error_bar_figure(rows: list[dict], metric: str = "test_error", *, datasets: 
     fig.update_layout(height=height,  # legend below the two-line method ticks of the last row
                       legend=dict(orientation="h", yanchor="top", y=-62 / (height - 120), x=0),
                       margin=dict(l=60, r=20, t=70, b=40),
-                      title=f"Final {ERROR_METRICS[metric].split(' (')[0]}: dots = seeds, diamond = mean ± sd")
+                      title=f"Final {ERROR_METRICS[metric].split(' (')[0]}: dots = seeds, diamond = mean ± sd"
+                      + (" of the healthy runs, dashed = chance / majority class" if floors else ""))
     return fig
 
 

@@ -10,7 +10,16 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ...models.registry import is_method
-from .style import CHANGE_COLORS, MASK_COLORS, TIMESTEP_AXIS, binary_scale, empty_figure, method_color, rgba
+from .style import (
+    CHANGE_COLORS,
+    MASK_COLORS,
+    TIMESTEP_AXIS,
+    add_floor_lines,
+    binary_scale,
+    empty_figure,
+    method_color,
+    rgba,
+)
 from .traces import mark_step
 
 
@@ -50,12 +59,14 @@ def mask_shift_figure(clean, noisy, unit_names: list, *, t: int | None = None,
 
 def error_curve_figure(curves: list[dict], *, x_title: str, current: float | None = None,
                        reference: float | None = None, reference_label: str = "paper",
-                       y_title: str = "test error (%)", height: int = 380, band: bool = True) -> go.Figure:
+                       y_title: str = "test error (%)", height: int = 380, band: bool = True,
+                       floors: dict | None = None) -> go.Figure:
     """Error (or another fraction) against a setting, one line per model coloured by method.
 
     ``curves``: ``{"label", "method", "x", "y"}`` plus optional ``"low"``/``"high"`` (95%
     interval, drawn as a band). Values are fractions and drawn in percent. NaN points (not
-    computed yet) are left out.
+    computed yet) are left out. ``floors``: the chance and majority-class error of the scored
+    images (``core.report.floors.floors_from_counts``), drawn as dashed lines.
     """
     fig = go.Figure()
     if not curves:
@@ -78,6 +89,7 @@ def error_curve_figure(curves: list[dict], *, x_title: str, current: float | Non
                                  line=dict(color=color, width=2.5 if is_method(c["method"]) else 1.8),
                                  marker=dict(size=5),
                                  hovertemplate=c["label"] + "<br>" + x_title + " %{x}<br>%{y:.1f}%<extra></extra>"))
+    add_floor_lines(fig, floors)
     if reference is not None:
         # the reference's label on the top line of the plot, the current setting's one line below
         # (mark_current): the two never overlap, even when the current setting is the reference

@@ -57,3 +57,31 @@ def rgba(hex_color: str, alpha: float) -> str:
     h = hex_color.lstrip("#")
     r, g, b = (int(h[i : i + 2], 16) for i in (0, 2, 4))
     return f"rgba({r},{g},{b},{alpha})"
+
+
+FLOOR_COLOR = "#444444"
+
+
+def add_floor_lines(fig: go.Figure, floors: dict | None, *, row=None, col=None) -> go.Figure:
+    """Dashed horizontal lines at the chance and majority-class error (``core.report.floors``; percent).
+
+    One line when the two coincide (a balanced test set), two otherwise; each labelled.
+    ``row``/``col``: the subplot of a panel figure.
+    """
+    if not floors:
+        return fig
+    chance, major = floors.get("chance_error"), floors.get("majority_error")
+    lines = []
+    if chance is not None and chance == chance:
+        lines.append((100 * chance, f"chance {100 * chance:.1f} %"))
+    if major is not None and major == major:
+        if lines and abs(100 * major - lines[0][0]) < 0.05:
+            lines[0] = (lines[0][0], f"chance = majority class {lines[0][0]:.1f} %")
+        else:
+            lines.append((100 * major, f"majority class {100 * major:.2f} %"))
+    for k, (y, text) in enumerate(lines):
+        where = {"row": row, "col": col} if row is not None else {}
+        fig.add_hline(y=y, line=dict(color=FLOOR_COLOR, dash="dash", width=1.2), name="floor",
+                      annotation_text=text, annotation_position="bottom right" if k else "top right",
+                      annotation_font=dict(size=10, color=FLOOR_COLOR), **where)
+    return fig
