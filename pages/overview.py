@@ -165,9 +165,8 @@ for ds, info in DATASETS.items():
     for proto in protocols:
         have = pretrained_by_ds.get(ds, {}).get(proto, set())
         methods = {m for m, _ in have}
-        row[f"pretrained, {protocol_title(proto)}"] = (f"{len(have)} ({len(methods)} of {len(list_models())} methods)"
-                                                      if len(have) != len(methods) else
-                                                      f"{len(have)} of {len(list_models())} methods")
+        row[f"pretrained, {protocol_title(proto)}"] = (f"{len(have)} ({len(methods)} of {len(list_models())})"
+                                                      if len(have) != len(methods) else f"{len(have)} of {len(list_models())}")
     row["your runs"] = sum(1 for e in own if e.dataset == ds)
     if check_sources:
         try:
@@ -178,7 +177,10 @@ for ds, info in DATASETS.items():
         for src in SOURCES:
             row[SOURCE_NAMES.get(src, src)] = "✅" if avail.get(src) else "—"
     loaded.append(row)
-st.dataframe(pd.DataFrame(loaded), hide_index=True, width="stretch")
+st.dataframe(pd.DataFrame(loaded), hide_index=True, width="stretch", column_config={
+    f"pretrained, {protocol_title(p)}": st.column_config.TextColumn(
+        help=f"Shipped models trained with the {protocol_title(p)}: how many of the {len(list_models())} methods")
+    for p in protocols})
 m1, m2, m3 = st.columns(3)
 n_pre = sum(len(v) for by in pretrained_by_ds.values() for v in by.values())
 m1.metric("Pretrained models", n_pre,

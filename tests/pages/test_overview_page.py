@@ -44,9 +44,9 @@ def test_overview_loads_with_diagram_methods_and_counts(page_env):
 def test_overview_counts_pretrained_per_dataset_and_sources(page_env):
     at = run_page()
     loaded = at.dataframe[0].value.set_index("data set")
-    assert loaded.loc["MNIST", "pretrained, paper protocol"] == "3 of 5 methods"
-    assert loaded.loc["CIFAR-10", "pretrained, paper protocol"] == "3 of 5 methods"
-    assert loaded.loc["Fashion-MNIST", "pretrained, paper protocol"] == "0 of 5 methods"
+    assert loaded.loc["MNIST", "pretrained, paper protocol"] == "3 of 5"
+    assert loaded.loc["CIFAR-10", "pretrained, paper protocol"] == "3 of 5"
+    assert loaded.loc["Fashion-MNIST", "pretrained, paper protocol"] == "0 of 5"
     assert (loaded["your runs"] == 0).all()
     assert loaded.loc["MNIST", "bundled sample"] == "✅"  # the shipped sample; no npz in the test data dir
     assert loaded.loc["MNIST", "npz folder"] == "—"
@@ -95,7 +95,7 @@ def test_overview_counts_add_up_with_the_shipped_models(page_env, monkeypatch):
     assert cols == ["pretrained, converged", "pretrained, paper protocol"]
     total = 0
     for cell in loaded[cols].to_numpy().ravel():
-        n, of = map(int, re.fullmatch(r"(\d+) of (\d+) methods", cell).groups())
+        n, of = map(int, re.fullmatch(r"(\d+) of (\d+)", cell).groups())
         assert n <= of
         total += n
     metrics = {m.label: m.value for m in at.metric}
