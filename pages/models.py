@@ -209,15 +209,15 @@ if shown:
                        "Its predictions say little about its method.")
         if store is not None and entry.key.startswith("run:") and not meta.get("history"):
             meta = {**meta, **_history_from_store(entry)}
-        fig = run_curves_figure(meta, title=f"{method_title(entry.model)} on {_ds_title(entry.dataset)}")
+        fig = run_curves_figure(meta, title=entry.display_with_dataset)
         st.plotly_chart(fig, width="stretch", key="models_curves")
         figure_downloads(fig, f"curves_{entry.dataset}_{entry.model}", key="models_curves_dl")
-        st.caption("Loss and batch accuracy are per training iteration (one SGD step on 100 images); test accuracy "
+        st.caption("Loss and batch accuracy are per training iteration (one optimiser step, SGD or Adam, on a batch of images); test accuracy "
                    "is measured every few iterations on a fixed subset of the test split.")
         left, right = st.columns(2)
         with left:
             st.markdown("**Model config**")
-            st.json(meta.get("config") or {}, expanded=True)
+            st.json(meta.get("config") or {}, expanded=False)  # setting names as in the code: opened on request
         with right:
             st.markdown("**Training setup and data**")
             st.json({"train_config": meta.get("train_config"), "data_source": meta.get("data_source"),

@@ -94,10 +94,10 @@ def curves(runs: list[RunInfo], metrics: dict, kind: str) -> go.Figure:
             name=run_name(r), legendgroup=r.model,
             line={"color": method_color(r.model), "dash": DASHES[(r.seed or 0) % len(DASHES)]}))
     if kind == "loss":
-        fig.update_layout(title="Training loss", xaxis_title="Iteration (SGD steps)",
+        fig.update_layout(title="Training loss", xaxis_title="Iteration (optimiser steps)",
                           yaxis_title="Cross-entropy loss (nats, per batch)")
     else:
-        fig.update_layout(title="Test accuracy (fixed test subset)", xaxis_title="Iteration (SGD steps)",
+        fig.update_layout(title="Test accuracy (fixed test subset)", xaxis_title="Iteration (optimiser steps)",
                           yaxis_title="Test accuracy (%)", yaxis_range=[0, 100])
     # the legend (one full run name per line) under the plot: long names never squeeze it
     fig.update_layout(height=330 + 22 * len(runs), margin={"l": 10, "r": 10, "t": 40, "b": 10},

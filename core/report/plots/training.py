@@ -18,7 +18,7 @@ from ..fmt import method_title
 from ..stats import ema_smooth, float_array
 from .style import LOG_TICKS, axis_title, empty_figure, method_color, method_order
 
-ITERATION_AXIS = "training iteration (SGD steps, batch of 100)"
+ITERATION_AXIS = "training iteration (optimiser steps, batch of 100)"
 # metric -> (short name, axis title with unit, scale applied to stored values)
 CURVE_METRICS = {
     "loss": ("training loss", "training loss (nats)", 1.0),  # cross-entropy
@@ -134,7 +134,7 @@ def curves_small_multiples(curves: list[dict], metric: str = "loss", *, smoothin
     for r in range(1, rows + 1):
         fig.update_yaxes(title_text=axis_title(axis, log_y), row=r, col=1)
     for c in range(1, cols + 1):
-        fig.update_xaxes(title_text="iteration (SGD steps)", row=rows, col=c)
+        fig.update_xaxes(title_text="iteration (optimiser steps)", row=rows, col=c)
     if log_y:
         fig.update_yaxes(type="log", tickformat=LOG_TICKS)
     suffix = f" (smoothed, EMA {smoothing:g})" if smoothing else ""
@@ -163,7 +163,7 @@ def run_curves_figure(meta: dict, title: str = "", log_loss: bool | None = None)
         fig.add_trace(go.Scatter(x=c["x"], y=c["y"] * scale, mode="lines+markers" if m == "test_acc" else "lines",
                                  line=dict(color=color, width=1.5), name=CURVE_METRICS[m][0], showlegend=False,
                                  hovertemplate="iteration %{x:.0f}<br>%{y:.4g}<extra></extra>"), row=1, col=i)
-        fig.update_xaxes(title_text="iteration (SGD steps)", row=1, col=i)
+        fig.update_xaxes(title_text="iteration (optimiser steps)", row=1, col=i)
         log = False
         if m == "loss":
             y = c["y"][np.isfinite(c["y"]) & (c["y"] > 0)]
