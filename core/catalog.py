@@ -15,6 +15,7 @@ from pathlib import Path
 from . import paths
 from .errors import CheckpointError
 from .models.registry import DEFAULT_MODEL
+from .report.fmt import dataset_title, model_label
 from .training.weights import load_checkpoint
 
 DEFAULT_DATASET = "mnist"  # with DEFAULT_MODEL: the featured model, the pages' first choice
@@ -34,9 +35,17 @@ class ModelEntry:
     metrics: dict = field(default_factory=dict, hash=False, compare=False)
     protocol: str = ""  # pretrained: "paper" or "converged"; runs: ""
 
+    run_id: str = ""
+
     @property
     def display(self) -> str:
-        return self.label or f"{self.model} ({self.source})"
+        """The one name of this model on every page (``core.report.fmt.model_label``)."""
+        return self.label or model_label(self.model, self.protocol, self.seed, self.source, self.run_id)
+
+    @property
+    def display_with_dataset(self) -> str:
+        """``display`` with the data set first (lists that mix data sets)."""
+        return f"{dataset_title(self.dataset)} · {self.display}"
 
     @property
     def weights_mtime(self) -> float:
@@ -70,7 +79,7 @@ def pretrained_entries(dataset: str | None = None, pretrained_dir: Path | None =
         stem = Path(pretrained_dir) / Path(m["weights"]).with_suffix("")
         protocol = m.get("protocol", "paper")
         key = f"pretrained:{m['dataset']}/{m['model']}" + ("" if protocol == "paper" else f"@{protocol}")
-        label = f"{m['model']} (pretrained)" if protocol == "paper" else f"{m['model']} (pretrained, {protocol})"
+        label = model_label(m["model"], protocol, m.get("seed"), "pretrained")
         out.append(ModelEntry(key, m["dataset"], m["model"], "pretrained", stem, m.get("seed"), label, "",
                               {k: m.get(k) for k in ("test_accuracy", "test_error", "noisy_test_error",
                                                      "parameters", "iterations")}, protocol))
@@ -98,12 +107,30 @@ def run_entries(dataset: str | None = None, store=None) -> list[ModelEntry]:
         stem = store.checkpoint_stem(run.run_id)
         if stem is None:
             continue
-        source = "uploaded" if run.status == "uploaded" else "trained"
-        stopped = f", stopped at iteration {run.iteration}" if run.status == "stopped" else ""
-        out.append(ModelEntry(f"run:{run.run_id}", run.dataset, run.model, source, stem, run.seed,
-                              f"{run.model} ({source} {run.run_id}{stopped})", run.created,
-                              dict(run.metrics or {})))
+        out.append(run_entry(run, stem))
     return out
+
+
+def run_protocol(run) -> str:
+    """The protocol a run's settings follow (``core.training.config.protocol_of``)."""
+    from .training.config import protocol_of
+
+    return protocol_of(run.config)
+
+
+def run_label(run, source: str | None = None) -> str:
+    """A run's one display name (``core.report.fmt.model_label``): its Train card, its Models row,
+    its chart legend and any message about it say the same."""
+    if source is None:
+        source = "uploaded" if run.status == "uploaded" else "trained"
+    stopped = run.iteration if run.status == "stopped" else None
+    return model_label(run.model, run_protocol(run), run.seed, source, run.run_id, stopped_at=stopped)
+
+
+def run_entry(run, stem: Path) -> ModelEntry:
+    source = "uploaded" if run.status == "uploaded" else "trained"
+    return ModelEntry(f"run:{run.run_id}", run.dataset, run.model, source, stem, run.seed, run_label(run, source),
+                      run.created, dict(run.metrics or {}), run_protocol(run), run.run_id)
 
 
 def list_entries(dataset: str | None = None, store=None) -> list[ModelEntry]:

@@ -151,13 +151,13 @@ names = list(available)
 if len(names) > 1:
     ui.keep_valid("cmp_schedule", names)
     sched = st.radio("Experiment", names, key="cmp_schedule", horizontal=True,
-                     format_func=lambda n: f"{SCHEDULES.get(n, n)} · results/{n}",
+                     format_func=lambda n: SCHEDULES.get(n, n),
                      help="The converged grid (first) trains every method until its validation accuracy stops "
                           "improving; the paper's short schedule stops after 1,000 SGD iterations, where many "
-                          "runs have not converged.")
+                          "runs have not converged. Folders: " + ", ".join(f"`results/{n}`" for n in names) + ".")
 else:
     sched = names[0]
-    st.caption(f"Showing the {SCHEDULES.get(sched, sched)} (results/{sched}).")
+    st.caption(f"Showing the {SCHEDULES.get(sched, sched)}.", help=f"Read from `results/{sched}`.")
 out_dir = available[sched]
 summary = load_summary(out_dir)
 curves = load_curves(out_dir)

@@ -11,6 +11,7 @@ from core.eval import points
 from core.models.registry import get_spec
 from core.report import fmt
 from core.report.export import matrix_csv
+from core.report.fmt import source_parts
 from core.report.plots import style, traces
 from pages import ui
 from pages.ui import handwriting
@@ -119,7 +120,7 @@ def _pick_test_image(dataset: str, model, entry, data):
         cls = st.selectbox("Class", range(len(classes)), format_func=lambda c: classes[c], key="mech_cls")
         members = np.flatnonzero(data.labels == cls)
         if len(members) == 0:
-            st.warning(f"No test image of class {classes[cls]} in {data.source}.")
+            st.warning(f"No test image of class {classes[cls]} in the {source_parts(data.source)[0]}.")
             return None
         if data.labels[st.session_state["mech_idx"]] != cls:
             st.session_state["mech_idx"] = int(members[0])
@@ -137,7 +138,7 @@ def _pick_test_image(dataset: str, model, entry, data):
                             1, len(wrong), 1, key="mech_wrong")
         st.session_state["mech_idx"] = int(wrong[int(k) - 1])
     i = st.number_input(f"Test image number (0-{n - 1})", 0, n - 1, key="mech_idx", disabled=how == "Misclassified")
-    st.caption(f"From {data.source}.")
+    st.caption(f"From the {source_parts(data.source)[0]}.", help=f"Read from {source_parts(data.source)[1] or data.source}.")
     return np.asarray(data.images[int(i)]), int(data.labels[int(i)]), None, ui.image_name(data, int(i))
 
 
@@ -378,7 +379,7 @@ def dataset_view(dataset: str, entry, model, all_entries=()) -> None:
                        data.labels, n, len(info.classes))
     what, short = spec.trace.mean_what, spec.trace.mean_label
     zmin, zmax = spec.trace.value_range
-    st.caption(f"{stats.n} images from {data.source} (fixed subset, seed 0); model accuracy on them "
+    st.caption(f"{stats.n} images from the {source_parts(data.source)[0]} (fixed subset, seed 0); model accuracy on them "
                f"{stats.accuracy * 100:.1f}%. Colour: {what}"
                + (", minus the unit's average over all images and rows (red: more than usual)." if relative else "."))
     units = stats.unit_names or [f"unit {i + 1}" for i in range(stats.by_row.shape[1])]

@@ -11,7 +11,7 @@ from core.catalog import featured_entry
 from core.data.datasets import DATASETS
 from core.errors import CheckpointError
 from core.report.fmt import dataset_title as _ds_title
-from core.report.fmt import method_title, params, pct, pct_value
+from core.report.fmt import method_title, params, pct, pct_value, protocol_title
 from core.report.health import HEALTHY, health_of, summary_text
 from core.report.plots.training import run_curves_figure
 from pages.ui import (
@@ -29,9 +29,7 @@ ALL = "All data sets"
 
 
 def _label(entry) -> str:
-    extra = f", seed {entry.seed}" if entry.seed is not None else ""
-    run = f" {entry.key.split(':', 1)[1]}" if entry.key.startswith("run:") else ""
-    return f"{_ds_title(entry.dataset)} · {method_title(entry.model)} ({entry.source}{run}{extra})"
+    return entry.display_with_dataset  # the one name of a model (core.report.fmt.model_label), data set first
 
 
 def _run_info(entry):
@@ -89,6 +87,7 @@ def _row(entry, meta: dict | None) -> dict:
     return {
         "data set": _ds_title(entry.dataset),
         "model": method_title(entry.model),
+        "protocol": protocol_title(entry.protocol) or "n/a",
         "source": entry.source,
         "owner": _owner_label(entry),
         "parameters": metrics.get("parameters"),
@@ -160,6 +159,9 @@ else:
         column_config={  # widths: a data set's or a date's full text, whichever rows the grid measured
             "data set": st.column_config.TextColumn("data set", width=110, pinned=True),
             "model": st.column_config.TextColumn("model", width=150, pinned=True),
+            "protocol": st.column_config.TextColumn(
+                "protocol", width=110, help="How it was trained: the paper's protocol (1,000 SGD steps), converged "
+                "(Adam until the validation accuracy stops improving), or own settings (a run with other settings)"),
             "owner": st.column_config.TextColumn("owner", width=110),
             "parameters": st.column_config.NumberColumn("parameters", format="localized", width=85),
             "seed": st.column_config.NumberColumn("seed", width=50),
@@ -207,15 +209,15 @@ if shown:
                        "Its predictions say little about its method.")
         if store is not None and entry.key.startswith("run:") and not meta.get("history"):
             meta = {**meta, **_history_from_store(entry)}
-        fig = run_curves_figure(meta, title=f"{method_title(entry.model)} on {_ds_title(entry.dataset)}")
+        fig = run_curves_figure(meta, title=entry.display_with_dataset)
         st.plotly_chart(fig, width="stretch", key="models_curves")
         figure_downloads(fig, f"curves_{entry.dataset}_{entry.model}", key="models_curves_dl")
-        st.caption("Loss and batch accuracy are per training iteration (one SGD step on 100 images); test accuracy "
+        st.caption("Loss and batch accuracy are per training iteration (one optimiser step, SGD or Adam, on a batch of images); test accuracy "
                    "is measured every few iterations on a fixed subset of the test split.")
         left, right = st.columns(2)
         with left:
             st.markdown("**Model config**")
-            st.json(meta.get("config") or {}, expanded=True)
+            st.json(meta.get("config") or {}, expanded=False)  # setting names as in the code: opened on request
         with right:
             st.markdown("**Training setup and data**")
             st.json({"train_config": meta.get("train_config"), "data_source": meta.get("data_source"),
@@ -264,10 +266,10 @@ st.markdown(
     f"(both at most {MAX_UPLOAD_MB} MB). They are checked (model, config, every tensor's name, shape and "
     "values) before anything is stored; nothing already stored is changed. **Pickle files such as PyTorch `.pt` "
     "are refused and never opened**, because loading one can run arbitrary code.")
-u1, u2, u3 = st.columns([2, 2, 1])
+u1, u2, u3 = st.columns([2, 2, 1.4])
 up_w = u1.file_uploader("Weights (.safetensors)", key="models_up_w", max_upload_size=MAX_UPLOAD_MB)
 up_m = u2.file_uploader("Metadata (.json)", key="models_up_m", max_upload_size=MAX_UPLOAD_MB)
-AS_STATED = "(as stated in the metadata)"
+AS_STATED = "as its metadata says"
 up_ds = u3.selectbox("Trained on", [AS_STATED] + list(DATASETS), key="models_up_ds",
                      format_func=lambda d: d if d == AS_STATED else _ds_title(d))
 if st.button("Check and import", key="models_import", disabled=not (up_w and up_m), type="primary"):
@@ -281,7 +283,7 @@ if st.button("Check and import", key="models_import", disabled=not (up_w and up_
     else:
         ds_up = expected or meta_up.get("dataset")
         if store is None:
-            st.warning(f"The checkpoint is valid ({meta_up.get('model')} on {_ds_title(ds_up)}), but the run store "
+            st.warning(f"The checkpoint is valid ({method_title(str(meta_up.get('model')))} on {_ds_title(ds_up)}), but the run store "
                        "is not available in this installation, so it was not saved.")
         else:
             try:

@@ -8,29 +8,31 @@ import streamlit as st
 from core.data.datasets import DATASETS, SOURCES, available_sources
 from core.models.registry import DEFAULT_MODEL, config_fields, get_spec, list_models, parameter_counts
 from core.paths import ROOT
-from core.report.fmt import method_title
+from core.report.fmt import method_title, protocol_title
 from core.report.plots.comparison import INPUT_SHAPES, parameter_bar_figure
 from core.report.plots.style import method_color
-from pages.ui import entry_metadata, manifest, model_entries, schedules_available, show_error
+from pages.ui import SCHEDULES, entry_metadata, manifest, model_entries, schedules_available, show_error
 
 DIAGRAM = ROOT / "assets" / "diagram.svg"
+PARAM_MATCHED = "unequal_init/param_matched"  # the reproduction output with parameter-matched baselines
 
-RIM_KNOBS = {
-    "num_units": "n: number of parallel LSTMs (mechanisms)",
-    "hidden_size": "hidden units per LSTM",
-    "k_active": "k: LSTMs activated per row by the input attention",
-    "embed_dim": "size of the row encoding e_t = W_e x_t + b_e (computed before attention)",
-    "input_heads": "heads of the input attention",
-    "input_key_size": "key/query size per input-attention head",
-    "input_value_size": "value size per input-attention head (LSTM input = heads x this)",
-    "comm_heads": "heads of the communication attention",
-    "comm_key_size": "key/query size per communication head",
-    "comm_value_size": "value size per communication head",
-    "alpha": "share of the communication read added to an active LSTM's state (paper: 1/10; 0 = ablation: no communication)",
-    "forget_bias": "starting bias of every LSTM forget gate (the same default for every method)",
-    "selection": "who is active: attention (the paper), random (ablation: k drawn at random), all (ablation)",
-    "impl": "how the recurrence runs: fused (a hand-written kernel, the default) or reference (plain torch ops); "
-            "same parameters, same results",
+RIM_KNOBS = {  # setting -> (plain name, meaning); the setting names themselves only in the details
+    "num_units": ("number of LSTMs (n)", "parallel LSTMs (mechanisms)"),
+    "hidden_size": ("hidden units per LSTM", "size of each LSTM's state"),
+    "k_active": ("active LSTMs per row (k)", "LSTMs the input attention activates for each row"),
+    "embed_dim": ("row encoding size", "size of the row encoding e_t = W_e x_t + b_e (computed before attention)"),
+    "input_heads": ("input-attention heads", "heads of the input attention"),
+    "input_key_size": ("input-attention key size", "key/query size per input-attention head"),
+    "input_value_size": ("input-attention value size", "value size per input-attention head (LSTM input = heads x this)"),
+    "comm_heads": ("communication heads", "heads of the communication attention"),
+    "comm_key_size": ("communication key size", "key/query size per communication head"),
+    "comm_value_size": ("communication value size", "value size per communication head"),
+    "alpha": ("communication share", "share of the communication read added to an active LSTM's state "
+                                     "(paper: 1/10; 0 = ablation: no communication)"),
+    "forget_bias": ("forget-gate bias", "starting bias of every LSTM forget gate (the same default for every method)"),
+    "selection": ("who is active", "attention (the paper), random (ablation: k drawn at random), all (ablation)"),
+    "impl": ("implementation", "how the recurrence runs: fused (a hand-written kernel, the default) or reference "
+                               "(plain torch ops); same parameters, same results"),
 }
 SOURCE_NAMES = {"npz": "npz folder", "folder": "image folder", "torchvision": "torchvision cache",
                 "sample": "bundled sample"}
@@ -105,8 +107,9 @@ st.table(methods_df.style.format(lambda v: f"{int(v):,}" if pd.notna(v) else "n/
                                  subset=[c for c in methods_df.columns if c.startswith("parameters")]),
          hide_index=True)
 st.caption("Every LSTM-style forget gate (RIM's LSTMs, the parallel LSTMs, RMC's memory gate) starts from the same "
-           "`forget_bias` (1.0); LSTM weights are drawn as `nn.LSTM` draws them. Other differences and their reasons: "
-           "REPRODUCTION.md, \"Equal footing\".")
+           f"forget-gate bias ({config_fields(DEFAULT_MODEL).get('forget_bias')}); LSTM weights are drawn as PyTorch's "
+           "own LSTM draws them. Other differences and their reasons are in the reproduction notes.",
+           help="REPRODUCTION.md, section \"Equal footing\"; the setting is `forget_bias`.")
 c1, c2 = st.columns([3, 2])
 with c1:
     if counts:
@@ -125,14 +128,20 @@ with c2:
                 f"The paper matches RIM with parallel LSTMs by **neuron count** (4 LSTMs x 32 units, as many as "
                 f"RIM's 4 active ones), not by parameters: here RIM has **{ratio:.1f}x the parameters** of the "
                 "parallel LSTMs (six LSTMs plus two attentions). Keep this in mind when reading the comparisons. "
-                "EntNet, RMC and IndRNN are sized to be in the same range as the parallel LSTMs. Baselines "
-                "trained at RIM's parameter count are on the Compare page (experiment \"parameter-matched baselines\"), "
-                "(old run with the unequal initialisation) when `results/unequal_init/param_matched` is present."
+                "EntNet, RMC and IndRNN are sized to be in the same range as the parallel LSTMs."
+                + (" Baselines trained at RIM's parameter count, in an older run with the unequal initialisation, "
+                   f"are on the Compare page as the experiment \"{SCHEDULES[PARAM_MATCHED]}\"."
+                   if PARAM_MATCHED in schedules_available() else "")
             )
 st.markdown("**Knobs of the paper's method (defaults used everywhere here)**")
-knobs = [{"setting": k, "default": str(v), "meaning": RIM_KNOBS.get(k, "")}
+knobs = [{"setting": RIM_KNOBS.get(k, (k, ""))[0], "default": str(v), "meaning": RIM_KNOBS.get(k, (k, ""))[1]}
          for k, v in config_fields(DEFAULT_MODEL).items() if k not in ("input_dim", "num_classes")]
 st.table(pd.DataFrame(knobs), hide_index=True)  # wraps the longer meanings
+with st.expander("Details: the settings' names in the code"):
+    st.caption("For checkpoints' metadata (config) and the command line's model overrides.")
+    st.table(pd.DataFrame([{"setting": RIM_KNOBS.get(k, (k, ""))[0], "name in the code": k}
+                           for k in config_fields(DEFAULT_MODEL) if k not in ("input_dim", "num_classes")]),
+             hide_index=True)
 
 # ---- what is loaded ------------------------------------------------------------------------
 st.header("What is loaded")
@@ -140,17 +149,25 @@ entries, problems = model_entries()
 for p in problems:
     st.warning(p)
 man = manifest()
-pretrained_by_ds: dict[str, list[str]] = {}
+# pretrained models per data set and protocol: one per method each, so "5 of 5 methods" per protocol
+pretrained_by_ds: dict[str, dict[str, set]] = {}
 for m in man["models"]:
     if isinstance(m, dict) and m.get("dataset"):
-        pretrained_by_ds.setdefault(m["dataset"], []).append(str(m.get("model")))
+        pretrained_by_ds.setdefault(m["dataset"], {}).setdefault(str(m.get("protocol") or "paper"), set()).add(
+            (str(m.get("model")), m.get("seed")))
+protocols = sorted({p for by in pretrained_by_ds.values() for p in by}, key=lambda p: (p != "converged", p))
 own = [e for e in entries if e.source != "pretrained"]
 check_sources = st.toggle("Check which data sources are available (looks for the test files)", value=True,
                           key="check_sources")
 loaded = []
 for ds, info in DATASETS.items():
-    row = {"data set": info.title, "pretrained models": f"{len(pretrained_by_ds.get(ds, []))} of {len(list_models())}",
-           "your runs": sum(1 for e in own if e.dataset == ds)}
+    row = {"data set": info.title}
+    for proto in protocols:
+        have = pretrained_by_ds.get(ds, {}).get(proto, set())
+        methods = {m for m, _ in have}
+        row[f"pretrained, {protocol_title(proto)}"] = (f"{len(have)} ({len(methods)} of {len(list_models())})"
+                                                      if len(have) != len(methods) else f"{len(have)} of {len(list_models())}")
+    row["your runs"] = sum(1 for e in own if e.dataset == ds)
     if check_sources:
         try:
             avail = _sources(ds)
@@ -160,15 +177,22 @@ for ds, info in DATASETS.items():
         for src in SOURCES:
             row[SOURCE_NAMES.get(src, src)] = "✅" if avail.get(src) else "—"
     loaded.append(row)
-st.dataframe(pd.DataFrame(loaded), hide_index=True, width="stretch")
+st.dataframe(pd.DataFrame(loaded), hide_index=True, width="stretch", column_config={
+    f"pretrained, {protocol_title(p)}": st.column_config.TextColumn(
+        help=f"Shipped models trained with the {protocol_title(p)}: how many of the {len(list_models())} methods")
+    for p in protocols})
 m1, m2, m3 = st.columns(3)
-m1.metric("Pretrained models", len(man["models"]))
+n_pre = sum(len(v) for by in pretrained_by_ds.values() for v in by.values())
+m1.metric("Pretrained models", n_pre,
+          help=f"{n_pre} = the sum of the table's pretrained columns: one model per data set, method and protocol"
+               + (f" ({', '.join(protocol_title(p) for p in protocols)})" if protocols else "") + ".")
 m2.metric("Your runs (trained or uploaded)", len(own))
 sched = schedules_available()
 m3.metric("Reproduction results", f"{len(sched)} experiment{'s' if len(sched) != 1 else ''}" if sched else "none yet",
-          help="Reproduction outputs under results/; the Compare page shows each.")
+          help="Reproduction outputs (the results folder); the Compare page shows each.")
 if sched:
-    st.caption("Reproduction results: " + ", ".join(f"`results/{name}`" for name in sched) + " (on the Compare page).")
+    st.caption("Reproduction results, on the Compare page: " + "; ".join(SCHEDULES.get(n, n) for n in sched) + ".",
+               help="Folders: " + ", ".join(f"`results/{name}`" for name in sched))
 if not man["models"]:
     st.info("No pretrained models are installed yet. They are produced by "
             "`python -m core.reproduce run --seeds 0` followed by `python -m core.reproduce export-pretrained "
@@ -177,10 +201,11 @@ elif man.get("protocols") or man.get("protocol"):
     protos = man.get("protocols") or {"paper": man["protocol"]}
     st.caption("Pretrained models: seed 0 of the reproduction grids; " + "; ".join(
         f"{name}: {text}" for name, text in protos.items()) + ".")
-st.caption("Data sources, in the order they are tried: an npz folder (`RIMSCOPE_DATA_DIR` or `./data`), an "
+st.caption("Data sources, in the order they are tried: an npz folder, an "
            "image folder (Animals-10), torchvision's cache or download (MNIST, Fashion-MNIST, CIFAR-10), and a "
            "bundled sample of 1,000 images each so the per-image pages work offline (MNIST: training images that every "
-           "shipped MNIST model left out of its training; Fashion-MNIST: test images).")
+           "shipped MNIST model left out of its training; Fashion-MNIST: test images).",
+           help="The npz folder is `$RIMSCOPE_DATA_DIR` or `./data`, with `<data set>/train.npz` and `test.npz`.")
 
 # Animals-10: say honestly what it is here.
 animals = next((e for e in entries if e.dataset == "animals10" and e.source == "pretrained"), None)

@@ -14,7 +14,7 @@ from core.eval.points import activation_change
 from core.eval.scorer import Scorer
 from core.models.registry import is_method, trace_schema
 from core.report.floors import floors_from_counts
-from core.report.fmt import short_method_title
+from core.report.fmt import short_method_title, source_parts
 from core.report.plots import robustness, traces
 from pages import ui
 from pages.ui.handwriting import URL_STATE as HANDWRITING_URL_STATE
@@ -120,11 +120,11 @@ def _prediction_table(rows_clean: list, rows_other: list, classes: list, what: s
     out = []
     for rc, ro in zip(rows_clean, rows_other):
         pc, po = int(np.argmax(rc["probs"])), int(np.argmax(ro["probs"]))
-        out.append({"model": rc["label"], base: f"{classes[pc]} ({rc['probs'][pc] * 100:.0f}%)",
-                    what: f"{classes[po]} ({ro['probs'][po] * 100:.0f}%)",
+        out.append({"model": rc["label"], base: f"{classes[pc]} {rc['probs'][pc] * 100:.0f}%",
+                    what: f"{classes[po]} {ro['probs'][po] * 100:.0f}%",
                     "changed": "yes" if pc != po else ""})
-    df = pd.DataFrame(out)
-    st.dataframe(df, hide_index=True)
+    # a static table: long model and class names wrap instead of being cut at a cell's edge
+    st.table(pd.DataFrame(out), hide_index=True)
 
 
 def _predictions(models: dict, classes: list, image, changed, label, *, key: str, what: str, base: str,
@@ -153,14 +153,18 @@ def _error_metrics(scorer: Scorer | None, dataset: str, heading: str, spinner: s
     with st.spinner(spinner):
         base = {m: base_of(m) for m in scorer.models}
         points = {m: here_of(m) for m in scorer.models}
-    cols = st.columns(max(1, len(points)))
-    for col, (method, p) in zip(cols, points.items()):
+    import pandas as pd
+
+    rows = []
+    for method, p in points.items():
         lo, hi = p.interval
         d = (p.error - base[method].error) * 100
-        col.metric(scorer.models[method][0].display, f"{p.error * 100:.1f}%",
-                   delta=f"{d:+.1f} pts vs {versus}" if round(d, 1) else f"±0.0 pts vs {versus}",
-                   delta_color="inverse" if round(d, 1) else "off",
-                   help=f"95% interval {lo * 100:.1f}-{hi * 100:.1f}% ({p.n} images){suffix}")
+        rows.append({"model": scorer.models[method][0].display, "test error": f"{p.error * 100:.1f}%",
+                     f"change vs {versus}": f"{d:+.1f} points" if round(d, 1) else "±0.0 points",
+                     "95% interval": f"{lo * 100:.1f}-{hi * 100:.1f}%", "images": p.n})
+    # a static table (not one metric per model): every model's full name fits, nothing is cut
+    st.table(pd.DataFrame(rows), hide_index=True)
+    st.caption(f"95% intervals: Wilson, over the {next(iter(points.values())).n} test images{suffix}.")
     return True
 
 
@@ -179,10 +183,12 @@ def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
         c_level.caption(f"{title}: {desc}.")
     else:
         skey = f"rb_strength_{kind}"
+        paper_kind = kind == "gaussian"  # the paper's test is Gaussian noise of variance 0.01, nothing else
         ui.keep_valid(skey, GRID)
         st.session_state.setdefault(skey, PAPER_VAR)
         strength = c_level.select_slider(f"{title} noise: {param}", GRID, key=skey,
-                                         format_func=lambda v: f"{v:.2f}" + (" (paper)" if v == PAPER_VAR else ""),
+                                         format_func=lambda v: f"{v:.2f}" + (" (paper)" if paper_kind and v == PAPER_VAR
+                                                                             else ""),
                                          help=f"{desc}. 0.01 (Gaussian variance) is the paper's noise test. "
                                               "Images are in [0, 1] and clipped after the noise.")
 
@@ -217,8 +223,9 @@ def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
                           lambda m: scorer.curve_noise(m, "gaussian", 0.0), lambda m: scorer.curve_noise(m, kind, strength),
                           f"; one noise draw (seed {SEED}) shared by all models"):
         return
-    st.caption(f"{scorer.images.shape[0]} test images (fixed subset, seed 0) from {data.source}. One noise draw; "
-               "the Compare page reports means over seeds and draws.")
+    src, where = source_parts(data.source)
+    st.caption(f"{scorer.images.shape[0]} test images (fixed subset, seed 0) from the {src}. One noise draw; "
+               "the Compare page reports means over seeds and draws.", help=f"Read from {where}." if where else None)
 
     # curve
     if param is not None:

@@ -11,14 +11,14 @@ import re
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
-from core.catalog import seconds_per_iteration
+from core.catalog import run_label, seconds_per_iteration
 from core.data.datasets import DATASETS, how_to_get
 from core.data.plan import SAMPLE_TRAIN, DataPlan, training_data_plan
 from core.errors import ConfigError, DataUnavailableError, RimscopeError
 from core.models.registry import DEFAULT_MODEL, config_fields, list_models
-from core.paths import pretrained_dir
+from core.paths import pretrained_dir, runs_root
 from core.report import fmt
-from core.report.fmt import method_title
+from core.report.fmt import method_title, source_parts
 from core.report.plots.training import has_points, live_runs_figure
 from core.runs.schema import RESUMABLE, RunInfo
 from core.runs.store import RunStore
@@ -65,11 +65,44 @@ def models_link(run_id: str) -> None:
             st.caption("Find it on the Models page.")
 
 
+CARD_HEIGHT = 190  # px: every card the same height, so a change of state never moves the cards below
+
+
+def run_name(r: RunInfo) -> str:
+    """A run's name on its card, in the legend and in messages (``core.catalog.run_label``)."""
+    return run_label(r, source="")
+
+
+def _act(action: str, run_id: str) -> None:
+    """A card button's callback: ``action`` on the run the card names, whatever the list looks
+    like when the click arrives; the page then says which run it acted on."""
+    store = RunStore()
+    try:
+        r = store.get(run_id)
+        name = run_name(r) if r is not None else f"run {run_id}"
+        if action == "stop":
+            after = store.request_stop(run_id)
+            msg = (f"Stopped {name} before it started." if after == "stopped" else
+                   f"Stopping {name}: it stops after the current iteration and keeps what it learned."
+                   if after == "running" else f"{name} had already ended ({after}); nothing to stop.")
+        elif action == "resume":
+            store.resume(run_id)
+            store.pump()
+            msg = f"Resumed {name}: it continues from its last checkpoint."
+        else:
+            store.delete(run_id)
+            msg = f"Deleted {name}."
+    except RimscopeError as exc:
+        st.session_state["train_flash"] = ("error", str(exc))
+    else:
+        st.session_state["train_flash"] = ("success", msg)
+
+
 def run_card(store: RunStore, r: RunInfo, editable: bool) -> None:
-    with st.container(border=True):
+    with st.container(border=True, height=CARD_HEIGHT, key=f"card_{r.run_id}"):
         head, ctl = st.columns([5, 1])
-        title = f"**{method_title(r.model)}** on {DATASETS[r.dataset].title if r.dataset in DATASETS else r.dataset}"
-        head.markdown(f"{STATUS_ICONS.get(r.status, '')} {title} · seed {r.seed} · `{r.run_id}`"
+        data = DATASETS[r.dataset].title if r.dataset in DATASETS else r.dataset
+        head.markdown(f"{STATUS_ICONS.get(r.status, '')} **{md_escape(run_name(r))}** on {data}"
                       + (f" · {md_escape(r.label)}" if r.label else ""))
         head.progress(r.progress, text=f"{r.status} · {r.iteration:,} / {r.total:,} iterations")
         lt = r.latest or {}
@@ -90,37 +123,37 @@ def run_card(store: RunStore, r: RunInfo, editable: bool) -> None:
             with head:
                 details(r.detail)
         with ctl:
+            # every button's key and callback carry the run id: a click acts on the run this card
+            # names, even when the list changed between the render and the click
             if editable and r.active:
-                if st.button("Stop", key=f"stop_{r.run_id}", help="Stop after the current iteration and keep "
-                             "what the model learned so far"):
-                    try:
-                        store.request_stop(r.run_id)
-                        st.toast(f"Stop requested for {r.run_id}")
-                    except RimscopeError as exc:
-                        show_error(exc)
+                st.button("Stop", key=f"stop_{r.run_id}", on_click=_act, args=("stop", r.run_id),
+                          help="Stop after the current iteration and keep what the model learned so far")
             if editable and r.status in RESUMABLE:
-                if st.button("Resume", key=f"resume_{r.run_id}", type="primary",
-                             help="Continue from the last checkpoint; the run ends exactly as it would have "
-                                  "without the interruption"):
-                    try:
-                        store.resume(r.run_id)
-                        store.pump()
-                        st.toast(f"Resuming {r.run_id}")
-                    except RimscopeError as exc:
-                        show_error(exc)
-                    else:
-                        st.rerun()  # the whole page: it polls again while the run trains
+                st.button("Resume", key=f"resume_{r.run_id}", type="primary", on_click=_act, args=("resume", r.run_id),
+                          help="Continue from the last checkpoint; the run ends exactly as it would have "
+                               "without the interruption")
             if r.status in ("completed", "uploaded"):
                 models_link(r.run_id)
             if editable and not r.active:
                 with st.popover("Delete"):
                     st.caption("Removes the run, its curves and its weights.")
-                    if st.button("Delete for good", key=f"del_{r.run_id}"):
-                        try:
-                            store.delete(r.run_id)
-                            st.rerun(scope="fragment")
-                        except RimscopeError as exc:
-                            show_error(exc)
+                    st.button("Delete for good", key=f"del_{r.run_id}", on_click=_act, args=("delete", r.run_id))
+
+
+def card_runs(mine: list[RunInfo]) -> tuple[list[RunInfo], list[RunInfo]]:
+    """This session's runs as cards and as the table of older ones.
+
+    Cards are in creation order (oldest first; a new run comes last) and never re-sorted by
+    state. They start at the oldest run that is active or among the newest ``SHOWN_OWN_RUNS``;
+    that start only moves back within a session until new runs are started, so a run that
+    finishes never takes its card away from under the pointer."""
+    ordered = sorted(mine, key=lambda r: (r.created_ts, r.run_id))
+    first = min([i for i, r in enumerate(ordered) if r.active] + [max(0, len(ordered) - SHOWN_OWN_RUNS)])
+    held = st.session_state.get("_train_cards_from")
+    if held is not None and held[0] == len(ordered):
+        first = min(first, held[1])
+    st.session_state["_train_cards_from"] = (len(ordered), first)
+    return ordered[first:], ordered[:first]
 
 
 def show_runs(store: RunStore, runs: list[RunInfo], editable: bool, key: str) -> None:
@@ -132,7 +165,7 @@ def show_runs(store: RunStore, runs: list[RunInfo], editable: bool, key: str) ->
         for col, kind in ((c1, "loss"), (c2, "acc")):
             with_data = [r for r in runs if has_points(metrics[r.run_id], kind)]
             if with_data:  # a run that failed before its first iteration draws no empty chart
-                col.plotly_chart(live_runs_figure(with_data, metrics, kind), key=f"{key}_{kind}")
+                col.plotly_chart(live_runs_figure(with_data, metrics, kind, names={r.run_id: run_name(r) for r in with_data}), key=f"{key}_{kind}")
 
 
 def runs_table(runs: list[RunInfo]) -> None:
@@ -146,11 +179,12 @@ def runs_table(runs: list[RunInfo]) -> None:
 
 # ---------------------------------------------------------------------------------------
 st.title("Train")
-st.caption("Train models with the paper's protocol (plain SGD, learning rate 0.1, batch 100, 1,000 "
-           "iterations). Runs train in background worker processes, one at a time by default, and "
-           "keep going when you close or reload the page; they are saved in the run store "
-           "(`$RIMSCOPE_HOME/runs`). Completed runs appear on the Models page.")
-
+intro = st.empty()  # follows the protocol chosen below
+PROTOCOL_INTROS = {
+    "paper": "Train models with the paper's protocol (plain SGD, learning rate 0.1, batch 100, 1,000 iterations).",
+    "converged": "Train models to convergence (Adam with a cosine learning-rate schedule, up to 4,000 iterations, "
+                 "the best weights on a validation split carved from the training images kept, early stopping).",
+}
 store = RunStore()
 owner = session_owner()
 store.pump()
@@ -207,13 +241,18 @@ protocol = st.radio("Protocol", list(PROTOCOLS), horizontal=True, key="train_pro
                     format_func={"paper": "Paper (SGD 0.1, 1,000 iterations)",
                                  "converged": "Converged (Adam, cosine, early stopping on a validation split)"}.get,
                     help="Sets the settings below to that protocol's; each can still be changed.")
+intro.caption(PROTOCOL_INTROS.get(protocol, "") + " Runs train in background worker processes, one at a time by "
+              "default, and keep going when you close or reload the page; they are kept in your run store. "
+              "Completed runs appear on the Models page.",
+              help=f"The run store is the folder `{runs_root()}` (set `RIMSCOPE_HOME` to move it).")
+r1, r2, r3 = st.columns([1, 3, 1])  # the models box gets the width its full names need
+with r1:
+    dataset = dataset_picker(key="train_dataset")
+models = r2.multiselect("Models", list_models(), format_func=method_title,
+                        key="train_models", help="One run per model and seed.")
+seeds_text = r3.text_input("Seeds", key="train_seeds", help="e.g. 0, or 0,1,2, or 0-4")
 c1, c2, c3 = st.columns(3)
 with c1:
-    dataset = dataset_picker(key="train_dataset")
-    models = st.multiselect("Models", list_models(), format_func=method_title,
-                            key="train_models", help="One run per model and seed.")
-    seeds_text = st.text_input("Seeds", key="train_seeds", help="e.g. 0, or 0,1,2, or 0-4")
-with c2:
     iterations = st.number_input("Iterations", step=100, key="train_iterations",
                                  help="optimiser steps (paper: 1,000)")
     batch_size = st.number_input("Batch size", step=10, key="train_batch",
@@ -221,10 +260,10 @@ with c2:
     optimizer = st.selectbox("Optimiser", OPTIMIZERS, key="train_optimizer", format_func={"sgd": "SGD", "adam": "Adam"}.get)
     lr = st.number_input("Learning rate", step=0.001, format="%.4f", key="train_lr",
                          help="paper: SGD with 0.1")
+with c2:
     momentum = st.number_input("Momentum (SGD)", step=0.1, format="%.2f",
                                key="train_momentum", disabled=optimizer != "sgd",
                                help="0 = the paper's plain SGD")
-with c3:
     schedule = st.selectbox("Learning-rate schedule", SCHEDULES, key="train_schedule",
                             format_func={"none": "constant", "cosine": "cosine to 0", "step": "step decay"}.get)
     val_images = st.number_input("Validation images (from the training data)",
@@ -234,6 +273,7 @@ with c3:
     patience = st.number_input("Early stop after evaluations without improvement",
                                min_value=0, key="train_patience", disabled=not val_images,
                                help="0 = never stop early")
+with c3:
     clip_on = st.checkbox("Clip gradients", key="train_clip_on",
                           help="Limit the global gradient norm (the paper does not clip)")
     grad_clip = st.number_input("Max gradient norm", step=0.5,
@@ -250,8 +290,8 @@ with c3:
     holdout = True
     if dataset == "mnist":
         holdout = st.checkbox("Hold out the bundled sample", key="train_holdout",
-                              help="Leave out MNIST training images 0..9,999: the per-image pages "
-                                   "use them, so a model never saw them")
+                              help="Leave out MNIST training images 0 to 9,999: the bundled 1,000-image sample "
+                                   "that the per-image pages show was cut from them, so no model has trained on it")
 
 with st.expander("More settings"):
     m1, m2, m3 = st.columns(3)
@@ -281,8 +321,10 @@ with st.expander("Initialisation and ablations"):
     forget_bias = a1.number_input("Forget-gate bias", step=0.5,
                                   key="train_forget_bias", help="RIM, parallel LSTMs and RMC; default 1 for all")
     selection = a2.selectbox("RIM: who is active", ["attention", "random", "all"], key="train_selection",
-                             format_func={"attention": "attention picks k (paper)",
-                                          "random": "k at random (ablation)", "all": "all (ablation)"}.get)
+                             format_func={"attention": "attention (paper)", "random": "random k (ablation)",
+                                          "all": "all (ablation)"}.get,
+                             help="attention: the input attention picks the k active LSTMs (the paper); random: k "
+                                  "drawn at random each row (ablation); all: every LSTM active (ablation)")
     k_active = a3.number_input("RIM: active LSTMs k", min_value=1,
                                max_value=int(_rim["num_units"]), key="train_k_active")
     alpha = a4.number_input("RIM: communication share alpha", step=0.05,
@@ -301,7 +343,9 @@ plan, data_ok, demo = None, True, False
 try:
     plan = training_data_plan(dataset, data_dir or None, holdout_sample=holdout)
     n_txt = f" · {plan.n_train:,} training images" if plan.n_train is not None else ""
-    st.caption(f"Training data: {plan.source}{n_txt}" + (f" ({plan.note})" if plan.note else ""))
+    src, where = source_parts(plan.source)
+    st.caption(f"Training data: {src}{n_txt}." + (f" {plan.note[:1].upper()}{plan.note[1:]}." if plan.note else ""),
+               help=f"Read from {where}." if where else None)
 except DataUnavailableError as exc:
     data_ok = False
     say = st.info if st.session_state.get("train_demo") and dataset in SAMPLE_DATASETS else st.error
@@ -376,7 +420,8 @@ if st.button(f"Start {n_runs} run{'s' if n_runs != 1 else ''}" if n_runs else "S
         st.success(f"Queued {len(ids)} run{'s' if len(ids) != 1 else ''}; "
                    f"{store.max_concurrent} train{'s' if store.max_concurrent == 1 else ''} at a time.")
         if store.max_concurrent == 0:
-            st.warning("The training queue is paused (RIMSCOPE_MAX_CONCURRENT=0); runs wait until it is raised.")
+            st.warning("The training queue is paused on this server (it allows no worker at the moment); the runs "
+                       "wait until workers are allowed again.")
     except RimscopeError as exc:
         show_error(exc, "Could not start")
 
@@ -388,16 +433,19 @@ def live_view() -> None:
     fstore = RunStore()
     fstore.pump()
     runs = fstore.list_runs()
+    if active_now != any(r.active for r in runs):
+        st.rerun()  # everything finished, or a run was resumed: redraw the page, polling off or on
     mine = [r for r in runs if r.owner == owner]
     others = [r for r in runs if r.owner != owner]
     st.subheader("Your runs")
+    flash = st.session_state.pop("train_flash", None)
+    if flash:
+        (st.error if flash[0] == "error" else st.success)(flash[1])
     if not mine:
         st.info("No runs from this session yet. Set them up above and press Start.")
     else:
-        shown = [r for r in mine if r.active] + [r for r in mine if not r.active][:SHOWN_OWN_RUNS]
+        shown, older = card_runs(mine)
         show_runs(fstore, shown, editable=True, key="mine")
-        shown_ids = {r.run_id for r in shown}
-        older = [r for r in mine if r.run_id not in shown_ids]
         if older:
             with st.expander(f"Older runs of this session ({len(older)})"):
                 runs_table(older)
@@ -409,8 +457,6 @@ def live_view() -> None:
             live = [r for r in others if r.active]
             if live:
                 show_runs(fstore, live, editable=False, key="others")
-    if active_now and not any(r.active for r in runs):
-        st.rerun()  # everything finished: redraw the page once and stop polling
 
 
 sync_url(URL_STATE)  # before the live view, which reruns itself while runs are active

@@ -313,7 +313,7 @@ def test_mnist_holdout_removes_train_images_0_to_9999(tmp_path):
     np.testing.assert_array_equal(tr.indices, np.arange(10_000, 60_000))
     np.testing.assert_array_equal(tr.images[:, 0, 0], np.arange(10_000, 60_000) % 251)
     np.testing.assert_array_equal(tr.labels, np.arange(10_000, 60_000) % 10)
-    assert "0..9999 held out" in note
+    assert "0 to 9,999 held out" in note and "(" not in note
     full, _, note = prepare_training_data(cfg(holdout_sample=False), tmp_path)
     assert len(full) == 60_000 and note == ""
 

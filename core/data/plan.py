@@ -49,7 +49,8 @@ def _mnist_holdout(n: int | None, has_indices: bool) -> tuple[bool, str]:
         return False, (f"nothing held out: these {n:,} images are not the original 60,000-image MNIST training "
                        "set, so the bundled sample is not among them")
     lo, hi = MNIST_SAMPLE_TRAIN_INDICES.start, MNIST_SAMPLE_TRAIN_INDICES.stop
-    return True, f"train images {lo}..{hi - 1} held out (the bundled sample comes from them)"
+    return True, (f"training images {lo:,} to {hi - 1:,} held out: the 1,000 images of the bundled sample, which "
+                  f"the per-image pages show, were cut from these {hi - lo:,}, so no model has trained on them")
 
 
 def training_data_plan(dataset: str, data_dir: str | Path | None = None, holdout_sample: bool = True) -> DataPlan:

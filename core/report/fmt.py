@@ -8,6 +8,7 @@ value, so a half-finished grid still gives readable tables.
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -133,6 +134,49 @@ def method_title(name) -> str:
 def short_method_title(name) -> str:
     """``"RIM (paper's method)"`` -> ``"RIM"``."""
     return method_title(name).split(" (")[0]
+
+
+PROTOCOL_NAMES = {"paper": "paper protocol", "converged": "converged", "custom": "own settings"}
+
+
+def protocol_title(protocol) -> str:
+    """``"paper"`` -> ``"paper protocol"``, ``"converged"`` -> ``"converged"``; "" for none."""
+    return PROTOCOL_NAMES.get(str(protocol or ""), str(protocol or ""))
+
+
+def short_run_id(run_id) -> str:
+    """The random tail of a run id (``"20261201-184459-b7899b34"`` -> ``"b7899b34"``)."""
+    return str(run_id or "").rsplit("-", 1)[-1]
+
+
+def model_label(model, protocol="", seed=None, source="pretrained", run_id="", dataset=None,
+                stopped_at=None) -> str:
+    """The one display name of a model: method, protocol, seed and where it comes from.
+
+    ``"RIM (paper's method) · converged · seed 0 (pretrained)"``; a run adds its short id
+    (``"... (trained, run b7899b34)"``), ``dataset`` puts the data set first. Every picker,
+    table, legend, metric and card shows a model by this name, so two models never share one
+    (pretrained: one per data set, method, protocol and seed; runs: their id).
+    """
+    parts = [method_title(model)]
+    if protocol:
+        parts.append(protocol_title(protocol))
+    if seed is not None:
+        parts.append(f"seed {seed}")
+    where = [str(source)] if source else []
+    if run_id:
+        where.append(f"run {short_run_id(run_id)}")
+    if stopped_at is not None:
+        where.append(f"stopped at iteration {int(stopped_at):,}")
+    text = " · ".join(parts) + (f" ({', '.join(where)})" if where else "")
+    return f"{dataset_title(dataset)} · {text}" if dataset else text
+
+
+def source_parts(source) -> tuple[str, str]:
+    """A data source in plain words and where it is: ``"npz folder (/data/mnist)"`` ->
+    ``("npz folder", "/data/mnist")``. The path goes in a tooltip, never in running text."""
+    m = re.fullmatch(r"(.*?) \(([^()]*[/\\][^()]*)\)(.*)", str(source or ""))
+    return (m.group(1) + m.group(3), m.group(2)) if m else (str(source or ""), "")
 
 
 def params(n) -> str:

@@ -90,6 +90,29 @@ PROTOCOLS: dict[str, dict] = {
 # their own, never mixed with the converged ones in a comparison.
 PROTOCOLS["converged-aug"] = {**PROTOCOLS["converged"], "augment": "scan"}
 
+# the settings that tell the protocols apart (how often the test accuracy is logged does not)
+_PROTOCOL_KEYS = sorted(({k for p in PROTOCOLS.values() for k in p} | {"grad_clip"}) - {"eval_every"})
+
+
+def protocol_of(train_config) -> str:
+    """The protocol a run's settings follow: ``"paper"``, ``"converged"``, or ``"custom"`` when
+    any setting that tells them apart (optimiser, learning rate, schedule, iterations, batch,
+    validation, clipping, ...) differs from both; ``""`` without settings."""
+    if not isinstance(train_config, dict) or not train_config:
+        return ""
+    base = {f.name: f.default for f in dataclasses.fields(TrainConfig) if f.name in _PROTOCOL_KEYS}
+    for name, settings in PROTOCOLS.items():
+        want = {**base, **settings}
+        if all(_same(train_config.get(k, base.get(k)), want.get(k)) for k in _PROTOCOL_KEYS):
+            return name
+    return "custom"
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return abs(float(a) - float(b)) <= 1e-12 * max(1.0, abs(float(b)))
+    return a == b
+
 
 @dataclass
 class TrainConfig:

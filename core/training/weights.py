@@ -22,7 +22,7 @@ from torch.overrides import TorchFunctionMode
 from .. import __version__
 from ..errors import CheckpointError
 from ..fileio import atomic_write_bytes, json_bytes, os_error_reason
-from ..models.registry import build_model, list_models, model_config_dict
+from ..models.registry import build_model, get_spec, list_models, model_config_dict
 
 FORMAT = "rimscope-checkpoint/1"
 MAX_WEIGHTS_BYTES = 64 * 1024 * 1024
@@ -105,8 +105,23 @@ def load_checkpoint(path, *, expected_dataset: str | None = None):
     return load_checkpoint_bytes(w.read_bytes(), m.read_bytes(), expected_dataset=expected_dataset)
 
 
-def parse_metadata(meta_bytes: bytes) -> dict:
-    """Parse and validate checkpoint JSON; raises CheckpointError naming the problem."""
+def is_safetensors(data: bytes) -> bool:
+    """Whether ``data`` starts like a safetensors file: an 8-byte header length, then that
+    many bytes of a JSON object (checked without reading any tensor)."""
+    if not isinstance(data, bytes) or len(data) < 10:
+        return False
+    n = int.from_bytes(data[:8], "little")
+    if not 2 <= n <= len(data) - 8 or data[8:9] != b"{":
+        return False
+    try:
+        return isinstance(json.loads(data[8:8 + n].decode("utf-8")), dict)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return False
+
+
+def parse_metadata(meta_bytes: bytes, shown: str = "The metadata") -> dict:
+    """Parse and validate checkpoint JSON; raises CheckpointError naming the problem
+    (``shown``: how the messages name the file, e.g. ``"The metadata file run.json"``)."""
     if not meta_bytes:
         raise CheckpointError("The metadata file is empty.")
     if len(meta_bytes) > MAX_META_BYTES:
@@ -120,9 +135,13 @@ def parse_metadata(meta_bytes: bytes) -> dict:
     if not isinstance(meta, dict):
         raise CheckpointError("The metadata must be a JSON object.")
     name = meta.get("model")
+    known = ", ".join(get_spec(m).title for m in list_models())
+    if name is None:
+        raise CheckpointError(f"{shown} does not say which model it belongs to (it has no \"model\" entry), so it "
+                              f"is not a RIMscope checkpoint's metadata. RIMscope's models: {known}.")
     if not isinstance(name, str) or name not in list_models():
-        raise CheckpointError(f"The metadata names an unknown model {name!r}; known models: "
-                              f"{', '.join(list_models())}.")
+        raise CheckpointError(f"{shown} names a model RIMscope does not have ({str(name)[:40]}). "
+                              f"RIMscope's models: {known}.")
     cfg = meta.get("config")
     if not isinstance(cfg, dict):
         raise CheckpointError("The metadata has no 'config' object for the model.")
@@ -175,11 +194,19 @@ def check_upload(weights, meta, *, expected_dataset: str | None = None, weights_
         if len(data) > limit:
             raise CheckpointError(f"{shown} is too large ({len(data) / 2**20:.1f} MB; the limit is "
                                   f"{limit / 2**20:g} MB per file).")
+    if not weights:
+        raise CheckpointError(f"{weights_name or 'The weights file'} is empty.")
+    if weights[:2] not in PICKLE_MAGIC and weights[:4] != b"PK\x03\x04" and not is_safetensors(weights):
+        raise CheckpointError(f"{weights_name or 'The weights file'} is not a safetensors file: its contents are "
+                              "not in the safetensors format that RIMscope saves weights in, whatever its name says. "
+                              "Upload the .safetensors file that was saved together with the metadata.")
+    meta_shown = f"The metadata file {meta_name}" if meta_name else "The metadata"
     if expected_dataset is None:
-        expected_dataset = parse_metadata(meta).get("dataset")
+        expected_dataset = parse_metadata(meta, meta_shown).get("dataset")
         if expected_dataset not in DATASETS:
             raise CheckpointError(f"The metadata names no known data set ({expected_dataset!r}); add \"dataset\" "
                                   f"to the JSON or choose the data set it was trained on ({', '.join(DATASETS)}).")
+    parse_metadata(meta, meta_shown)  # its problems named with the file's name
     model, meta_doc = load_checkpoint_bytes(weights, meta, expected_dataset=expected_dataset)
     info = DATASETS[expected_dataset]
     cfg = getattr(model, "config", None)

@@ -7,7 +7,7 @@ import streamlit as st
 from core import catalog
 from core.data.datasets import DATASETS
 from core.models.registry import DEFAULT_MODEL, list_models
-from core.report.fmt import dataset_title
+from core.report.fmt import dataset_title, method_title
 
 PROTOCOL_KEY = "pretrained_protocol"
 PROTOCOL_TITLES = {"converged": "converged (trained to convergence)", "paper": "paper protocol (1,000 SGD steps)"}
@@ -118,7 +118,7 @@ def method_models_picker(all_entries: list[catalog.ModelEntry], key_prefix: str,
             cands = by_method[method]
             if main is not None and main.model == method:
                 chosen[method] = main
-                st.caption(f"{method}: {main.display} (the model chosen above)")
+                st.caption(f"{main.display}: the model chosen above")
                 continue
             key = f"{key_prefix}_{method}"
             keys = [e.key for e in cands]
@@ -127,9 +127,9 @@ def method_models_picker(all_entries: list[catalog.ModelEntry], key_prefix: str,
             default = _preferred(cands).key
             if len(cands) == 1:
                 chosen[method] = cands[0]
-                st.caption(f"{method}: {cands[0].display}")
+                st.caption(f"{cands[0].display}: the only one of its method")
                 continue
-            k = st.selectbox(method, keys, index=keys.index(default), key=key,
+            k = st.selectbox(method_title(method), keys, index=keys.index(default), key=key,
                              format_func=lambda kk, c=cands: next(e.display for e in c if e.key == kk))
             chosen[method] = next(e for e in cands if e.key == k)
     return chosen

@@ -59,7 +59,7 @@ PAGE_READY_TEXT = {
     "compare": None,  # depends on the reproduction results present; the heading is enough
 }
 INSIDE = PAGE_READY_TEXT["mechanisms"]  # the per-row view under a prediction
-PREDICTION = re.compile(r"\): \S.* \(\d+%\)")  # "rim (pretrained): 7 (10%) · parallel_lstm (...): ..."
+PREDICTION = re.compile(r"\): \S.* \(\d+%\)")  # "RIM (paper's method) · converged · seed 0 (pretrained): 7 (10%) · ..."
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -253,8 +253,8 @@ def test_robustness_noise_slider(page, app_server, screenshot):
     page.get_by_text("Test error at Gaussian variance 0.01").wait_for(timeout=SLOW_MS)
     page.get_by_text("Error against noise strength").wait_for(timeout=SLOW_MS)
     settle(page, SLOW_MS / 1000)
-    metrics = page.locator('[data-testid="stMetric"]')
-    before = poll(lambda: metrics.all_inner_texts(), WAIT_S, what="the error metrics")
+    metrics = page.locator('[data-testid="stTable"]').filter(has_text="95% interval")  # every model's error
+    before = poll(lambda: metrics.all_inner_texts(), WAIT_S, what="the error table")
 
     thumb = page.locator('[data-testid="stSlider"]').filter(has_text="Gaussian noise").first \
         .locator('[role="slider"], input[type="range"]').first

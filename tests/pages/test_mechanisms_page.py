@@ -129,7 +129,7 @@ def test_dataset_view_shows_class_and_row_heatmaps(page_env):
     assert not at.exception
     assert at.select_slider(key="mech_stats_n").value == 1000
     cap = next(c.value for c in at.caption if "fixed subset, seed 0" in c.value)
-    assert "1000 images from bundled sample" in cap and "fraction of rows active" in cap
+    assert "1000 images from the bundled sample (fixed subset" in cap and "fraction of rows active" in cap
     charts = {getattr(e, "key", None) for e in _walk(at.main)}
     assert {"mech_stats_class", "mech_stats_row"} <= charts
     assert len(at.dataframe) == 1 and len(at.dataframe[0].value) == 6  # one row per LSTM
@@ -240,7 +240,8 @@ def test_mask_statistics_side_by_side_for_both_protocols(page_env, fixture_dirs,
     at = run_page(mech_tab="Across the test set")
     assert not at.exception
     table = next(d.value for d in at.dataframe if "LSTM 1" in d.value.columns)
-    assert list(table.index) == ["rim (pretrained, converged)", "rim (pretrained)"]
+    assert list(table.index) == ["RIM (paper's method) · converged · seed 0 (pretrained)",
+                                 "RIM (paper's method) · paper protocol · seed 0 (pretrained)"]
     assert ((table.to_numpy() >= 0) & (table.to_numpy() <= 1)).all()
     assert abs(table.to_numpy().sum(axis=1) - 4).max() < 1e-6  # 4 of 6 active in every row
     assert any("spread" in c.value for c in at.caption)

@@ -61,7 +61,7 @@ def test_models_page_lists_pretrained_and_inspects_one(page_env):
     df = table(at)
     assert len(df) == 6
     assert set(df["source"]) == {"pretrained"}
-    assert list(df.columns[:4]) == ["data set", "model", "source", "owner"]
+    assert list(df.columns[:5]) == ["data set", "model", "protocol", "source", "owner"]
     assert {"parameters", "seed", "clean error (%)", "noisy error (%)", "date"} <= set(df.columns)
     assert set(df["clean error (%)"]) == {3.12, 4.47, 5.81, 55.23, 57.61, 61.02}
     assert at.selectbox(key="models_pick").value is not None
@@ -109,7 +109,7 @@ def test_downloads_are_the_files_on_disk(page_env):
     [
         (("model.pt", b"\x80\x04\x95 pickle bytes"), ("model.json", b"{}"), "pickle"),
         (("model.pth", b"anything"), ("model.json", b"{}"), "never opens pickle"),
-        (("model.safetensors", b"not safetensors"), ("model.json", b"{not json"), "not valid JSON"),
+        (("model.safetensors", b"not safetensors"), ("model.json", b"{not json"), "not a safetensors file"),
         (("model.safetensors", b"\x80\x04 disguised pickle"), ("model.json", None), "pickle"),
         (("model.safetensors", b"junk"), ("model.txt", b"{}"), ".json"),
     ],
@@ -230,6 +230,45 @@ def test_table_columns_are_wide_enough_for_their_longest_values(page_env):
     assert cols["model"]["width"] >= 150 and cols["model"].get("pinned") is True  # "RIM (paper's method)"
     assert cols["date"]["width"] >= 130  # "2026-01-02 03:04"
     assert cols["owner"]["width"] >= 110  # "another session"
+
+
+def test_foreign_safetensors_upload_is_refused_in_plain_words(page_env):
+    """A text file named .safetensors with foreign metadata: the message names the file and says
+    that the weights file is not a safetensors file; no Python None, no internal model ids."""
+    at = upload(run_page(), ("notes.safetensors", b"just some text, not weights\n"), ("notes.json", b'{"hello": 1}'))
+    assert not at.exception
+    msg = at.error[0].value
+    assert "notes.safetensors" in msg and "is not a safetensors file" in msg
+    assert "None" not in msg and "parallel_lstm" not in msg
+    # real weights with that metadata: the metadata file is named, and what it lacks, in words
+    w, _ = valid_checkpoint()
+    at = upload(run_page(), ("model.safetensors", w), ("notes.json", b'{"hello": 1}'))
+    msg = at.error[0].value
+    assert "notes.json" in msg and "which model" in msg and "None" not in msg and "parallel_lstm" not in msg
+    assert "Parallel LSTMs" in msg  # the models by their titles
+    assert not store().list_runs()
+
+
+def test_every_model_has_its_own_name_and_inspect_opens_the_row(page_env, monkeypatch):
+    """With the shipped models (two protocols per method): the table has a protocol column, every
+    picker label is unique, and picking a row's name opens that row's model (same error)."""
+    from core.paths import ROOT
+
+    if not (ROOT / "pretrained" / "manifest.json").is_file():
+        pytest.skip("no shipped pretrained models in this checkout")
+    monkeypatch.setenv("RIMSCOPE_PRETRAINED_DIR", str(ROOT / "pretrained"))
+    at = run_page()
+    assert not at.exception
+    at.selectbox(key="models_ds").set_value("mnist").run()
+    df = table(at)
+    assert "protocol" in df.columns and {"paper protocol", "converged"} <= set(df["protocol"])
+    options = at.selectbox(key="models_pick").options
+    assert len(options) == len(set(options)) == len(df)
+    for row in df.to_dict("records"):
+        name = f"{row['data set']} · {row['model']} · {row['protocol']} · seed {row['seed']} ({row['source']})"
+        assert name in options, name
+        at.selectbox(key="models_pick").select_index(options.index(name)).run()
+        assert metric(at, "Clean test error") == f"{row['clean error (%)']:.2f} %", name
 
 
 def test_each_model_shows_its_health_and_an_unhealthy_one_is_flagged(page_env):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.models.registry import list_models, parameter_counts
@@ -31,17 +32,21 @@ def test_overview_loads_with_diagram_methods_and_counts(page_env):
     assert list(methods[col]) == [small[m] for m in list_models()]
     assert any("32x32x3" in c for c in methods.columns)
     knobs = at.table[1].value
-    assert dict(zip(knobs["setting"], knobs["default"]))["k_active"] == "4"
-    assert dict(zip(knobs["setting"], knobs["default"]))["alpha"] == "0.1"
+    assert dict(zip(knobs["setting"], knobs["default"]))["active LSTMs per row (k)"] == "4"
+    assert dict(zip(knobs["setting"], knobs["default"]))["communication share"] == "0.1"
+    # setting names as in the code only under the details expander, plain words in the table
+    assert not any("_" in t or t == "impl" for t in knobs["setting"])
+    names = at.table[2].value
+    assert "k_active" in set(names["name in the code"]) and "impl" in set(names["name in the code"])
     assert len(at.get("plotly_chart")) == 1  # parameter bars
 
 
 def test_overview_counts_pretrained_per_dataset_and_sources(page_env):
     at = run_page()
     loaded = at.dataframe[0].value.set_index("data set")
-    assert loaded.loc["MNIST", "pretrained models"] == "3 of 5"
-    assert loaded.loc["CIFAR-10", "pretrained models"] == "3 of 5"
-    assert loaded.loc["Fashion-MNIST", "pretrained models"] == "0 of 5"
+    assert loaded.loc["MNIST", "pretrained, paper protocol"] == "3 of 5"
+    assert loaded.loc["CIFAR-10", "pretrained, paper protocol"] == "3 of 5"
+    assert loaded.loc["Fashion-MNIST", "pretrained, paper protocol"] == "0 of 5"
     assert (loaded["your runs"] == 0).all()
     assert loaded.loc["MNIST", "bundled sample"] == "✅"  # the shipped sample; no npz in the test data dir
     assert loaded.loc["MNIST", "npz folder"] == "—"
@@ -49,8 +54,10 @@ def test_overview_counts_pretrained_per_dataset_and_sources(page_env):
     assert metrics["Pretrained models"] == "6"
     assert metrics["Your runs (trained or uploaded)"] == "0"
     assert metrics["Reproduction results"] == "3 experiments"  # a count: names would not fit the metric
-    listed = next(c.value for c in at.caption if c.value.startswith("Reproduction results:"))
-    assert "`results/converged`" in listed and "`results/paper`" in listed and "`results/unequal_init/long`" in listed
+    listed = next(c for c in at.caption if c.value.startswith("Reproduction results"))
+    assert "converged protocol" in listed.value and "longer schedule" in listed.value
+    assert "results/" not in listed.value  # folders only in the tooltip
+    assert all(f"`results/{n}`" in listed.proto.help for n in ("converged", "paper", "unequal_init/long"))
     assert any("Animals-10 here is a small, unbalanced subset" in w.value for w in at.warning)
 
 
@@ -66,3 +73,32 @@ def test_overview_without_pretrained_models_says_how_to_get_them(empty_env):
     assert not at.exception
     assert any("export-pretrained" in i.value for i in at.info)
     assert {m.label: m.value for m in at.metric}["Reproduction results"] == "none yet"
+
+
+def test_overview_counts_add_up_with_the_shipped_models(page_env, monkeypatch):
+    """Two protocols per data set: each column counts one protocol's models (never "10 of 5"),
+    and the columns add up to the "Pretrained models" metric. The parameter-matched sentence
+    parses (no "), (" run-on) and names no folder."""
+    import re
+
+    from core.catalog import read_manifest
+    from core.paths import ROOT
+
+    if not (ROOT / "pretrained" / "manifest.json").is_file():
+        pytest.skip("no shipped pretrained models in this checkout")
+    monkeypatch.setenv("RIMSCOPE_PRETRAINED_DIR", str(ROOT / "pretrained"))
+    monkeypatch.setenv("RIMSCOPE_RESULTS_DIR", str(ROOT / "results"))
+    at = run_page()
+    assert not at.exception
+    loaded = at.dataframe[0].value.set_index("data set")
+    cols = [c for c in loaded.columns if c.startswith("pretrained")]
+    assert cols == ["pretrained, converged", "pretrained, paper protocol"]
+    total = 0
+    for cell in loaded[cols].to_numpy().ravel():
+        n, of = map(int, re.fullmatch(r"(\d+) of (\d+)", cell).groups())
+        assert n <= of
+        total += n
+    metrics = {m.label: m.value for m in at.metric}
+    assert int(metrics["Pretrained models"]) == total == len(read_manifest(ROOT / "pretrained")["models"])
+    text = " ".join(m.value for m in at.markdown)
+    assert "), (" not in text and "results/unequal_init" not in text

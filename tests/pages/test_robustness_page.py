@@ -17,7 +17,8 @@ from PIL import Image
 from streamlit.testing.v1 import AppTest
 
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "robustness.py")
-METHODS = ("rim (pretrained)", "parallel_lstm (pretrained)", "indrnn (pretrained)")
+METHODS = ("RIM (paper's method) · paper protocol · seed 0 (pretrained)",
+           "Parallel LSTMs · paper protocol · seed 0 (pretrained)", "IndRNN · paper protocol · seed 0 (pretrained)")
 
 
 @pytest.fixture(autouse=True)
@@ -33,8 +34,21 @@ def run_page(**state) -> AppTest:
     return at.run()
 
 
+def tables(at: AppTest) -> list:
+    return [t.value for t in at.table]
+
+
+def error_rows(at: AppTest) -> dict[str, dict]:
+    """The test-error table's rows by model name."""
+    df = next(t for t in tables(at) if "test error" in t.columns)
+    return {r["model"]: r for r in df.to_dict("records")}
+
+
 def metrics(at: AppTest) -> dict[str, str]:
-    return {m.label: m.value for m in at.metric}
+    """Every metric by label, and every model's test error by its full name."""
+    out = {m.label: m.value for m in at.metric}
+    out.update({name: r["test error"] for name, r in error_rows(at).items()})
+    return out
 
 
 def walk(node):
@@ -59,14 +73,17 @@ def test_page_loads_with_the_paper_noise_level(page_env):
     slider = at.select_slider(key="rb_strength_gaussian")
     assert slider.value == 0.01
     assert slider.options[0] == "0.00" and slider.options[-1] == "0.20" and "0.01 (paper)" in slider.options
+    assert slider.value == 0.01
     m = metrics(at)
     assert set(METHODS) <= set(m)
     assert all(m[k].endswith("%") for k in METHODS)
     assert "Changed over 100 test images" in m and "Changed on this image" in m
     assert {"rb_probs", "rb_curve", "rb_mask", "rb_flips"} <= chart_keys(at)
     assert "noisy: Gaussian variance 0.01 (seed 0)" in captions(at) and "clean: sample image #0 (training image #0 of the original set)" in captions(at)
-    assert any("100 test images (fixed subset, seed 0) from bundled sample" in c.value for c in at.caption)
-    assert len(at.dataframe) == 1 and list(at.dataframe[0].value["model"]) == list(METHODS)
+    assert any("100 test images (fixed subset, seed 0) from the bundled sample" in c.value for c in at.caption)
+    predictions = next(t for t in tables(at) if "changed" in t.columns)
+    assert list(predictions["model"]) == list(METHODS)
+    assert not at.dataframe  # static tables only: a grid cell cuts long names ("elephant (", "stre…")
     # the error curve's floors: chance and the most frequent class of the scored images
     import json
 
@@ -100,9 +117,9 @@ def test_zero_noise_equals_clean(page_env):
     at = run_page()
     at.select_slider(key="rb_strength_gaussian").set_value(0.0).run()
     assert not at.exception
-    for metric in at.metric:
-        if metric.label in METHODS:
-            assert metric.delta.startswith("±0.0 pts")
+    rows = error_rows(at)
+    assert set(METHODS) <= set(rows)
+    assert all(rows[k]["change vs clean"] == "±0.0 points" for k in METHODS)
     assert metrics(at)["Changed over 100 test images"] == "0.0%"
 
 
@@ -110,7 +127,10 @@ def test_other_noise_kinds(page_env):
     at = run_page()
     at.selectbox(key="rb_kind").set_value("salt_pepper").run()
     assert not at.exception
-    assert at.select_slider(key="rb_strength_salt_pepper").value == 0.01
+    sp = at.select_slider(key="rb_strength_salt_pepper")
+    assert sp.value == 0.01
+    # the paper's test is Gaussian noise of variance 0.01: no "(paper)" marker on another noise's 0.01
+    assert "0.01" in sp.options and not any("paper" in o for o in sp.options)
     at.select_slider(key="rb_strength_salt_pepper").set_value(0.1).run()
     assert not at.exception and set(METHODS) <= set(metrics(at))
     at.selectbox(key="rb_kind").set_value("poisson").run()

@@ -47,7 +47,7 @@ def test_page_loads_with_widgets(home):
     assert at.checkbox(key="train_holdout").value is True
     assert any("Training data: npz folder" in c.value for c in at.caption)
     # the tiny data set (300 images) is not the original MNIST order: nothing is held out, said so
-    assert any("300 training images" in c.value and "nothing held out" in c.value for c in at.caption)
+    assert any("300 training images" in c.value and "nothing held out" in c.value.lower() for c in at.caption)
     assert not errors(at) and not at.button(key="train_start").disabled
     at.checkbox(key="train_holdout").uncheck().run()
     assert not at.exception and not errors(at)
@@ -261,6 +261,8 @@ def test_curves_span_the_schedule_and_runs_without_points_draw_no_chart():
     assert live_runs_figure([run], {"r1": one_point}, "loss").layout.yaxis.rangemode == "tozero"
     assert not has_points({"loss": [], "test_acc": []}, "loss")
     assert has_points(one_point, "acc")
+    named = live_runs_figure([run], {"r1": one_point}, "acc", names={"r1": "RIM (paper's method) · paper protocol · seed 0 (run r1)"})
+    assert named.data[0].name == "RIM (paper's method) · paper protocol · seed 0 (run r1)"
     long = {"iteration": list(range(1, 5001)), "loss": [1.0] * 5000}
     assert len(live_runs_figure([run], {"r1": long}, "loss").data[0].x) <= 1501  # thinned, last point kept
 
@@ -311,3 +313,64 @@ def test_augment_choice_lives_in_the_url_and_reaches_the_queued_runs(home):
     bad.query_params["train_augment"] = "flip"
     bad.run()
     assert not bad.exception and bad.selectbox(key="train_augment").value == "none"
+
+
+def _cards(at: AppTest) -> list[str]:
+    """The run cards' titles, top to bottom."""
+    return [m.value for m in at.markdown if "(run " in m.value and " on " in m.value]
+
+
+def test_intro_follows_the_chosen_protocol(home):
+    at = run_page("f" * 16)
+    intro = at.caption[0].value
+    assert "paper's protocol (plain SGD" in intro and "$RIMSCOPE_HOME" not in intro
+    at.radio(key="train_protocol").set_value("converged").run()
+    intro = at.caption[0].value
+    assert "to convergence" in intro and "Adam" in intro and "paper's protocol" not in intro
+
+
+def test_cards_name_their_protocol_keep_their_order_and_stop_says_which_run(home):
+    from core.training.config import TrainConfig
+
+    owner = "9" * 16
+    store = RunStore()
+    paper = store.submit(TrainConfig.from_protocol("paper", dataset="mnist", model="rim", holdout_sample=False),
+                         owner=owner)
+    conv = store.submit(TrainConfig.from_protocol("converged", dataset="mnist", model="rim", holdout_sample=False),
+                        owner=owner)
+    at = run_page(owner)
+    assert not at.exception
+    cards = _cards(at)
+    assert len(cards) == 2
+    # creation order, and the two protocols of one method and seed read differently
+    assert "· paper protocol · seed 0" in cards[0] and paper[-8:] in cards[0]
+    assert "· converged · seed 0" in cards[1] and conv[-8:] in cards[1]
+    # the older run finishes: the cards keep their places (not re-sorted by state)
+    store._set_status(paper, status="completed", iteration=1000)
+    at.run()
+    assert _cards(at)[0].count(paper[-8:]) == 1 and conv[-8:] in _cards(at)[1]
+    # Stop acts on the run its card names, and the page says which one it stopped
+    at.button(key=f"stop_{conv}").click().run()
+    assert not at.exception
+    assert RunStore().get(conv).status == "stopped" and RunStore().get(paper).status == "completed"
+    said = " ".join(s.value for s in at.success)
+    assert f"Stopped RIM (paper's method) · converged · seed 0 (run {conv[-8:]}) before it started." in said
+
+
+def test_held_out_sentence_says_why_without_nested_brackets_or_paths(home, monkeypatch):
+    """The original 60,000-image MNIST: the caption says how many images train, which are held
+    out and why, in one plain sentence; the folder only in its tooltip."""
+    import core.data.plan as plan
+    from core.data.datasets import MNIST_TRAIN_SIZE
+
+    held, note = plan._mnist_holdout(MNIST_TRAIN_SIZE, True)
+    assert held
+    monkeypatch.setattr(plan, "training_data_plan", lambda *a, **k: plan.DataPlan(
+        "npz folder (/somewhere/data/mnist)", MNIST_TRAIN_SIZE - 10_000, note))
+    at = run_page("7" * 16)
+    assert not at.exception
+    cap = next(c for c in at.caption if c.value.startswith("Training data:"))
+    assert "50,000 training images" in cap.value and "0 to 9,999 held out" in cap.value
+    assert "1,000 images of the bundled sample" in cap.value and "were cut from these 10,000" in cap.value
+    assert "(" not in cap.value and "/somewhere" not in cap.value
+    assert "/somewhere/data/mnist" in cap.proto.help

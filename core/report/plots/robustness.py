@@ -91,8 +91,12 @@ def error_curve_figure(curves: list[dict], *, x_title: str, current: float | Non
                                  hovertemplate=c["label"] + "<br>" + x_title + " %{x}<br>%{y:.1f}%<extra></extra>"))
     add_floor_lines(fig, floors)
     if reference is not None:
-        fig.add_vline(x=reference, line=dict(color="#777777", dash="dot"),
-                      annotation_text=reference_label, annotation_position="top left")
+        # the reference's label on the top line of the plot, the current setting's one line below
+        # (mark_current): the two never overlap, even when the current setting is the reference
+        fig.add_vline(x=reference, line=dict(color="#777777", dash="dot"))
+        fig.add_annotation(x=reference, xref="x", y=1, yref="paper", text=reference_label, name="reference",
+                           showarrow=False, xanchor="left", yanchor="top", xshift=3, font=dict(size=11, color="#555555"),
+                           bgcolor="rgba(255,255,255,0.8)")
     if current is not None:
         mark_current(fig, current)
     fig.update_layout(height=height, xaxis_title=x_title, yaxis_title=y_title, hovermode="x unified",
@@ -111,10 +115,12 @@ def mark_current(fig: go.Figure, x: float, label: str = "current") -> go.Figure:
     fig.layout.annotations = [a for a in fig.layout.annotations if a.name != "current"]
     fig.add_shape(type="line", xref="x", yref="paper", x0=x, x1=x, y0=0, y1=1, name="current",
                   line=dict(color="#000000", width=1.5))
-    # inside the plot, right of the line: the reference line's label sits left of its line,
-    # so the two never overlap when the current setting is the reference (the paper's 0.01)
+    # a line below the reference's label (top line, with a gap), on the side of the line with room:
+    # right of it in the left part of the plot, left of it near the right edge
+    xs = [v for tr in fig.data for v in (tr.x if tr.x is not None else ()) if v is not None]
+    right_edge = bool(xs) and x > min(xs) + 0.75 * (max(xs) - min(xs))
     fig.add_annotation(x=x, xref="x", y=1, yref="paper", text=label, name="current", showarrow=False,
-                       xanchor="left", yanchor="top", xshift=3, font=dict(size=11),
-                       bgcolor="rgba(255,255,255,0.8)")
+                       xanchor="right" if right_edge else "left", yanchor="top", yshift=-26,
+                       xshift=-3 if right_edge else 3, font=dict(size=11), bgcolor="rgba(255,255,255,0.8)")
     return fig
 

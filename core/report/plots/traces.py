@@ -180,16 +180,21 @@ def comm_attention_figure(attn, unit_names: list, active=None, *, t: int | None 
         act = np.asarray(active) > 0.5
         a[~act] = np.nan
         labels_y = [f"{u} ({'reads' if act[i] else 'inactive'})" for i, u in enumerate(unit_names)]
-    text = np.where(np.isnan(a), "", np.vectorize(lambda v: f"{v:.2f}")(np.nan_to_num(a)))
+    # whole percent at a fixed, readable size: two digits fit a cell of a narrow column
+    text = np.where(np.isnan(a), "", np.vectorize(lambda v: f"{v * 100:.0f}")(np.nan_to_num(a)))
     fig = go.Figure(go.Heatmap(z=a, x=list(unit_names), y=labels_y, zmin=0, zmax=1, colorscale="Blues",
-                               text=text, texttemplate="%{text}", xgap=1, ygap=1,
-                               colorbar=dict(title="attention weight (row sums to 1)", title_side="right"),
+                               text=text, texttemplate="%{text}", textfont=dict(size=HEATMAP_TEXT_PX), xgap=1, ygap=1,
+                               colorbar=dict(title="attention (%), each row sums to 100", title_side="right",
+                                             thickness=12, tickvals=[0, 0.5, 1], ticktext=["0", "50", "100"]),
                                hovertemplate="%{y} reads %{x}: %{z:.3f}<extra></extra>"))
     fig.update_yaxes(autorange="reversed", title="reader (query)")
     fig.update_xaxes(title="read from (key/value)", side="bottom")
     ttl = f"communication attention at row {t}" if t is not None else "communication attention"
     fig.update_layout(height=max(height, 40 * n + 120), title=ttl, margin=dict(l=10, r=10, t=40, b=40))
     return fig
+
+
+HEATMAP_TEXT_PX = 11  # numbers printed in heatmap cells: fixed, so plotly never shrinks them to fit
 
 
 def probability_figure(rows: list[dict], classes: list, *, true_class: int | None = None,
@@ -206,13 +211,16 @@ def probability_figure(rows: list[dict], classes: list, *, true_class: int | Non
         p = np.asarray(r["probs"], dtype=float)
         fig.add_trace(go.Bar(x=names, y=p * 100, name=r["label"], marker_color=method_color(r["method"]),
                              hovertemplate=r["label"] + "<br>%{x}: %{y:.1f}%<extra></extra>"))
+    ticks = list(names)
     if true_class is not None and 0 <= true_class < len(names):
-        fig.add_vrect(x0=true_class - 0.5, x1=true_class + 0.5, fillcolor="rgba(0,0,0,0.07)", line_width=0,
-                      annotation_text="true class", annotation_position="top left")
-    fig.update_layout(barmode="group", height=height, yaxis=dict(title="probability (%)", range=[0, 100]),
-                      xaxis=dict(title="class", type="category"),
-                      legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0),
-                      margin=dict(l=10, r=10, t=30, b=40))
+        # shaded column, named under the axis: a label inside the plot would sit on the bars
+        fig.add_vrect(x0=true_class - 0.5, x1=true_class + 0.5, fillcolor="rgba(0,0,0,0.07)", line_width=0)
+        ticks[true_class] = f"<b>{names[true_class]}</b><br>true class"
+    # the legend (full model names, one per line when long) under the plot, never on the bars
+    fig.update_layout(barmode="group", height=height + 20 * len(rows), yaxis=dict(title="probability (%)", range=[0, 100]),
+                      xaxis=dict(title="class", type="category", tickvals=names, ticktext=ticks),
+                      legend=dict(orientation="h", y=-0.25, yanchor="top", x=0),
+                      margin=dict(l=10, r=10, t=10, b=40))
     return fig
 
 
@@ -228,7 +236,8 @@ def unit_heatmap(z, x_labels, unit_names: list, *, x_title: str, colorbar: str, 
     else:
         kw = dict(colorscale="Viridis", zmin=zmin, zmax=zmax)
     if annotate:
-        kw.update(text=np.vectorize(lambda v: "" if np.isnan(v) else f"{v:.2f}")(m), texttemplate="%{text}")
+        kw.update(text=np.vectorize(lambda v: "" if np.isnan(v) else f"{v:.2f}")(m), texttemplate="%{text}",
+                  textfont=dict(size=HEATMAP_TEXT_PX))
     fig = go.Figure(go.Heatmap(z=m, x=[str(v) for v in x_labels], y=list(unit_names), xgap=1, ygap=1,
                                colorbar=dict(title=colorbar, title_side="right"),
                                hovertemplate=x_title + " %{x}, %{y}: %{z:.3f}<extra></extra>", **kw))

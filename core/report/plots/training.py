@@ -18,7 +18,7 @@ from ..fmt import method_title
 from ..stats import ema_smooth, float_array
 from .style import LOG_TICKS, axis_title, empty_figure, method_color, method_order
 
-ITERATION_AXIS = "training iteration (SGD steps, batch of 100)"
+ITERATION_AXIS = "training iteration (optimiser steps, batch of 100)"
 # metric -> (short name, axis title with unit, scale applied to stored values)
 CURVE_METRICS = {
     "loss": ("training loss", "training loss (nats)", 1.0),  # cross-entropy
@@ -148,7 +148,7 @@ def curves_small_multiples(curves: list[dict], metric: str = "loss", *, smoothin
     for r in range(1, rows + 1):
         fig.update_yaxes(title_text=axis_title(axis, log_y), row=r, col=1)
     for c in range(1, cols + 1):
-        fig.update_xaxes(title_text="iteration (SGD steps)", row=rows, col=c)
+        fig.update_xaxes(title_text="iteration (optimiser steps)", row=rows, col=c)
     if log_y:
         fig.update_yaxes(type="log", tickformat=LOG_TICKS)
     suffix = f" (smoothed, EMA {smoothing:g})" if smoothing else ""
@@ -178,7 +178,7 @@ def run_curves_figure(meta: dict, title: str = "", log_loss: bool | None = None)
         fig.add_trace(go.Scatter(x=tx, y=ty, mode="lines+markers" if m == "test_acc" else "lines",
                                  line=dict(color=color, width=1.5), name=CURVE_METRICS[m][0], showlegend=False,
                                  hovertemplate="iteration %{x:.0f}<br>%{y:.4g}<extra></extra>"), row=1, col=i)
-        fig.update_xaxes(title_text="iteration (SGD steps)", row=1, col=i)
+        fig.update_xaxes(title_text="iteration (optimiser steps)", row=1, col=i)
         log = False
         if m == "loss":
             y = c["y"][np.isfinite(c["y"]) & (c["y"] > 0)]
@@ -207,9 +207,10 @@ def has_points(metrics: dict, kind: str) -> bool:
     return any(v is not None for v in metrics.get("loss" if kind == "loss" else "test_acc") or [])
 
 
-def live_runs_figure(runs: list, metrics: dict, kind: str) -> go.Figure:
+def live_runs_figure(runs: list, metrics: dict, kind: str, names: dict | None = None) -> go.Figure:
     """Training loss (``kind="loss"``) or periodic test accuracy (``"acc"``) of run-store runs
-    (``RunInfo``: run_id, model, seed, total), ``metrics`` by run id; colour per method, dash per seed."""
+    (``RunInfo``: run_id, model, seed, total), ``metrics`` by run id; colour per method, dash per seed;
+    ``names``: the legend name of each run id (the page's run-card names)."""
     fig = go.Figure()
     for r in runs:
         m = metrics[r.run_id]
@@ -219,15 +220,17 @@ def live_runs_figure(runs: list, metrics: dict, kind: str) -> go.Figure:
             x, y = m["eval_iteration"], [None if a is None else 100 * a for a in m["test_acc"]]
         fig.add_trace(go.Scatter(
             x=x, y=y, mode="lines" if kind == "loss" else "lines+markers",
-            name=f"{r.model} s{r.seed} · {r.run_id[-8:]}", legendgroup=r.model,
+            name=(names or {}).get(r.run_id) or f"{r.model} s{r.seed} · {r.run_id[-8:]}", legendgroup=r.model,
             line={"color": method_color(r.model), "dash": SEED_DASHES[(r.seed or 0) % len(SEED_DASHES)]}))
     if kind == "loss":
-        fig.update_layout(title="Training loss", xaxis_title="Iteration (SGD steps)",
+        fig.update_layout(title="Training loss", xaxis_title="Iteration (optimiser steps)",
                           yaxis_title="Cross-entropy loss (nats, per batch)")
     else:
-        fig.update_layout(title="Test accuracy (fixed test subset)", xaxis_title="Iteration (SGD steps)",
+        fig.update_layout(title="Test accuracy (fixed test subset)", xaxis_title="Iteration (optimiser steps)",
                           yaxis_title="Test accuracy (%)", yaxis_range=[0, 100])
-    fig.update_layout(height=330, margin={"l": 10, "r": 10, "t": 40, "b": 10}, legend_title_text="Run")
+    # the legend (one full run name per line) under the plot: long names never squeeze it
+    fig.update_layout(height=330 + 22 * len(runs), margin={"l": 10, "r": 10, "t": 40, "b": 10},
+                      legend={"orientation": "h", "yanchor": "top", "y": -0.2, "x": 0, "title_text": ""})
     # the whole schedule on the x axis (one early point is not drawn at 99..101), losses from 0
     fig.update_xaxes(range=[0, max([r.total or 1 for r in runs] + [1])])
     if kind == "loss":

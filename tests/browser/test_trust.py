@@ -1,0 +1,240 @@
+"""Names and states a user can trust, in a real browser (issue 24).
+
+* Stop and Resume act on the run whose card the pointer is on, even when another run changes
+  state (and the page refreshes) between the moment the pointer reaches the button and the
+  click: the test parks the mouse over the button, changes the other run's state from outside,
+  waits for the refresh to show it, then clicks where the pointer is.
+* Labels inside the figures never overlap (the "paper (0.01)" and "current" marks on the same
+  line, the "true class" mark and the bars) and the numbers in the heatmaps are readable, at
+  1280 x 800 and 1400 x 1000.
+* No text is cut off with an ellipsis on any page at those two sizes.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.browser.test_browser import (
+    _MISSING,
+    PAGE_READY_TEXT,
+    PAGES,
+    SLOW_MS,
+    WAIT_MS,
+    WAIT_S,
+    open_page,
+    poll,
+    settle,
+)
+
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")]
+
+SIZES = ((1280, 800), (1400, 1000))
+MIN_TEXT_PX = 10  # numbers printed in a heatmap cell: at least this tall
+MIN_GAP_PX = 6  # between two labels of a figure: closer, they read as one ("paper (0.01)current")
+
+
+def _long_run(store, owner: str, data_dir, iterations: int = 200_000) -> str:
+    """A tiny RIM on the tiny Fashion-MNIST that trains far longer than any test waits."""
+    from core.training.config import TrainConfig
+
+    cfg = TrainConfig(dataset="fashion_mnist", model="rim", iterations=iterations, batch_size=10,
+                      eval_every=iterations, eval_samples=20, noise_draws=1,
+                      model_overrides={"hidden_size": 8, "num_units": 3, "k_active": 2})
+    return store.submit(cfg, owner=owner, data_dir=data_dir)
+
+
+def _card(page, run_id: str, has: str = "button"):
+    """The innermost block that names ``run_id`` (its random tail) and holds ``has`` (a button,
+    or the progress bar): the run's card."""
+    inner = page.get_by_role("button") if has == "button" else page.locator('[data-testid="stProgress"]')
+    return (page.locator('[data-testid="stVerticalBlock"]').filter(has_text=run_id[-8:]).filter(has=inner).last)
+
+
+def _status_on_card(page, run_id: str) -> str:
+    texts = _card(page, run_id, "progress").locator('[data-testid="stProgress"]').all_inner_texts()
+    return texts[0] if texts else ""
+
+
+def _park_on(page, button) -> tuple[float, float]:
+    button.scroll_into_view_if_needed()
+    box = button.bounding_box()
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.move(x, y)
+    return x, y
+
+
+def _stop_all(store) -> None:
+    for r in store.list_runs():
+        if r.active:
+            store.request_stop(r.run_id)
+    poll(lambda: not any(r.active for r in store.list_runs()), WAIT_S, what="every test run to stop")
+    store.pump()
+
+
+@pytest.fixture
+def store(app_server):
+    from core.runs.store import RunStore
+
+    s = RunStore(root=app_server["home"] / "runs", max_concurrent=1)
+    yield s
+    _stop_all(s)
+
+
+def _open_train(page, app_server, owner: str, run_ids: list[str]) -> None:
+    page.goto(f"{app_server['url']}/train?owner={owner}", wait_until="commit", timeout=SLOW_MS)
+    page.get_by_text("Your runs").first.wait_for(timeout=SLOW_MS)
+    for rid in run_ids:
+        _card(page, rid).wait_for(timeout=WAIT_MS)
+
+
+def test_stop_stops_the_run_under_the_pointer_while_another_changes_state(page, app_server, store):
+    owner = "a1" * 8
+    running = _long_run(store, owner, app_server["data_dir"])
+    store.pump()
+    queued = _long_run(store, owner, app_server["data_dir"])
+    poll(lambda: store.get(running).status == "running" and store.get(queued).status == "queued", WAIT_S,
+         what="one running and one queued run")
+    _open_train(page, app_server, owner, [running, queued])
+    poll(lambda: _status_on_card(page, running).startswith("running"), WAIT_S, what="the running card")
+    x, y = _park_on(page, _card(page, running).get_by_role("button", name="Stop"))
+    # the other run changes state under the pointer: stopped before it started
+    assert store.request_stop(queued) == "stopped"
+    poll(lambda: _status_on_card(page, queued).startswith("stopped"), WAIT_S, what="the refresh showing it")
+    time.sleep(0.5)
+    page.mouse.click(x, y)
+    poll(lambda: store.get(running).status == "stopped", WAIT_S, what="the clicked run to stop")
+    assert store.get(queued).status == "stopped" and store.get(queued).message == "stopped before it started"
+    page.get_by_text(f"(run {running[-8:]})").filter(has_text="Stopping").first.wait_for(timeout=WAIT_MS)
+
+
+def test_resume_resumes_the_run_under_the_pointer_while_another_changes_state(page, app_server, store):
+    owner = "b2" * 8
+    other = _long_run(store, owner, app_server["data_dir"])
+    store.pump()
+    clicked = _long_run(store, owner, app_server["data_dir"], iterations=40)
+    assert store.request_stop(clicked) == "stopped"  # resumable: stopped before it started
+    poll(lambda: store.get(other).status == "running", WAIT_S, what="the other run to train")
+    _open_train(page, app_server, owner, [other, clicked])
+    poll(lambda: _status_on_card(page, other).startswith("running"), WAIT_S, what="the running card")
+    x, y = _park_on(page, _card(page, clicked).get_by_role("button", name="Resume"))
+    store.request_stop(other)  # the other run stops (and becomes resumable itself) under the pointer
+    poll(lambda: store.get(other).status == "stopped", WAIT_S, what="the other run to stop")
+    poll(lambda: _status_on_card(page, other).startswith("stopped"), WAIT_S, what="the refresh showing it")
+    time.sleep(0.5)
+    page.mouse.click(x, y)
+    poll(lambda: store.get(clicked).status in ("queued", "running", "completed"), WAIT_S,
+         what="the clicked run to be resumed")
+    assert store.get(other).status == "stopped"  # the run that moved was not resumed
+    page.get_by_text("Resumed RIM (paper's method)").first.wait_for(timeout=WAIT_MS)
+
+
+# ------------------------------------------------------------------------------ figures
+
+_GEOMETRY = """
+(chart) => {
+  const box = (e) => { const r = e.getBoundingClientRect(); return {x: r.x, y: r.y, w: r.width, h: r.height,
+                                                                   text: e.textContent}; };
+  return {
+    annotations: [...chart.querySelectorAll("g.annotation")].map(box).filter(b => b.w > 0),
+    bars: [...chart.querySelectorAll("g.trace.bars path")].map(box).filter(b => b.w > 0 && b.h > 0),
+    xticks: [...chart.querySelectorAll("g.xtick text")].map(box),
+    cells: [...chart.querySelectorAll(".heatmaplayer text")].map(e => ({...box(e),
+                                                    size: parseFloat(getComputedStyle(e).fontSize)})),
+  };
+}
+"""
+
+
+def _overlap(a: dict, b: dict, pad: float = 0.5) -> bool:
+    return (a["x"] + pad < b["x"] + b["w"] and b["x"] + pad < a["x"] + a["w"]
+            and a["y"] + pad < b["y"] + b["h"] and b["y"] + pad < a["y"] + a["h"])
+
+
+def _charts(page) -> list[dict]:
+    """Every figure's label geometry, each scrolled into view first (drawn when seen)."""
+    out = []
+    for c in page.locator('[data-testid="stPlotlyChart"]').all():
+        c.scroll_into_view_if_needed()
+        c.locator("svg.main-svg").first.wait_for(timeout=WAIT_MS)
+        out.append(c.evaluate(_GEOMETRY))
+    return out
+
+
+def _check_figures(charts: list[dict], where: str) -> None:
+    for i, g in enumerate(charts):
+        anns = g["annotations"]
+        for j, a in enumerate(anns):
+            for b in anns[j + 1:]:
+                assert not _overlap(a, b, pad=-MIN_GAP_PX / 2), \
+                    f"{where}, chart {i}: {a['text']!r} and {b['text']!r} overlap or touch"
+            for bar in g["bars"]:
+                assert not _overlap(a, bar), f"{where}, chart {i}: {a['text']!r} lies on a bar"
+        for c in g["cells"]:
+            if c["text"].strip():
+                assert c["size"] >= MIN_TEXT_PX and c["h"] >= MIN_TEXT_PX, \
+                    f"{where}, chart {i}: heatmap number {c['text']!r} is {c['size']} px ({c['h']:.0f} px tall)"
+
+
+def _sized_page(browser, app_server, width: int, height: int):
+    context = browser.new_context(viewport={"width": width, "height": height})
+    context.set_default_timeout(60_000)
+    pg = context.new_page()
+    pg.rimscope_errors, pg.rimscope_server = [], app_server
+    return context, pg
+
+
+@pytest.mark.parametrize("width, height", SIZES)
+def test_figure_labels_do_not_overlap_and_heatmap_numbers_are_readable(browser, app_server, width, height):
+    context, pg = _sized_page(browser, app_server, width, height)
+    try:
+        open_page(pg, app_server, "robustness")
+        pg.get_by_text("Error against noise strength").first.wait_for(timeout=SLOW_MS)
+        settle(pg)
+        def marked():
+            charts = _charts(pg)
+            marks = [a["text"] for g in charts for a in g["annotations"]]
+            return charts if "paper (0.01)" in marks and "current" in marks else None
+
+        charts = poll(marked, WAIT_S, every=2.0, what="both marks on the 0.01 line")  # so both are checked
+        _check_figures(charts, f"Robustness at {width}x{height}")
+        assert any("true class" in t["text"] for g in charts for t in g["xticks"])  # named under the axis
+
+        open_page(pg, app_server, "mechanisms")
+        pg.get_by_text(PAGE_READY_TEXT["mechanisms"]).first.wait_for(timeout=SLOW_MS)
+        settle(pg)
+        charts = _charts(pg)
+        assert any(c["text"].strip() for g in charts for c in g["cells"])  # the communication numbers
+        _check_figures(charts, f"Mechanisms at {width}x{height}")
+    finally:
+        context.close()
+
+
+_CUT = """
+() => [...document.querySelectorAll('[data-testid="stMain"] *, [data-testid="stSidebar"] *')]
+  .filter(e => {
+    if (e.closest('[data-testid="stPlotlyChart"], [data-testid="stDataFrame"], [data-testid="stCode"], pre')) return false;
+    const s = getComputedStyle(e);
+    const text = (e.tagName === "INPUT" ? e.value : e.textContent).trim();
+    // text wider than its box, where the box cuts it (ellipsis, clipping, a hidden scroll)
+    return text && e.scrollWidth > e.clientWidth + 1 && (e.tagName === "INPUT" || s.textOverflow === "ellipsis"
+           || ["hidden", "auto", "scroll", "clip"].includes(s.overflowX));
+  })
+  .map(e => (e.tagName === "INPUT" ? e.value : e.textContent).trim().slice(0, 80))
+"""
+
+
+@pytest.mark.parametrize("width, height", SIZES)
+def test_no_text_is_cut_off_on_any_page(browser, app_server, width, height):
+    context, pg = _sized_page(browser, app_server, width, height)
+    try:
+        for name in PAGES:
+            open_page(pg, app_server, name)
+            ready = PAGE_READY_TEXT[name]
+            if ready is not None:
+                pg.get_by_text(ready).first.wait_for(timeout=SLOW_MS)
+            settle(pg)
+            assert pg.evaluate(_CUT) == [], f"{name} at {width}x{height}: text cut off"
+    finally:
+        context.close()
