@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..data.transforms import to_sequence
 from ..models.registry import TraceSchema
+from .predict import batched_outputs
 
 BATCH = 500
 
@@ -41,32 +41,24 @@ class SetTraces:
         return len(self.labels)
 
 
-@torch.no_grad()
 def set_traces(model: torch.nn.Module, images, labels, schema: TraceSchema, *, indices=None,
                batch_size: int = BATCH) -> SetTraces:
-    """Masks and scores of ``model`` on ``images`` (uint8 or [0, 1] floats), in batches."""
-    x_all = np.asarray(images)
-    if len(x_all) == 0:
+    """Masks and scores of ``model`` on ``images`` (uint8 or [0, 1] floats), in batches
+    (``core.eval.predict.batched_outputs``, the one inference loop)."""
+    if len(images) == 0:
         raise ValueError("no images to trace")
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
     masks, scores, preds = [], [], []
     use_attention = schema.input_attention is not None
-    try:
-        for i in range(0, len(x_all), batch_size):
-            logits, trace = model(to_sequence(x_all[i : i + batch_size]).to(device), return_trace=True)
-            preds.append(logits.argmax(-1).cpu().numpy())
-            if schema.has(trace, "mask"):
-                masks.append(schema.get(trace, "mask").cpu().numpy() > 0.5)
-            s = schema.get(trace, "input_attention") if use_attention else None
-            scores.append((trace["activity"] if s is None else s).float().cpu().numpy().astype(np.float16))
-    finally:
-        model.train(was_training)
+    for logits, trace in batched_outputs(model, images, batch_size=batch_size, with_trace=True):
+        preds.append(logits.argmax(-1).cpu().numpy())
+        if schema.has(trace, "mask"):
+            masks.append(schema.get(trace, "mask").cpu().numpy() > 0.5)
+        s = schema.get(trace, "input_attention") if use_attention else None
+        scores.append((trace["activity"] if s is None else s).float().cpu().numpy().astype(np.float16))
     label = "input-attention weight" if use_attention else schema.activity_label
     return SetTraces(np.concatenate(masks) if masks else None, np.concatenate(scores), label,
                      np.concatenate(preds).astype(np.int64), np.asarray(labels, dtype=np.int64),
-                     np.arange(len(x_all)) if indices is None else np.asarray(indices))
+                     np.arange(len(images)) if indices is None else np.asarray(indices))
 
 
 # --------------------------------------------------------------------------- match view

@@ -23,29 +23,33 @@ TRACE_BATCH = 500  # with the per-timestep activity kept (core.eval.points): RIM
 #                    grows with batch size beyond this on a small CPU
 
 
-@torch.no_grad()
-def forward_batched(model: torch.nn.Module, images, *, batch_size: int = BATCH,
-                    with_activity: bool = False) -> tuple[torch.Tensor, np.ndarray | None]:
-    """The one inference loop: logits ``[N, C]`` (on the CPU) and, with ``with_activity``, the
-    trace's activity ``[N, T, U]``, in evaluation mode (the model's mode is restored after)."""
+def batched_outputs(model: torch.nn.Module, images, *, batch_size: int = BATCH, with_trace: bool = False):
+    """The one inference loop: yields ``(logits, trace or None)`` per batch of ``images`` (uint8
+    or [0, 1] floats), in evaluation mode without gradients (the model's mode is restored after)."""
     x_all = np.asarray(images)
     if len(x_all) == 0:
         raise ValueError("no images to evaluate")
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    logits, acts = [], []
     try:
-        for i in range(0, len(x_all), batch_size):
-            x = to_sequence(x_all[i : i + batch_size]).to(device)
-            if with_activity:
-                out, trace = model(x, return_trace=True)
-                acts.append(trace["activity"].float().cpu().numpy())
-            else:
-                out = model(x)
-            logits.append(out.cpu())
+        with torch.no_grad():
+            for i in range(0, len(x_all), batch_size):
+                x = to_sequence(x_all[i : i + batch_size]).to(device)
+                yield model(x, return_trace=True) if with_trace else (model(x), None)
     finally:
         model.train(was_training)
+
+
+def forward_batched(model: torch.nn.Module, images, *, batch_size: int = BATCH,
+                    with_activity: bool = False) -> tuple[torch.Tensor, np.ndarray | None]:
+    """Logits ``[N, C]`` (on the CPU) and, with ``with_activity``, the trace's activity
+    ``[N, T, U]``, through ``batched_outputs``."""
+    logits, acts = [], []
+    for out, trace in batched_outputs(model, images, batch_size=batch_size, with_trace=with_activity):
+        if with_activity:
+            acts.append(trace["activity"].float().cpu().numpy())
+        logits.append(out.cpu())
     return torch.cat(logits), (np.concatenate(acts) if with_activity else None)
 
 
