@@ -184,6 +184,8 @@ PROTOCOL_INTROS = {
     "paper": "Train models with the paper's protocol (plain SGD, learning rate 0.1, batch 100, 1,000 iterations).",
     "converged": "Train models to convergence (Adam with a cosine learning-rate schedule, up to 4,000 iterations, "
                  "the best weights on a validation split carved from the training images kept, early stopping).",
+    "converged-aug": "Train models to convergence as above, each training image randomly slanted, thickened or "
+                     "thinned, elastically distorted and binarised (for models that read other people's handwriting).",
 }
 store = RunStore()
 owner = session_owner()
@@ -238,8 +240,10 @@ clamp_k = int(_rim["num_units"])
 if not 1 <= int(st.session_state.get("train_k_active", 1)) <= clamp_k:
     st.session_state["train_k_active"] = int(_rim["k_active"])
 protocol = st.radio("Protocol", list(PROTOCOLS), horizontal=True, key="train_protocol", on_change=apply_protocol,
-                    format_func={"paper": "Paper (SGD 0.1, 1,000 iterations)",
-                                 "converged": "Converged (Adam, cosine, early stopping on a validation split)"}.get,
+                    format_func=lambda p: {"paper": "Paper (SGD 0.1, 1,000 iterations)",
+                                           "converged": "Converged (Adam, cosine, early stopping on a validation split)",
+                                           "converged-aug": "Converged + scan augmentation (slant, stroke width, "
+                                                            "elastic, binarisation)"}.get(p, str(p)),
                     help="Sets the settings below to that protocol's; each can still be changed.")
 intro.caption(PROTOCOL_INTROS.get(protocol, "") + " Runs train in background worker processes, one at a time by "
               "default, and keep going when you close or reload the page; they are kept in your run store. "
@@ -283,7 +287,7 @@ with c3:
     class_weighting = st.selectbox("Class weighting", ["auto", "none", "balanced"], key="train_weighting",
                                    help="auto = balanced loss weights when the classes are unbalanced")
     augment = st.selectbox("Augmentation (training images)", AUGMENTS, key="train_augment",
-                           format_func={"none": "none", "affine": "small random affine"}.get,
+                           format_func=lambda a: {"none": "none", "affine": "small random affine", "scan": "scan-like (slant, stroke width, elastic, binarisation)"}.get(a, str(a)),
                            help="affine: each training image is rotated (up to 10°), shifted (up to 2 px), scaled "
                                 "(0.9-1.1) and sheared a little, drawn from the run's own seed. Validation and test "
                                 "images are never changed.")

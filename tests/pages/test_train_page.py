@@ -292,7 +292,7 @@ def test_augment_choice_lives_in_the_url_and_reaches_the_queued_runs(home):
     at = run_page("f" * 16)
     at.checkbox(key="train_holdout").uncheck().run()
     assert at.selectbox(key="train_augment").value == "none"
-    assert list(at.selectbox(key="train_augment").options) == ["none", "small random affine"]
+    assert list(at.selectbox(key="train_augment").options) == ["none", "small random affine", "scan-like (slant, stroke width, elastic, binarisation)"]
     at.selectbox(key="train_augment").set_value("affine").run()
     at.radio(key="train_protocol").set_value("converged").run()  # a protocol leaves the augmentation alone
     assert at.selectbox(key="train_augment").value == "affine"
