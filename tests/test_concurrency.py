@@ -43,9 +43,11 @@ def session(owner: str) -> AppTest:
 
 
 def run_ids_in_order(at: AppTest) -> list[str]:
+    """The run ids of the cards in page order, from their action buttons' keys (a card shows only
+    the short id; each button's key carries the full one)."""
     ids = []
-    for md in at.markdown:
-        for rid in RUN_ID.findall(md.value):
+    for b in at.button:
+        for rid in RUN_ID.findall(b.key or ""):
             if rid not in ids:
                 ids.append(rid)
     return ids

@@ -17,7 +17,8 @@ def test_protocol_of_a_run_follows_its_settings():
     assert protocol_of(TrainConfig.from_protocol("converged", lr=0.01).to_dict()) == "custom"
     assert protocol_of(TrainConfig.from_protocol("paper", iterations=60).to_dict()) == "custom"
     assert protocol_of({}) == "" and protocol_of(None) == ""
-    assert set(PROTOCOLS) == {"paper", "converged"}
+    assert protocol_of(TrainConfig.from_protocol("converged-aug").to_dict()) == "converged-aug"
+    assert set(PROTOCOLS) == {"paper", "converged", "converged-aug"}
 
 
 def test_model_label_reads_as_one_name():

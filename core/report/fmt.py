@@ -136,7 +136,8 @@ def short_method_title(name) -> str:
     return method_title(name).split(" (")[0]
 
 
-PROTOCOL_NAMES = {"paper": "paper protocol", "converged": "converged", "custom": "own settings"}
+PROTOCOL_NAMES = {"paper": "paper protocol", "converged": "converged", "converged-aug": "converged + scan augmentation",
+                  "custom": "own settings"}
 
 
 def protocol_title(protocol) -> str:

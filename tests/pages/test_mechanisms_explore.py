@@ -138,8 +138,9 @@ def test_compare_with_a_second_model(page_env, fixture_dirs, tmp_path, monkeypat
     picker.set_value("pretrained:mnist/rim").run()  # RIM, paper protocol, beside the converged one
     assert not at.exception
     labels = [m.label for m in at.metric]
-    assert labels[:3] == ["rim (pretrained, converged)", "rim (pretrained)", "Mask cells that differ"]
-    assert any(m.value.startswith("*rim (pretrained)*: Active:") for m in at.markdown)
+    conv, paper = "RIM (paper's method) · converged · seed 0 (pretrained)", "RIM (paper's method) · paper protocol · seed 0 (pretrained)"
+    assert labels[:3] == [conv, paper, "Mask cells that differ"]  # the one display name of each model
+    assert any(m.value.startswith(f"*{paper}*: Active:") for m in at.markdown)
     spec = json.loads(next(e for e in _walk(at.main) if getattr(e, "key", None) == "mech_timeline").proto.spec)
     titles = [a["text"] for a in spec["layout"]["annotations"]]
     diff = next(t for t in titles if t.startswith("where the masks differ"))
@@ -147,11 +148,11 @@ def test_compare_with_a_second_model(page_env, fixture_dirs, tmp_path, monkeypat
     n_diff = int(re.search(r"\((\d+) of 168 cells\)", diff).group(1))
     assert abs(n_diff / 168 * 100 - share) < 0.06
     at.slider(key="mech_t").set_value(9).run()  # one cursor for both
-    assert any(m.value.startswith("*rim (pretrained)*") for m in at.markdown)
+    assert any(m.value.startswith(f"*{paper}*") for m in at.markdown)
     # a model of another kind: its own panels, no cell-by-cell comparison
     at.selectbox(key="mech_with_mnist").set_value("pretrained:mnist/parallel_lstm").run()
     assert not at.exception and not any(m.label == "Mask cells that differ" for m in at.metric)
-    assert any("No selection mask in parallel_lstm" in c.value for c in at.caption)
+    assert any("No selection mask in Parallel LSTMs · paper protocol" in c.value for c in at.caption)
     at.selectbox(key="mech_with_mnist").set_value("").run()
     assert not any(m.label == "Mask cells that differ" for m in at.metric)
 

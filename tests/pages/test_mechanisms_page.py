@@ -41,7 +41,7 @@ def test_page_loads_with_rim_by_default(page_env):
     assert not at.exception
     assert at.selectbox(key="mech_dataset").value == "mnist"
     assert at.selectbox(key="mech_model_mnist").value == "pretrained:mnist/rim"
-    assert at.radio(key="mech_source").options == ["Test image", "Draw", "Upload"]
+    assert at.radio(key="mech_source").options == ["Test image", "Draw", "Upload", "Other handwriting"]
     assert at.radio(key="mech_how").value == "Random"
     assert at.slider(key="mech_t").value == 1 and at.slider(key="mech_t").max == 28
     assert step_text(at).startswith("**Step 1 of 28**") and "Active:" in step_text(at)
