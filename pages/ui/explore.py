@@ -82,10 +82,11 @@ def match_view(dataset: str, entry, model, mask, unit_names: list, here: int | N
         st.session_state.setdefault(k, default)
     st.session_state["mech_blk_units"] = [u for u in st.session_state.get("mech_blk_units", unit_names)
                                           if u in unit_names]
-    c1, c2, c3 = st.columns([1, 1, 2])
+    c1, c2 = st.columns(2)
     t1 = c1.slider("First row", 1, T, key="mech_blk_t1")
     t2 = c2.slider("Last row", 1, T, key="mech_blk_t2")
-    chosen = c3.multiselect("LSTMs", unit_names, key="mech_blk_units")
+    # a line of its own: every chosen LSTM's chip stays readable (in a third of the width they were cut)
+    chosen = st.multiselect("LSTMs", unit_names, key="mech_blk_units")
     if t1 > t2:
         t1, t2 = t2, t1
         st.caption(f"The first row is after the last: rows {t1}-{t2} are searched.")

@@ -109,7 +109,7 @@ def test_block_matches_open_one_and_compare_two_models(page, app_server, screens
     # a second model beside the first: both predictions, the masks' difference
     options = _open_options(page, "Compare with")
     names = options.all_inner_texts()
-    rim = next((o for o in names if o.startswith("rim (")), None)
+    rim = next((o for o in names if o.startswith("RIM (paper's method) · paper protocol")), None)
     assert rim is not None, f"no second RIM to compare with: {names}"
     options.filter(has_text=re.compile("^" + re.escape(rim) + "$")).first.click()
     page.get_by_text("Mask cells that differ").first.wait_for(timeout=WAIT_MS)

@@ -231,7 +231,8 @@ def test_open_in_models_selects_the_run(page, app_server, screenshot):
     settle(page)
     assert "/models" in page.url
     picked = _selected(page, "models_pick")
-    assert rid in picked and "Fashion-MNIST" in picked and newer not in picked, picked
+    # the picker shows the run's display name, with the short id (the last 8 characters)
+    assert rid[-8:] in picked and "Fashion-MNIST" in picked and newer[-8:] not in picked, picked
     ds = _selected(page, "models_ds")
     assert "Fashion-MNIST" in ds and "All data sets" not in ds, ds
     assert_no_errors(page, "Models opened from a Train card")
