@@ -442,7 +442,9 @@ def live_view() -> None:
     mine = [r for r in runs if r.owner == owner]
     others = [r for r in runs if r.owner != owner]
     st.subheader("Your runs")
-    flash = st.session_state.pop("train_flash", None)
+    # kept until the next action replaces it: the redraw when a run ends must not wipe the message
+    # that says which run the click acted on
+    flash = st.session_state.get("train_flash")
     if flash:
         (st.error if flash[0] == "error" else st.success)(flash[1])
     if not mine:
