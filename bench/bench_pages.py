@@ -306,8 +306,15 @@ def bench_explore(page, url: str, reps: int) -> dict[str, list[float]]:
     options = page.locator('[role="option"]')
     for i in range(reps):
         settle(page, 60)
-        box.get_by_role("button", name="Open").click()
-        options.first.wait_for(timeout=WAIT_MS)
+        deadline = time.monotonic() + WAIT_MS / 1000
+        while not options.first.is_visible():  # a late rerun may close the list: open it again
+            if time.monotonic() > deadline:
+                raise TimeoutError("the options of 'Compare with' never opened")
+            box.get_by_role("button", name="Open").click()
+            try:
+                options.first.wait_for(timeout=10_000)
+            except Exception:  # noqa: BLE001 - closed again by a rerun; retry until the deadline
+                settle(page, 60)
         pick = options.nth(1 + i % max(1, options.count() - 1))  # 0 is "no second model"
         out["explore_compare_with"].append(timed(page, lambda p=pick: p.click()))
     settle(page, 60)
