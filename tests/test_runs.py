@@ -70,9 +70,14 @@ def test_tiny_run_completes_in_a_worker(store):
     assert store.pump() == [rid]
     assert store.pump() == []  # already running: never started twice
     info = store.wait(rid, timeout=300)  # generous: worker start imports torch on a busy machine
-    log = (store.run_dir(rid) / "worker.log").read_text()
-    assert info.status == "completed", (info.message, log)
-    assert f"claimed {rid}" in log and "finished: completed" in log
+    log_path = store.run_dir(rid) / "worker.log"
+    assert info.status == "completed", (info.message, log_path.read_text())
+    # The worker prints its last line after it has written the final status, so wait for it.
+    deadline = time.monotonic() + 60
+    while "finished: completed" not in log_path.read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    log = log_path.read_text()
+    assert f"claimed {rid}" in log and "finished: completed" in log, log
     assert (info.iteration, info.total) == (30, 30)
     assert info.owner == "session-1" and info.label == "tiny run"
     assert info.config["threads"] == 1 and info.config["model_overrides"] == TINY["parallel_lstm"]
