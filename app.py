@@ -10,7 +10,7 @@ if "pages.ui" not in sys.modules:  # the server's first run: PyTorch, pandas and
     with st.spinner("Starting up: loading PyTorch and the plotting libraries (only on the first visit after "
                     "the server starts)…"):
         import pages.ui  # noqa: F401
-from pages.ui import first_run_over, start_warmup  # noqa: E402
+from pages.ui.cache import first_run_over, start_warmup  # noqa: E402
 
 start_warmup()
 pages = [

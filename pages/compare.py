@@ -16,7 +16,9 @@ from core.report.plots.style import method_order
 from core.report.plots.training import curves_overlay, curves_small_multiples
 from core.report.stats import mean_sd
 from pages import ui
-from pages.ui import SCHEDULES, figure_downloads, load_curves, load_summary, reproduce_hint, schedules_available
+from pages.ui.cache import SCHEDULES, load_curves, load_summary, schedules_available
+from pages.ui.export import figure_downloads
+from pages.ui.messages import reproduce_hint
 
 SMALL_MULTIPLE_METRICS = {"loss": "training loss", "batch_acc": "training-batch accuracy",
                           "test_acc": "periodic test accuracy"}
@@ -137,7 +139,7 @@ def _excluded(summary: dict, name: str) -> None:
 
 
 URL_STATE = {"cmp_schedule": str, "cmp_curves_ds": str, "cmp_tab": str, "cmp_err_metric": str, "cmp_sm_metric": str}
-ui.restore_from_url(URL_STATE)
+ui.urlstate.restore_from_url(URL_STATE)
 
 st.title("Compare the methods")
 
@@ -149,7 +151,7 @@ if not available:
 
 names = list(available)
 if len(names) > 1:
-    ui.keep_valid("cmp_schedule", names)
+    ui.pickers.keep_valid("cmp_schedule", names)
     sched = st.radio("Experiment", names, key="cmp_schedule", horizontal=True,
                      format_func=lambda n: SCHEDULES.get(n, n),
                      help="The converged grid (first) trains every method until its validation accuracy stops "
@@ -179,7 +181,7 @@ else:
                "under each table.")
 
 TABS = ["Training curves", "Final errors over seeds", "Paper's claims vs ours", "Runs"]
-ui.keep_valid("cmp_tab", TABS)
+ui.pickers.keep_valid("cmp_tab", TABS)
 tab_curves, tab_err, tab_tables, tab_runs = st.tabs(TABS, key="cmp_tab", on_change="rerun")
 
 # ---- curves ----------------------------------------------------------------------------------
@@ -189,7 +191,7 @@ with tab_curves:
     else:
         ds_list = _ordered(curves)
         c1, c2, c3 = st.columns([1, 2, 1])
-        ui.keep_valid("cmp_curves_ds", ds_list)
+        ui.pickers.keep_valid("cmp_curves_ds", ds_list)
         ds = c1.selectbox("Data set", ds_list, key="cmp_curves_ds", format_func=_ds_title)
         smoothing = c2.slider("Loss smoothing (exponential moving average weight)", 0.0, 0.99, 0.6, 0.01,
                               key="cmp_smoothing", help="0 = raw per-iteration loss; 0.9 averages roughly the last "
@@ -217,7 +219,7 @@ with tab_curves:
                    "every few iterations on a fixed subset of the test split (the final errors use the whole split).")
 
         st.subheader("One panel per method")
-        ui.keep_valid("cmp_sm_metric", list(SMALL_MULTIPLE_METRICS))
+        ui.pickers.keep_valid("cmp_sm_metric", list(SMALL_MULTIPLE_METRICS))
         metric = st.radio("Quantity", list(SMALL_MULTIPLE_METRICS), horizontal=True, key="cmp_sm_metric",
                           format_func=SMALL_MULTIPLE_METRICS.get)
         fig_sm = curves_small_multiples(per_ds.get(metric, []), metric,
@@ -234,7 +236,7 @@ with tab_err:
     if not rows:
         st.info("No finished runs in the summary. " + reproduce_hint(out_dir))
     else:
-        ui.keep_valid("cmp_err_metric", list(ERROR_METRICS))
+        ui.pickers.keep_valid("cmp_err_metric", list(ERROR_METRICS))
         metric = st.radio("Test", list(ERROR_METRICS), horizontal=True, key="cmp_err_metric",
                           format_func=lambda k: "clean test images" if k == "test_error" else "Gaussian noise, variance 0.01")
         base = set(method_order())
@@ -300,4 +302,4 @@ with tab_runs:
                "model or variant": st.column_config.TextColumn("model or variant", pinned=True)})
         st.download_button("⬇ Runs as CSV", df_runs.to_csv(index=False).encode(), file_name=f"{sched}_runs.csv",
                            mime="text/csv", key="cmp_csv_runs")
-ui.sync_url(URL_STATE)
+ui.urlstate.sync_url(URL_STATE)

@@ -66,7 +66,7 @@ def _selection(_model, model_key: str, mtime: float, data_key: str, _images, _la
 def selection_view(dataset: str, entry, model, data, n: int) -> None:
     """How decided, how stable under noise and how class-informative the active set is."""
     with st.spinner(f"Measuring the selection on {min(n, len(data))} images (clean, noisy, random twin)…"):
-        rep_, rnd = _selection(model, entry.key, ui.entry_mtime(entry), _data_key(dataset, data), data.images,
+        rep_, rnd = _selection(model, entry.key, ui.cache.entry_mtime(entry), _data_key(dataset, data), data.images,
                                data.labels, n)
     st.subheader("What the attention decides")
     q = rep_.margin_quantiles()
@@ -107,7 +107,7 @@ def _pick_test_image(dataset: str, model, entry, data):
     n = len(data)
     st.session_state.setdefault("mech_idx", 0)
     st.session_state["mech_idx"] = int(min(max(0, st.session_state["mech_idx"]), n - 1))
-    ui.keep_valid("mech_how", ["Random", "By class", "Misclassified"])
+    ui.pickers.keep_valid("mech_how", ["Random", "By class", "Misclassified"])
     how = st.radio("Which test image", ["Random", "By class", "Misclassified"], horizontal=True, key="mech_how",
                    help="Misclassified: images of a fixed test subset that the chosen model gets wrong, "
                         "the most confident mistakes first.")
@@ -128,7 +128,7 @@ def _pick_test_image(dataset: str, model, entry, data):
                   on_click=lambda: st.session_state.update(mech_idx=int(rng.choice(members))))
     else:
         with st.spinner(f"Finding the mistakes of {entry.display} on {min(n, MISCLASSIFIED_POOL)} test images…"):
-            idx, probs = _subset_probs(model, entry.key, ui.entry_mtime(entry), _data_key(dataset, data),
+            idx, probs = _subset_probs(model, entry.key, ui.cache.entry_mtime(entry), _data_key(dataset, data),
                                        data.images, MISCLASSIFIED_POOL)
         wrong = idx[points.misclassified(probs, data.labels[idx])]
         if len(wrong) == 0:
@@ -139,7 +139,7 @@ def _pick_test_image(dataset: str, model, entry, data):
         st.session_state["mech_idx"] = int(wrong[int(k) - 1])
     i = st.number_input(f"Test image number (0-{n - 1})", 0, n - 1, key="mech_idx", disabled=how == "Misclassified")
     st.caption(f"From the {source_parts(data.source)[0]}.", help=f"Read from {source_parts(data.source)[1] or data.source}.")
-    return np.asarray(data.images[int(i)]), int(data.labels[int(i)]), None, ui.image_name(data, int(i))
+    return np.asarray(data.images[int(i)]), int(data.labels[int(i)]), None, ui.messages.image_name(data, int(i))
 
 
 def _drawn_image(dataset: str):
@@ -157,33 +157,33 @@ def _drawn_image(dataset: str):
         st.info("The canvas is empty: draw a " + ("digit" if dataset == "mnist" else "piece of clothing") + ".")
         return None
     try:
-        return ui.prepare_pixels(pixels, dataset)
+        return ui.upload.prepare_pixels(pixels, dataset)
     except InputImageError as exc:
-        ui.show_error(exc, "The drawing cannot be used")
+        ui.messages.show_error(exc, "The drawing cannot be used")
     return None
 
 
 def _uploaded_image(dataset: str):
-    return ui.uploaded_image(dataset, "mech_upload", "Upload an image: it is cropped, scaled and centred like the "
+    return ui.upload.uploaded_image(dataset, "mech_upload", "Upload an image: it is cropped, scaled and centred like the "
                                                      "training images (see the preprocessing steps below the image).")
 
 
 # --------------------------------------------------------------------------- per-step view
 
 
-def _timeline(image: np.ndarray, a: ui.Side, b: ui.Side | None, heads: bool, cache_key: tuple):
+def _timeline(image: np.ndarray, a: ui.pair.Side, b: ui.pair.Side | None, heads: bool, cache_key: tuple):
     """The timeline figure (one model, or two aligned) without a step marker, built once per
     input and kept per session, with its panels (for the CSV downloads)."""
     held = st.session_state.get("_mech_timeline")
     if held is not None and held[0] == cache_key:
         return held[1], held[2]
-    panels = ui.pair_panels(a, b, heads)
+    panels = ui.pair.panels(a, b, heads)
     fig = traces.timeline_figure(image, panels)
     st.session_state["_mech_timeline"] = (cache_key, fig, panels)
     return fig, panels
 
 
-def _timestep_view(image: np.ndarray, a: ui.Side, b: ui.Side | None, playing: bool, cache_key: tuple) -> None:
+def _timestep_view(image: np.ndarray, a: ui.pair.Side, b: ui.pair.Side | None, playing: bool, cache_key: tuple) -> None:
     trace, unit_names, schema = a.trace, a.unit_names, a.schema
     T = image.shape[0]
     t_now = int(st.session_state.get("mech_t", 1))
@@ -202,7 +202,7 @@ def _timestep_view(image: np.ndarray, a: ui.Side, b: ui.Side | None, playing: bo
     c_next.button("▶", key="mech_next", on_click=step, args=(1,), help="next row")
 
     c_img, c_comm, c_text = st.columns([2, 3, 3])
-    c_img.image(ui.framed_row(image, t), caption=f"row {t} of {T}, framed")
+    c_img.image(ui.upload.framed_row(image, t), caption=f"row {t} of {T}, framed")
     if schema.has(trace, "comm_attention"):
         mask = schema.get(trace, "mask")
         c_comm.plotly_chart(traces.comm_attention_figure(schema.get(trace, "comm_attention")[t - 1], unit_names,
@@ -232,7 +232,7 @@ def one_input_view(dataset: str, entry, model, compared: dict, all_entries: list
     sources = ["Test image", "Draw", "Upload"] if grey else ["Test image", "Upload"]
     if dataset == "mnist":
         sources.append("Other handwriting")
-    ui.keep_valid("mech_source", sources)
+    ui.pickers.keep_valid("mech_source", sources)
     source = st.radio("Input", sources, horizontal=True, key="mech_source",
                       help=None if grey else "Drawing is offered for the grey data sets (MNIST, Fashion-MNIST).")
 
@@ -242,9 +242,9 @@ def one_input_view(dataset: str, entry, model, compared: dict, all_entries: list
     with left:
         if source == "Test image":
             try:
-                data = ui.test_data(dataset)
+                data = ui.cache.test_data(dataset)
             except DataUnavailableError as exc:
-                ui.missing_data_note(dataset, exc, "there are no test images to pick (uploading or drawing "
+                ui.messages.missing_data_note(dataset, exc, "there are no test images to pick (uploading or drawing "
                                                        "an image still works)")
                 data = None
             if data is not None:
@@ -262,7 +262,7 @@ def one_input_view(dataset: str, entry, model, compared: dict, all_entries: list
             prepared = _uploaded_image(dataset)
             what = "your image"
         if prepared is not None:
-            image = ui.usable_array(prepared, show_steps=True)
+            image = ui.upload.usable_array(prepared, show_steps=True)
             if image is None:
                 return
     if image is None:
@@ -272,17 +272,17 @@ def one_input_view(dataset: str, entry, model, compared: dict, all_entries: list
     with right:
         rows = []
         for method, e in compared.items():
-            loaded = model if e.key == entry.key else ui.load_or_report(e)
+            loaded = model if e.key == entry.key else ui.cache.load_or_report(e)
             if loaded is None:
                 continue
             if e.key == entry.key:  # the chosen model's trace holds its probabilities too
-                p = _trace(model, entry.key, ui.entry_mtime(entry), image)[0]
+                p = _trace(model, entry.key, ui.cache.entry_mtime(entry), image)[0]
             else:
-                p = _proba(loaded[0], e.key, ui.entry_mtime(e), image)
+                p = _proba(loaded[0], e.key, ui.cache.entry_mtime(e), image)
             rows.append({"label": e.display, "method": method, "probs": p})
         c_img, c_pred = st.columns([1, 2])
         with c_img:
-            st.image(ui.upscaled(image))
+            st.image(ui.upload.upscaled(image))
             st.caption(f"What the model sees: {what}, {info.image_shape[0]}x{info.image_shape[1]}"
                        + ("" if grey else " RGB") + (f", true class {classes[label]}" if label is not None else ""))
         with c_pred:
@@ -292,7 +292,7 @@ def one_input_view(dataset: str, entry, model, compared: dict, all_entries: list
             st.caption(" · ".join(f"{r['label']}: **{classes[int(np.argmax(r['probs']))]}** "
                                   f"({np.max(r['probs']) * 100:.0f}%)" for r in rows))
         if prepared is not None:
-            ui.show_preprocessing(prepared)
+            ui.upload.show_preprocessing(prepared)
 
     a = _side(entry, model, image)
     st.subheader(f"Inside {entry.display}, row by row")
@@ -302,28 +302,28 @@ def one_input_view(dataset: str, entry, model, compared: dict, all_entries: list
     c_play, c_with = st.columns(2, vertical_alignment="bottom")
     playing = c_play.toggle(f"▶ Play (one row every {PLAY_SECONDS} s)", key="mech_play")
     with c_with:
-        other = ui.compare_with_picker(all_entries, entry, key=f"mech_with_{dataset}")
-    loaded_b = ui.load_or_report(other) if other is not None else None
+        other = ui.pair.compare_with_picker(all_entries, entry, key=f"mech_with_{dataset}")
+    loaded_b = ui.cache.load_or_report(other) if other is not None else None
     b = _side(other, loaded_b[0], image) if loaded_b is not None else None
     if b is not None:
-        ui.pair_predictions(a, b, classes, label)
+        ui.pair.predictions(a, b, classes, label)
     view = st.fragment(run_every=PLAY_SECONDS if playing else None)(_timestep_view)
-    cache_key = (entry.key, ui.entry_mtime(entry), image.shape, hash(image.tobytes()))
+    cache_key = (entry.key, ui.cache.entry_mtime(entry), image.shape, hash(image.tobytes()))
     view(image, a, b, playing, cache_key)
     _downloads(dataset, image, a, b, cache_key, what, label)
     here = int(st.session_state["mech_idx"]) if source == "Test image" else None
-    ui.tab_views("mech_more", {
-        "Find the same mechanisms elsewhere": lambda: ui.match_view(dataset, entry, model, a.mask, a.unit_names, here),
-        "What each LSTM is for": lambda: ui.unit_view(dataset, entry, model, a.unit_names)})
+    ui.pickers.tab_views("mech_more", {
+        "Find the same mechanisms elsewhere": lambda: ui.explore.match_view(dataset, entry, model, a.mask, a.unit_names, here),
+        "What each LSTM is for": lambda: ui.explore.unit_view(dataset, entry, model, a.unit_names)})
 
 
-def _side(entry, model, image: np.ndarray) -> ui.Side:
-    probs, trace = _trace(model, entry.key, ui.entry_mtime(entry), image)
+def _side(entry, model, image: np.ndarray) -> ui.pair.Side:
+    probs, trace = _trace(model, entry.key, ui.cache.entry_mtime(entry), image)
     names = list(getattr(model, "unit_names", [f"unit {i + 1}" for i in range(trace["activity"].shape[-1])]))
-    return ui.Side(entry, probs, trace, names, get_spec(entry.model).trace)
+    return ui.pair.Side(entry, probs, trace, names, get_spec(entry.model).trace)
 
 
-def _downloads(dataset: str, image: np.ndarray, a: ui.Side, b: ui.Side | None, cache_key: tuple, what: str,
+def _downloads(dataset: str, image: np.ndarray, a: ui.pair.Side, b: ui.pair.Side | None, cache_key: tuple, what: str,
                label) -> None:
     """PNG/HTML of the timeline, CSV of each of its heatmaps, JSON of the whole trace(s)."""
     heads = bool(st.session_state.get("mech_heads"))
@@ -332,7 +332,7 @@ def _downloads(dataset: str, image: np.ndarray, a: ui.Side, b: ui.Side | None, c
     where = {"dataset": dataset, "what": what, "true_class": label, "shape": list(image.shape),
              "test_index": st.session_state.get("mech_idx") if test_image else None, "pixels": image}
     settings = {"timestep": int(st.session_state.get("mech_t", 1)), "heads_shown": heads}
-    ui.trace_downloads(fig, panels, [a] if b is None else [a, b], list(DATASETS[dataset].classes), where, settings,
+    ui.export.trace_downloads(fig, panels, [a] if b is None else [a, b], list(DATASETS[dataset].classes), where, settings,
                        name=f"{dataset}_{a.entry.model}_trace", key="mech_dl")
 
 
@@ -343,10 +343,10 @@ def protocol_mask_view(dataset: str, entry, stats, others, data, n: int) -> None
 
     rows = {entry.display: stats.overall}
     for other in others:
-        loaded = ui.load_or_report(other)
+        loaded = ui.cache.load_or_report(other)
         if loaded is None:
             continue
-        o_stats = _stats(loaded[0], other.key, ui.entry_mtime(other), _data_key(dataset, data), data.images,
+        o_stats = _stats(loaded[0], other.key, ui.cache.entry_mtime(other), _data_key(dataset, data), data.images,
                          data.labels, n, len(DATASETS[dataset].classes))
         rows[other.display] = o_stats.overall
     if len(rows) < 2:
@@ -364,18 +364,18 @@ def protocol_mask_view(dataset: str, entry, stats, others, data, n: int) -> None
 def dataset_view(dataset: str, entry, model, all_entries=()) -> None:
     info = DATASETS[dataset]
     try:
-        data = ui.test_data(dataset)
+        data = ui.cache.test_data(dataset)
     except DataUnavailableError as exc:
-        ui.missing_data_note(dataset, exc, "the statistics over the test set are off")
+        ui.messages.missing_data_note(dataset, exc, "the statistics over the test set are off")
         return
     spec = get_spec(entry.model)
     c1, c2 = st.columns([2, 3])
-    ui.keep_valid("mech_stats_n", STATS_SIZES)
+    ui.pickers.keep_valid("mech_stats_n", STATS_SIZES)
     st.session_state.setdefault("mech_stats_n", min(1000, STATS_SIZES[-1]))
     n = c1.select_slider("Test images", STATS_SIZES, key="mech_stats_n")
     relative = c2.toggle("Relative to each unit's average (shows preferences)", key="mech_stats_rel", value=True)
     with st.spinner(f"Running {entry.display} on {min(n, len(data))} test images…"):
-        stats = _stats(model, entry.key, ui.entry_mtime(entry), _data_key(dataset, data), data.images,
+        stats = _stats(model, entry.key, ui.cache.entry_mtime(entry), _data_key(dataset, data), data.images,
                        data.labels, n, len(info.classes))
     what, short = spec.trace.mean_what, spec.trace.mean_label
     zmin, zmax = spec.trace.value_range
@@ -397,7 +397,7 @@ def dataset_view(dataset: str, entry, model, all_entries=()) -> None:
         with col:
             st.plotly_chart(fig, key=f"mech_stats_{what}", config=CHART)
             name = f"{dataset}_{entry.model}_per_{what}" + ("_relative" if relative else "")
-            ui.figure_downloads(fig, name, key=f"mech_dl_{what}", extra=ui.heatmap_csvs(
+            ui.export.figure_downloads(fig, name, key=f"mech_dl_{what}", extra=ui.export.heatmap_csvs(
                 [{"name": f"per {what}", "z": m, "units": units, "row_labels": xs, "row_title": what}], name))
     prefs = stats.preferences(classes)
     if prefs:
@@ -424,8 +424,8 @@ def dataset_view(dataset: str, entry, model, all_entries=()) -> None:
 
 URL_STATE = {"mech_dataset": str, "mech_model_*": str, "mech_source": str, "mech_how": str, "mech_idx": int,
              "mech_t": int, "mech_tab": str, "mech_stats_n": int, "pretrained_protocol": str, "mech_with_*": str,
-             **ui.EXPLORE_URL_STATE, handwriting.MECH_SET: str, handwriting.MECH_IDX: int}
-ui.restore_from_url(URL_STATE)
+             **ui.explore.URL_STATE, handwriting.MECH_SET: str, handwriting.MECH_IDX: int}
+ui.urlstate.restore_from_url(URL_STATE)
 
 st.title("Mechanisms")
 st.caption("Which of the 6 LSTMs the input attention activates at each image row, what the active ones read "
@@ -433,17 +433,17 @@ st.caption("Which of the 6 LSTMs the input attention activates at each image row
 
 c_ds, c_model = st.columns(2)
 with c_ds:
-    dataset = ui.dataset_picker(key="mech_dataset")
-all_entries = ui.entries_or_stop(dataset)
+    dataset = ui.pickers.dataset_picker(key="mech_dataset")
+all_entries = ui.pickers.entries_or_stop(dataset)
 with c_model:
-    entry = ui.main_model_picker(all_entries, key=f"mech_model_{dataset}")
-compared = ui.method_models_picker(all_entries, f"mech_cmp_{dataset}", main=entry,
+    entry = ui.pickers.main_model_picker(all_entries, key=f"mech_model_{dataset}")
+compared = ui.pickers.method_models_picker(all_entries, f"mech_cmp_{dataset}", main=entry,
                                        label="Predictions compared")
-loaded = ui.load_or_report(entry)
+loaded = ui.cache.load_or_report(entry)
 if loaded is None:
     st.stop()
 model, _meta = loaded
 
-ui.tab_views("mech_tab", {"One input": lambda: one_input_view(dataset, entry, model, compared, all_entries),
+ui.pickers.tab_views("mech_tab", {"One input": lambda: one_input_view(dataset, entry, model, compared, all_entries),
                           "Across the test set": lambda: dataset_view(dataset, entry, model, all_entries)})
-ui.sync_url(URL_STATE)
+ui.urlstate.sync_url(URL_STATE)

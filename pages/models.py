@@ -14,16 +14,11 @@ from core.report.fmt import dataset_title as _ds_title
 from core.report.fmt import method_title, params, pct, pct_value, protocol_title
 from core.report.health import HEALTHY, health_of, summary_text
 from core.report.plots.training import run_curves_figure
-from pages.ui import (
-    MAX_UPLOAD_MB,
-    check_upload,
-    entry_metadata,
-    figure_downloads,
-    model_entries,
-    run_store,
-    session_owner,
-    show_error,
-)
+from pages.ui.cache import entry_metadata, model_entries, run_store
+from pages.ui.export import figure_downloads
+from pages.ui.messages import show_error
+from pages.ui.upload import MAX_UPLOAD_MB, check_upload
+from pages.ui.urlstate import session_owner
 
 ALL = "All data sets"
 

@@ -11,7 +11,8 @@ from core.paths import ROOT
 from core.report.fmt import method_title, protocol_title
 from core.report.plots.comparison import INPUT_SHAPES, parameter_bar_figure
 from core.report.plots.style import method_color
-from pages.ui import SCHEDULES, entry_metadata, manifest, model_entries, schedules_available, show_error
+from pages.ui.cache import SCHEDULES, entry_metadata, manifest, model_entries, schedules_available
+from pages.ui.messages import show_error
 
 DIAGRAM = ROOT / "assets" / "diagram.svg"
 PARAM_MATCHED = "unequal_init/param_matched"  # the reproduction output with parameter-matched baselines

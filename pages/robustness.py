@@ -58,7 +58,7 @@ def _active(model, model_key: str, mtime: float, image: np.ndarray) -> np.ndarra
 def make_scorer(dataset: str, data, models: dict) -> Scorer:
     """``core.eval.scorer.Scorer`` over the shared caches (pages/ui/cache.py): points computed
     once per server, the defaults already after the first page (the warm-up)."""
-    return ui.robustness_scorer(dataset, data, models)
+    return ui.cache.robustness_scorer(dataset, data, models)
 
 
 def fill(jobs: list, label: str) -> None:
@@ -98,20 +98,20 @@ def _memo(name: str, key: tuple, build):
 
 def _pick_image(dataset: str, data, key: str):
     """A test image (by number or at random) or an uploaded one: ``(image, label, caption)``."""
-    ui.keep_valid(f"{key}_src", ["Test image", "Upload"])
+    ui.pickers.keep_valid(f"{key}_src", ["Test image", "Upload"])
     src = st.radio("Image", ["Test image", "Upload"], horizontal=True, key=f"{key}_src") if data is not None else "Upload"
     if src == "Upload":
-        image = ui.usable_array(ui.uploaded_image(dataset, f"{key}_upload", "Upload an image to see it with noise."))
+        image = ui.upload.usable_array(ui.upload.uploaded_image(dataset, f"{key}_upload", "Upload an image to see it with noise."))
         return None if image is None else (image, None, "your image")
     n = len(data)
     st.session_state.setdefault(f"{key}_idx", 0)
-    ui.clamp_state(f"{key}_idx", 0, n - 1)
+    ui.pickers.clamp_state(f"{key}_idx", 0, n - 1)
     rng = np.random.default_rng()
     c1, c2 = st.columns([3, 2], vertical_alignment="bottom")
     i = c1.number_input(f"Test image number (0-{n - 1})", 0, n - 1, key=f"{key}_idx")
     c2.button("Random", key=f"{key}_rand", help="a random test image",
               on_click=lambda: st.session_state.update({f"{key}_idx": int(rng.integers(n))}))
-    return np.asarray(data.images[int(i)]), int(data.labels[int(i)]), ui.image_name(data, int(i))
+    return np.asarray(data.images[int(i)]), int(data.labels[int(i)]), ui.messages.image_name(data, int(i))
 
 
 def _prediction_table(rows_clean: list, rows_other: list, classes: list, what: str, base: str = "clean"):
@@ -132,7 +132,7 @@ def _predictions(models: dict, classes: list, image, changed, label, *, key: str
     """Every model's class probabilities on the changed image, and its prediction before → after."""
     rows_b, rows_c = [], []
     for method, (entry, model) in models.items():
-        mt = ui.entry_mtime(entry)
+        mt = ui.cache.entry_mtime(entry)
         rows_b.append({"label": entry.display, "method": method, "probs": _proba(model, entry.key, mt, image)})
         rows_c.append({"label": entry.display, "method": method, "probs": _proba(model, entry.key, mt, changed)})
     pc, pt = st.columns([3, 2])
@@ -175,7 +175,7 @@ def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
     info = DATASETS[dataset]
     classes = list(info.classes)
     c_kind, c_level, c_btn = st.columns([1, 3, 1], vertical_alignment="bottom")
-    ui.keep_valid("rb_kind", list(NOISES))
+    ui.pickers.keep_valid("rb_kind", list(NOISES))
     kind = c_kind.selectbox("Noise", list(NOISES), key="rb_kind", format_func=lambda k: NOISES[k][0])
     title, param, desc = NOISES[kind]
     if param is None:
@@ -184,7 +184,7 @@ def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
     else:
         skey = f"rb_strength_{kind}"
         paper_kind = kind == "gaussian"  # the paper's test is Gaussian noise of variance 0.01, nothing else
-        ui.keep_valid(skey, GRID)
+        ui.pickers.keep_valid(skey, GRID)
         st.session_state.setdefault(skey, PAPER_VAR)
         strength = c_level.select_slider(f"{title} noise: {param}", GRID, key=skey,
                                          format_func=lambda v: f"{v:.2f}" + (" (paper)" if paper_kind and v == PAPER_VAR
@@ -253,7 +253,7 @@ def _mask_shift(scorer: Scorer, method: str, picked, kind, strength, param, leve
     entry, model = scorer.models[method]
     suffix = "" if is_method(method) else f"_{method}"  # widget keys: the method's keep their old names
     st.subheader(f"How {short_method_title(method)}'s active mask shifts under noise")
-    mt = ui.entry_mtime(entry)
+    mt = ui.cache.entry_mtime(entry)
     clean_pt = scorer.noise(method, "gaussian", 0.0)
     here_pt = scorer.noise(method, kind, strength)
     subset_change = activation_change(clean_pt.activity, here_pt.activity)
@@ -301,7 +301,7 @@ def stretch_view(dataset: str, data, scorer: Scorer | None, models: dict) -> Non
     H = info.image_shape[0]
     st.caption(f"Beyond the paper: the models were trained on {H} rows; stretching the image vertically changes "
                "the number of timesteps (T) without changing the row width.")
-    ui.keep_valid("rb_factor", FACTORS)
+    ui.pickers.keep_valid("rb_factor", FACTORS)
     st.session_state.setdefault("rb_factor", 1.0)
     factor = st.select_slider("Vertical stretch factor", FACTORS, key="rb_factor",
                               format_func=lambda f: f"{f:g}× ({max(1, round(H * f))} rows)")
@@ -362,19 +362,19 @@ def _data_message(dataset: str) -> str:
 
 URL_STATE = {"rb_dataset": str, "rb_kind": str, "rb_strength_*": float, "rb_tab": str, "rb_img_src": str,
              "rb_img_idx": int, "rb_factor": float, "pretrained_protocol": str, **HANDWRITING_URL_STATE}
-ui.restore_from_url(URL_STATE)
+ui.urlstate.restore_from_url(URL_STATE)
 
 st.title("Robustness")
 st.caption("The paper's noise test, live: Gaussian noise on the test images only (training unchanged), and, beyond "
            "the paper, images stretched to other numbers of rows. Every method is scored on the same test images "
            "and the same noise draw.")
 
-dataset = ui.dataset_picker(key="rb_dataset")
-all_entries = ui.entries_or_stop(dataset)
-chosen = ui.method_models_picker(all_entries, f"rb_cmp_{dataset}")
+dataset = ui.pickers.dataset_picker(key="rb_dataset")
+all_entries = ui.pickers.entries_or_stop(dataset)
+chosen = ui.pickers.method_models_picker(all_entries, f"rb_cmp_{dataset}")
 models = {}
 for method, entry in chosen.items():
-    loaded = ui.load_or_report(entry)
+    loaded = ui.cache.load_or_report(entry)
     if loaded is not None:
         models[method] = (entry, loaded[0])
 if not models:
@@ -382,13 +382,13 @@ if not models:
 st.caption("Models: " + ", ".join(f"{e.display}" for e, _ in models.values()) + ".")
 
 try:
-    data = ui.test_data(dataset)
+    data = ui.cache.test_data(dataset)
 except DataUnavailableError as exc:
-    ui.missing_data_note(dataset, exc, "the error curves are off (uploading an image still works)")
+    ui.messages.missing_data_note(dataset, exc, "the error curves are off (uploading an image still works)")
     data = None
 scorer = make_scorer(dataset, data, models) if data is not None else None
 
-ui.tab_views("rb_tab", {"Noise": lambda: noise_view(dataset, data, scorer, models),
+ui.pickers.tab_views("rb_tab", {"Noise": lambda: noise_view(dataset, data, scorer, models),
                         "Stretch (other sequence lengths)": lambda: stretch_view(dataset, data, scorer, models),
                         "Other handwriting": lambda: handwriting_view(dataset, models)})
-ui.sync_url(URL_STATE)
+ui.urlstate.sync_url(URL_STATE)

@@ -23,18 +23,10 @@ from core.report.plots.training import has_points, live_runs_figure
 from core.runs.schema import RESUMABLE, RunInfo
 from core.runs.store import RunStore
 from core.training.config import AUGMENTS, OPTIMIZERS, PROTOCOLS, SCHEDULES, TrainConfig, parse_seeds
-from pages.ui import (
-    dataset_picker,
-    details,
-    keep_valid,
-    mtime,
-    restore_from_url,
-    session_owner,
-    show_error,
-    sync_url,
-    url_bool,
-    url_list,
-)
+from pages.ui.cache import mtime
+from pages.ui.messages import details, show_error
+from pages.ui.pickers import dataset_picker, keep_valid
+from pages.ui.urlstate import restore_from_url, session_owner, sync_url, url_bool, url_list
 
 SAMPLE_DATASETS = ("mnist", "fashion_mnist")  # the data sets with a bundled sample
 MAX_RUNS_PER_START = 20

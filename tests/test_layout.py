@@ -175,3 +175,24 @@ def test_the_two_fixed_commands_are_launchers_only(launcher):
     """``python -m core.train`` / ``core.reproduce`` (the developer guide's commands) define no names."""
     tree = ast.parse((CORE / f"{launcher}.py").read_text())
     assert [type(n).__name__ for n in tree.body] == ["Expr", "If"]
+
+
+def test_page_helpers_are_imported_from_their_modules():
+    """pages/ui/__init__.py imports its submodules, never their names (one place per name): a
+    ``from .module import name`` there is allowed only for a name the package itself calls."""
+    init = ROOT / "pages" / "ui" / "__init__.py"
+    tree = ast.parse(init.read_text())
+    called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    submodules = {p.stem for p in init.parent.glob("*.py")} - {"__init__"}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            names = [a.name for a in node.names]
+            if node.module is None:
+                assert set(names) <= submodules, f"pages/ui imports {set(names) - submodules}: not its modules"
+            else:
+                assert set(names) <= called, f"pages/ui/__init__.py:{node.lineno} re-exports {sorted(set(names) - called)}"
+    for page in [ROOT / "app.py", *(ROOT / "pages").glob("*.py")]:
+        for node in ast.walk(ast.parse(page.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "pages.ui":
+                assert {a.name for a in node.names} <= submodules, \
+                    f"{page.name}:{node.lineno} imports names from pages.ui, not from its modules"

@@ -243,7 +243,7 @@ def test_open_in_models_selects_the_run(page, app_server, screenshot):
 
 
 def test_compare_png_is_made_with_visible_progress_then_downloads(page, app_server):
-    from pages.ui import png_export_ready
+    from pages.ui.export import png_export_ready
 
     if not png_export_ready():
         pytest.skip("PNG export needs kaleido and a Chromium it can find")
