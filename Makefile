@@ -6,6 +6,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# make test: pytest-xdist processes, a test file each at a time (module fixtures stay in one process)
+TEST_WORKERS ?= 2
 
 .PHONY: app test test-quick bench bench-pages bench-load reproduce pretrained lint
 
@@ -33,7 +35,7 @@ test: $(VENV)/.dev-installed
 	else \
 		echo "*** no browser: the browser tests (tests/browser) will be SKIPPED; run scripts/install_browser.sh ***" >&2; \
 	fi
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # the inner loop while editing core/: unit tests only (tests/ less tests/pages, tests/browser and
 # the tests marked slow); `make test` runs all of them and the rest

@@ -1,6 +1,7 @@
 """The local engine: every missing cell of a grid trained in a process pool on this machine."""
 from __future__ import annotations
 
+import multiprocessing
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -25,7 +26,9 @@ def run_grid(out: Path, datasets, models, seeds, iterations: int = 1000, workers
         + (f"; {half} half-done continue from their checkpoints" if half else ""))
     done = []
     t0 = time.perf_counter()
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    # spawn, never fork: a forked child of a process with threads (Streamlit, pytest-xdist, a
+    # notebook) can inherit a held lock and hang in its first tensor operation
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = {pool.submit(train_cell, j): j for j in jobs}
         for i, fut in enumerate(as_completed(futures), 1):
             j = futures[fut]

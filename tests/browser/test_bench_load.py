@@ -5,33 +5,46 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from tests.browser.test_browser import _MISSING
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")]
+REPO = Path(__file__).resolve().parents[2]
 
 
-def test_bench_first_view(tmp_path, capsys, monkeypatch):
-    from bench.bench_first_view import main
+def run_bench(module: str, *args: str) -> str:
+    """``python -m <module> args`` in its own process (Playwright's sync API cannot start twice in
+    one process, and the session's browser fixture may already hold it); the bundled samples, as
+    on a fresh machine. Returns what it printed; fails with its output when it fails."""
+    env = {k: v for k, v in os.environ.items() if k != "RIMSCOPE_DATA_DIR"}
+    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=1200)
+    assert proc.returncode == 0, f"{module} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout
 
-    monkeypatch.delenv("RIMSCOPE_DATA_DIR", raising=False)  # the bundled samples
+
+def test_bench_first_view(tmp_path):
     out = tmp_path / "first_view.json"
-    main(["--order", "overview", "mechanisms", "--direct", "none", "--out", str(out)])
+    printed = run_bench("bench.bench_first_view", "--order", "overview", "mechanisms", "--direct", "none",
+                        "--out", str(out))
     data = json.loads(out.read_text())
     for part in ("fresh_server_s", "revisit_s", "warm_server_new_session_s"):
         assert set(data[part]) == {"overview", "mechanisms"}, part
         assert all(math.isfinite(v) and v > 0 for v in data[part].values()), (part, data[part])
-    assert "mechanisms" in capsys.readouterr().out
+    assert "mechanisms" in printed
 
 
-def test_bench_load_two_sessions(tmp_path, capsys, monkeypatch):
-    from bench.bench_load import ACTIONS, main
+def test_bench_load_two_sessions(tmp_path):
+    from bench.bench_load import ACTIONS
 
-    monkeypatch.delenv("RIMSCOPE_DATA_DIR", raising=False)
     out = tmp_path / "load.json"
-    main(["--sessions", "2", "--out", str(out)])
+    printed = run_bench("bench.bench_load", "--sessions", "2", "--out", str(out))
     (ph,) = json.loads(out.read_text())["phases"]
     assert ph["sessions"] == 2 and ph["error_count"] == 0, ph["errors"]
     counts = {"open_mechanisms": 2, "next_timestep": 8, "open_robustness": 2, "noise_step": 6}
@@ -40,4 +53,4 @@ def test_bench_load_two_sessions(tmp_path, capsys, monkeypatch):
         s = ph["per_action"][a]
         assert 0 < s["p50_s"] <= s["p95_s"] <= s["max_s"], (a, s)
     assert ph["server_cpu_s"] > 0 and ph["server_peak_rss_mb"] > 100
-    assert "noise_step" in capsys.readouterr().out
+    assert "noise_step" in printed

@@ -8,6 +8,7 @@ import math
 
 import pytest
 
+from tests.browser.test_bench_load import run_bench
 from tests.browser.test_browser import _MISSING
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")]
@@ -17,13 +18,9 @@ INTERACTIONS = {"timestep_step", "noise_slider_cold", "noise_slider_cached", "ne
                 "explore_units_first_render", "explore_unit_noise_cold"}
 
 
-def test_bench_pages_one_rep(tmp_path, capsys, monkeypatch):
-    from bench.bench_pages import main
-
-    monkeypatch.delenv("RIMSCOPE_DATA_DIR", raising=False)  # the bundled samples, as on a fresh machine
+def test_bench_pages_one_rep(tmp_path):
     out = tmp_path / "pages.json"
-    main(["--reps", "1", "--gc", "off", "--out", str(out)])
-    printed = capsys.readouterr().out
+    printed = run_bench("bench.bench_pages", "--reps", "1", "--gc", "off", "--out", str(out))
     data = json.loads(out.read_text())
     assert set(data["settings"]) == {"off"} and set(data["settings"]["off"]) == INTERACTIONS
     for name, s in data["settings"]["off"].items():
