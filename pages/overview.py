@@ -8,7 +8,7 @@ import streamlit as st
 from core.data.datasets import DATASETS, SOURCES, available_sources
 from core.models.registry import DEFAULT_MODEL, config_fields, get_spec, list_models, parameter_counts
 from core.paths import ROOT
-from core.report.fmt import method_title, protocol_title
+from core.report.fmt import method_title, protocol_title, shipped_models_text
 from core.report.plots.comparison import INPUT_SHAPES, parameter_bar_figure
 from core.report.plots.style import method_color
 from pages.ui.cache import SCHEDULES, entry_metadata, manifest, model_entries, schedules_available
@@ -200,8 +200,8 @@ if not man["models"]:
             "--seed 0` (writes `pretrained/manifest.json`).")
 elif man.get("protocols") or man.get("protocol"):
     protos = man.get("protocols") or {"paper": man["protocol"]}
-    st.caption("Pretrained models: seed 0 of the reproduction grids; " + "; ".join(
-        f"{name}: {text}" for name, text in protos.items()) + ".")
+    st.caption("Pretrained models, per data set and method: " + shipped_models_text(man["models"]) + ". Protocols: "
+               + "; ".join(f"{protocol_title(name)}: {text}" for name, text in protos.items()) + ".")
 st.caption("Data sources, in the order they are tried: an npz folder, an "
            "image folder (Animals-10), torchvision's cache or download (MNIST, Fashion-MNIST, CIFAR-10), and a "
            "bundled sample of 1,000 images each so the per-image pages work offline (MNIST: training images that every "

@@ -345,7 +345,10 @@ try:
 except DataUnavailableError as exc:
     data_ok = False
     say = st.info if st.session_state.get("train_demo") and dataset in SAMPLE_DATASETS else st.error
-    say(f"No training data for {DATASETS[dataset].title} here: {exc}")
+    # the plain "not found" message names the ways to get the data, which the list below gives:
+    # say it once; any other reason (a damaged file, a failed download) is shown as it is
+    not_found = str(exc).startswith(f"No {DATASETS[dataset].title} train data found.")
+    say(f"No training data for {DATASETS[dataset].title} here" + ("." if not_found else f": {exc}"))
     details(exc.detail)
     st.markdown("Training needs the full training set. Ways to get it:  \n" + "\n".join(
         f"- {w}" for w in how_to_get(dataset)) + "\n- or type a folder under *More settings → Data folder*.")
@@ -397,15 +400,16 @@ if errors:
 for e in dict.fromkeys(errors):
     st.error(e)
 if configs:
-    est = []
+    by_source: dict[str, list[str]] = {}  # where a speed was measured -> "RIM about 83 s", ...
     for m in dict.fromkeys(c.model for c in configs):
         rate = _speed(m, dataset, len(store.list_runs()), str(pretrained_dir()),
                       mtime(pretrained_dir() / "manifest.json"))
         if rate is not None:
-            est.append(f"{method_title(m)} about {fmt.duration(rate[0] * int(iterations))} ({rate[1]})")
-    if est:
-        st.caption("Estimated training time per run, from measured speed: " + "; ".join(est)
-                   + ". Periodic and final evaluations come on top; runs beyond the worker limit wait in the queue.")
+            by_source.setdefault(rate[1], []).append(f"{method_title(m)} about {fmt.duration(rate[0] * int(iterations))}")
+    if by_source:
+        est = "; ".join(f"{', '.join(times)} (measured on {source})" for source, times in by_source.items())
+        st.caption(f"Estimated training time per run: {est}. Periodic and final evaluations come on top; "
+                   "runs beyond the worker limit wait in the queue.")
 
 n_runs = len(configs)
 if st.button(f"Start {n_runs} run{'s' if n_runs != 1 else ''}" if n_runs else "Start", type="primary", key="train_start",

@@ -75,3 +75,16 @@ def test_every_shipped_model_and_run_has_a_unique_name(tmp_path):
     cards = [catalog.run_label(r, source="") for r in store.list_runs() if r.status == "queued"]
     assert len(cards) == 2 and len(set(cards)) == 2
     assert any("· paper protocol ·" in c for c in cards) and any("· converged ·" in c for c in cards)
+
+
+def test_shipped_models_text_counts_medians_per_protocol():
+    from core.report.fmt import shipped_models_text
+
+    models = [{"protocol": "converged", "selection": "median test error of the 5 healthy runs (of 5)"},
+              {"protocol": "converged", "selection": "median test error of the 1 healthy runs (of 1)"},
+              {"protocol": "paper", "selection": "median test error of the 3 healthy runs (of 3)"},
+              {"protocol": "paper", "selection": "seed 0, NOT the cell's median (seed 2, 8.57 %): its weights were not kept"}]
+    text = shipped_models_text(models)
+    assert text.startswith("converged: 2 of 2 are their cell's median healthy run; ")
+    assert "paper protocol: 1 of 2 are their cell's median healthy run, 1 another seed" in text
+    assert "seed 0 of" not in text

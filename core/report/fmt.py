@@ -145,6 +145,21 @@ def protocol_title(protocol) -> str:
     return PROTOCOL_NAMES.get(str(protocol or ""), str(protocol or ""))
 
 
+def shipped_models_text(models: list[dict]) -> str:
+    """How the shipped models were chosen, from the manifest's ``selection`` of each: the healthy
+    run with the median error of its cell, or (where that run's weights were not kept) another
+    seed, counted per protocol."""
+    by: dict[str, list[int]] = {}
+    for m in models:
+        median = str(m.get("selection", "")).startswith("median")
+        by.setdefault(protocol_title(m.get("protocol")) or "unnamed", [0, 0])[0 if median else 1] += 1
+    parts = []
+    for proto, (median, other) in by.items():
+        text = f"{proto}: {median} of {median + other} are their cell's median healthy run"
+        parts.append(text + (f", {other} another seed (the median run's weights were not kept; Models names the seed)" if other else ""))
+    return "; ".join(parts)
+
+
 def short_run_id(run_id) -> str:
     """The random tail of a run id (``"20261201-184459-b7899b34"`` -> ``"b7899b34"``)."""
     return str(run_id or "").rsplit("-", 1)[-1]

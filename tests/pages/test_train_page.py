@@ -86,7 +86,9 @@ def test_no_data_offline_disables_start(home, monkeypatch):
     at = run_page()
     at.selectbox(key="train_dataset").set_value("cifar10").run()
     assert not at.exception
-    assert any("No training data for CIFAR-10" in e and "RIMSCOPE_DATA_DIR" in e for e in errors(at))
+    # said once: a short error, then the ways to get the data (not the ways twice, in the error too)
+    assert "No training data for CIFAR-10 here." in errors(at)
+    assert not any("RIMSCOPE_DATA_DIR" in e for e in errors(at))
     assert at.button(key="train_start").disabled
     ways = " ".join(m.value for m in at.markdown)
     assert "RIMSCOPE_DATA_DIR=/path/to/folder make app" in ways and "torchvision downloads" in ways
@@ -139,16 +141,19 @@ def test_estimated_duration_from_measured_speed(home, monkeypatch, tmp_path):
     from core.training.weights import save_checkpoint
 
     pre = tmp_path / "pre"
-    meta = {"model": "rim", "dataset": "mnist", "seed": 0, "status": "completed",
-            "metrics": {"train_time_s": 100.0, "iterations_done": 1000}, "train_config": {"iterations": 1000}}
-    save_checkpoint(build_model("rim"), meta, pre / "mnist" / "rim")
-    (pre / "manifest.json").write_text(json.dumps({"models": [{"dataset": "mnist", "model": "rim", "seed": 0,
-                                                              "weights": "mnist/rim.safetensors"}]}))
+    entries = []
+    for model, seconds in (("rim", 100.0), ("parallel_lstm", 20.0)):
+        meta = {"model": model, "dataset": "mnist", "seed": 0, "status": "completed",
+                "metrics": {"train_time_s": seconds, "iterations_done": 1000}, "train_config": {"iterations": 1000}}
+        save_checkpoint(build_model(model), meta, pre / "mnist" / model)
+        entries.append({"dataset": "mnist", "model": model, "seed": 0, "weights": f"mnist/{model}.safetensors"})
+    (pre / "manifest.json").write_text(json.dumps({"models": entries}))
     monkeypatch.setenv("RIMSCOPE_PRETRAINED_DIR", str(pre))
     at = run_page()
     at.number_input(key="train_iterations").set_value(1_000_000).run()
     cap = next(c.value for c in at.caption if c.value.startswith("Estimated training time"))
-    assert "about 27.8 h" in cap and "shipped models" in cap
+    assert "about 27.8 h" in cap and "about 5.6 h" in cap
+    assert cap.count("shipped models") == 1, cap  # the source once for the models it serves, not per model
 
 
 def test_start_queues_one_run_per_model_and_seed(home):
