@@ -273,10 +273,24 @@ def _slider(page, label: str):
 
 
 def _key_steps(page, label: str, keys: list[str]) -> list[float]:
+    """One timed key press on the slider per key; a key that would not move it (the slider at
+    that end) is turned around, since a press that changes nothing starts no script run."""
     out = []
     for key in keys:
         settle(page, 60)
-        out.append(timed(page, lambda k=key: page.keyboard.press(k), prepare=_slider(page, label).focus))
+        slider = _slider(page, label)
+        chosen = [key]
+
+        def prepare(slider=slider, chosen=chosen):
+            slider.focus()
+            now, lo, hi = (slider.get_attribute(a) for a in ("aria-valuenow", "aria-valuemin", "aria-valuemax"))
+            if None not in (now, lo, hi):
+                if chosen[0] == "ArrowRight" and float(now) >= float(hi):
+                    chosen[0] = "ArrowLeft"
+                elif chosen[0] == "ArrowLeft" and float(now) <= float(lo):
+                    chosen[0] = "ArrowRight"
+
+        out.append(timed(page, lambda chosen=chosen: page.keyboard.press(chosen[0]), prepare=prepare))
     return out
 
 
