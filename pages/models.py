@@ -151,27 +151,31 @@ elif table.empty:
 else:
     # a column with nothing in any shown row (owner and date of shipped models) is left out, so the
     # table fits a 1280 px window without a sideways scroll
-    filled = [c for c in table.columns if c != "key" and table[c].map(lambda v: v not in (None, "") and v == v).any()]
+    filled = [c for c in table.columns if c != "key" and table[c].map(lambda v: v not in (None, "") and v == v).any()
+              and not (c == "status" and set(table[c]) == {"completed"})]  # all completed: said under the table
     st.dataframe(
         table[filled], hide_index=True, width="stretch", height=min(36 * (len(table) + 1) + 3, 760),
         column_config={  # widths: a data set's or a date's full text, whichever rows the grid measured
             "data set": st.column_config.TextColumn("data set", width=110, pinned=True),
             "model": st.column_config.TextColumn("model", width=150, pinned=True),
             "protocol": st.column_config.TextColumn(
-                "protocol", width=110, help="How it was trained: the paper's protocol (1,000 SGD steps), converged "
+                "protocol", width=100, help="How it was trained: the paper's protocol (1,000 SGD steps), converged "
                 "(Adam until the validation accuracy stops improving), or own settings (a run with other settings)"),
+            "source": st.column_config.TextColumn("source", width=80),
             "owner": st.column_config.TextColumn("owner", width=110),
-            "parameters": st.column_config.NumberColumn("parameters", format="localized", width=85),
-            "seed": st.column_config.NumberColumn("seed", width=50),
-            "clean error (%)": st.column_config.NumberColumn("clean error %", format="%.2f", width=90),
-            "noisy error (%)": st.column_config.NumberColumn("noisy error %", format="%.2f", width=90),
-            "iterations": st.column_config.NumberColumn("iterations", width=75),
+            "parameters": st.column_config.NumberColumn("parameters", format="localized", width=80),
+            "seed": st.column_config.NumberColumn("seed", width=45),
+            "clean error (%)": st.column_config.NumberColumn("clean error %", format="%.2f", width=85),
+            "noisy error (%)": st.column_config.NumberColumn("noisy error %", format="%.2f", width=85),
+            "iterations": st.column_config.NumberColumn("iterations", width=70),
             "status": st.column_config.TextColumn("status", width=90),
-            "health": st.column_config.TextColumn("health", width=80,
+            "health": st.column_config.TextColumn("health", width=70,
                                                   help="healthy, diverged (the loss blew up) or collapsed (about one "
                                                        "class predicted for everything); core.report.health"),
             "date": st.column_config.TextColumn("date", width=130),
         }, column_order=filled)
+    if "status" in table.columns and "status" not in filled:
+        st.caption("Every run in the table completed its training.")
     st.download_button("⬇ Table as CSV", table.drop(columns=["key"]).to_csv(index=False).encode(),
                        file_name="rimscope_models.csv", mime="text/csv", key="models_csv")
 

@@ -64,6 +64,7 @@ def test_models_page_lists_pretrained_and_inspects_one(page_env):
     assert list(df.columns[:4]) == ["data set", "model", "protocol", "source"]
     assert {"parameters", "seed", "clean error (%)", "noisy error (%)"} <= set(df.columns)
     assert "owner" not in df.columns  # empty for every shipped model: left out (the table fits at 1280 px)
+    assert "status" not in df.columns and any("Every run in the table completed" in c.value for c in at.caption)
     assert set(df["clean error (%)"]) == {3.12, 4.47, 5.81, 55.23, 57.61, 61.02}
     assert at.selectbox(key="models_pick").value is not None
     assert len(at.get("plotly_chart")) == 1  # the selected model's curves
