@@ -201,7 +201,7 @@ def _timestep_view(image: np.ndarray, a: ui.pair.Side, b: ui.pair.Side | None, p
         st.query_params["mech_t"] = str(t)
     c_next.button("▶", key="mech_next", on_click=step, args=(1,), help="next row")
 
-    c_img, c_comm, c_text = st.columns([2, 3, 3])
+    c_img, c_comm, c_text = st.columns([2, 4, 3])  # the heatmap wide enough for its numbers at 1280 px
     c_img.image(ui.upload.framed_row(image, t), caption=f"row {t} of {T}, framed")
     if schema.has(trace, "comm_attention"):
         mask = schema.get(trace, "mask")

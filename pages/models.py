@@ -159,17 +159,17 @@ else:
             "data set": st.column_config.TextColumn("data set", width=110, pinned=True),
             "model": st.column_config.TextColumn("model", width=150, pinned=True),
             "protocol": st.column_config.TextColumn(
-                "protocol", width=100, help="How it was trained: the paper's protocol (1,000 SGD steps), converged "
+                "protocol", width=95, help="How it was trained: the paper's protocol (1,000 SGD steps), converged "
                 "(Adam until the validation accuracy stops improving), or own settings (a run with other settings)"),
-            "source": st.column_config.TextColumn("source", width=80),
+            "source": st.column_config.TextColumn("source", width=75),
             "owner": st.column_config.TextColumn("owner", width=110),
-            "parameters": st.column_config.NumberColumn("parameters", format="localized", width=80),
-            "seed": st.column_config.NumberColumn("seed", width=45),
-            "clean error (%)": st.column_config.NumberColumn("clean error %", format="%.2f", width=85),
-            "noisy error (%)": st.column_config.NumberColumn("noisy error %", format="%.2f", width=85),
-            "iterations": st.column_config.NumberColumn("iterations", width=70),
+            "parameters": st.column_config.NumberColumn("params", format="localized", width=70, help="trainable parameters"),
+            "seed": st.column_config.NumberColumn("seed", width=40),
+            "clean error (%)": st.column_config.NumberColumn("error %", format="%.2f", width=70, help="clean test error, percent"),
+            "noisy error (%)": st.column_config.NumberColumn("noisy %", format="%.2f", width=70, help="test error under Gaussian noise of variance 0.01, percent"),
+            "iterations": st.column_config.NumberColumn("iterations", width=65),
             "status": st.column_config.TextColumn("status", width=90),
-            "health": st.column_config.TextColumn("health", width=70,
+            "health": st.column_config.TextColumn("health", width=65,
                                                   help="healthy, diverged (the loss blew up) or collapsed (about one "
                                                        "class predicted for everything); core.report.health"),
             "date": st.column_config.TextColumn("date", width=130),

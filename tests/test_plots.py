@@ -330,3 +330,15 @@ def test_reproduction_tables_empty_summary():
     t = reproduction_tables({})
     assert all(isinstance(df, pd.DataFrame) and df.empty for df in t.values())
     assert runs_frame({}).empty
+
+
+def test_probability_figure_names_the_true_class_in_the_axis_title_not_a_two_line_tick():
+    from core.report.plots.traces import probability_figure
+
+    rows = [{"label": "RIM", "method": "rim", "probs": [0.1] * 10}]
+    fig = probability_figure(rows, list(range(10)), true_class=5)
+    ticks = list(fig.layout.xaxis.ticktext)
+    assert ticks[5] == "<b>5</b>" and not any("<br>" in t for t in ticks)  # one line: never turned on its side
+    assert fig.layout.xaxis.tickangle == 0
+    assert "true class, 5" in fig.layout.xaxis.title.text
+    assert probability_figure(rows, list(range(10))).layout.xaxis.title.text == "class"

@@ -140,6 +140,7 @@ _GEOMETRY = """
     annotations: [...chart.querySelectorAll("g.annotation")].map(box).filter(b => b.w > 0),
     bars: [...chart.querySelectorAll("g.trace.bars path")].map(box).filter(b => b.w > 0 && b.h > 0),
     xticks: [...chart.querySelectorAll("g.xtick text")].map(box),
+    xtitles: [...chart.querySelectorAll("text.xtitle")].map(box),
     cells: [...chart.querySelectorAll(".heatmaplayer text")].map(e => ({...box(e),
                                                     size: parseFloat(getComputedStyle(e).fontSize)})),
   };
@@ -199,7 +200,11 @@ def test_figure_labels_do_not_overlap_and_heatmap_numbers_are_readable(browser, 
 
         charts = poll(marked, WAIT_S, every=2.0, what="both marks on the 0.01 line")  # so both are checked
         _check_figures(charts, f"Robustness at {width}x{height}")
-        assert any("true class" in t["text"] for g in charts for t in g["xticks"])  # named under the axis
+        assert any("true class" in t["text"] for g in charts for t in g["xtitles"])  # named under the axis
+        for i, g in enumerate(charts):  # no tick label runs into its axis title
+            for tick in g["xticks"]:
+                for title in g["xtitles"]:
+                    assert not _overlap(tick, title), f"chart {i}: tick {tick['text']!r} on the title {title['text']!r}"
 
         open_page(pg, app_server, "mechanisms")
         pg.get_by_text(PAGE_READY_TEXT["mechanisms"]).first.wait_for(timeout=SLOW_MS)

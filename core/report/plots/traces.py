@@ -212,13 +212,16 @@ def probability_figure(rows: list[dict], classes: list, *, true_class: int | Non
         fig.add_trace(go.Bar(x=names, y=p * 100, name=r["label"], marker_color=method_color(r["method"]),
                              hovertemplate=r["label"] + "<br>%{x}: %{y:.1f}%<extra></extra>"))
     ticks = list(names)
+    x_title = "class"
     if true_class is not None and 0 <= true_class < len(names):
-        # shaded column, named under the axis: a label inside the plot would sit on the bars
+        # shaded column, its tick in bold and named in the axis title: a label inside the plot would
+        # sit on the bars, a two-line tick is turned on its side (and runs into the title) in a narrow column
         fig.add_vrect(x0=true_class - 0.5, x1=true_class + 0.5, fillcolor="rgba(0,0,0,0.07)", line_width=0)
-        ticks[true_class] = f"<b>{names[true_class]}</b><br>true class"
+        ticks[true_class] = f"<b>{names[true_class]}</b>"
+        x_title = f"class (shaded: the true class, {names[true_class]})"
     # the legend (full model names, one per line when long) under the plot, never on the bars
     fig.update_layout(barmode="group", height=height + 20 * len(rows), yaxis=dict(title="probability (%)", range=[0, 100]),
-                      xaxis=dict(title="class", type="category", tickvals=names, ticktext=ticks),
+                      xaxis=dict(title=x_title, type="category", tickvals=names, ticktext=ticks, tickangle=0),
                       legend=dict(orientation="h", y=-0.25, yanchor="top", x=0),
                       margin=dict(l=10, r=10, t=10, b=40))
     return fig
