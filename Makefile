@@ -61,7 +61,7 @@ reproduce: $(VENV)/.app-installed
 
 pretrained: $(VENV)/.app-installed
 	$(PY) -m core.reproduce run --seeds 0 --out results/paper
-	$(PY) -m core.reproduce export-pretrained --out results/paper --seed 0 --dest pretrained
+	$(PY) -m core.reproduce export-pretrained --out results/paper --seed median --dest pretrained
 
 lint: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check core pages tests bench app.py
