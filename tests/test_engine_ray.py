@@ -95,6 +95,12 @@ def local_ray(tmp_path_factory):
     """One local Ray with 2 CPUs for the module; afterwards no process of it may be left."""
     saved = os.environ.get("RIMSCOPE_OFFLINE")
     os.environ["RIMSCOPE_OFFLINE"] = "1"  # the workers inherit it: never a download
+    # the local pool the tests compare with spawns its workers, which starts multiprocessing's
+    # resource tracker (a child that lives as long as this process): start it first, so it is not
+    # taken for a process Ray left behind
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
     before = _descendants(os.getpid())
     engine.start_ray(num_cpus=2)
     try:
