@@ -42,8 +42,11 @@ MIX = "open Mechanisms, 4 x next timestep, open Robustness, 3 x noise step"
 # ------------------------------------------------------------------------------ one client
 
 
-def client(url: str, start_at: float, out: Path) -> None:
-    """One session's action mix; writes ``[[action, seconds or null, error or null], ...]``."""
+def client(url: str, go: Path, out: Path) -> None:
+    """One session's action mix; writes ``[[action, seconds or null, error or null], ...]``.
+
+    Once its Chromium is up it writes ``<out>.ready`` and waits for the file ``go``: the parent
+    writes it when every client is ready, so all sessions start at once."""
     from playwright.sync_api import sync_playwright
 
     from bench.bench_first_view import click_to, goto
@@ -59,7 +62,10 @@ def client(url: str, start_at: float, out: Path) -> None:
 
     with sync_playwright() as p:
         browser, page = open_browser(p, 300_000)
-        time.sleep(max(0.0, start_at - time.time()))
+        out.with_name(out.name + ".ready").touch()
+        deadline = time.monotonic() + 600
+        while not go.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
         act("open_mechanisms", lambda: goto(page, url, "mechanisms"))
         nxt = page.get_by_role("button", name="▶", exact=True)
         for _ in range(4):
@@ -142,12 +148,16 @@ def _pct(xs: list[float], q: float) -> float:
 
 def phase(url: str, n: int, watch: ServerWatch, tmp: Path) -> dict:
     outs = [tmp / f"client_{n}_{i}.json" for i in range(n)]
-    start_at = time.time() + 15 + 2 * n  # every client's Chromium is up by then
-    procs = [subprocess.Popen([sys.executable, "-m", "bench.bench_load", "--client", url, "--start-at", str(start_at),
+    go = tmp / f"go_{n}"
+    procs = [subprocess.Popen([sys.executable, "-m", "bench.bench_load", "--client", url, "--go", str(go),
                                "--client-out", str(o)], cwd=REPO, stdout=subprocess.DEVNULL,
                               stderr=open(tmp / f"client_{n}_{i}.log", "wb"))
              for i, o in enumerate(outs)]
-    time.sleep(max(0.0, start_at - time.time()))
+    deadline = time.monotonic() + 300  # every client's Chromium up (a client that died counts as up)
+    while time.monotonic() < deadline and not all(o.with_name(o.name + ".ready").exists() or p.poll() is not None
+                                                   for o, p in zip(outs, procs)):
+        time.sleep(0.05)
+    go.touch()
     cpu0, t0, load0 = watch.cpu_s(), time.monotonic(), os.getloadavg()[0]
     watch.peak_rss = watch.rss()
     for p in procs:
@@ -179,11 +189,11 @@ def main(argv=None) -> dict:
     ap.add_argument("--sessions", type=int, nargs="+", default=[1, 8], help="N for each phase (default 1 8)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     ap.add_argument("--client", help=argparse.SUPPRESS)
-    ap.add_argument("--start-at", type=float, help=argparse.SUPPRESS)
+    ap.add_argument("--go", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--client-out", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.client:
-        client(args.client, args.start_at, args.client_out)
+        client(args.client, args.go, args.client_out)
         return {}
     from playwright.sync_api import sync_playwright
 

@@ -137,12 +137,40 @@ def open_browser(p, timeout_ms: int = WAIT_MS):
     return browser, page
 
 
-def settle(page, timeout_s: float = 300) -> None:
-    deadline, calm = time.monotonic() + timeout_s, 0
-    while time.monotonic() < deadline and calm < 3:
-        state = page.locator('[data-testid="stApp"]').get_attribute("data-test-script-state")
-        calm = calm + 1 if state == "notRunning" else 0
-        time.sleep(0.5)
+# how long the page must stay without a script run to count as settled before the next action
+# (seconds; the smoke tests set RIMSCOPE_BENCH_SETTLE_S lower: they check the bench, not the times)
+SETTLE_S = float(os.environ.get("RIMSCOPE_BENCH_SETTLE_S", "1.0"))
+# in the page: whether Streamlit's script state has been "notRunning" for ``quiet`` ms and the page
+# has not changed meanwhile (no element added, removed or re-texted: figures drawn after the run
+# ends move what is below them). A MutationObserver per document keeps the time of the last change.
+QUIET_JS = """(quiet) => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  if (!app) return false;
+  if (window.__rsApp !== app) {
+    window.__rsApp = app;
+    window.__rsLast = performance.now();
+    const seen = () => { window.__rsLast = performance.now(); };
+    new MutationObserver(seen).observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+    new MutationObserver(seen).observe(app, {childList: true, subtree: true, characterData: true});
+  }
+  return app.getAttribute('data-test-script-state') === 'notRunning' && performance.now() - window.__rsLast >= quiet;
+}"""
+
+
+def settle(page, timeout_s: float = 300, quiet_s: float | None = None) -> bool:
+    """Wait until the page has been without a script run for ``quiet_s`` (default ``SETTLE_S``),
+    watched in the page itself; False when that did not happen within ``timeout_s``."""
+    quiet_ms = 1000 * (SETTLE_S if quiet_s is None else quiet_s)
+    deadline = time.monotonic() + timeout_s
+    while (left_ms := (deadline - time.monotonic()) * 1000) > 0:
+        try:
+            page.wait_for_function(QUIET_JS, arg=quiet_ms, polling=50, timeout=left_ms)
+            return True
+        except Exception as exc:  # noqa: BLE001 - a navigation replaced the document: watch the new one
+            if "Timeout" in type(exc).__name__:
+                return False
+            time.sleep(0.05)
+    return False
 
 
 SCRIPT_RUNS: list[float] = []  # the last measurement's running -> notRunning span, per call of timed()

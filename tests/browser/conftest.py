@@ -171,7 +171,7 @@ def _wait_healthy(url: str, proc: subprocess.Popen, log: Path, timeout: float) -
                     return
         except OSError:
             pass
-        time.sleep(1.0)
+        time.sleep(0.2)
     raise RuntimeError(f"streamlit not healthy after {timeout:.0f} s:\n{log.read_text()[-4000:]}")
 
 

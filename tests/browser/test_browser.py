@@ -22,6 +22,8 @@ import time
 
 import pytest
 
+from bench.bench_pages import settle as bench_settle
+
 
 def _browser_missing() -> str | None:
     if not os.access("/usr/bin/chromium", os.X_OK):
@@ -65,20 +67,14 @@ PREDICTION = re.compile(r"\): \S.* \(\d+%\)")  # "RIM (paper's method) · conver
 # ------------------------------------------------------------------------------ helpers
 
 
-def settle(page, timeout_s: float = WAIT_S) -> bool:
-    """Wait until the script run is over (``data-test-script-state="notRunning"`` twice in a row)."""
-    deadline = time.monotonic() + timeout_s
-    calm = 0
-    while time.monotonic() < deadline:
-        try:
-            state = page.locator('[data-testid="stApp"]').get_attribute("data-test-script-state", timeout=30_000)
-        except Exception:
-            state = None
-        calm = calm + 1 if state == "notRunning" else 0
-        if calm >= 2:
-            return True
-        time.sleep(1.0)
-    return False
+SETTLE_QUIET_MS = 500
+
+
+def settle(page, timeout_s: float = WAIT_S, quiet_ms: int = SETTLE_QUIET_MS) -> bool:
+    """Wait until the script run is over: Streamlit's ``data-test-script-state`` has stayed
+    "notRunning" for ``quiet_ms`` without a change (watched in the page, so the end of a run is
+    seen within a frame). False if that did not happen within ``timeout_s``."""
+    return bench_settle(page, timeout_s, quiet_ms / 1000)
 
 
 def open_page(page, server: dict, name: str, timeout_ms: int = SLOW_MS) -> None:
@@ -122,14 +118,21 @@ def full_screenshot(page, screenshot, name: str):
             "() => { const m = document.querySelector('[data-testid=\"stMain\"]');"
             " return Math.max(m ? m.scrollHeight : 0, document.documentElement.scrollHeight); }")
         page.set_viewport_size({"width": vp["width"], "height": int(min(max(height, vp["height"]), 12_000))})
-        time.sleep(2.0)  # relayout (charts are responsive)
+        time.sleep(0.7)  # relayout (charts are responsive)
         settle(page, 60)
         return screenshot(page, name)
     finally:
         page.set_viewport_size(vp)
 
 
-def poll(fn, timeout_s: float, every: float = 1.0, what: str = "condition"):
+def current_url(page) -> str:
+    """The address bar's URL, read from the page. Not ``page.url``: Playwright's sync API updates
+    that only while it handles a call, so a loop of ``page.url`` and sleeps can wait forever on a
+    URL the page changed (``history.replaceState``) after the last call."""
+    return page.evaluate("() => location.href")
+
+
+def poll(fn, timeout_s: float, every: float = 0.25, what: str = "condition"):
     """Call ``fn`` until it returns something truthy; fail with ``what`` after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     last = None
@@ -173,7 +176,7 @@ def test_sidebar_links(page, app_server):
         f"sidebar links: {pairs}"
     page.locator('[data-testid="stSidebarNav"] a').filter(has_text="Models").click()
     page.locator("h1").filter(has_text="Models").first.wait_for(timeout=WAIT_MS)
-    assert "/models" in page.url
+    assert "/models" in current_url(page)
     settle(page)
     assert_no_errors(page, "Models (via the sidebar)")
 
@@ -306,7 +309,7 @@ def test_train_short_run(page, app_server, screenshot):
             seen.append(texts[0])
         return any(t.startswith(("completed", "failed", "diverged", "interrupted")) for t in texts)
 
-    poll(progress_done, 3 * WAIT_S, every=1.0, what="the run to finish")
+    poll(progress_done, 3 * WAIT_S, every=0.5, what="the run to finish")
     assert seen[-1].startswith("completed"), f"run did not complete: {seen}"
     assert "20 / 20 iterations" in seen[-1], seen
     assert len(seen) >= 2 and any(s.startswith(("queued", "running")) for s in seen), \

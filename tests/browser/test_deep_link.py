@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.test_browser import _MISSING, PAGES, WAIT_MS, assert_no_errors, settle
+from tests.browser.test_browser import _MISSING, PAGES, WAIT_MS, assert_no_errors, current_url, settle
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")]
 
@@ -32,6 +32,6 @@ def test_deep_link_on_fresh_server_uses_app_navigation(page, app_server):
     assert labels == [label for _, label, _ in PAGES.values()], f"sidebar shows {labels}"
     from urllib.parse import urlparse
 
-    assert urlparse(page.url).path.rstrip("/").endswith("/compare")  # the view's settings follow as ?query
+    assert urlparse(current_url(page)).path.rstrip("/").endswith("/compare")  # the view's settings follow as ?query
     assert "RIMscope" in page.title(), f"app.py's page config did not apply (title {page.title()!r})"
     assert_no_errors(page, "Compare opened by a deep link")

@@ -20,6 +20,7 @@ from tests.browser.test_browser import (
     WAIT_S,
     _log_tail,
     assert_no_errors,
+    current_url,
     full_screenshot,
     poll,
     settle,
@@ -59,15 +60,15 @@ def _open_options(page, label: str):
     def opened():
         if not options.first.is_visible():
             box.get_by_role("button", name="Open").click()
-            options.first.wait_for(timeout=10_000)
+            options.first.wait_for(timeout=3_000)
         return options.first.is_visible()
 
-    poll(opened, WAIT_S, every=2.0, what=f"the options of {label!r}")
+    poll(opened, WAIT_S, every=0.3, what=f"the options of {label!r}")
     return options
 
 
 def _idx_in_url(page) -> int | None:
-    v = parse_qs(urlparse(page.url).query).get("mech_idx")
+    v = parse_qs(urlparse(current_url(page)).query).get("mech_idx")
     return int(v[0]) if v else None
 
 

@@ -26,6 +26,7 @@ from tests.browser.test_browser import (
     WAIT_MS,
     WAIT_S,
     assert_no_errors,
+    current_url,
     poll,
     settle,
 )
@@ -44,15 +45,18 @@ def _goto(page, server: dict, path: str, heading: str, ready: str | re.Pattern |
 
 
 def _choose(page, label: str, option: str) -> None:
-    """Pick ``option`` in a selectbox; once more if a rerun closed the list before the click."""
+    """Pick ``option`` in a selectbox or multiselect. The list is opened again when a click did not
+    open it (the first click after another widget's can be taken as focus only) or a rerun closed
+    it before the option was clicked."""
     settle(page)
-    for attempt in range(3):
+    for attempt in range(5):
         page.get_by_role("combobox", name=label).click()
         try:
+            page.get_by_role("option").first.wait_for(timeout=5_000)
             page.get_by_role("option", name=option, exact=True).click(timeout=WAIT_MS // 6)
             return
         except Exception:
-            if attempt == 2:
+            if attempt == 4:
                 raise
             page.keyboard.press("Escape")
             settle(page)
@@ -64,7 +68,7 @@ def _selected(page, key: str) -> str:
 
 
 def _query(page) -> dict[str, str]:
-    return {k: v[-1] for k, v in parse_qs(urlparse(page.url).query).items()}
+    return {k: v[-1] for k, v in parse_qs(urlparse(current_url(page)).query).items()}
 
 
 def _start_button(page):
@@ -112,8 +116,11 @@ def test_reload_keeps_the_train_form(page, app_server):
     settle(page)
     _choose(page, "Models", "EntNet")
     page.locator("h1").filter(has_text="Train").first.click()  # close the list, as a person clicks away
+    settle(page)
+    chosen = page.locator(".st-key-train_models").inner_text()
+    assert "EntNet" in chosen and "Parallel LSTMs" not in chosen, chosen
     poll(lambda: _query(page).get("train_iterations") == "3000" and _query(page).get("train_models") == "rim,entnet",
-         WAIT_S, what=f"the form in the URL (now {page.url})")
+         WAIT_S, what=f"the form in the URL (now {current_url(page)})")
 
     page.reload(wait_until="commit", timeout=SLOW_MS)
     page.get_by_text("Your runs").first.wait_for(timeout=SLOW_MS)
@@ -174,8 +181,8 @@ def test_shared_mechanisms_url_opens_the_same_view(page, browser, app_server, or
         _pick_step(page, 9)
     step, pred = _step_text(page), _prediction(page)
     assert step.startswith("Step 9 of 28") and pred, (step, pred)
-    poll(lambda: "mech_idx=17" in page.url, WAIT_S, what="the image number in the URL")
-    url = page.url  # what a person copies from the address bar
+    poll(lambda: "mech_idx=17" in current_url(page), WAIT_S, what="the image number in the URL")
+    url = current_url(page)  # what a person copies from the address bar
 
     ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
     try:
@@ -229,7 +236,7 @@ def test_open_in_models_selects_the_run(page, app_server, screenshot):
     page.locator("h1").filter(has_text="Models").first.wait_for(timeout=SLOW_MS)
     page.get_by_text("Inspect a model").first.wait_for(timeout=SLOW_MS)
     settle(page)
-    assert "/models" in page.url
+    assert "/models" in current_url(page)
     picked = _selected(page, "models_pick")
     # the picker shows the run's display name, with the short id (the last 8 characters)
     assert rid[-8:] in picked and "Fashion-MNIST" in picked and newer[-8:] not in picked, picked

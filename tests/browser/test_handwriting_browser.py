@@ -12,6 +12,7 @@ from tests.browser.test_browser import (  # noqa: F401 - pytestmark: browser tes
     SLOW_MS,
     WAIT_MS,
     assert_no_errors,
+    current_url,
     full_screenshot,
     pytestmark,
     settle,
@@ -34,8 +35,8 @@ def test_other_handwriting_view_opens_a_misread_digit_on_mechanisms(page, app_se
     page.get_by_text(INSIDE).first.wait_for(timeout=SLOW_MS)
     page.get_by_text(re.compile(r"What the model sees: semeion digit #\d+")).first.wait_for(timeout=WAIT_MS)
     settle(page)
-    query = parse_qs(urlparse(page.url).query)
-    assert urlparse(page.url).path.endswith("/mechanisms")
+    query = parse_qs(urlparse(current_url(page)).query)
+    assert urlparse(current_url(page)).path.endswith("/mechanisms")
     assert query.get("mech_source") == ["Other handwriting"] and query.get("mech_hw_set") == ["semeion"]
     assert int(query["mech_hw_idx"][0]) % 2 == 1  # the bundled sample is all odd-half digits
     assert_no_errors(page, "Mechanisms, a handwriting digit")

@@ -79,7 +79,7 @@ def test_train_page_resumes_an_interrupted_run(page, app_server, screenshot):
             seen.append(texts[0])
         return bool(texts) and texts[0].startswith(("completed", "failed", "diverged"))
 
-    poll(finished, 3 * WAIT_S, every=1.0, what="the resumed run to finish")
+    poll(finished, 3 * WAIT_S, every=0.5, what="the resumed run to finish")
     assert seen[-1].startswith("completed") and f"{ITERATIONS} / {ITERATIONS} iterations" in seen[-1], seen
     assert any(s.startswith(("queued", "running")) for s in seen), f"no live progress after Resume: {seen}"
     page.get_by_text("final test accuracy").first.wait_for(timeout=WAIT_MS)

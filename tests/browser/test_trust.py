@@ -198,7 +198,7 @@ def test_figure_labels_do_not_overlap_and_heatmap_numbers_are_readable(browser, 
             marks = [a["text"] for g in charts for a in g["annotations"]]
             return charts if "paper (0.01)" in marks and "current" in marks else None
 
-        charts = poll(marked, WAIT_S, every=2.0, what="both marks on the 0.01 line")  # so both are checked
+        charts = poll(marked, WAIT_S, every=0.5, what="both marks on the 0.01 line")  # so both are checked
         _check_figures(charts, f"Robustness at {width}x{height}")
         assert any("true class" in t["text"] for g in charts for t in g["xtitles"])  # named under the axis
         for i, g in enumerate(charts):  # no tick label runs into its axis title
