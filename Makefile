@@ -6,10 +6,10 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# make test: TEST_WORKERS=2 runs pytest-xdist processes, a test file each at a time (module fixtures stay
-# in one process); the default is one process: under two, a Train-page browser test (reload keeps the
-# form) failed 2 of 5 runs here, and the suite took 9-10 min instead of about 11
-TEST_WORKERS ?= 1
+# make test: two pytest-xdist processes, a test file each at a time (module fixtures stay in one
+# process; each process has its own browser-test server); TEST_WORKERS=1 runs everything in one
+# process (no xdist): slower, since most of the suite waits on servers, browsers and subprocesses
+TEST_WORKERS ?= 2
 
 .PHONY: app test test-quick bench bench-pages bench-load reproduce pretrained lint
 
