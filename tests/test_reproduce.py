@@ -271,6 +271,9 @@ def test_export_falls_back_to_seed_zero_and_says_so_when_the_median_was_not_kept
     (rim,) = export.export_pretrained(out, "median", dest)["models"]
     assert rim["seed"] == 0 and "NOT the cell's median (seed 2" in rim["selection"]
     retrained = tmp_path / "retrained"
+    _crafted_run(retrained, "mnist", "rim", 2, 0.21, loss=(2.3, 40.0, 0.4))  # the copy diverged: not shipped
+    (rim,) = export.export_pretrained(out, "median", dest, extra_weights=[retrained])["models"]
+    assert rim["seed"] == 0 and "NOT the cell's median (seed 2" in rim["selection"]
     _crafted_run(retrained, "mnist", "rim", 2, 0.21)
     (rim,) = export.export_pretrained(out, "median", dest, extra_weights=[retrained])["models"]
     assert rim["seed"] == 2 and "retrained" in rim["selection"] and rim["test_error"] == 0.21

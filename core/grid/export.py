@@ -55,7 +55,8 @@ def median_run(runs: list) -> tuple | None:
 
 def _weights_for(path: Path, meta: dict, extra: list[Path], shipped: Path) -> tuple[Path, Path, str] | None:
     """Where the chosen run's weights are: beside its JSON, or a retrained copy of the same cell and
-    seed under one of ``extra`` (its own JSON, with its own numbers), or (seed 0 only) the model
+    seed under one of ``extra`` (its own JSON, with its own numbers; only when that run is healthy
+    too), or (seed 0 only) the model
     shipped now. Returns ``(weights, json, how)``."""
     w = path.with_suffix(".safetensors")
     if w.is_file():
@@ -63,7 +64,9 @@ def _weights_for(path: Path, meta: dict, extra: list[Path], shipped: Path) -> tu
     for d in extra:
         q = Path(d) / "runs" / meta["dataset"] / path.name
         if q.with_suffix(".safetensors").is_file() and q.is_file():
-            return q.with_suffix(".safetensors"), q, "retrained"
+            again = json.loads(q.read_text())
+            if again.get("status") == "completed" and health_of(again)["health"] == HEALTHY:
+                return q.with_suffix(".safetensors"), q, "retrained"  # an unhealthy copy is never shipped
     if shipped.with_suffix(".json").is_file() and shipped.with_suffix(".safetensors").is_file():
         old = json.loads(shipped.with_suffix(".json").read_text())
         if old.get("seed") == meta["seed"] and old.get("protocol", "paper") == meta.get("protocol", "paper"):
