@@ -63,7 +63,8 @@ reproduce: $(VENV)/.app-installed
 
 pretrained: $(VENV)/.app-installed
 	$(PY) -m core.reproduce run --seeds 0 --out results/paper
-	$(PY) -m core.reproduce export-pretrained --out results/paper --seed median --dest pretrained
+	$(PY) scripts/paper_medians.py
+	$(PY) -m core.reproduce export-pretrained --out results/paper --seed median --weights-from results/paper_medians --dest pretrained
 
 lint: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check core pages tests bench app.py
