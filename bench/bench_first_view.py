@@ -33,6 +33,7 @@ from pathlib import Path
 
 from bench.bench_pages import (
     OBSERVER_JS,
+    SETTLE_S,
     machine,
     open_browser,
     require_chromium,
@@ -43,8 +44,7 @@ from bench.bench_pages import (
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "bench" / "results" / "first_view.json"
 WAIT_MS = 300_000
-# the page counts as settled after this long without a script run (RIMSCOPE_BENCH_SETTLE_S: see bench_pages)
-CALM_S = float(os.environ.get("RIMSCOPE_BENCH_SETTLE_S", "1.0"))
+CALM_S = SETTLE_S  # the page counts as settled after this long without a script run (bench_pages)
 
 # name -> (URL path, sidebar label, its h1 heading, text shown once its main content is drawn)
 PAGES = {

@@ -2,11 +2,10 @@
 
 The paper grid (``results/paper``) kept the weights of seed 0 only, so the shipped paper models
 were seed 0 even where another seed has the cell's median test error. This trains exactly that
-seed again (the same settings: paper protocol, 10 noise draws, one torch thread: the local engine gives each of its 2 workers one) into
-``results/paper_medians``; ``export-pretrained --weights-from results/paper_medians`` then ships
-it, and the manifest gives both errors (the grid's run and the retrained one: the paper
-protocol's short SGD schedule does not repeat to the last digit). Resumable: a finished run is
-skipped.
+seed again with the same settings (paper protocol, 10 noise draws, one torch thread per run)
+into ``results/paper_medians``; ``export-pretrained --weights-from results/paper_medians`` then
+ships it, and the manifest gives the grid's error beside the retrained run's (in session 7 all
+17 came out identical to the grid's runs). Resumable: a finished run is skipped.
 
     .venv/bin/python scripts/paper_medians.py            # list, then train
     .venv/bin/python scripts/paper_medians.py --list     # only list
@@ -22,12 +21,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core.grid.export import _cell_runs, median_run  # noqa: E402
+from core.grid.export import cell_runs, median_run  # noqa: E402
 
 
 def wanted(out: Path, shipped_models: set[str]) -> list[tuple[str, str, int]]:
     todo = []
-    for (ds, model), runs in sorted(_cell_runs(out, "paper", None).items()):
+    for (ds, model), runs in sorted(cell_runs(out, "paper", None).items()):
         if model not in shipped_models:
             continue
         chosen = median_run(runs)

@@ -28,7 +28,7 @@ def protocol_text(name: str) -> str:
     return f"{', '.join(parts)} ({name} protocol)"
 
 
-def _cell_runs(out: Path, protocol: str, datasets=None) -> dict:
+def cell_runs(out: Path, protocol: str, datasets=None) -> dict:
     """``{(dataset, model): [(path, meta), ...]}`` of one protocol's plain (non-variant) runs."""
     cells: dict = {}
     for p in sorted((Path(out) / "runs").glob("*/*_s*.json")):
@@ -56,8 +56,7 @@ def median_run(runs: list) -> tuple | None:
 def _weights_for(path: Path, meta: dict, extra: list[Path], shipped: Path) -> tuple[Path, Path, str] | None:
     """Where the chosen run's weights are: beside its JSON, or a retrained copy of the same cell and
     seed under one of ``extra`` (its own JSON, with its own numbers; only when that run is healthy
-    too), or (seed 0 only) the model
-    shipped now. Returns ``(weights, json, how)``."""
+    too), or (seed 0 only) the model shipped now. Returns ``(weights, json, how)``."""
     w = path.with_suffix(".safetensors")
     if w.is_file():
         return w, path, "grid"
@@ -99,7 +98,7 @@ def export_pretrained(out: Path, seed: int | str, dest: Path, protocol: str = "p
     manifest = {"models": kept, "protocols": {**old.get("protocols", {}), protocol: protocol_text(protocol)},
                 "rebuild": "make pretrained", "skipped": [s for s in old.get("skipped", [])
                                                           if s.get("protocol") != protocol]}
-    for (ds, model), runs in sorted(_cell_runs(out, protocol, datasets).items()):
+    for (ds, model), runs in sorted(cell_runs(out, protocol, datasets).items()):
         n_healthy = sum(health_of(m)["health"] == HEALTHY for _, m in runs)
         target = (dest / sub.rstrip("/") / ds / model) if sub else dest / ds / model
         if seed == "median":

@@ -72,8 +72,9 @@ SETTLE_QUIET_MS = 500
 
 def settle(page, timeout_s: float = WAIT_S, quiet_ms: int = SETTLE_QUIET_MS) -> bool:
     """Wait until the script run is over: Streamlit's ``data-test-script-state`` has stayed
-    "notRunning" for ``quiet_ms`` without a change (watched in the page, so the end of a run is
-    seen within a frame). False if that did not happen within ``timeout_s``."""
+    "notRunning" and the page's elements unchanged for ``quiet_ms`` (bench_pages' ``settle``,
+    watched in the page, so the end of a run is seen within a frame). False if that did not
+    happen within ``timeout_s``."""
     return bench_settle(page, timeout_s, quiet_ms / 1000)
 
 
