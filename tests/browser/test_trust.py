@@ -16,6 +16,8 @@ import time
 
 import pytest
 
+from core.runs.schema import STOP_FILE
+
 from tests.browser.test_browser import (
     _MISSING,
     PAGE_READY_TEXT,
@@ -65,6 +67,37 @@ def _park_on(page, button) -> tuple[float, float]:
     return x, y
 
 
+def _button_at(page, x: float, y: float) -> str:
+    """The text of the button under the point (x, y) and the key of the card it is on (the
+    page keys each card ``card_<run id>``); "" when no button is there."""
+    return page.evaluate("""([x, y]) => {
+      const b = document.elementFromPoint(x, y)?.closest("button");
+      if (!b) return "";
+      const card = b.closest('[class*="st-key-card_"]');
+      const key = card ? [...card.classList].find(c => c.startsWith("st-key-card_")) : "";
+      return b.innerText.trim() + " | " + key;
+    }""", [x, y])
+
+
+def _click_parked(page, x: float, y: float, label: str, run_id: str, acted) -> None:
+    """Click where the pointer is parked: first check that the button there is still ``label``
+    on ``run_id``'s card (the property under test), then click. A click that lands while the
+    live view's timed rerun replaces the fragment can be dropped by Streamlit on a busy machine
+    (seen once in CI: nothing happened for 180 s); a user would click again, so after 20 s
+    without ``acted()`` the same point is checked and clicked once more."""
+    for attempt in range(2):
+        under = _button_at(page, x, y)
+        assert under == f"{label} | st-key-card_{run_id}", (
+            f"the pointer is no longer on {label} of run {run_id[-8:]}: {under[:200]!r}")
+        page.mouse.click(x, y)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if acted():
+                return
+            time.sleep(0.25)
+    poll(acted, WAIT_S, what=f"the click on {label} to act on run {run_id[-8:]}")
+
+
 def _stop_all(store) -> None:
     for r in store.list_runs():
         if r.active:
@@ -103,7 +136,7 @@ def test_stop_stops_the_run_under_the_pointer_while_another_changes_state(page, 
     assert store.request_stop(queued) == "stopped"
     poll(lambda: _status_on_card(page, queued).startswith("stopped"), WAIT_S, what="the refresh showing it")
     time.sleep(0.5)
-    page.mouse.click(x, y)
+    _click_parked(page, x, y, "Stop", running, lambda: (store.run_dir(running) / STOP_FILE).exists())
     poll(lambda: store.get(running).status == "stopped", WAIT_S, what="the clicked run to stop")
     assert store.get(queued).status == "stopped" and store.get(queued).message == "stopped before it started"
     page.get_by_text(f"(run {running[-8:]})").filter(has_text="Stopping").first.wait_for(timeout=WAIT_MS)
@@ -123,9 +156,8 @@ def test_resume_resumes_the_run_under_the_pointer_while_another_changes_state(pa
     poll(lambda: store.get(other).status == "stopped", WAIT_S, what="the other run to stop")
     poll(lambda: _status_on_card(page, other).startswith("stopped"), WAIT_S, what="the refresh showing it")
     time.sleep(0.5)
-    page.mouse.click(x, y)
-    poll(lambda: store.get(clicked).status in ("queued", "running", "completed"), WAIT_S,
-         what="the clicked run to be resumed")
+    _click_parked(page, x, y, "Resume", clicked,
+                  lambda: store.get(clicked).status in ("queued", "running", "completed"))
     assert store.get(other).status == "stopped"  # the run that moved was not resumed
     page.get_by_text("Resumed RIM (paper's method)").first.wait_for(timeout=WAIT_MS)
 
