@@ -47,6 +47,17 @@ CENTRE = MNIST_SIZE / 2  # where the centre of mass goes, in pixel-index coordin
 # finer detail would only cost time and memory (a 40-megapixel float copy is 160 MB).
 WORKING_SIDE = 1024
 
+# A digit whose ink touches all four edges of a square picture was stretched to fill its box,
+# as Semeion's 16 x 16 digits and other form readers' are: its own width is lost (a "1" comes
+# as wide as a "0"). Such a box is narrowed to MNIST's typical width before fitting: the
+# median ink width / height of MNIST's 60,000 training digits (threshold 128) is 0.75.
+STRETCHED_ASPECT = 0.75
+SQUARE_TOLERANCE = 0.05  # a picture is square when its sides differ by at most this share
+EDGE_MARGIN = 0.02  # ink within this share of the side from an edge touches it (at least 1 px)
+NARROWED_NOTE = ("the ink fills the square picture on all four sides, so it was read as a digit stretched to "
+                 f"fill its box (its own width is unknown) and narrowed to MNIST's usual {STRETCHED_ASPECT:g} "
+                 "of its height")
+
 EMPTY_DIGIT = "The image is empty: draw or upload a digit."
 EMPTY_PLAIN = "The image is empty: draw or upload a picture."
 
@@ -59,14 +70,16 @@ class PreparedImage:
 
     ``array`` is uint8, [28, 28] for grey data sets or [size, size, 3] for colour ones.
     ``steps`` holds the intermediate uint8 images the pipeline reached, in order: digit
-    "gray", "cropped", "fitted"; plain "gray", "fitted"; colour "rgb", "cropped". An empty
-    image stops after "gray".
+    "gray", "cropped", ("narrowed",) "fitted"; plain "gray", "fitted"; colour "rgb", "cropped".
+    An empty image stops after "gray". ``notes`` says in words what the pipeline did beyond
+    the usual steps (a stretched digit narrowed).
     """
 
     array: np.ndarray
     inverted: bool
     warning: str | None
     steps: dict[str, np.ndarray]
+    notes: tuple[str, ...] = ()
 
 
 def _grey(image: Image.Image | np.ndarray) -> np.ndarray:
@@ -94,7 +107,9 @@ def prepare_digit(image: Image.Image | np.ndarray, *, invert: Invert = "auto") -
        28 x 28) are redrawn along their skeleton at that width, so a thick marker, the
        canvas's brush on a small drawing and a thin pen give alike digits
        (``normalise_strokes``);
-    5. fit into 20 x 20 keeping the aspect ratio, and place so that the centre of mass is at
+    5. a digit stretched to fill a square picture (its ink touches all four edges) is
+       narrowed to MNIST's typical width, ``STRETCHED_ASPECT`` of its height (``_unstretch``);
+    6. fit into 20 x 20 keeping the aspect ratio, and place so that the centre of mass is at
        the centre of the 28 x 28 field.
 
     An image without ink gives a blank result and a ``warning``.
@@ -113,8 +128,14 @@ def prepare_digit(image: Image.Image | np.ndarray, *, invert: Invert = "auto") -
     rows = np.flatnonzero(mask.any(axis=1))
     cols = np.flatnonzero(mask.any(axis=0))
     box = (slice(rows[0], rows[-1] + 1), slice(cols[0], cols[-1] + 1))
-    cropped = ink[box]
-    fitted = _fit(normalise_strokes(mask[box], cropped), DIGIT_BOX)
+    cropped, crop_mask = ink[box], mask[box]
+    steps = {"gray": grey, "cropped": _to_uint8(cropped)}
+    notes: tuple[str, ...] = ()
+    if _stretched(mask.shape, rows, cols):
+        cropped, crop_mask = _unstretch(cropped, crop_mask)
+        steps["narrowed"] = _to_uint8(cropped)
+        notes = (NARROWED_NOTE,)
+    fitted = _fit(normalise_strokes(crop_mask, cropped), DIGIT_BOX)
     if fitted.max() <= 0.5:  # nothing would survive rounding to uint8
         return _blank(grey, inverted, EMPTY_DIGIT)
     # Like MNIST, whose digits all reach 255: thin strokes lose some of their peak when
@@ -123,8 +144,29 @@ def prepare_digit(image: Image.Image | np.ndarray, *, invert: Invert = "auto") -
     # Like MNIST: shift so the centre of mass (not the box centre) lands on the field's centre.
     top, left = _mass_offsets(fitted)
     array = _paste(fitted, top, left)
-    steps = {"gray": grey, "cropped": _to_uint8(cropped), "fitted": _to_uint8(fitted)}
-    return PreparedImage(array=array, inverted=inverted, warning=None, steps=steps)
+    steps["fitted"] = _to_uint8(fitted)
+    return PreparedImage(array=array, inverted=inverted, warning=None, steps=steps, notes=notes)
+
+
+def _stretched(shape: tuple[int, int], rows: np.ndarray, cols: np.ndarray) -> bool:
+    """Whether the ink (its ``rows`` and ``cols``) touches all four edges of a square picture."""
+    height, width = shape
+    if abs(height - width) > SQUARE_TOLERANCE * max(height, width):
+        return False
+    margin = max(1, round(EDGE_MARGIN * max(height, width)))
+    return bool(rows[0] < margin and rows[-1] >= height - margin and cols[0] < margin and cols[-1] >= width - margin)
+
+
+def _unstretch(cropped: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The cropped ink and its mask narrowed to ``STRETCHED_ASPECT`` of their height (never
+    widened)."""
+    height, width = cropped.shape
+    new_width = max(1, round(STRETCHED_ASPECT * height))
+    if new_width >= width:
+        return cropped, mask
+    ink = Image.fromarray(cropped.astype(np.float32)).resize((new_width, height), Image.Resampling.BILINEAR)
+    shape = Image.fromarray(mask.astype(np.float32)).resize((new_width, height), Image.Resampling.BILINEAR)
+    return np.clip(np.asarray(ink), 0, 255), np.asarray(shape) >= 0.5
 
 
 def _mass_offsets(fitted: np.ndarray) -> tuple[int, int]:

@@ -83,7 +83,7 @@ def framed_row(image: np.ndarray, row: int, side: int = 224) -> np.ndarray:
 def show_preprocessing(prepared, expanded: bool = False) -> None:
     """The intermediate images of ``core.digits.prepare`` in an expander."""
     with st.expander("Preprocessing steps", expanded=expanded):
-        names = {"gray": "grey", "rgb": "as uploaded", "cropped": "cropped", "fitted": "fitted"}
+        names = {"gray": "grey", "rgb": "as uploaded", "cropped": "cropped", "narrowed": "narrowed", "fitted": "fitted"}
         steps = list(prepared.steps.items())
         cols = st.columns(len(steps) + 1)
         for col, (name, arr) in zip(cols, steps):
@@ -93,6 +93,7 @@ def show_preprocessing(prepared, expanded: bool = False) -> None:
         notes = []
         if prepared.inverted:
             notes.append("inverted (a light background became black, as in MNIST)")
+        notes.extend(prepared.notes)
         if prepared.warning:
             notes.append(prepared.warning)
         if notes:
