@@ -17,7 +17,6 @@ import time
 import pytest
 
 from core.runs.schema import STOP_FILE
-
 from tests.browser.test_browser import (
     _MISSING,
     PAGE_READY_TEXT,
@@ -85,7 +84,7 @@ def _click_parked(page, x: float, y: float, label: str, run_id: str, acted) -> N
     live view's timed rerun replaces the fragment can be dropped by Streamlit on a busy machine
     (seen once in CI: nothing happened for 180 s); a user would click again, so after 20 s
     without ``acted()`` the same point is checked and clicked once more."""
-    for attempt in range(2):
+    for _ in range(2):
         under = _button_at(page, x, y)
         assert under == f"{label} | st-key-card_{run_id}", (
             f"the pointer is no longer on {label} of run {run_id[-8:]}: {under[:200]!r}")
