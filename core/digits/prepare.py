@@ -18,8 +18,9 @@ cropped to the ink, scaled so its longer side is 20 px, then placed in a 28 x 28
 that its centre of mass sits at the centre. Before that it undoes what a drawing or a photo
 adds: the polarity (dark ink on paper is inverted), uneven lighting (the background is
 estimated and subtracted, so a shadowed edge does not survive as a bar), faint or noisy ink
-(Otsu's threshold, specks dropped, contrast stretched to 255) and the pen (strokes far
-thicker or thinner than MNIST's are redrawn at its width). ``core.digits.synth`` makes
+(Otsu's threshold, specks dropped, contrast stretched to 255), the pen (strokes far
+thicker or thinner than MNIST's are redrawn at its width) and a form reader's stretching (a
+digit filling a square picture on all four sides is narrowed to MNIST's typical width). ``core.digits.synth`` makes
 drawn-like and photo-like digits and measures how well the shipped models read them.
 """
 
