@@ -211,3 +211,23 @@ def test_generalisation_table_per_seed_and_rim_against_the_others(tmp_path):
     assert lstm["ci_low"] <= lstm["rim_minus_method"] <= lstm["ci_high"]
     assert lstm["verdict"] in ("rim reads it better", "parallel_lstm reads it better", "cannot tell at this number of seeds")
     assert summary[summary["method"] == "rim"]["verdict"].isna().all()  # no comparison with itself
+
+
+def test_handwriting_table_formats_points_intervals_and_verdicts_by_the_one_rule():
+    import pandas as pd
+
+    from core.digits.external import summarise
+    from core.report.fmt import handwriting_table
+
+    per_seed = pd.DataFrame([{"method": m, "seed": s, "semeion": acc}
+                             for m, accs in (("rim", (0.80, 0.81, 0.82)), ("entnet", (0.90, 0.91, 0.92)),
+                                             ("rmc", (0.70, 0.85, 0.95)))
+                             for s, acc in enumerate(accs)])
+    table = handwriting_table(summarise(per_seed, ["semeion"], ["entnet", "rim", "rmc"]), {"semeion": "Semeion"})
+    assert list(table["method"]) == ["RIM (paper's method)", "EntNet", "RMC"]  # the reference first
+    assert list(table["accuracy % (mean ± sd)"]) == ["81.0 ± 1.0", "91.0 ± 1.0", "83.3 ± 12.6"]
+    gap = table["RIM − method, points [95% CI]"]
+    assert gap.iloc[0] == "" and gap.iloc[1].startswith("-10.0 [") and gap.iloc[2].startswith("-2.3 [")
+    assert table["verdict"].iloc[1] == "❌ does not hold (EntNet reads it better)"
+    assert table["verdict"].iloc[2] == "❔ cannot tell"
+    assert table["p raw / Holm"].iloc[1].startswith("p ") and set(table["set"]) == {"Semeion"}

@@ -370,6 +370,40 @@ def runs_frame(summary: dict) -> pd.DataFrame:
     return df[[c for c in RUN_COLUMNS if c in df]].rename(columns=RUN_COLUMNS)
 
 
+def handwriting_table(summary: pd.DataFrame, titles: dict | None = None, reference: str = "rim") -> pd.DataFrame:
+    """The generalisation table of ``python -m core.digits generalisation`` (its summary CSV:
+    one row per set and method, accuracies as fractions, ``reference`` minus method in
+    accuracy fractions) as shown: accuracy in percent, mean ± sd over seeds, the difference in
+    points with its 95 % interval, p raw / Holm, the verdict with its mark (the reference
+    reading a set better counts as "holds"). ``titles``: a set's name as shown."""
+    if summary is None or summary.empty:
+        return pd.DataFrame()
+    rows = []
+    records = summary.to_dict("records")
+    sets = list(dict.fromkeys(r.get("set") for r in records))
+    records.sort(key=lambda r: (sets.index(r.get("set")), r.get("method") != reference))  # the reference first
+    for r in records:
+        v = str(r.get("verdict") or "")
+        if v.startswith(f"{reference} reads"):
+            v = f"holds ({short_method_title(reference)} reads it better)"
+        elif v.endswith("reads it better"):
+            v = f"does not hold ({short_method_title(r['method'])} reads it better)"
+        hundred = {k: 100 * num(r.get(k)) for k in ("mean", "sd", "rim_minus_method", "ci_low", "ci_high")}
+        tested = r.get("method") != reference and math.isfinite(hundred["rim_minus_method"])
+        rows.append({
+            "set": (titles or {}).get(r.get("set"), r.get("set")),
+            "half": r.get("half"),
+            "method": method_title(r.get("method")),
+            "seeds": int(num(r.get("seeds"))) if math.isfinite(num(r.get("seeds"))) else None,
+            "accuracy % (mean ± sd)": mean_sd(hundred["mean"], hundred["sd"], 1),
+            f"{short_method_title(reference)} − method, points [95% CI]":
+                gap(hundred["rim_minus_method"], hundred["ci_low"], hundred["ci_high"], 1) if tested else "",
+            "p raw / Holm": p_pair(r.get("p"), r.get("p_holm")) if tested else "",
+            "verdict": verdict(v) if tested else "(reference)",
+        })
+    return pd.DataFrame(rows)
+
+
 def step_text(trace: dict, unit_names: list, schema, t: int, T: int) -> str:
     """What one step of a trace did, in words (``schema``: the model's ``TraceSchema``)."""
     if schema.has(trace, "mask") and schema.has(trace, "input_attention"):

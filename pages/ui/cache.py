@@ -115,6 +115,23 @@ def read_json(path: str, mtime_: float) -> dict | None:
     return obj if isinstance(obj, dict) else None
 
 
+@st.cache_data(show_spinner=False, max_entries=16)
+def _read_csv(path: str, mtime_: float):
+    import pandas as pd
+
+    try:
+        return pd.read_csv(path)
+    except (OSError, ValueError):
+        return None
+
+
+def load_handwriting(out_dir: Path):
+    """``handwriting.csv`` of a results folder (``python -m core.digits generalisation``) as a
+    DataFrame, None when missing or unreadable."""
+    p = Path(out_dir) / "handwriting.csv"
+    return _read_csv(str(p), mtime(p)) if p.is_file() else None
+
+
 def entry_metadata(entry: catalog.ModelEntry) -> dict | None:
     p = Path(entry.stem).with_suffix(".json")
     return read_json(str(p), mtime(p))

@@ -220,3 +220,35 @@ def test_converged_default_shows_health_counts_floors_and_left_out_runs(page_env
     err = next(f for t, f in figures(at).items() if t.startswith("Final"))
     dashed = [s["y0"] for s in err["layout"]["shapes"] if s.get("line", {}).get("dash") == "dash"]
     assert dashed == pytest.approx([90.0, 88.65, 90.0])  # MNIST: chance and majority; Fashion-MNIST: both 90
+
+
+def test_compare_shows_the_handwriting_generalisation_table_when_the_grid_has_one(page_env, tmp_path, monkeypatch):
+    """Issue 22: the generalisation table (``python -m core.digits generalisation``) on Compare,
+    from the grid's ``handwriting.csv``, with intervals, Holm p-values and the one rule's verdict."""
+    import numpy as np
+    import pandas as pd
+
+    from core.digits.external import summarise
+
+    results = tmp_path / "results"
+    shutil.copytree(page_env["results"], results)
+    monkeypatch.setenv("RIMSCOPE_RESULTS_DIR", str(results))
+    at = run_page()
+    assert "Beyond the paper: other people's handwriting" not in [s.value for s in at.subheader]  # no CSV: no table
+
+    rng = np.random.default_rng(0)
+    per_seed = pd.DataFrame([{"method": m, "seed": s, "semeion": base + rng.normal(0, 0.005),
+                              "optdigits": base + 0.05 + rng.normal(0, 0.005)}
+                             for m, base in (("rim", 0.88), ("parallel_lstm", 0.86), ("indrnn", 0.75))
+                             for s in range(5)])
+    summarise(per_seed, ["semeion", "optdigits"], ["rim", "parallel_lstm", "indrnn"]).to_csv(
+        results / "converged" / "handwriting.csv", index=False)
+    at = run_page()
+    assert not at.exception and not at.error
+    assert "Beyond the paper: other people's handwriting" in [s.value for s in at.subheader]
+    table = next(d.value for d in at.dataframe if "accuracy % (mean ± sd)" in d.value.columns)
+    assert list(table["set"]) == ["Semeion (16 x 16, about 80 writers)"] * 3 + ["UCI optdigits (32 x 32, 30 writers)"] * 3
+    assert list(table["method"])[:3] == [method_title("rim"), method_title("parallel_lstm"), method_title("indrnn")]
+    assert list(table["verdict"])[:3] == ["(reference)", "✅ holds (RIM reads it better)", "✅ holds (RIM reads it better)"]
+    assert table["RIM − method, points [95% CI]"].iloc[2].startswith("+13.")  # 88 - 75, in points
+    assert "Other handwriting as CSV (all numbers)" in " ".join(b.label for b in at.get("download_button"))
