@@ -159,12 +159,10 @@ def _stretched(shape: tuple[int, int], rows: np.ndarray, cols: np.ndarray) -> bo
 
 
 def _unstretch(cropped: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The cropped ink and its mask narrowed to ``STRETCHED_ASPECT`` of their height (never
-    widened)."""
-    height, width = cropped.shape
+    """The cropped ink and its mask narrowed to ``STRETCHED_ASPECT`` of their height (the crop of
+    a ``_stretched`` digit is the whole, nearly square picture, so this always narrows it)."""
+    height = cropped.shape[0]
     new_width = max(1, round(STRETCHED_ASPECT * height))
-    if new_width >= width:
-        return cropped, mask
     ink = Image.fromarray(cropped.astype(np.float32)).resize((new_width, height), Image.Resampling.BILINEAR)
     shape = Image.fromarray(mask.astype(np.float32)).resize((new_width, height), Image.Resampling.BILINEAR)
     return np.clip(np.asarray(ink), 0, 255), np.asarray(shape) >= 0.5
