@@ -295,8 +295,12 @@ with tab_tables:
                        "Mechanisms upload path; accuracy on the odd half, mean ± sd over seeds; RIM minus each "
                        "method with its 95% Welch interval, Holm-adjusted within each set. Chance is 10 %. "
                        "Robustness → *Other handwriting* shows the misread digits.")
-            table = handwriting_table(handwriting, {k: v.title for k, v in HANDWRITING_SETS.items()})
-            st.dataframe(table, hide_index=True, width="stretch")
+            try:
+                table = handwriting_table(handwriting, {k: v.title for k, v in HANDWRITING_SETS.items()})
+            except ValueError as exc:
+                st.warning(f"`{out_dir}/handwriting.csv` is {exc}.")
+            else:
+                st.dataframe(table, hide_index=True, width="stretch")
             st.download_button("⬇ Other handwriting as CSV (all numbers)", handwriting.to_csv(index=False).encode(),
                                file_name=f"{sched}_handwriting.csv", mime="text/csv", key="cmp_csv_handwriting")
 

@@ -231,3 +231,5 @@ def test_handwriting_table_formats_points_intervals_and_verdicts_by_the_one_rule
     assert table["verdict"].iloc[1] == "❌ does not hold (EntNet reads it better)"
     assert table["verdict"].iloc[2] == "❔ cannot tell"
     assert table["p raw / Holm"].iloc[1].startswith("p ") and set(table["set"]) == {"Semeion"}
+    with pytest.raises(ValueError, match="not a generalisation table: no column .*verdict"):
+        handwriting_table(pd.DataFrame({"set": ["semeion"], "method": ["rim"]}))

@@ -370,6 +370,10 @@ def runs_frame(summary: dict) -> pd.DataFrame:
     return df[[c for c in RUN_COLUMNS if c in df]].rename(columns=RUN_COLUMNS)
 
 
+HANDWRITING_COLUMNS = ("set", "half", "method", "seeds", "mean", "sd", "rim_minus_method", "ci_low", "ci_high",
+                       "p", "p_holm", "verdict")  # what `python -m core.digits generalisation` writes
+
+
 def handwriting_table(summary: pd.DataFrame, titles: dict | None = None, reference: str = "rim") -> pd.DataFrame:
     """The generalisation table of ``python -m core.digits generalisation`` (its summary CSV:
     one row per set and method, accuracies as fractions, ``reference`` minus method in
@@ -378,6 +382,10 @@ def handwriting_table(summary: pd.DataFrame, titles: dict | None = None, referen
     reading a set better counts as "holds"). ``titles``: a set's name as shown."""
     if summary is None or summary.empty:
         return pd.DataFrame()
+    missing = [c for c in HANDWRITING_COLUMNS if c not in summary.columns]
+    if missing:
+        raise ValueError(f"not a generalisation table: no column {', '.join(missing)} "
+                         "(rebuild it with `python -m core.digits generalisation`)")
     rows = []
     records = summary.to_dict("records")
     sets = list(dict.fromkeys(r.get("set") for r in records))

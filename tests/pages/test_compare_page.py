@@ -252,3 +252,7 @@ def test_compare_shows_the_handwriting_generalisation_table_when_the_grid_has_on
     assert list(table["verdict"])[:3] == ["(reference)", "✅ holds (RIM reads it better)", "✅ holds (RIM reads it better)"]
     assert table["RIM − method, points [95% CI]"].iloc[2].startswith("+13.")  # 88 - 75, in points
     assert "Other handwriting as CSV (all numbers)" in " ".join(b.label for b in at.get("download_button"))
+    (results / "converged" / "handwriting.csv").write_text("a,b\n1,2\n")  # someone else's CSV: said, not drawn
+    at = run_page()
+    assert not at.exception
+    assert any("is not a generalisation table" in w.value for w in at.warning)
