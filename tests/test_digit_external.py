@@ -228,8 +228,8 @@ def test_handwriting_table_formats_points_intervals_and_verdicts_by_the_one_rule
     assert list(table["accuracy % (mean ± sd)"]) == ["81.0 ± 1.0", "91.0 ± 1.0", "83.3 ± 12.6"]
     gap = table["RIM − method, points [95% CI]"]
     assert gap.iloc[0] == "" and gap.iloc[1].startswith("-10.0 [") and gap.iloc[2].startswith("-2.3 [")
-    assert table["verdict"].iloc[1] == "❌ does not hold (EntNet reads it better)"
+    assert table["verdict"].iloc[1] == "❌ does not hold"
     assert table["verdict"].iloc[2] == "❔ cannot tell"
-    assert table["p raw / Holm"].iloc[1].startswith("p ") and set(table["set"]) == {"Semeion"}
+    assert table["p raw / Holm"].iloc[1].startswith("p ") and set(table["set"]) == {"Semeion (odd half)"}
     with pytest.raises(ValueError, match="not a generalisation table: no column .*verdict"):
         handwriting_table(pd.DataFrame({"set": ["semeion"], "method": ["rim"]}))

@@ -379,7 +379,8 @@ def handwriting_table(summary: pd.DataFrame, titles: dict | None = None, referen
     one row per set and method, accuracies as fractions, ``reference`` minus method in
     accuracy fractions) as shown: accuracy in percent, mean ± sd over seeds, the difference in
     points with its 95 % interval, p raw / Holm, the verdict with its mark (the reference
-    reading a set better counts as "holds"). ``titles``: a set's name as shown."""
+    reading a set better is "holds", the method reading it better "does not hold"). ``titles``: a set's short name as shown (the half
+    measured follows it); ValueError when ``summary`` lacks the CSV's columns."""
     if summary is None or summary.empty:
         return pd.DataFrame()
     missing = [c for c in HANDWRITING_COLUMNS if c not in summary.columns]
@@ -393,14 +394,13 @@ def handwriting_table(summary: pd.DataFrame, titles: dict | None = None, referen
     for r in records:
         v = str(r.get("verdict") or "")
         if v.startswith(f"{reference} reads"):
-            v = f"holds ({short_method_title(reference)} reads it better)"
+            v = "holds"  # the claim of the table: the reference reads the set better
         elif v.endswith("reads it better"):
-            v = f"does not hold ({short_method_title(r['method'])} reads it better)"
+            v = "does not hold"
         hundred = {k: 100 * num(r.get(k)) for k in ("mean", "sd", "rim_minus_method", "ci_low", "ci_high")}
         tested = r.get("method") != reference and math.isfinite(hundred["rim_minus_method"])
         rows.append({
-            "set": (titles or {}).get(r.get("set"), r.get("set")),
-            "half": r.get("half"),
+            "set": f"{(titles or {}).get(r.get('set'), r.get('set'))} ({r.get('half')} half)",
             "method": method_title(r.get("method")),
             "seeds": int(num(r.get("seeds"))) if math.isfinite(num(r.get("seeds"))) else None,
             "accuracy % (mean ± sd)": mean_sd(hundred["mean"], hundred["sd"], 1),
