@@ -180,7 +180,12 @@ def log(msg: str) -> None:
     print(f"  [{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def timed(page, action, done_js: str | None = None, arg=None, timeout_s: float = 120, prepare=None) -> float:
+class LostInput(RuntimeError):
+    """The input event reached nothing (the focused element was re-rendered away first): no script run will come."""
+
+
+def timed(page, action, done_js: str | None = None, arg=None, timeout_s: float = 120, prepare=None,
+          confirm=None) -> float:
     """Seconds from just before ``action()`` to the end of the script run it started.
 
     ``action`` should be the input event itself (a dispatched click, a key press, the mouse
@@ -189,12 +194,17 @@ def timed(page, action, done_js: str | None = None, arg=None, timeout_s: float =
     With ``done_js`` (a predicate on the page, given ``arg``) the end is the first animation
     frame in which it holds instead: a very short fragment rerun can flip the script state
     to running and back within one render, so no state change is seen at all.
+
+    ``confirm()``, called after the action, says whether the action took effect (False:
+    ``LostInput``, so the caller can act again rather than wait for a run that never comes).
     """
     page.evaluate(OBSERVER_JS)
     if prepare is not None:
         prepare()
     t0 = page.evaluate("() => performance.now()")
     action()
+    if confirm is not None and not confirm():
+        raise LostInput("the action had no effect on the page")
     if done_js is not None:
         page.wait_for_function(f"(a) => {{ if (({done_js})(a)) {{ window.__done = performance.now(); return true; }}"
                                " return false; }", arg=arg, polling="raf", timeout=timeout_s * 1000)
@@ -241,18 +251,14 @@ def bench_noise(page, url: str, reps: int) -> tuple[list[float], list[float]]:
     page.goto(url + "/robustness", wait_until="commit", timeout=WAIT_MS)
     page.get_by_text("Error against noise strength").first.wait_for(timeout=WAIT_MS)
     settle(page)
-    thumb = page.locator('[data-testid="stSlider"]').filter(has_text="Gaussian noise").first \
-        .locator('[role="slider"], input[type="range"]').first
+    thumb = _slider(page, "Gaussian noise")
     cold, cached = [], []
     for _ in range(reps):  # right: a variance not scored yet; left, right: both cached
-        thumb.focus()
-        cold.append(timed(page, lambda: page.keyboard.press("ArrowRight")))
+        cold.append(timed_key(page, thumb, "ArrowRight"))
         settle(page, 60)
-        thumb.focus()
-        cached.append(timed(page, lambda: page.keyboard.press("ArrowLeft")))
+        cached.append(timed_key(page, thumb, "ArrowLeft"))
         settle(page, 60)
-        thumb.focus()
-        cached.append(timed(page, lambda: page.keyboard.press("ArrowRight")))
+        cached.append(timed_key(page, thumb, "ArrowRight"))
         settle(page, 60)
     return cold, cached
 
@@ -300,25 +306,65 @@ def _slider(page, label: str):
         .locator('[role="slider"], input[type="range"]').first
 
 
+def _value(slider) -> str | None:
+    try:
+        return slider.get_attribute("aria-valuenow", timeout=5_000)
+    except Exception:  # noqa: BLE001 - re-rendered while read: no value this instant
+        return None
+
+
+CONFIRM_S = 5.0  # how long a key press has to move its slider before it counts as lost
+
+
+def _timed_key_once(page, slider, key: str, timeout_s: float, turn_at_ends: bool) -> float:
+    chosen, before = [key], [None]
+
+    def prepare():
+        slider.focus()
+        now, lo, hi = (slider.get_attribute(a) for a in ("aria-valuenow", "aria-valuemin", "aria-valuemax"))
+        before[0] = now
+        if turn_at_ends and None not in (now, lo, hi):
+            if chosen[0] == "ArrowRight" and float(now) >= float(hi):
+                chosen[0] = "ArrowLeft"
+            elif chosen[0] == "ArrowLeft" and float(now) <= float(lo):
+                chosen[0] = "ArrowRight"
+
+    def confirm():
+        if before[0] is None:  # a slider without aria-valuenow: nothing to confirm by
+            return True
+        deadline = time.monotonic() + CONFIRM_S
+        while time.monotonic() < deadline:
+            now = _value(slider)
+            if now is not None and now != before[0]:
+                return True
+            time.sleep(0.05)
+        return False
+
+    return timed(page, lambda: page.keyboard.press(chosen[0]), timeout_s=timeout_s, prepare=prepare, confirm=confirm)
+
+
+def timed_key(page, slider, key: str, timeout_s: float = 120, tries: int = 3, turn_at_ends: bool = False) -> float:
+    """``timed()`` of one key press on a slider (a locator), the press confirmed by the slider's value.
+
+    On a loaded machine a rerun can re-render the slider between its focus and the press, so the
+    press reaches nothing and no script run follows: such a press (value unchanged after ``CONFIRM_S``) is
+    made again, up to ``tries`` times, each with its own clock. With ``turn_at_ends`` a key that
+    would not move the slider (at that end) is turned around, since it would start no run either."""
+    for attempt in range(1, tries + 1):
+        try:
+            return _timed_key_once(page, slider, key, timeout_s, turn_at_ends)
+        except LostInput:
+            log(f"  a key press did not reach the slider (try {attempt} of {tries}): pressed again")
+            settle(page, 60)
+    raise LostInput(f"{tries} {key} presses in a row did not move the slider")
+
+
 def _key_steps(page, label: str, keys: list[str]) -> list[float]:
-    """One timed key press on the slider per key; a key that would not move it (the slider at
-    that end) is turned around, since a press that changes nothing starts no script run."""
+    """One timed key press on the slider per key, turned around at the slider's ends."""
     out = []
     for key in keys:
         settle(page, 60)
-        slider = _slider(page, label)
-        chosen = [key]
-
-        def prepare(slider=slider, chosen=chosen):
-            slider.focus()
-            now, lo, hi = (slider.get_attribute(a) for a in ("aria-valuenow", "aria-valuemin", "aria-valuemax"))
-            if None not in (now, lo, hi):
-                if chosen[0] == "ArrowRight" and float(now) >= float(hi):
-                    chosen[0] = "ArrowLeft"
-                elif chosen[0] == "ArrowLeft" and float(now) <= float(lo):
-                    chosen[0] = "ArrowRight"
-
-        out.append(timed(page, lambda chosen=chosen: page.keyboard.press(chosen[0]), prepare=prepare))
+        out.append(timed_key(page, _slider(page, label), key, turn_at_ends=True))
     return out
 
 

@@ -1,0 +1,77 @@
+"""The page bench's timed key press on a slider: a press that reaches no slider is made again.
+
+A fake page stands in for the browser (no Chromium needed): its keyboard loses the first
+``lost`` presses (nothing moves, no script run), as a loaded machine's re-render can.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import bench_pages
+from bench.bench_pages import RUN_AFTER_JS, LostInput, timed_key
+
+
+class FakeSlider:
+    def __init__(self, value=5, lo=0, hi=10):
+        self.value, self.lo, self.hi, self.focused = value, lo, hi, 0
+
+    def focus(self):
+        self.focused += 1
+
+    def get_attribute(self, name, timeout=None):
+        return str({"aria-valuenow": self.value, "aria-valuemin": self.lo, "aria-valuemax": self.hi}[name])
+
+
+class FakePage:
+    """``performance.now()`` is a counter in ms; each press that lands moves the slider and adds one script run."""
+
+    def __init__(self, slider, lost):
+        self.slider, self.lost, self.now, self.runs, self.presses = slider, lost, 1000.0, [], []
+        self.keyboard = self
+
+    def press(self, key):
+        self.presses.append(key)
+        if len(self.presses) <= self.lost:
+            return
+        self.slider.value += 1 if key == "ArrowRight" else -1
+        self.runs.append((self.now + 5, self.now + 250))
+
+    def evaluate(self, js, arg=None):
+        if js == "() => performance.now()":
+            self.now += 1000
+            return self.now
+        if js == RUN_AFTER_JS:
+            return next(([a, b] for a, b in self.runs if a >= arg), None)
+        return None  # the observer script, window.__rs
+
+    def wait_for_function(self, *a, **k):  # settle(): quiet at once
+        return True
+
+
+@pytest.fixture(autouse=True)
+def _short_confirm(monkeypatch):
+    monkeypatch.setattr(bench_pages, "CONFIRM_S", 0.1)
+
+
+def test_a_lost_press_is_pressed_again_and_timed_from_the_press_that_landed():
+    slider = FakeSlider()
+    page = FakePage(slider, lost=1)
+    took = timed_key(page, slider, "ArrowRight")
+    assert page.presses == ["ArrowRight", "ArrowRight"] and slider.value == 6 and slider.focused == 2
+    assert took == pytest.approx(0.25)  # from the landed press's clock, not the lost one's
+
+
+def test_presses_lost_every_time_fail_with_lost_input():
+    slider = FakeSlider()
+    page = FakePage(slider, lost=10)
+    with pytest.raises(LostInput, match="3 ArrowLeft presses"):
+        timed_key(page, slider, "ArrowLeft")
+    assert len(page.presses) == 3 and slider.value == 5
+
+
+def test_a_key_at_the_slider_end_is_turned_around():
+    slider = FakeSlider(value=10)
+    page = FakePage(slider, lost=0)
+    timed_key(page, slider, "ArrowRight", turn_at_ends=True)
+    assert page.presses == ["ArrowLeft"] and slider.value == 9
