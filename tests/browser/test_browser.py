@@ -153,6 +153,43 @@ def poll(fn, timeout_s: float, every: float = 0.25, what: str = "condition"):
     pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what} (last: {last!r})")
 
 
+def slider_thumb(page, label: str):
+    """The focusable part of slider ``label`` (its thumb, or Streamlit's hidden range input)."""
+    return page.locator('[data-testid="stSlider"]').filter(has_text=label).first \
+        .locator('[role="slider"], input[type="range"]').first
+
+
+def _slider_value(thumb) -> str | None:
+    return thumb.get_attribute("aria-valuenow") or thumb.input_value()
+
+
+def press_slider(page, label: str, key: str, times: int = 1, tries: int = 3) -> None:
+    """Press ``key`` on slider ``label`` ``times`` times, one rerun at a time, each press confirmed
+    by the slider's value: a press that reached nothing (a rerun re-rendered the slider between
+    its focus and the key) is made again, up to ``tries`` times, as a user would."""
+    for n in range(times):
+        settle(page)
+        before = poll(lambda: _slider_value(slider_thumb(page, label)), WAIT_S, what=f"slider {label!r}")
+        for _ in range(tries):
+            thumb = slider_thumb(page, label)
+            thumb.focus()
+            page.keyboard.press(key)
+            deadline = time.monotonic() + 15  # the value moves as the key lands, before any rerun
+            moved = False
+            while not moved and time.monotonic() < deadline:
+                try:
+                    moved = _slider_value(slider_thumb(page, label)) != before
+                except Exception:  # noqa: BLE001 - re-rendered while read
+                    pass
+                time.sleep(0.1)
+            if moved:
+                break
+            settle(page)
+        else:
+            pytest.fail(f"{tries} {key} presses on slider {label!r} did not move it (press {n + 1} of {times})")
+    settle(page)
+
+
 # ------------------------------------------------------------------------------ every page
 
 
@@ -264,12 +301,7 @@ def test_robustness_noise_slider(page, app_server, screenshot):
     metrics = page.locator('[data-testid="stTable"]').filter(has_text="95% interval")  # every model's error
     before = poll(lambda: metrics.all_inner_texts(), WAIT_S, what="the error table")
 
-    thumb = page.locator('[data-testid="stSlider"]').filter(has_text="Gaussian noise").first \
-        .locator('[role="slider"], input[type="range"]').first
-    thumb.focus()
-    for _ in range(4):  # 0.01 -> 0.05
-        page.keyboard.press("ArrowRight")
-        time.sleep(0.3)
+    press_slider(page, "Gaussian noise", "ArrowRight", 4)  # 0.01 -> 0.05
     page.get_by_text("Test error at Gaussian variance 0.05").wait_for(timeout=SLOW_MS)
     after = poll(lambda: (t := metrics.all_inner_texts()) != before and t, SLOW_MS / 1000,
                  what="the error numbers to change")

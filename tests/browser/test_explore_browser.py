@@ -23,6 +23,7 @@ from tests.browser.test_browser import (
     current_url,
     full_screenshot,
     poll,
+    press_slider,
     settle,
 )
 
@@ -37,19 +38,6 @@ def _match_line(page):
         if m:
             return m
     return None
-
-
-def _slider_keys(page, label: str, key: str, times: int) -> None:
-    """Press ``key`` on slider ``label`` ``times`` times, one rerun at a time (a rerun that
-    redraws the slider must not swallow a key press)."""
-    for _ in range(times):
-        thumb = page.locator('[data-testid="stSlider"]').filter(has_text=label).first \
-            .locator('[role="slider"], input[type="range"]').first
-        before = thumb.input_value()
-        thumb.focus()
-        page.keyboard.press(key)
-        poll(lambda b=before, th=thumb: th.input_value() != b, WAIT_S, every=0.3, what=f"{label} to move")
-        settle(page)
 
 
 def _open_options(page, label: str):
@@ -80,14 +68,14 @@ def test_block_matches_open_one_and_compare_two_models(page, app_server, screens
     assert (first.group(3), first.group(4)) == ("12", "16") and first.group(5).endswith("LSTM 6")
 
     # the block: rows 10-16 (first row two steps back) x LSTM 1-5 (LSTM 6 removed)
-    _slider_keys(page, "First row", "ArrowLeft", 2)
+    press_slider(page, "First row", "ArrowLeft", 2)
     page.get_by_role("button", name="Remove LSTM 6").click()
     settle(page)
     m = poll(lambda: (x := _match_line(page)) and x.group(3) == "10" and "LSTM 6" not in x.group(5) and x,
              WAIT_S, what="the match count for rows 10-16 x LSTM 1-5")
     assert m.group(5) == "LSTM 1, LSTM 2, LSTM 3, LSTM 4, LSTM 5"
     hits = int(m.group(1))
-    _slider_keys(page, "Threshold", "ArrowRight", 3)  # a looser threshold: at least as many matches
+    press_slider(page, "Threshold", "ArrowRight", 3)  # a looser threshold: at least as many matches
     looser = poll(lambda: (x := _match_line(page)) and int(x.group(6)) == int(m.group(6)) + 3 and x, WAIT_S,
                   what="the count after moving the threshold")
     assert int(looser.group(1)) >= hits and int(looser.group(1)) > 0
