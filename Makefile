@@ -40,10 +40,9 @@ test: $(VENV)/.dev-installed
 	$(PY) -m pytest $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile,)
 
 # the inner loop while editing core/: unit tests only (tests/ less tests/pages, tests/browser and
-# the tests marked slow), in TEST_WORKERS processes like `make test`, which runs all of them and the rest
+# the tests marked slow); `make test` runs all of them and the rest
 test-quick: $(VENV)/.dev-installed
-	$(PY) -m pytest -q --ignore=tests/pages --ignore=tests/browser -m "not slow" \
-		$(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile,)
+	$(PY) -m pytest -q --ignore=tests/pages --ignore=tests/browser -m "not slow"
 
 bench: $(VENV)/.dev-installed
 	$(PY) -m bench.bench_models --threads 1 2
