@@ -7,9 +7,20 @@ writes itself or from the bundled samples in ``assets/samples``.
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 
-from tests.run_helpers import write_tiny_mnist
+# One torch (OpenMP) thread per test process and per process a test starts (servers, workers,
+# `python -m core.train`): make test runs two pytest-xdist processes on 2 cores, and two
+# processes of 2 threads each made CPU-bound tests 5-40x slower than one thread each (OpenMP
+# threads spinning for a core: the full-test-set check of the converged MNIST models took 75-119 s
+# beside the RMC equivalence tests, 16 s with one thread each). RIMSCOPE_TEST_THREADS overrides.
+TEST_THREADS = int(os.environ.get("RIMSCOPE_TEST_THREADS", "1"))
+os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(TEST_THREADS)
+
+from tests.run_helpers import write_tiny_mnist  # noqa: E402  (after the thread setting above)
 
 
 @pytest.fixture(autouse=True)
@@ -30,6 +41,13 @@ def _isolated_data_env(tmp_path_factory, monkeypatch):
     except ImportError:
         pass
     yield data_dir
+
+
+@pytest.fixture(autouse=True)
+def _test_threads():
+    """Every test starts with TEST_THREADS torch threads, whatever the test before it set."""
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(TEST_THREADS)
 
 
 @pytest.fixture

@@ -187,6 +187,19 @@ def test_final_noisy_accuracy_averages_every_draw(data):
     assert noisy_accuracy(r.model, te.images, te.labels, "gaussian", 0.2, draws=4, seed=1000).tolist() == manual
 
 
+def test_default_threads_follow_omp_num_threads(monkeypatch):
+    """A run that names no thread count takes OMP_NUM_THREADS where it is a positive whole
+    number, else the cores (at most 2)."""
+    monkeypatch.setattr(loop.os, "cpu_count", lambda: 8)
+    for env, want in (("3", 3), ("1", 1), (" 2 ", 2), ("0", 2), ("two", 2), ("", 2)):
+        monkeypatch.setenv("OMP_NUM_THREADS", env)
+        assert loop.default_threads() == want, env
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert loop.default_threads() == 2
+    monkeypatch.setattr(loop.os, "cpu_count", lambda: 1)
+    assert loop.default_threads() == 1
+
+
 def test_threads_setting_is_applied(data):
     """Each run sets the thread count it asks for, whatever the process had before (a no-op
     set_threads fails here: the count is moved away from the target first, both ways)."""

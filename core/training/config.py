@@ -137,7 +137,7 @@ class TrainConfig:
     holdout_sample: bool = True  # MNIST: leave out train images 0..9,999 (the bundled sample)
     noise_var: float = 0.01  # Gaussian noise variance for the final noisy test
     noise_draws: int = 3  # noise draws averaged in the final noisy test
-    threads: int | None = None  # torch threads; None = number of cores, at most 2 per run
+    threads: int | None = None  # torch threads; None = OMP_NUM_THREADS if set, else cores, at most 2 per run
     checkpoint_every: int = 200  # training checkpoint (to resume from) every this many iterations; 0 = not by count
     checkpoint_every_s: float = 60.0  # ... and at least every this many seconds; 0 = not by time
     model_overrides: dict = field(default_factory=dict)
@@ -328,7 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="MNIST: also train on images 0..9,999 (by default they are held out because the bundled sample comes from them)")
     p.add_argument("--noise-var", type=float, default=None, help=f"Gaussian noise variance of the final noisy test (default {d.noise_var})")
     p.add_argument("--noise-draws", type=int, default=None, help=f"noise draws averaged in the final noisy test (default {d.noise_draws})")
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: cores, at most 2)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: OMP_NUM_THREADS if set, else cores, at most 2)")
     p.add_argument("--device", choices=DEVICES, default=None,
                    help=f"auto = CUDA when torch sees a GPU, else CPU (default {d.device})")
     p.add_argument("--state-every", "--checkpoint-every", dest="checkpoint_every", type=int, default=None,

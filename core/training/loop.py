@@ -57,8 +57,18 @@ class TrainResult:
     resumed_from: int | None = None  # the iteration this run was resumed from
 
 
+def default_threads() -> int:
+    """Torch threads for a run that names none: ``OMP_NUM_THREADS`` where the environment sets
+    it (as torch itself reads it; a shared machine or a test session sets 1), else the number of
+    cores, at most 2 (past that, row-by-row RNN steps gain little)."""
+    env = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if env.isdigit() and int(env) >= 1:
+        return int(env)
+    return max(1, min(2, os.cpu_count() or 1))
+
+
 def set_threads(threads: int | None) -> int:
-    n = threads or max(1, min(2, os.cpu_count() or 1))
+    n = threads or default_threads()
     torch.set_num_threads(n)
     return n
 
