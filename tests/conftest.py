@@ -43,11 +43,18 @@ def _isolated_data_env(tmp_path_factory, monkeypatch):
     yield data_dir
 
 
-@pytest.fixture(autouse=True)
-def _test_threads():
-    """Every test starts with TEST_THREADS torch threads, whatever the test before it set."""
+def _reset_threads() -> None:
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(TEST_THREADS)
+
+
+@pytest.fixture(autouse=True)
+def _test_threads():
+    """Every test starts and leaves with TEST_THREADS torch threads, whatever a test sets (after
+    a test too, so the next module's module-scoped fixtures start from it)."""
+    _reset_threads()
+    yield
+    _reset_threads()
 
 
 @pytest.fixture
@@ -88,15 +95,3 @@ def pytest_collection_modifyitems(config, items):
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
-
-
-@pytest.fixture(scope="module")
-def one_torch_thread():
-    """One torch thread for a module, restored after it: tiny models run fastest on one thread,
-    and on a busy 2-core machine two threads can be 50x slower than one (oversubscription)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)

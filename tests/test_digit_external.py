@@ -168,9 +168,6 @@ ONE_DIGIT = 0.5
 
 @pytest.mark.parametrize("name", ["semeion", "optdigits"])
 def test_shipped_converged_models_keep_reading_the_bundled_samples(name, monkeypatch):
-    import torch
-
-    torch.set_num_threads(1)
     monkeypatch.delenv("RIMSCOPE_PRETRAINED_DIR", raising=False)
     entries = de.shipped_entries("converged")
     assert {e.model for e in entries} == set(SAMPLE_ACCURACY[name])

@@ -20,11 +20,6 @@ from core.report import export
 from core.report.plots import sets, traces
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread(one_torch_thread):
-    """One torch thread for this module (tests/conftest.py says why)."""
-
-
 @pytest.fixture(scope="module")
 def masks():
     rng = np.random.default_rng(3)

@@ -29,10 +29,6 @@ TINY = {
 }
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread(one_torch_thread):
-    """One torch thread for this module (tests/conftest.py says why)."""
-
 
 # The RIM and the RMC have two implementations ("fused", the default, and "reference", the
 # plain step): the behavioural tests run on both.

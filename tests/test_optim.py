@@ -17,10 +17,6 @@ from core.training.weights import load_checkpoint
 TINY = {"hidden_size": 8, "num_units": 3}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread(one_torch_thread):
-    """One torch thread for this module (tests/conftest.py says why)."""
-
 
 def rows_data(n: int, seed: int) -> LoadedData:
     """Class = which row is bright: learnable in a few dozen steps."""

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from streamlit.testing.v1 import AppTest
 
 from core.catalog import load_entry, pretrained_entries
@@ -26,7 +25,6 @@ def shipped(page_env, tmp_path, monkeypatch):
     shutil.copytree(page_env["pretrained"], pre)
     monkeypatch.setenv("RIMSCOPE_PRETRAINED_DIR", str(pre))
     monkeypatch.setenv("RIMSCOPE_ROBUSTNESS_SUBSET", "40")
-    torch.set_num_threads(1)
     out = curves.build(pre, [], log=lambda s: None, subset=40)
     return pre, out
 
