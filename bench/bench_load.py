@@ -50,7 +50,7 @@ def client(url: str, go: Path, out: Path) -> None:
     from playwright.sync_api import sync_playwright
 
     from bench.bench_first_view import click_to, goto
-    from bench.bench_pages import STEP_IS_JS, STEP_JS, _slider, open_browser, settle, timed, timed_key
+    from bench.bench_pages import STEP_IS_JS, STEP_JS, open_browser, settle, slider_thumb, timed, timed_key
 
     rows: list = []
 
@@ -75,7 +75,7 @@ def client(url: str, go: Path, out: Path) -> None:
             act("next_timestep", step)
             settle(page, 120)
         act("open_robustness", lambda: click_to(page, "robustness"))
-        thumb = _slider(page, "Gaussian noise")
+        thumb = slider_thumb(page, "Gaussian noise")
         for _ in range(3):
             act("noise_step", lambda: timed_key(page, thumb, "ArrowRight", timeout_s=300))
             settle(page, 120)

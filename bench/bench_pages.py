@@ -251,7 +251,7 @@ def bench_noise(page, url: str, reps: int) -> tuple[list[float], list[float]]:
     page.goto(url + "/robustness", wait_until="commit", timeout=WAIT_MS)
     page.get_by_text("Error against noise strength").first.wait_for(timeout=WAIT_MS)
     settle(page)
-    thumb = _slider(page, "Gaussian noise")
+    thumb = slider_thumb(page, "Gaussian noise")
     cold, cached = [], []
     for _ in range(reps):  # right: a variance not scored yet; left, right: both cached
         cold.append(timed_key(page, thumb, "ArrowRight"))
@@ -301,16 +301,32 @@ MATCH_JS = """() => [...document.querySelectorAll('[data-testid="stMarkdownConta
   .some(e => / images match rows /.test(e.textContent))"""
 
 
-def _slider(page, label: str):
+def slider_thumb(page, label: str):
+    """The focusable part of slider ``label`` (its thumb, or Streamlit's hidden range input)."""
     return page.locator('[data-testid="stSlider"]').filter(has_text=label).first \
         .locator('[role="slider"], input[type="range"]').first
 
 
-def _value(slider) -> str | None:
+def slider_value(slider) -> str | None:
+    """The slider's value as the page shows it (``aria-valuenow``, else the range input's value);
+    None while it is being re-rendered."""
     try:
-        return slider.get_attribute("aria-valuenow", timeout=5_000)
+        return slider.get_attribute("aria-valuenow", timeout=5_000) or slider.input_value(timeout=5_000)
     except Exception:  # noqa: BLE001 - re-rendered while read: no value this instant
         return None
+
+
+def moves_from(read, before: str | None, within_s: float) -> bool:
+    """Whether ``read()`` gives a value other than ``before`` within ``within_s`` seconds: a key
+    press on a slider moves its value as it lands, before any script run (so a press that reached
+    nothing shows as no move)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        now = read()
+        if now is not None and now != before:
+            return True
+        time.sleep(0.05)
+    return False
 
 
 CONFIRM_S = 5.0  # how long a key press has to move its slider before it counts as lost
@@ -332,13 +348,7 @@ def _timed_key_once(page, slider, key: str, timeout_s: float, turn_at_ends: bool
     def confirm():
         if before[0] is None:  # a slider without aria-valuenow: nothing to confirm by
             return True
-        deadline = time.monotonic() + CONFIRM_S
-        while time.monotonic() < deadline:
-            now = _value(slider)
-            if now is not None and now != before[0]:
-                return True
-            time.sleep(0.05)
-        return False
+        return moves_from(lambda: slider_value(slider), before[0], CONFIRM_S)
 
     return timed(page, lambda: page.keyboard.press(chosen[0]), timeout_s=timeout_s, prepare=prepare, confirm=confirm)
 
@@ -364,7 +374,7 @@ def _key_steps(page, label: str, keys: list[str]) -> list[float]:
     out = []
     for key in keys:
         settle(page, 60)
-        out.append(timed_key(page, _slider(page, label), key, turn_at_ends=True))
+        out.append(timed_key(page, slider_thumb(page, label), key, turn_at_ends=True))
     return out
 
 

@@ -22,6 +22,7 @@ import time
 
 import pytest
 
+from bench.bench_pages import moves_from, slider_thumb, slider_value
 from bench.bench_pages import settle as bench_settle
 
 
@@ -153,36 +154,21 @@ def poll(fn, timeout_s: float, every: float = 0.25, what: str = "condition"):
     pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what} (last: {last!r})")
 
 
-def slider_thumb(page, label: str):
-    """The focusable part of slider ``label`` (its thumb, or Streamlit's hidden range input)."""
-    return page.locator('[data-testid="stSlider"]').filter(has_text=label).first \
-        .locator('[role="slider"], input[type="range"]').first
-
-
-def _slider_value(thumb) -> str | None:
-    return thumb.get_attribute("aria-valuenow") or thumb.input_value()
-
-
 def press_slider(page, label: str, key: str, times: int = 1, tries: int = 3) -> None:
     """Press ``key`` on slider ``label`` ``times`` times, one rerun at a time, each press confirmed
-    by the slider's value: a press that reached nothing (a rerun re-rendered the slider between
-    its focus and the key) is made again, up to ``tries`` times, as a user would."""
+    by the slider's value (``bench.bench_pages.moves_from``, 15 s): a press that reached nothing (a
+    rerun re-rendered the slider between its focus and the key) is made again, up to ``tries``
+    times, as a user would."""
+    def value():
+        return slider_value(slider_thumb(page, label))
+
     for n in range(times):
         settle(page)
-        before = poll(lambda: _slider_value(slider_thumb(page, label)), WAIT_S, what=f"slider {label!r}")
+        before = poll(value, WAIT_S, what=f"slider {label!r}")
         for _ in range(tries):
-            thumb = slider_thumb(page, label)
-            thumb.focus()
+            slider_thumb(page, label).focus()
             page.keyboard.press(key)
-            deadline = time.monotonic() + 15  # the value moves as the key lands, before any rerun
-            moved = False
-            while not moved and time.monotonic() < deadline:
-                try:
-                    moved = _slider_value(slider_thumb(page, label)) != before
-                except Exception:  # noqa: BLE001 - re-rendered while read
-                    pass
-                time.sleep(0.1)
-            if moved:
+            if moves_from(value, before, 15):
                 break
             settle(page)
         else:
