@@ -18,19 +18,14 @@ from core.models.registry import build_model, get_spec, list_models
 from core.report.plots import robustness, style, traces
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread(one_torch_thread):
-    """One torch thread for this module (tests/conftest.py says why)."""
-
-
 @pytest.fixture(scope="module")
-def rim(_one_thread):
+def rim():
     torch.manual_seed(0)
     return build_model("rim", input_dim=28, hidden_size=8, embed_dim=16)
 
 
 @pytest.fixture(scope="module")
-def plstm(_one_thread):
+def plstm():
     torch.manual_seed(0)
     return build_model("parallel_lstm", input_dim=28, hidden_size=8)
 

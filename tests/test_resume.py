@@ -41,11 +41,6 @@ TINY = {
 }
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread(one_torch_thread):
-    """One torch thread for this module (tests/conftest.py says why)."""
-
-
 def synth(n: int, seed: int) -> LoadedData:
     r = np.random.default_rng(seed)
     return LoadedData(r.integers(0, 256, (n, 28, 28), dtype=np.uint8), r.integers(0, 10, n).astype(np.int64),
