@@ -70,6 +70,8 @@ RUN_AFTER_JS = """(t0) => {
   }
   return null;
 }"""
+# whether a script run started after t0
+STARTED_AFTER_JS = "(t0) => window.__rs.some(([t, st]) => t >= t0 && st === 'running')"
 
 
 def _free_port() -> int:
@@ -185,7 +187,7 @@ class LostInput(RuntimeError):
 
 
 def timed(page, action, done_js: str | None = None, arg=None, timeout_s: float = 120, prepare=None,
-          confirm=None) -> float:
+          confirm=None, start_within_s: float | None = None) -> float:
     """Seconds from just before ``action()`` to the end of the script run it started.
 
     ``action`` should be the input event itself (a dispatched click, a key press, the mouse
@@ -197,6 +199,8 @@ def timed(page, action, done_js: str | None = None, arg=None, timeout_s: float =
 
     ``confirm()``, called after the action, says whether the action took effect (False:
     ``LostInput``, so the caller can act again rather than wait for a run that never comes).
+    With ``start_within_s``, an action that starts no script run within that many seconds is
+    ``LostInput`` too (seen under load: a slider moved by its key, its value never sent).
     """
     page.evaluate(OBSERVER_JS)
     if prepare is not None:
@@ -212,12 +216,18 @@ def timed(page, action, done_js: str | None = None, arg=None, timeout_s: float =
         run = page.evaluate(RUN_AFTER_JS, t0)
         SCRIPT_RUNS.append((run[1] - run[0]) / 1000.0 if run else math.nan)
         return (end - t0) / 1000.0
-    deadline = time.monotonic() + timeout_s
+    acted = time.monotonic()
+    deadline = acted + timeout_s
+    started = start_within_s is None
     while time.monotonic() < deadline:
         run = page.evaluate(RUN_AFTER_JS, t0)
         if run:
             SCRIPT_RUNS.append((run[1] - run[0]) / 1000.0)
             return (run[1] - t0) / 1000.0
+        if not started:
+            started = page.evaluate(STARTED_AFTER_JS, t0)
+            if not started and time.monotonic() - acted > start_within_s:
+                raise LostInput(f"the action started no script run within {start_within_s:.0f} s")
         time.sleep(0.05)
     raise TimeoutError(f"no script run finished within {timeout_s:.0f} s of the action (t0 {t0:.0f} ms; "
                        f"state changes: {page.evaluate('() => window.__rs.slice(-8)')})")
@@ -330,6 +340,7 @@ def moves_from(read, before: str | None, within_s: float) -> bool:
 
 
 CONFIRM_S = 5.0  # how long a key press has to move its slider before it counts as lost
+START_S = 60.0  # how long a slider moved by its key has to start a script run before the press counts as lost
 
 
 def _timed_key_once(page, slider, key: str, timeout_s: float, turn_at_ends: bool) -> float:
@@ -350,23 +361,26 @@ def _timed_key_once(page, slider, key: str, timeout_s: float, turn_at_ends: bool
             return True
         return moves_from(lambda: slider_value(slider), before[0], CONFIRM_S)
 
-    return timed(page, lambda: page.keyboard.press(chosen[0]), timeout_s=timeout_s, prepare=prepare, confirm=confirm)
+    return timed(page, lambda: page.keyboard.press(chosen[0]), timeout_s=timeout_s, prepare=prepare, confirm=confirm,
+                 start_within_s=min(START_S, timeout_s))
 
 
 def timed_key(page, slider, key: str, timeout_s: float = 120, tries: int = 3, turn_at_ends: bool = False) -> float:
     """``timed()`` of one key press on a slider (a locator), the press confirmed by the slider's value.
 
     On a loaded machine a rerun can re-render the slider between its focus and the press, so the
-    press reaches nothing and no script run follows: such a press (value unchanged after ``CONFIRM_S``) is
-    made again, up to ``tries`` times, each with its own clock. With ``turn_at_ends`` a key that
-    would not move the slider (at that end) is turned around, since it would start no run either."""
+    press reaches nothing and no script run follows (value unchanged after ``CONFIRM_S``), or the
+    slider moves but its new value never reaches the server (no script run starts within
+    ``START_S``): such a press is made again, up to ``tries`` times, each with its own clock, and
+    said in the log. With ``turn_at_ends`` a key that would not move the slider (at that end) is
+    turned around, since it would start no run either."""
     for attempt in range(1, tries + 1):
         try:
             return _timed_key_once(page, slider, key, timeout_s, turn_at_ends)
-        except LostInput:
-            log(f"  a key press did not reach the slider (try {attempt} of {tries}): pressed again")
+        except LostInput as exc:
+            log(f"  a key press was lost ({exc}; try {attempt} of {tries}): pressed again")
             settle(page, 60)
-    raise LostInput(f"{tries} {key} presses in a row did not move the slider")
+    raise LostInput(f"{tries} {key} presses in a row were lost (no move, or no script run)")
 
 
 def _key_steps(page, label: str, keys: list[str]) -> list[float]:

@@ -1,7 +1,8 @@
 """The page bench's timed key press on a slider: a press that reaches no slider is made again.
 
 A fake page stands in for the browser (no Chromium needed): its keyboard loses the first
-``lost`` presses (nothing moves, no script run), as a loaded machine's re-render can.
+``lost`` presses (nothing moves, no script run), as a loaded machine's re-render can, and the
+``unsent`` presses after them move the slider but start no script run (the value never sent).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from bench import bench_pages
-from bench.bench_pages import RUN_AFTER_JS, LostInput, timed_key
+from bench.bench_pages import RUN_AFTER_JS, STARTED_AFTER_JS, LostInput, timed_key
 
 
 class FakeSlider:
@@ -26,8 +27,8 @@ class FakeSlider:
 class FakePage:
     """``performance.now()`` is a counter in ms; each press that lands moves the slider and adds one script run."""
 
-    def __init__(self, slider, lost):
-        self.slider, self.lost, self.now, self.runs, self.presses = slider, lost, 1000.0, [], []
+    def __init__(self, slider, lost, unsent=0):
+        self.slider, self.lost, self.unsent, self.now, self.runs, self.presses = slider, lost, unsent, 1000.0, [], []
         self.keyboard = self
 
     def press(self, key):
@@ -35,6 +36,8 @@ class FakePage:
         if len(self.presses) <= self.lost:
             return
         self.slider.value += 1 if key == "ArrowRight" else -1
+        if len(self.presses) <= self.lost + self.unsent:
+            return
         self.runs.append((self.now + 5, self.now + 250))
 
     def evaluate(self, js, arg=None):
@@ -43,6 +46,8 @@ class FakePage:
             return self.now
         if js == RUN_AFTER_JS:
             return next(([a, b] for a, b in self.runs if a >= arg), None)
+        if js == STARTED_AFTER_JS:
+            return any(a >= arg for a, _ in self.runs)
         return None  # the observer script, window.__rs
 
     def wait_for_function(self, *a, **k):  # settle(): quiet at once
@@ -52,6 +57,7 @@ class FakePage:
 @pytest.fixture(autouse=True)
 def _short_confirm(monkeypatch):
     monkeypatch.setattr(bench_pages, "CONFIRM_S", 0.1)
+    monkeypatch.setattr(bench_pages, "START_S", 0.2)
 
 
 def test_a_lost_press_is_pressed_again_and_timed_from_the_press_that_landed():
@@ -62,10 +68,18 @@ def test_a_lost_press_is_pressed_again_and_timed_from_the_press_that_landed():
     assert took == pytest.approx(0.25)  # from the landed press's clock, not the lost one's
 
 
+def test_a_press_that_moves_the_slider_but_starts_no_run_is_pressed_again():
+    slider = FakeSlider()
+    page = FakePage(slider, lost=0, unsent=1)
+    took = timed_key(page, slider, "ArrowRight")
+    assert page.presses == ["ArrowRight", "ArrowRight"] and slider.value == 7
+    assert took == pytest.approx(0.25)  # timed from the press whose run came
+
+
 def test_presses_lost_every_time_fail_with_lost_input():
     slider = FakeSlider()
     page = FakePage(slider, lost=10)
-    with pytest.raises(LostInput, match="3 ArrowLeft presses"):
+    with pytest.raises(LostInput, match="3 ArrowLeft presses in a row were lost"):
         timed_key(page, slider, "ArrowLeft")
     assert len(page.presses) == 3 and slider.value == 5
 
