@@ -20,7 +20,6 @@ SMALL = dict(num_units=5, hidden_size=8, k_active=3, embed_dim=12, input_heads=2
 IMPLS = ("fused", "reference")
 
 
-
 def _lstm_models():
     return [n for n in list_models() if get_spec(n).forget_gate]
 

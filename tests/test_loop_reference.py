@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from core.data.datasets import LoadedData
 from core.training.config import TrainConfig
@@ -67,13 +66,6 @@ RECORDED = {'plain': {'batch_acc': [0.0, 0.15000000596046448, 0.0500000007450580
                     'noisy': 0.1,
                     'test_acc': [0.03333333333333333, 0.03333333333333333, 0.03333333333333333],
                     'val_acc': [0.15, 0.05, 0.05]}}
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))

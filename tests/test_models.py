@@ -29,7 +29,6 @@ TINY = {
 }
 
 
-
 # The RIM and the RMC have two implementations ("fused", the default, and "reference", the
 # plain step): the behavioural tests run on both.
 IMPLS = ("fused", "reference")

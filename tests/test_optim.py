@@ -17,7 +17,6 @@ from core.training.weights import load_checkpoint
 TINY = {"hidden_size": 8, "num_units": 3}
 
 
-
 def rows_data(n: int, seed: int) -> LoadedData:
     """Class = which row is bright: learnable in a few dozen steps."""
     r = np.random.default_rng(seed)

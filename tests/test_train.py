@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import runpy
+import subprocess
 import sys
 from pathlib import Path
 
@@ -29,13 +31,6 @@ from core.training.weights import load_checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY_RIM = {"hidden_size": 8, "num_units": 3, "k_active": 2}
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _restore_threads():
-    before = torch.get_num_threads()
-    yield
-    torch.set_num_threads(before)
 
 
 def synth(n: int, seed: int, labels=None, shape=(28, 28)) -> LoadedData:
@@ -198,6 +193,19 @@ def test_default_threads_follow_omp_num_threads(monkeypatch):
     assert loop.default_threads() == 2
     monkeypatch.setattr(loop.os, "cpu_count", lambda: 1)
     assert loop.default_threads() == 1
+
+
+def test_the_test_session_runs_one_torch_thread_and_passes_it_on():
+    """tests/conftest.py: this process and what it starts use TEST_THREADS threads (1), so two
+    test processes on 2 cores do not fight over them; a run that names none takes it too."""
+    from tests.conftest import TEST_THREADS
+
+    assert torch.get_num_threads() == TEST_THREADS
+    assert os.environ["OMP_NUM_THREADS"] == os.environ["MKL_NUM_THREADS"] == str(TEST_THREADS)
+    assert loop.default_threads() == TEST_THREADS
+    child = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+                           capture_output=True, text=True, timeout=120, check=True)
+    assert child.stdout.strip() == str(TEST_THREADS)
 
 
 def test_threads_setting_is_applied(data):
