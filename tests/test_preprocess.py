@@ -495,3 +495,23 @@ def test_photo_of_a_large_page_is_fast():
     start = time.perf_counter()
     assert_mnist_like(prepare_digit(page))
     assert time.perf_counter() - start < HANG_GUARD_S
+
+
+def test_eroding_thick_strokes_never_spills_ink_onto_the_paper():
+    # A digit with a big filled loop and thin strokes: far thicker than MNIST's on average (its
+    # area over its skeleton), but thin along most of its skeleton, so the erosion depth that
+    # median gives is below zero. Eroding by it once turned every paper pixel into ink (a white
+    # square, 4 of Semeion's digits); only the digit's own pixels may be ink, none eroded away.
+    from core.digits.ink import normalise_strokes
+
+    yy, xx = np.mgrid[:80, :80]
+    digit = np.hypot(yy - 28, xx - 30) <= 26  # the filled loop
+    digit[20:80, 54:56] = True  # a long thin tail
+    digit[78:80, 10:56] = True  # a thin foot
+    out = normalise_strokes(digit, digit * 255.0)
+    rows, cols = np.flatnonzero(digit.any(axis=1)), np.flatnonzero(digit.any(axis=0))
+    own = digit[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1]
+    assert out.shape == own.shape  # cropped to the digit, not to a square of paper
+    assert ((out > 0) == own).all()
+    whole = prepare_digit(np.where(digit, 0, 255).astype(np.uint8))
+    assert whole.warning is None and (whole.array > 0).mean() < 0.5  # a digit, not a white field
