@@ -215,8 +215,10 @@ def test_threads_setting_is_applied(data):
     for before, wanted in ((2, 1), (1, 2), (3, 2)):
         torch.set_num_threads(before)
         assert torch.get_num_threads() == before
-        train(cfg(iterations=1, threads=wanted, noise_draws=0), tr, te)
-        assert torch.get_num_threads() == wanted
+        result = train(cfg(iterations=1, threads=wanted, noise_draws=0), tr, te)
+        assert torch.get_num_threads() == wanted == result.metrics["threads"]
+    # a run that names none records the count it used (the default), not None
+    assert train(cfg(iterations=1, threads=None, noise_draws=0), tr, te).metrics["threads"] == loop.default_threads()
 
 
 # --------------------------------------------------------------------------- class weighting

@@ -347,6 +347,7 @@ def finish(cfg: TrainConfig, run: LoopState, data: RunData, writer: StateWriter 
                            noisy_test_accuracy_std=float(accs.std()),
                            noisy_test_error=float(1 - accs.mean()))
     metrics["device"] = str(run.device)
+    metrics["threads"] = torch.get_num_threads()  # what the run used (its config may say None: the default)
     model.cpu()  # checkpoints and every later use are device-independent
     return TrainResult(run.status, model, run.history, run.evals, metrics, run.elapsed(), run.message,
                        state_path=writer.path if writer is not None else None,
