@@ -294,7 +294,9 @@ with tab_tables:
                        "never trained on, the upload path tuned on their even-indexed half only) through the "
                        "Mechanisms upload path; accuracy on the odd half, mean ± sd over seeds; RIM minus each "
                        "method with its 95% Welch interval, Holm-adjusted within each set; verdict: ✅ RIM reads the set "
-                       "better, ❌ the other method does, ❔ cannot tell. Chance is 10 %. "
+                       "better, ❌ the other method does, ❔ cannot tell. Chance is 10 %. Seeds whose grid weights "
+                       "were not kept (only each cell's shipped median is) were trained again from the grid's settings "
+                       "(REPRODUCTION.md says where and how close). "
                        "Robustness → *Other handwriting* shows the misread digits.")
             try:
                 table = handwriting_table(handwriting, {k: v.title.split(' (')[0] for k, v in HANDWRITING_SETS.items()})
