@@ -3,8 +3,8 @@
 ``core.digits.prepare.prepare_digit`` runs them in this order on a grey float image (0..255):
 ``ink_is_dark`` decides the polarity, ``subtract_background`` takes away paper, uneven light
 and a shadowed edge, ``ink_mask`` tells ink from background (Otsu's threshold, never below
-the noise; specks dropped; contrast stretched to 255) and ``normalise_strokes`` redraws
-strokes far thicker or thinner than MNIST's at its width.
+the noise; specks dropped; contrast stretched to 255) and ``normalise_strokes`` brings
+strokes thicker or thinner than MNIST's (beyond a tolerance) to its width: eroded or redrawn.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ POLARITY_NOISE = 12.0  # grey levels a pixel must stick out by to count for the 
 NOISE_SIGMAS = 4.0  # the ink threshold is at least this many noise sigmas above the paper
 SPECK_FRACTION = 0.03  # ink pieces smaller than this share of the largest one are specks
 INK_PERCENTILE = 90  # this percentile of the ink becomes 255 (contrast stretch)
-# Strokes that are clearly thicker or thinner than MNIST's are redrawn with a round brush
-# this many px wide at 28 x 28. Read back the way MNIST's own strokes are measured (ink area
+# Strokes more than STROKE_TOLERANCE times thicker or thinner than this (px at 28 x 28) are
+# eroded or redrawn to it. Read back the way MNIST's own strokes are measured (ink area
 # at level >= 128 / skeleton length), the redrawn strokes of 3,000 MNIST training digits sent
 # through prepare_digit are 3.1 px wide (median); MNIST's own median is 2.9 px (10-90 %:
 # 2.0-3.9 px). Strokes whose width is within STROKE_TOLERANCE of the brush's are left as they
@@ -232,7 +232,8 @@ def ink_mask(flat: np.ndarray, values: np.ndarray) -> tuple[np.ndarray | None, n
 
 
 def normalise_strokes(mask: np.ndarray, ink: np.ndarray) -> np.ndarray:
-    """The cropped digit, its strokes redrawn at MNIST's width if they are far off; 0..255.
+    """The cropped digit, its strokes brought to MNIST's width where they are off by more than
+    ``STROKE_TOLERANCE``; 0..255.
 
     The mask is scaled to ``STROKE_SIDE`` px and thinned to its skeleton; its own stroke
     width is its area over the skeleton's length. Within ``STROKE_TOLERANCE`` of the brush
@@ -264,8 +265,8 @@ def normalise_strokes(mask: np.ndarray, ink: np.ndarray) -> np.ndarray:
     extent = max(rows[-1] - rows[0], cols[-1] - cols[0]) + 1
     # (extent + width) is fitted to DIGIT_BOX; the width should become STROKE_WIDTH there
     width = max(1.0, STROKE_WIDTH * extent / (DIGIT_BOX - STROKE_WIDTH))
-    # Strokes already about as wide as MNIST's (as most MNIST digits themselves) keep their
-    # own shape and shading; only clearly thicker or thinner ones are redrawn.
+    # Strokes within the tolerance of the brush (41 % of MNIST's own digits) keep their own
+    # shape and shading; the others are eroded or redrawn.
     own = shape.sum() / skeleton.sum()
     if 1 / STROKE_TOLERANCE <= own / width <= STROKE_TOLERANCE:
         return ink

@@ -19,7 +19,7 @@ that its centre of mass sits at the centre. Before that it undoes what a drawing
 adds: the polarity (dark ink on paper is inverted), uneven lighting (the background is
 estimated and subtracted, so a shadowed edge does not survive as a bar), faint or noisy ink
 (Otsu's threshold, specks dropped, contrast stretched to 255), the pen (strokes far
-thicker or thinner than MNIST's are redrawn at its width) and a form reader's stretching (a
+thicker or thinner than MNIST's are eroded or redrawn to its width) and a form reader's stretching (a
 digit filling a square picture on all four sides is narrowed to MNIST's typical width). ``core.digits.synth`` makes
 drawn-like and photo-like digits and measures how well the shipped models read them.
 """
@@ -104,10 +104,10 @@ def prepare_digit(image: Image.Image | np.ndarray, *, invert: Invert = "auto") -
        so the background is 0 everywhere (``subtract_background``);
     3. ink is told from background by Otsu's threshold (never below the noise), specks are
        dropped, and the ink is stretched so that it reaches 255 (``ink_mask``);
-    4. crop to the ink; strokes much thicker or thinner than MNIST's (about 2.9 px at
-       28 x 28) are redrawn along their skeleton at that width, so a thick marker, the
-       canvas's brush on a small drawing and a thin pen give alike digits
-       (``normalise_strokes``);
+    4. crop to the ink; strokes more than ``STROKE_TOLERANCE`` times thicker or thinner than
+       the target width (``STROKE_WIDTH`` at 28 x 28) are brought to it, thick ones eroded, thin
+       ones redrawn along their skeleton, so a thick marker, the canvas's brush on a small
+       drawing and a thin pen give alike digits (``normalise_strokes``);
     5. a digit stretched to fill a square picture (its ink touches all four edges) is
        narrowed to MNIST's typical width, ``STRETCHED_ASPECT`` of its height (``_unstretch``);
     6. fit into 20 x 20 keeping the aspect ratio, and place so that the centre of mass is at
