@@ -27,7 +27,10 @@ def _canon(chunk: np.ndarray) -> np.ndarray:
 def canonical_train(cache: str) -> np.ndarray:
     if os.path.exists(cache):
         return np.load(cache)["x"]
-    x = np.load(os.path.join(os.environ["RIMSCOPE_DATA_DIR"], "mnist", "train.npz"))["x"]
+    data_dir = os.environ.get("RIMSCOPE_DATA_DIR")
+    if not data_dir or not os.path.exists(os.path.join(data_dir, "mnist", "train.npz")):
+        raise SystemExit("set RIMSCOPE_DATA_DIR to a folder with mnist/train.npz (the cache is made from it)")
+    x = np.load(os.path.join(data_dir, "mnist", "train.npz"))["x"]
     t = time.time()
     with mp.get_context("spawn").Pool(2) as pool:
         out = np.concatenate(pool.map(_canon, np.array_split(x, 40)))
