@@ -2,17 +2,18 @@
 
     RIMSCOPE_HANDWRITING_DIR=<data>/handwriting PYTHONPATH=. python results/pilots/elastic_train/per_class.py <folder of the pilot weights>
 """
-import numpy as np
-from core.digits.external import load_external, upload_inputs, predictions, shipped_entries
-from core.catalog import load_entry
-from core.training.weights import load_checkpoint
-from pathlib import Path
 import os
 import sys
+from pathlib import Path
+
+from core.catalog import load_entry
+from core.digits.external import load_external, predictions, shipped_entries, upload_inputs
+from core.training.weights import load_checkpoint
+
 data = load_external("semeion", Path(os.environ["RIMSCOPE_HANDWRITING_DIR"]))
 inp = upload_inputs(data.x)
 ev = data.half("even")
-models = {}
+models = {}  # name -> model
 for e in shipped_entries():
     if e.model in ("entnet", "rim"):
         models[e.model + " shipped"] = load_entry(e)[0]
@@ -25,5 +26,6 @@ for name, mdl in models.items():
     print(f"{name:22s}", " ".join(f"{100*(p[y==c]==c).mean():5.0f}" for c in range(10)))
     wrong = p != y
     conf = {}
-    for t, q in zip(y[wrong], p[wrong]): conf[(t, q)] = conf.get((t, q), 0) + 1
+    for t, q in zip(y[wrong], p[wrong]):
+        conf[(int(t), int(q))] = conf.get((int(t), int(q)), 0) + 1
     print("   top confusions", sorted(conf.items(), key=lambda kv: -kv[1])[:8])
