@@ -89,6 +89,9 @@ PROTOCOLS: dict[str, dict] = {
 # (issue 22: MNIST models that read other people's handwriting); its models are a protocol of
 # their own, never mixed with the converged ones in a comparison.
 PROTOCOLS["converged-aug"] = {**PROTOCOLS["converged"], "augment": "scan"}
+# "converged-12k": the converged protocol with three times the budget (the cosine decay spans
+# the 12,000 iterations); it tests whether 4,000 iterations are enough (results/budget)
+PROTOCOLS["converged-12k"] = {**PROTOCOLS["converged"], "iterations": 12000}
 
 # the settings that tell the protocols apart (how often the test accuracy is logged does not)
 _PROTOCOL_KEYS = sorted(({k for p in PROTOCOLS.values() for k in p} | {"grad_clip"}) - {"eval_every"})
