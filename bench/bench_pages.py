@@ -14,7 +14,7 @@ drives headless Chromium through the interactions users repeat:
   variance not seen before (every method re-scored on the test subset: "cold") and back to
   one already seen ("cached");
 * **new drawing**: add a stroke to the digit on the Mechanisms canvas;
-* **explore** (issue 23, Mechanisms): the first render of the page with its "Find the same
+* **explore** (Mechanisms): the first render of the page with its "Find the same
   mechanisms elsewhere" view (a fresh session; the first one also traces the searched set),
   a step of the block's first row and of the match threshold, opening a match as the current
   input, picking a second model ("Compare with"), the first render of "What each LSTM is for",

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The converged grid of issue 19 (every method, seeds 0-4 on MNIST, Fashion-MNIST and CIFAR-10,
+# The converged grid (every method, seeds 0-4 on MNIST, Fashion-MNIST and CIFAR-10,
 # 0-2 on Animals-10; noise evaluation with 10 draws), in priority order so that every phase is a
 # useful answer on its own. Resumable: finished cells are skipped, a half-done cell continues
 # from its training checkpoint. The whole grid (102 runs) is in results/converged.

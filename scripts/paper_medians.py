@@ -4,8 +4,8 @@ The paper grid (``results/paper``) kept the weights of seed 0 only, so the shipp
 were seed 0 even where another seed has the cell's median test error. This trains exactly that
 seed again with the same settings (paper protocol, 10 noise draws, one torch thread per run)
 into ``results/paper_medians``; ``export-pretrained --weights-from results/paper_medians`` then
-ships it, and the manifest gives the grid's error beside the retrained run's (in session 7 all
-17 came out identical to the grid's runs). Resumable: a finished run is skipped.
+ships it, and the manifest gives the grid's error beside the retrained run's (all 17 come out
+identical to the grid's runs). Resumable: a finished run is skipped.
 
     .venv/bin/python scripts/paper_medians.py            # list, then train
     .venv/bin/python scripts/paper_medians.py --list     # only list

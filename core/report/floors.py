@@ -5,7 +5,7 @@
   biggest class of the test set.
 
 The test sets' class counts are recorded here, so the tables and pages need no data set.
-Measured on 2026-12-01 with ``np.bincount(np.load("<data>/<ds>/test.npz")["y"])`` over the
+Counted with ``np.bincount(np.load("<data>/<ds>/test.npz")["y"])`` over the
 npz folders the grids trained and tested on (/work/shared/data; the same counts are the row
 sums of the confusion matrix every run JSON stores, which ``counts_from_confusion`` reads).
 """
@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-SOURCE = "np.bincount of test.npz 'y' (the grids' npz folders), measured 2026-12-01"
+SOURCE = "np.bincount of test.npz 'y' (the grids' npz folders)"
 TEST_CLASS_COUNTS: dict[str, list[int]] = {
     "mnist": [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009],
     "fashion_mnist": [1000] * 10,

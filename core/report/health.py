@@ -29,7 +29,7 @@ import numpy as np
 HEALTHY, DIVERGED, COLLAPSED = "healthy", "diverged", "collapsed"
 BLOWUP_FACTOR = 10.0  # a batch loss above this many times the first one counts as diverged
 # The blow-up test reads the loss through a running median of this many iterations. 1 = every
-# single batch loss, the rule as the issue states it ("at any point"): it also flags runs with
+# single batch loss, the rule as written ("at any point"): it also flags runs with
 # a one- or two-batch spike early in training that recovered. 11 would keep only blow-ups that
 # last (on the paper grid: 6 diverged runs instead of 12).
 BLOWUP_WINDOW = 1

@@ -22,7 +22,7 @@ PAPER = {
 # Named variants for the grids: name -> (registry model, config overrides). A variant's runs
 # are stored under its name and its JSON records ``variant`` beside the registry ``model``.
 VARIANTS: dict[str, tuple[str, dict]] = {
-    # ablations of the method (issue: what does the attention do?)
+    # ablations of the method (what does the attention do?)
     "rim_random": ("rim", {"selection": "random"}),  # k of n at random, independent of the input
     "rim_all": ("rim", {"selection": "all"}),  # every LSTM active
     "rim_alpha0": ("rim", {"alpha": 0.0}),  # no communication

@@ -86,7 +86,7 @@ PROTOCOLS: dict[str, dict] = {
                       grad_clip=1.0),
 }
 # "converged-aug": the converged protocol with the "scan" augmentation of the training images
-# (issue 22: MNIST models that read other people's handwriting); its models are a protocol of
+# (MNIST models that read other people's handwriting, docs/handwriting.md); its models are a protocol of
 # their own, never mixed with the converged ones in a comparison.
 PROTOCOLS["converged-aug"] = {**PROTOCOLS["converged"], "augment": "scan"}
 # "converged-12k": the converged protocol with three times the budget (the cosine decay spans

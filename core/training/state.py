@@ -262,7 +262,7 @@ def write_state(folder, state: TrainState, keep: int = KEEP) -> Path:
         _atomic_write(json_path, meta)
         fsync_dir(folder)
     except OSError as exc:
-        if not existed:  # a state of this iteration that was complete before is not ours to remove
+        if not existed:  # a complete earlier state of this iteration is not ours to remove
             with contextlib.suppress(OSError):
                 json_path.unlink(missing_ok=True)
                 weights_path.unlink(missing_ok=True)

@@ -53,7 +53,7 @@ def save_checkpoint(model: torch.nn.Module, metadata: dict, path) -> Path:
     """Save ``<stem>.safetensors`` + ``<stem>.json`` atomically; returns the weights path.
 
     A write that fails (disk full, read-only folder) raises CheckpointError naming the cause;
-    a checkpoint that was there before keeps its old files (each is replaced atomically).
+    an existing checkpoint keeps its old files (each is replaced atomically).
     """
     stem = _stem(path)
     weights, meta = checkpoint_bytes(model, metadata)

@@ -1,4 +1,4 @@
-"""PILOT (session 14, issue 22): train with a strong elastic distortion of every training image.
+"""PILOT (not a protocol of the project): train with a strong elastic distortion of every training image.
 
 Hypothesis: what the external sets' misreads have in common is *shape* (open 4s, 9s read as 3,
 crossed or flagged strokes, strongly bent digits), which the mild "scan" augmentation (an
@@ -14,7 +14,7 @@ Runs the converged protocol through ``core.training.cli.main`` in this process w
 augmentation swapped for this one; the run's JSON then gets ``pilot`` (what was swapped) and
 ``health`` (``core.report.health.health_of``) added.
 
-    RIMSCOPE_DATA_DIR=<data> OMP_NUM_THREADS=1 PYTHONPATH=. python results/pilots/elastic_train.py \
+    RIMSCOPE_DATA_DIR=<data> OMP_NUM_THREADS=1 PYTHONPATH=. python scripts/pilots/elastic_train.py \
         --protocol converged --augment scan --model entnet --seed 3 --threads 1 --noise-draws 1 --quiet --out <stem>
 """
 from __future__ import annotations
@@ -66,7 +66,7 @@ def main(argv: list[str]) -> int:
     if os.path.exists(path):
         from core.report.health import health_of
         meta = json.load(open(path))
-        meta["pilot"] = {"script": "results/pilots/elastic_train.py", "augment": "elastic (replaces scan)",
+        meta["pilot"] = {"script": "scripts/pilots/elastic_train.py", "augment": "elastic (replaces scan)",
                          "alpha": ALPHA, "sigma": SIGMA}
         meta.update(health_of(meta))
         json.dump(meta, open(path, "w"), indent=1)
