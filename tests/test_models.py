@@ -1,7 +1,7 @@
 """Tests for core.models: the paper's method (rim) and the four baselines.
 
 Everything runs on tiny models and tiny synthetic inputs on CPU; nothing touches data on
-disk. The RIM tests check what METHOD.md promises: exactly k LSTMs active per row, inactive
+disk. The RIM tests check what docs/method.md promises: exactly k LSTMs active per row, inactive
 LSTMs keeping their state, an all-black row that is not the null input, gradients reaching
 every LSTM, and traces with the documented shapes.
 """
@@ -259,7 +259,7 @@ def test_rim_inactive_lstms_keep_c_too(impl):
 def test_rim_all_black_row_is_not_the_null_input(impl):
     """The null row has score 0, i.e. attention sigmoid(0) = 0.5 in every head. An all-black
     row is encoded first (e = b_e), so its scores differ from 0; without the encoder bias the
-    black row would look exactly like the null row (the pitfall METHOD.md warns about)."""
+    black row would look exactly like the null row (the pitfall docs/method.md warns about)."""
     model = tiny("rim", impl=impl)
     black = torch.zeros(3, 6, 8)
     _, trace = model(black, return_trace=True)

@@ -7,7 +7,7 @@ from ..models.registry import list_models
 BASELINES = ["entnet", "rmc", "indrnn"]
 DATASET_ORDER = ["mnist", "fashion_mnist", "cifar10", "animals10"]
 
-# The paper's claims, as listed in ../shared/METHOD.md (test-error points, i.e. percent).
+# The paper's claims, as listed in docs/method.md (test-error points, i.e. percent).
 PAPER = {
     "vs_parallel_gap": {"mnist": 0.35, "fashion_mnist": 1.0, "cifar10": 1.0, "animals10": 3.03},
     "vs_parallel_gap_note": {"fashion_mnist": "about 1", "cifar10": "about 1"},
