@@ -296,7 +296,7 @@ with tab_tables:
                        "method with its 95% Welch interval, Holm-adjusted within each set; verdict: ✅ RIM reads the set "
                        "better, ❌ the other method does, ❔ cannot tell. Chance is 10 %. Seeds whose grid weights "
                        "were not kept (only each cell's shipped median is) were trained again from the grid's settings "
-                       "(REPRODUCTION.md says where and how close). "
+                       "(docs/handwriting.md says where and how close). "
                        "Robustness → *Other handwriting* shows the misread digits.")
             try:
                 table = handwriting_table(handwriting, {k: v.title.split(' (')[0] for k, v in HANDWRITING_SETS.items()})

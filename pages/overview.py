@@ -109,8 +109,8 @@ st.table(methods_df.style.format(lambda v: f"{int(v):,}" if pd.notna(v) else "n/
          hide_index=True)
 st.caption("Every LSTM-style forget gate (RIM's LSTMs, the parallel LSTMs, RMC's memory gate) starts from the same "
            f"forget-gate bias ({config_fields(DEFAULT_MODEL).get('forget_bias')}); LSTM weights are drawn as PyTorch's "
-           "own LSTM draws them. Other differences and their reasons are in the reproduction notes.",
-           help="REPRODUCTION.md, section \"Equal footing\"; the setting is `forget_bias`.")
+           "own LSTM draws them. Other differences and their reasons are listed in docs/method.md.",
+           help="docs/method.md, section \"Differences between the methods\"; the setting is `forget_bias`.")
 c1, c2 = st.columns([3, 2])
 with c1:
     if counts:

@@ -74,8 +74,8 @@ class SeedTable:
 
 SEEDS = SeedTable()
 
-# Named protocols: the paper's, and one that trains to convergence. "converged" was chosen by
-# measurement (REPRODUCTION.md, "Converged protocol"): Adam with a cosine decay, weights of
+# Named protocols: the paper's, and "converged", chosen by measurement (REPRODUCTION.md,
+# "Protocols"; whether its budget suffices is tested there): Adam with a cosine decay, weights of
 # the best validation accuracy kept, the validation split carved from the training data
 # (never the test set), early stopping when validation stops improving.
 PROTOCOLS: dict[str, dict] = {

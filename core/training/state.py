@@ -46,7 +46,7 @@ KEEP = 2  # training states kept per folder
 MAX_STATE_JSON_BYTES = 16 * 1024 * 1024
 STATE_RE = re.compile(r"^state-(\d{8})\.json$")
 # settings that may differ between a run and its resumption (they do not change what is learned;
-# threads may change the last bits of the arithmetic, see README)
+# threads may change the last bits of the arithmetic)
 RESUME_FREE_FIELDS = ("threads", "checkpoint_every", "checkpoint_every_s")
 # settings added after checkpoints were first written, with the value that means what those runs did
 # (a state without the field was trained that way)
