@@ -155,12 +155,9 @@ def test_misreads_and_half_accuracies():
 
 # Accuracy (%) of the shipped converged MNIST models on the bundled samples (200 odd-half digits
 # each) through the upload path with this preprocessing (core.digits.ink: plain paper, thick
-# strokes eroded, never onto the paper, the stroke width and tolerance of fix 5;
-# core.digits.prepare: a digit stretched to fill a square picture narrowed):
-# `python -m core.digits measure-external --sample`, remeasured on 2026-12-02 ~15:50 UTC after
-# fix 5 (STROKE_WIDTH 2.4 -> 2.2, STROKE_TOLERANCE 1.5 -> 1.2; Semeion RIM 91.0 -> 90.5, parallel
-# LSTMs 88.5, EntNet 92.0 -> 91.5, RMC 90.5 -> 90.0, IndRNN 82.0 -> 81.5; optdigits RIM 94.0 ->
-# 93.0, parallel LSTMs 91.5 -> 93.0, EntNet 94.0 -> 93.0, RMC 90.5 -> 93.5, IndRNN 81.0 -> 83.5). A
+# strokes eroded, never onto the paper, the stroke width and tolerance of docs/handwriting.md;
+# core.digits.prepare: a digit stretched to fill a square picture narrowed), as
+# `python -m core.digits measure-external --sample` measures them. A
 # change that reads these digits worse by more than one digit in 200 (0.5 points, room for
 # floating-point differences between machines) fails here; a newly shipped model is remeasured.
 SAMPLE_ACCURACY = {"semeion": {"rim": 90.5, "parallel_lstm": 88.5, "entnet": 91.5, "rmc": 90.0, "indrnn": 81.5},

@@ -1,4 +1,4 @@
-"""The shape of core/ (issue 20): no import cycle, no module over 450 lines, each name in one place.
+"""The shape of core/: no import cycle, no module over 450 lines, each name in one place.
 
 The checks read the source with ``ast`` (nothing is imported), so they are quick and name the
 offending module and line.

@@ -1,6 +1,6 @@
 """The training loop's numbers are pinned: two runs of a tiny config give identical histories,
-and both equal the histories recorded from the loop before its rewrite into named steps
-(issue 20, part 3). Recorded on this project's CPU with one torch thread; the comparison
+and both equal the histories recorded from a reference version
+of the loop. Recorded on this project's CPU with one torch thread; the comparison
 allows a 1e-5 relative difference, as another CPU's float kernels may round differently, while
 two runs on one machine must agree exactly.
 

@@ -180,8 +180,8 @@ def test_every_protocol_setting_has_a_cli_option_under_test():
 
 @pytest.mark.parametrize("field", sorted(OPTIONS))
 def test_an_option_given_at_its_old_default_wins_over_the_protocol(field, monkeypatch):
-    """Issue 20: the CLI kept an option only when it differed from the parser's default, so
-    ``--protocol converged --lr 0.1`` trained with the protocol's lr. Now every option given wins."""
+    """Every option given on the command line wins over the protocol, even at the parser's default:
+    ``--protocol converged --lr 0.1`` trains with lr 0.1, not the protocol's."""
     odd = {**ODD, "optimizer": "adam", "momentum": 0.0} if field == "optimizer" else ODD
     monkeypatch.setitem(PROTOCOLS, "odd", odd)
     default = getattr(TrainConfig(), field)

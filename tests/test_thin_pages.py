@@ -1,4 +1,4 @@
-"""Pages stay thin (issue 20, part 5): figures come from core.report.plots and text formatting
+"""Pages stay thin: figures come from core.report.plots and text formatting
 from core.report.fmt. A figure built in a page (``go.Figure(``, ``go.Scatter(``,
 ``make_subplots(``, plotly express) or a formatting helper defined in a page (``def pct``,
 ``def num``, ``def fmt_duration``, ...) fails here; move it into core.report."""

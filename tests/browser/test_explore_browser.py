@@ -1,4 +1,4 @@
-"""Mechanisms in a real browser (issue 23): select a block of the active mask, get the inputs
+"""Mechanisms in a real browser: select a block of the active mask, get the inputs
 that match it, open one as the current input, and put a second model beside the first.
 
 Runs on the shipped pretrained models when present (else the conftest's untrained ones) and

@@ -1,4 +1,4 @@
-"""Names and states a user can trust, in a real browser (issue 24).
+"""Names and states a user can trust, in a real browser.
 
 * Stop and Resume act on the run whose card the pointer is on, even when another run changes
   state (and the page refreshes) between the moment the pointer reaches the button and the

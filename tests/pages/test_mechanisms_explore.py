@@ -1,4 +1,4 @@
-"""The Mechanisms page's set-wide and two-model controls through AppTest (issue 23): find the
+"""The Mechanisms page's set-wide and two-model controls through AppTest: find the
 same mechanisms elsewhere (block, threshold, thumbnails that open), what each LSTM is for,
 "Compare with", and the CSV/JSON downloads.
 
