@@ -1,0 +1,57 @@
+"""The generated parts of the documents are what their generators write from the committed files."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+from bench import report
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _compute_cost():
+    spec = importlib.util.spec_from_file_location("compute_cost", ROOT / "scripts" / "compute_cost.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_readme_shows_the_committed_figures():
+    text = (ROOT / "bench" / "README.md").read_text(encoding="utf-8")
+    generated = text.split(report.BEGIN, 1)[1].split(report.END, 1)[0]
+    assert generated.strip() == report.render().strip(), "run `python -m bench.report --write`"
+
+
+def test_every_bench_file_has_its_table_and_machine():
+    rendered = report.render()
+    for path in sorted((ROOT / "bench" / "results").glob("*.json")):
+        assert f"`bench/results/{path.name}`" in rendered
+    assert rendered.count("Machine: ") == len(list((ROOT / "bench" / "results").glob("*.json")))
+
+
+def test_an_unknown_bench_file_is_shown_as_its_numbers(tmp_path):
+    (tmp_path / "new_bench.json").write_text(json.dumps({"machine": {"cores": 2}, "a": {"b_s": 1.5}, "n": 3}))
+    out = report.render(tmp_path)
+    assert "| a / b_s | 1.5 |" in out and "Machine: 2 cores." in out
+
+
+def test_compute_cost_sums_the_run_records(tmp_path):
+    cc = _compute_cost()
+    for i, (folder, t) in enumerate([("paper", 100.0), ("paper", 260.0), ("converged", 3600.0)]):
+        p = tmp_path / folder / "runs" / "mnist" / f"rim_s{i}.json"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps({"metrics": {"train_time_s": t, "device": "cpu"}, "train_config": {"threads": 1},
+                                 "torch_version": "2.14.1+cu130"}))
+    folders = cc.collect(tmp_path)
+    assert folders["paper"]["runs"] == 2 and folders["paper"]["seconds"] == 360.0
+    text = cc.render(folders)
+    assert "| `results/converged` | 1 | 1.0 h | 1 | cpu | 2.14.1 |" in text
+    assert "| all | 3 | 1.1 h |" in text
+
+
+def test_results_compute_md_is_current():
+    cc = _compute_cost()
+    assert (ROOT / "results" / "compute.md").read_text(encoding="utf-8") == cc.render(cc.collect()), \
+        "run `python scripts/compute_cost.py --write`"
