@@ -143,6 +143,22 @@ def generic_table(d: dict) -> str:
     return _table(["quantity", "value"], rows[:60])
 
 
+def _by_shape(d: dict) -> Callable[[dict], str]:
+    """The renderer of a file this script has no entry for, from the keys it has."""
+    if isinstance(d.get("settings"), dict) and all(isinstance(v, dict) for v in d["settings"].values()) \
+            and any("median_s" in x for v in d["settings"].values() for x in v.values() if isinstance(x, dict)):
+        return pages_table
+    if "fresh_server_s" in d:
+        return first_view_table
+    if "phases" in d:
+        return load_table
+    if "profile" in d:
+        return cpu_profile_table
+    if isinstance(d.get("runs"), list) and d["runs"] and "steps" in d["runs"][0]:
+        return models_table
+    return generic_table
+
+
 RENDERERS: dict[str, tuple[str, str, Callable[[dict], str]]] = {
     "latest.json": ("Models: training-step speed against a fused LSTM", "make bench", models_table),
     "pages.json": ("Pages: interaction latency in the browser", "make bench-pages", pages_table),
@@ -161,7 +177,7 @@ def render(results: Path = RESULTS) -> str:
                                                            if p.name in RENDERERS else 0, p.name))
     for path in files:
         data = json.loads(path.read_text(encoding="utf-8"))
-        title, command, fn = RENDERERS.get(path.name, (path.stem.replace("_", " "), "", generic_table))
+        title, command, fn = RENDERERS.get(path.name) or (path.stem.replace("_", " "), "", _by_shape(data))
         try:
             body = fn(data)
         except (KeyError, TypeError, IndexError, StopIteration):

@@ -55,3 +55,10 @@ def test_results_compute_md_is_current():
     cc = _compute_cost()
     assert (ROOT / "results" / "compute.md").read_text(encoding="utf-8") == cc.render(cc.collect()), \
         "run `python scripts/compute_cost.py --write`"
+
+
+def test_a_new_pages_file_gets_the_pages_table(tmp_path):
+    src = json.loads((ROOT / "bench" / "results" / "pages.json").read_text())
+    (tmp_path / "pages_slow.json").write_text(json.dumps(src))
+    out = report.render(tmp_path)
+    assert "| interaction |" in out and "| quantity | value |" not in out

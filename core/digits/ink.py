@@ -40,7 +40,7 @@ INK_PERCENTILE = 90  # this percentile of the ink becomes 255 (contrast stretch)
 # 2.0-3.9 px). Strokes whose width is within STROKE_TOLERANCE of the brush's are left as they
 # are (41 % of those 3,000 digits). Both are the best of ten settings on the even halves of
 # the two external handwriting sets (a width of 2.4 px with tolerance 1.5 redraws 17.5 % of
-# the digits, reading back at 3.4 px): docs/handwriting.md, "the stroke width".
+# the digits, reading back at 3.4 px): docs/handwriting.md, "Stroke width".
 STROKE_WIDTH = 2.2
 STROKE_TOLERANCE = 1.2
 STROKE_SIDE = 80  # the skeleton is taken with the digit this many px long (4 x DIGIT_BOX)
