@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from tests.browser.conftest import SHOTS_DIR
 from tests.browser.test_browser import (
     _MISSING,
     INSIDE,
@@ -45,6 +46,10 @@ def phone(browser, app_server):
     try:
         yield pg
     finally:
+        try:
+            pg.screenshot(path=str(SHOTS_DIR / "touch-last.png"), full_page=True, timeout=30_000)
+        except Exception:
+            pass
         context.close()
 
 
@@ -89,8 +94,9 @@ def test_draw_undo_clear_and_redraw_by_touch(phone, app_server):
     _canvas(page).wait_for()
     time.sleep(1.0)  # the canvas's handlers attach after it appears
     # the buttons are there without any hover, disabled while there is nothing to undo or clear
-    assert page.locator(".st-key-mech_canvas_undo button").first.is_visible()
-    assert page.locator(".st-key-mech_canvas_clear button").first.is_disabled()
+    for key in ("mech_canvas_undo", "mech_canvas_clear"):
+        page.locator(f".st-key-{key} button").first.wait_for()
+        assert page.locator(f".st-key-{key} button").first.is_disabled()
 
     _touch_stroke(page, cdp, SEVEN)
     seven = _prediction(page)
