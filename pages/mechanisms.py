@@ -168,9 +168,9 @@ def _drawn_image(dataset: str):
     st.session_state[f"mech_canvas_json_{dataset}"] = {"objects": list(objects)}
     edit = st.container(horizontal=True)
     edit.button("Undo", key="mech_canvas_undo", icon=":material/undo:", on_click=_canvas_edit, args=(dataset, "undo"),
-                disabled=not objects, help="Remove the last stroke")
+                disabled=not objects)
     edit.button("Clear", key="mech_canvas_clear", icon=":material/delete:", on_click=_canvas_edit,
-                args=(dataset, "clear"), disabled=not objects, help="Start the drawing again")
+                args=(dataset, "clear"), disabled=not objects)
     pixels = canvas.image_data if canvas is not None and objects else None
     if pixels is None:
         st.info("The canvas is empty: draw a " + ("digit" if dataset == "mnist" else "piece of clothing") + ".")
