@@ -133,3 +133,15 @@ def test_viewer_rules():
     assert not nobody.owns(run) and not nobody.may_start and nobody.actor == ""
     assert owner_id({"sub": "x", "iss": "https://a"}) != owner_id({"sub": "x", "iss": "https://b"})
     assert owner_id({"iss": "https://a"}) == ""
+
+
+def test_one_sign_in_button_per_named_provider(home):
+    at = AppTest.from_file(TRAIN, default_timeout=120)
+    at.user = {"is_logged_in": False}
+    at.secrets["auth"] = {"redirect_uri": "http://localhost:8501/oauth2callback", "cookie_secret": "x" * 32,
+                          "google": {"client_id": "g", "client_secret": "s", "server_metadata_url": "https://g/x"},
+                          "microsoft": {"client_id": "m", "client_secret": "s", "server_metadata_url": "https://m/x"}}
+    at.run()
+    assert not at.exception
+    labels = [b.label for b in at.button if (b.key or "").startswith("train_sign_in")]
+    assert labels == ["Sign in with google", "Sign in with microsoft"]
