@@ -10,9 +10,11 @@ if "pages.ui" not in sys.modules:  # the server's first run: PyTorch, pandas and
     with st.spinner("Starting up: loading PyTorch and the plotting libraries (only on the first visit after "
                     "the server starts)…"):
         import pages.ui  # noqa: F401
+from pages.ui.auth import account_box  # noqa: E402
 from pages.ui.cache import first_run_over, start_warmup  # noqa: E402
 
 start_warmup()
+account_box()  # sign-in and sign-out in the sidebar, when the server has sign-in configured
 pages = [
     st.Page("pages/overview.py", title="Overview", icon="🏠", default=True),
     st.Page("pages/train.py", title="Train", icon="🏋️"),

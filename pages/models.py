@@ -14,6 +14,7 @@ from core.report.fmt import dataset_title as _ds_title
 from core.report.fmt import method_title, params, pct, pct_value, protocol_title
 from core.report.health import HEALTHY, health_of, summary_text
 from core.report.plots.training import run_curves_figure
+from pages.ui.auth import current_viewer, sign_in_prompt
 from pages.ui.cache import entry_metadata, model_entries, run_store
 from pages.ui.export import figure_downloads
 from pages.ui.messages import show_error
@@ -41,7 +42,7 @@ def _owner_label(entry) -> str:
     if entry.source == "pretrained":
         return ""
     info = infos.get(entry.key)
-    return "you" if info is not None and info.owner == owner else "another session"
+    return "you" if info is not None and viewer.owns(info) else "another user"
 
 
 def _history_from_store(entry) -> dict:
@@ -114,6 +115,7 @@ for p in problems:
     st.warning(p)
 store = run_store()
 owner = session_owner()
+viewer = current_viewer()
 infos = {e.key: _run_info(e) for e in entries if e.source != "pretrained"}
 SOURCES = ["pretrained", "trained", "uploaded"]
 
@@ -129,7 +131,7 @@ if wanted in by_key_all and st.session_state.get("models_opened") != wanted:
     st.session_state["models_pick_next"] = wanted
 elif "models_pick" not in st.session_state and "models_pick_next" not in st.session_state and entries:
     own = [e for e in entries if e.source != "pretrained" and infos.get(e.key) is not None
-           and infos[e.key].owner == owner]
+           and viewer.owns(infos[e.key])]
     first = own[0] if own else featured_entry(entries)
     st.session_state["models_pick_next"] = first.key
 
@@ -238,10 +240,10 @@ if shown:
         except OSError as exc:
             st.error(f"The checkpoint files of {entry.display} cannot be read ({exc.strerror or exc}).")
 
-        # delete: this session's own runs only, after an explicit confirmation
+        # delete: the user's own runs only (pages.ui.auth), after an explicit confirmation
         info = infos.get(entry.key)
-        if entry.source != "pretrained" and entry.key.startswith("run:") and (info is None or info.owner != owner):
-            st.caption("This run belongs to another session, so it is read-only here.")
+        if entry.source != "pretrained" and entry.key.startswith("run:") and (info is None or not viewer.owns(info)):
+            st.caption("This run belongs to another user, so it is read-only here.")
         elif entry.source != "pretrained" and entry.key.startswith("run:"):
             run_id = entry.key.split(":", 1)[1]
             with st.expander("Delete this run"):
@@ -251,7 +253,7 @@ if shown:
                         st.error("The run store is not available, so nothing was deleted.")
                     else:
                         try:
-                            store.delete(run_id)
+                            store.delete(run_id, actor=viewer.actor)
                         except Exception as exc:
                             show_error(exc, f"Could not delete run {run_id}")
                         else:
@@ -274,7 +276,9 @@ up_m = u2.file_uploader("Metadata (.json)", key="models_up_m", max_upload_size=M
 AS_STATED = "as its metadata says"
 up_ds = u3.selectbox("Trained on", [AS_STATED] + list(DATASETS), key="models_up_ds",
                      format_func=lambda d: d if d == AS_STATED else _ds_title(d))
-if st.button("Check and import", key="models_import", disabled=not (up_w and up_m), type="primary"):
+sign_in_prompt("upload checkpoints", key="models_sign_in")
+if st.button("Check and import", key="models_import", disabled=not (up_w and up_m and viewer.may_start),
+             type="primary") and viewer.may_start:
     expected = None if up_ds == AS_STATED else up_ds
     try:
         meta_up = check_upload(up_w.name, up_w.getvalue(), up_m.name, up_m.getvalue(), expected)

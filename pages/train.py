@@ -23,6 +23,7 @@ from core.report.plots.training import has_points, live_runs_figure
 from core.runs.schema import RESUMABLE, RunInfo
 from core.runs.store import RunStore
 from core.training.config import AUGMENTS, OPTIMIZERS, PROTOCOLS, SCHEDULES, TrainConfig, parse_seeds
+from pages.ui.auth import current_viewer, sign_in_prompt
 from pages.ui.cache import mtime
 from pages.ui.messages import details, show_error
 from pages.ui.pickers import dataset_picker, keep_valid
@@ -30,7 +31,7 @@ from pages.ui.urlstate import restore_from_url, session_owner, sync_url, url_boo
 
 SAMPLE_DATASETS = ("mnist", "fashion_mnist")  # the data sets with a bundled sample
 MAX_RUNS_PER_START = 20
-SHOWN_OWN_RUNS = 8  # finished runs of this session shown with curves; older ones in a table
+SHOWN_OWN_RUNS = 8  # finished runs of the user shown with curves; older ones in a table
 REFRESH_S = 2.0  # live view refresh while runs are queued or running (2 cores: keep it light)
 STATUS_ICONS = {"queued": "⏳", "running": "🏃", "completed": "✅", "stopped": "⏹️", "diverged": "💥",
                 "interrupted": "⚠️", "failed": "❌", "uploaded": "📤"}
@@ -69,20 +70,21 @@ def _act(action: str, run_id: str) -> None:
     """A card button's callback: ``action`` on the run the card names, whatever the list looks
     like when the click arrives; the page then says which run it acted on."""
     store = RunStore()
+    actor = current_viewer().actor  # the store refuses another user's run, whatever the page showed
     try:
         r = store.get(run_id)
         name = run_name(r) if r is not None else f"run {run_id}"
         if action == "stop":
-            after = store.request_stop(run_id)
+            after = store.request_stop(run_id, actor=actor)
             msg = (f"Stopped {name} before it started." if after == "stopped" else
                    f"Stopping {name}: it stops after the current iteration and keeps what it learned."
                    if after == "running" else f"{name} had already ended ({after}); nothing to stop.")
         elif action == "resume":
-            store.resume(run_id)
+            store.resume(run_id, actor=actor)
             store.pump()
             msg = f"Resumed {name}: it continues from its last checkpoint."
         else:
-            store.delete(run_id)
+            store.delete(run_id, actor=actor)
             msg = f"Deleted {name}."
     except RimscopeError as exc:
         st.session_state["train_flash"] = ("error", str(exc))
@@ -133,7 +135,7 @@ def run_card(store: RunStore, r: RunInfo, editable: bool) -> None:
 
 
 def card_runs(mine: list[RunInfo]) -> tuple[list[RunInfo], list[RunInfo]]:
-    """This session's runs as cards and as the table of older ones.
+    """The user's runs as cards and as the table of older ones.
 
     Cards are in creation order (oldest first; a new run comes last) and never re-sorted by
     state. They start at the oldest run that is active or among the newest ``SHOWN_OWN_RUNS``;
@@ -181,6 +183,7 @@ PROTOCOL_INTROS = {
 }
 store = RunStore()
 owner = session_owner()
+viewer = current_viewer()
 store.pump()
 
 st.subheader("Set up")
@@ -412,8 +415,9 @@ if configs:
                    "runs beyond the worker limit wait in the queue.")
 
 n_runs = len(configs)
+sign_in_prompt("start runs", key="train_sign_in")
 if st.button(f"Start {n_runs} run{'s' if n_runs != 1 else ''}" if n_runs else "Start", type="primary", key="train_start",
-             disabled=bool(errors) or not data_ok or not n_runs):
+             disabled=bool(errors) or not data_ok or not n_runs or not viewer.may_start) and viewer.may_start:
     try:
         ids = [store.submit(cfg, owner=owner, label=label, data_dir=data_dir or None) for cfg in configs]
         store.pump()
@@ -435,8 +439,8 @@ def live_view() -> None:
     runs = fstore.list_runs()
     if active_now != any(r.active for r in runs):
         st.rerun()  # everything finished, or a run was resumed: redraw the page, polling off or on
-    mine = [r for r in runs if r.owner == owner]
-    others = [r for r in runs if r.owner != owner]
+    mine = [r for r in runs if viewer.owns(r)]
+    others = [r for r in runs if not viewer.owns(r)]
     st.subheader("Your runs")
     # kept until the next action replaces it: the redraw when a run ends must not wipe the message
     # that says which run the click acted on
@@ -444,14 +448,16 @@ def live_view() -> None:
     if flash:
         (st.error if flash[0] == "error" else st.success)(flash[1])
     if not mine:
-        st.info("No runs from this session yet. Set them up above and press Start.")
+        st.info("No runs of yours yet. Set them up above and press Start.")
     else:
         shown, older = card_runs(mine)
         show_runs(fstore, shown, editable=True, key="mine")
         if older:
-            with st.expander(f"Older runs of this session ({len(older)})"):
+            with st.expander(f"Your older runs ({len(older)})"):
                 runs_table(older)
-    with st.expander(f"Runs from other sessions ({len(others)}, read-only)"):
+    if not viewer.sign_in:
+        return  # without sign-in every run on the machine is the user's: there are no others
+    with st.expander(f"Runs of other users ({len(others)}, read-only)"):
         if not others:
             st.caption("None.")
         else:

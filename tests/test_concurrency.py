@@ -1,6 +1,6 @@
 """Several sessions on one run store at once.
 
-Four Streamlit sessions (AppTest instances of pages/train.py; two start training, two only
+Four Streamlit sessions of four signed-in users (AppTest instances of pages/train.py; two start training, two only
 read), a thread that submits through the RunStore API, a monitoring thread and a separate
 process that both call pump() in a loop. Checks: each session sees its own runs first, no
 run is duplicated or started twice, never more than max_concurrent (1) run at once, and
@@ -23,6 +23,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.runs.store import RunStore
 from core.training.config import TrainConfig
+from pages.ui.auth import owner_id
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = str(ROOT / "pages" / "train.py")
@@ -36,9 +37,14 @@ def env(tiny_mnist_home, monkeypatch):
     return tiny_mnist_home
 
 
+def user(sub: str) -> dict:
+    """``st.user`` of a signed-in account (sign-in configured: each session is one user)."""
+    return {"is_logged_in": True, "iss": "https://id.example", "sub": sub}
+
+
 def session(owner: str) -> AppTest:
     at = AppTest.from_file(PAGE, default_timeout=60)
-    at.session_state["rimscope_owner"] = owner
+    at.user = user(owner)
     return at
 
 
@@ -116,7 +122,8 @@ def test_sessions_share_the_store(env):
             assert not at.exception, (i, [e.value for e in at.exception])
 
         runs = store.list_runs()
-        by_owner = {o: [r.run_id for r in runs if r.owner == o] for o in OWNERS + ["thread-a"]}
+        ids = {**{o: owner_id(user(o)) for o in OWNERS}, "thread-a": "thread-a"}
+        by_owner = {o: [r.run_id for r in runs if r.owner == ids[o]] for o in OWNERS + ["thread-a"]}
         assert [len(by_owner[o]) for o in OWNERS + ["thread-a"]] == [2, 2, 0, 0, 1]
         assert len(runs) == 5 and len({r.run_id for r in runs}) == 5
         assert len({(r.owner, r.model, r.seed) for r in runs}) == 5  # no double submission
@@ -124,10 +131,10 @@ def test_sessions_share_the_store(env):
             shown = run_ids_in_order(ats[i])
             assert set(shown[:2]) == set(by_owner[OWNERS[i]]), (i, shown)
         for i in (2, 3):  # the readers have none of their own, and see the others' read-only
-            assert any("No runs from this session yet" in x.value for x in ats[i].info)
+            assert any("No runs of yours yet" in x.value for x in ats[i].info)
             assert not [b for b in ats[i].button if (b.key or "").startswith(("stop_", "del_"))]
             labels = [e.label for e in ats[i].expander]
-            assert any(lab.startswith("Runs from other sessions (5") for lab in labels), labels
+            assert any(lab.startswith("Runs of other users (5") for lab in labels), labels
     finally:
         # tidy up: stop what waits, then the worker(s)
         for r in store.list_runs():

@@ -2,7 +2,7 @@
 
 One folder per run under ``$RIMSCOPE_HOME/runs`` (default ``~/.rimscope/runs``)::
 
-    runs/<run_id>/config.json        training config, owner (session id), label, data folder (schema.RunConfig)
+    runs/<run_id>/config.json        training config, owner (who started it), label, data folder (schema.RunConfig)
     runs/<run_id>/status.json        status, pid, timestamps, heartbeat, progress, final metrics (schema.RunStatus)
     runs/<run_id>/metrics.jsonl      one JSON line per iteration / periodic evaluation (events)
     runs/<run_id>/model.safetensors  weights (completed or stopped runs, uploads)
@@ -12,6 +12,10 @@ One folder per run under ``$RIMSCOPE_HOME/runs`` (default ``~/.rimscope/runs``):
     runs/<run_id>/worker.log         the worker's stdout/stderr
 
 Statuses: queued, running, completed, stopped, diverged, interrupted, failed, uploaded.
+
+Who may stop, resume or delete a run: ``schema.may_act``. The command line and a dashboard
+without sign-in act for the machine's owner (every run); a dashboard with sign-in passes the
+signed-in user's id, which acts only on the runs it started.
 
 Everything a page needs is on disk, so runs survive page reloads and server restarts, and
 several Streamlit sessions (or processes) can share one store. The modules:

@@ -42,6 +42,22 @@ class RunStoreError(RimscopeError):
     """A run store operation was refused (unknown or malformed run id, running run, ...)."""
 
 
+class RunPermissionError(RunStoreError):
+    """Someone asked to stop, resume or delete a run that another user started."""
+
+
+def may_act(owner: str, actor: str | None) -> bool:
+    """Whether ``actor`` may stop, resume or delete a run whose recorded owner is ``owner``.
+
+    ``actor`` None is the machine's owner (the command line; the dashboard when no sign-in is
+    configured): every run is theirs. Any other actor (a signed-in user's id, given by the
+    pages) acts only on the runs recorded with exactly that id; an empty id (nobody signed
+    in) acts on none."""
+    if actor is None:
+        return True
+    return bool(actor) and owner == actor
+
+
 def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(4)
 
@@ -121,7 +137,7 @@ class RunConfig(_Document):
     dataset: str = ""
     model: str = ""
     seed: int | None = None  # uploads; a training run's seed is in train_config
-    owner: str = ""
+    owner: str = ""  # who started it: a signed-in user's id (pages.ui.auth), "" without sign-in
     label: str = ""
     data_dir: str | None = None
     train_config: dict = field(default_factory=dict)

@@ -35,10 +35,12 @@ from .schema import (
     WITH_WEIGHTS,
     RunConfig,
     RunInfo,
+    RunPermissionError,
     RunStatus,
     RunStoreError,
     check_run_id,
     clean_text,
+    may_act,
     new_run_id,
     now_iso,
     scalars,
@@ -221,14 +223,22 @@ class RunStore(QueueMixin):
         write_json(self.run_dir(run_id) / STATUS_FILE, st.to_dict(), mkdir=False)
         return st
 
-    def request_stop(self, run_id: str) -> str:
+    def _check_actor(self, run_id: str, actor: str | None, what: str) -> None:
+        """RunPermissionError unless ``actor`` may act on the run (``schema.may_act``)."""
+        if not may_act(self.read_config(run_id).owner, actor):
+            raise RunPermissionError(f"Run {run_id} was started by another user; only they can {what} it.")
+
+    def request_stop(self, run_id: str, actor: str | None = None) -> str:
         """Ask a run to stop; returns its status afterwards.
 
         A running worker sees the stop file within one iteration and saves what it learned;
         a queued run is marked stopped at once; a finished run is left as it is.
+        ``actor``: who asks (``schema.may_act``; None: the machine's owner); RunPermissionError
+        when the run is another user's.
         """
         d = self._existing_dir(run_id)
         with self.lock():
+            self._check_actor(run_id, actor, "stop")
             status = self.read_status(run_id).status
             if status == "queued":
                 self._set_status(run_id, status="stopped", message="stopped before it started", finished=now_iso())
@@ -237,16 +247,18 @@ class RunStore(QueueMixin):
                 (d / STOP_FILE).touch()
             return status
 
-    def resume(self, run_id: str) -> str:
+    def resume(self, run_id: str, actor: str | None = None) -> str:
         """Queue an interrupted or stopped run again; returns "queued".
 
         Its worker continues from the newest intact training checkpoint (or from the start
-        when there is none yet: the same run, bit for bit). RunStoreError for other statuses.
+        when there is none yet: the same run, bit for bit). RunStoreError for other statuses;
+        RunPermissionError when the run is not ``actor``'s (see ``request_stop``).
         """
         from ..training.state import last_iteration
 
         d = self._existing_dir(run_id)
         with self.lock():
+            self._check_actor(run_id, actor, "resume")
             st = self.read_status(run_id)
             if st.status not in RESUMABLE or self.read_config(run_id).kind != "train":
                 raise RunStoreError(f"Run {run_id} is {st.status}; only interrupted or stopped runs can be resumed.")
@@ -262,10 +274,12 @@ class RunStore(QueueMixin):
                              message=f"waiting for a free worker; resumes {where}")
         return "queued"
 
-    def delete(self, run_id: str) -> None:
-        """Remove a run and its files. Refused while its worker runs (stop it first)."""
+    def delete(self, run_id: str, actor: str | None = None) -> None:
+        """Remove a run and its files. Refused while its worker runs (stop it first), and
+        (RunPermissionError) when the run is not ``actor``'s (see ``request_stop``)."""
         d = self._existing_dir(run_id)
         with self.lock():
+            self._check_actor(run_id, actor, "delete")
             st = self.read_status(run_id)
             if st.status == "running" and worker_alive(st.pid, run_id, st.pid_started):
                 raise RunStoreError(f"Run {run_id} is still running; stop it first.")

@@ -3,7 +3,8 @@
 * ``legacy``: the one private-API patch (app.py's navigation even on a deep link)
 * ``cache``: cached loading of models, test data, JSON files and reproduction outputs
 * ``pickers``: data-set and model pickers, keeping URL values inside their options
-* ``urlstate``: the view's state in the URL, the session's owner id
+* ``urlstate``: the view's state in the URL
+* ``auth``: who is using the page (sign-in, when configured) and which runs are theirs
 * ``upload``: uploaded images and checkpoints (the upload policy)
 * ``export``: PNG and HTML downloads of a figure, CSV of its heatmaps
 * ``explore``: the set-wide views of Mechanisms (inputs with the same mechanisms, each unit's role)
@@ -21,4 +22,4 @@ from .legacy import leave_legacy_pages_mode
 leave_legacy_pages_mode()
 
 # the package's modules (not their names), so ``from pages import ui`` reaches ``ui.cache.*``
-from . import cache, explore, export, handwriting, messages, pair, pickers, upload, urlstate  # noqa: E402, F401
+from . import auth, cache, explore, export, handwriting, messages, pair, pickers, upload, urlstate  # noqa: E402, F401

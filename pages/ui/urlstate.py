@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from pages.ui.auth import current_viewer
+
 
 def url_bool(text: str) -> bool:
     if text in ("1", "true", "True"):
@@ -67,16 +69,9 @@ def sync_url(spec: dict) -> None:
 
 
 def session_owner() -> str:
-    """This browser session's id (the Train page's convention: ``rimscope_owner`` in the session,
-    ``?owner=`` in the URL so a reload keeps it). Runs are editable only by their owner."""
-    import re
-    import secrets
-
-    owner = st.session_state.get("rimscope_owner")
-    if not owner:
-        q = st.query_params.get("owner", "")
-        owner = q if re.fullmatch(r"[0-9a-f]{16}", q or "") else secrets.token_hex(8)
-        st.session_state["rimscope_owner"] = owner
-    if st.query_params.get("owner") != owner:
-        st.query_params["owner"] = owner
-    return owner
+    """The owner id recorded on the runs this session starts: the signed-in user's
+    (``pages.ui.auth``), "" without sign-in, where every run is the machine owner's. The URL
+    grants nothing: an old ``?owner=`` is dropped from it."""
+    if "owner" in st.query_params:
+        del st.query_params["owner"]
+    return current_viewer().user_id

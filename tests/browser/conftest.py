@@ -7,8 +7,8 @@ Writing a browser test (the fixtures below; nothing to set up in the test module
   ``def test_x(page, app_server): page.goto(f"{app_server['url']}/train")``.
 * ``app_server`` is SESSION-wide: every browser module shares one server (starting one costs
   half a minute to minutes on 2 busy cores). Its run store (``home``) and its Streamlit caches
-  are shared too, so a test that adds runs gives them its own owner (``?owner=<16 hex>``) and a
-  label, and never assumes an empty store or that it runs first.
+  are shared too, so a test that adds runs gives them a label and never assumes an empty store
+  or that it runs first (no sign-in: every run on the server is the browser's, in every tab).
 * A module that needs a server of its own (its first request, a changed environment) overrides
   ``app_server`` with the module-scoped ``fresh_app_server``, as tests/browser/test_deep_link.py
   does::
@@ -31,7 +31,10 @@ Every server is isolated from the user's files:
   otherwise (or with ``RIMSCOPE_BROWSER_TINY_PRETRAINED=1``) freshly built, untrained checkpoints
   for MNIST RIM and parallel LSTMs with a manifest written like
   ``core.grid.export.export_pretrained`` writes it;
-* ``RIMSCOPE_MAX_CONCURRENT=1``.
+* ``RIMSCOPE_MAX_CONCURRENT=1``;
+* its secrets are ``<root>/secrets.toml`` only (``--secrets.files``): empty, so no sign-in,
+  unless ``running_server(root, secrets=...)`` writes one (tests/browser/test_auth.py); a
+  developer's own ``.streamlit/secrets.toml`` never reaches a test server.
 
 The server listens on 127.0.0.1 only. Chromium is the Debian build at /usr/bin/chromium driven
 by Playwright; tests are skipped (with the reason) when either is missing.
@@ -192,10 +195,11 @@ def stop_server(proc: subprocess.Popen) -> None:
 
 
 @contextlib.contextmanager
-def running_server(root: Path):
+def running_server(root: Path, secrets: str = "", env_extra: dict | None = None):
     """A ``streamlit run app.py`` on a free port with its own home and data under ``root``;
     yields ``{"url", "home", "data_dir", "pretrained", "log"}`` and stops it (and the training
-    workers it started) afterwards."""
+    workers it started) afterwards. ``secrets``: the text of its secrets.toml (``{port}`` is
+    its port); ``env_extra``: environment variables set on top of the test server's."""
     home, data_dir = root / "home", root / "data"
     home.mkdir()
     data_dir.mkdir()
@@ -208,18 +212,22 @@ def running_server(root: Path):
         pretrained = build_tiny_pretrained(root / "pretrained")
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
+    secrets_file = root / "secrets.toml"
+    secrets_file.write_text(secrets.replace("{port}", str(port)))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RIMSCOPE_", "STREAMLIT_"))}
     env.update({
         "RIMSCOPE_HOME": str(home), "RIMSCOPE_OFFLINE": "1", "RIMSCOPE_DATA_DIR": str(data_dir),
         "RIMSCOPE_PRETRAINED_DIR": str(pretrained), "RIMSCOPE_MAX_CONCURRENT": "1",
         "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false", "PYTHONUNBUFFERED": "1",
     })
+    env.update(env_extra or {})
     log = root / "streamlit.log"
     with open(log, "wb") as log_f:
         proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
              "--server.headless", "true", "--server.address", "127.0.0.1",
-             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
+             "--secrets.files", str(secrets_file)],
             cwd=str(REPO), env=env, stdin=subprocess.DEVNULL, stdout=log_f, stderr=subprocess.STDOUT,
             start_new_session=True)
     try:

@@ -344,12 +344,20 @@ def test_train_short_run(page, app_server, screenshot):
     settle(page)
     button = page.get_by_role("button", name="Start 1 run")
     poll(button.is_enabled, WAIT_S, what="an enabled Start button")
+    from core.runs.store import RunStore
+
+    store = RunStore(root=app_server["home"] / "runs", max_concurrent=1)
+    before = {r.run_id for r in store.list_runs()}
     button.click()
+    # its card: the shared server's other runs are the user's too (no sign-in), with cards of their own
+    rid = poll(lambda: next((r.run_id for r in store.list_runs() if r.run_id not in before), None), WAIT_S,
+               what="the new run in the store")
+    card = page.locator(f".st-key-card_{rid}")
 
     seen: list[str] = []
 
     def progress_done():
-        texts = page.locator('[data-testid="stProgress"]').all_inner_texts()
+        texts = card.locator('[data-testid="stProgress"]').all_inner_texts()
         if texts and (not seen or seen[-1] != texts[0]):
             seen.append(texts[0])
         return any(t.startswith(("completed", "failed", "diverged", "interrupted")) for t in texts)
@@ -359,7 +367,7 @@ def test_train_short_run(page, app_server, screenshot):
     assert "20 / 20 iterations" in seen[-1], seen
     assert len(seen) >= 2 and any(s.startswith(("queued", "running")) for s in seen), \
         f"no live progress seen before completion: {seen}"
-    page.get_by_text("final test accuracy").first.wait_for(timeout=WAIT_MS)
+    card.get_by_text("final test accuracy").first.wait_for(timeout=WAIT_MS)
     settle(page)
     assert_no_errors(page, "Train after a short run")
     full_screenshot(page, screenshot, "train-run")

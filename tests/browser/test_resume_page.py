@@ -58,14 +58,16 @@ def test_train_page_resumes_an_interrupted_run(page, app_server, screenshot):
     saved = R.last_iteration(ckpt)
     assert saved and saved < ITERATIONS
 
-    page.goto(f"{app_server['url']}/train?owner={OWNER}", wait_until="commit", timeout=SLOW_MS)
+    page.goto(f"{app_server['url']}/train", wait_until="commit", timeout=SLOW_MS)
     page.get_by_text("Your runs").first.wait_for(timeout=SLOW_MS)
-    progress = page.locator('[data-testid="stProgress"]')
+    # this run's card: the shared server's other runs are the user's too (no sign-in)
+    card = page.locator(f".st-key-card_{rid}")
+    progress = card.locator('[data-testid="stProgress"]')
     poll(lambda: any(t.startswith("interrupted") for t in progress.all_inner_texts()), WAIT_S,
          what="the run shown as interrupted")
-    page.get_by_text("ended unexpectedly").first.wait_for(timeout=WAIT_MS)
+    card.get_by_text("ended unexpectedly").first.wait_for(timeout=WAIT_MS)
     settle(page)
-    button = page.get_by_role("button", name="Resume")
+    button = card.get_by_role("button", name="Resume")
     assert button.count() == 1
     button.scroll_into_view_if_needed()
     screenshot(page, "train-interrupted")
@@ -82,8 +84,8 @@ def test_train_page_resumes_an_interrupted_run(page, app_server, screenshot):
     poll(finished, 3 * WAIT_S, every=0.5, what="the resumed run to finish")
     assert seen[-1].startswith("completed") and f"{ITERATIONS} / {ITERATIONS} iterations" in seen[-1], seen
     assert any(s.startswith(("queued", "running")) for s in seen), f"no live progress after Resume: {seen}"
-    page.get_by_text("final test accuracy").first.wait_for(timeout=WAIT_MS)
-    assert page.get_by_role("button", name="Resume").count() == 0
+    card.get_by_text("final test accuracy").first.wait_for(timeout=WAIT_MS)
+    assert card.get_by_role("button", name="Resume").count() == 0
     settle(page)
     assert_no_errors(page, "Train after resuming a run")
     screenshot(page, "train-resumed")

@@ -11,14 +11,18 @@ from streamlit.testing.v1 import AppTest
 from core.models.registry import build_model
 from core.report.fmt import method_title
 from core.training.weights import checkpoint_bytes
+from pages.ui.auth import owner_id
 
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "models.py")
-OWNER = "0123456789abcdef"
+# the page as a signed-in user sees it (sign-in configured: st.user has is_logged_in); runs
+# recorded with another owner are another user's
+USER = {"is_logged_in": True, "iss": "https://id.example", "sub": "models-page-user", "email": "me@example.com"}
+OWNER = owner_id(USER)
 
 
-def run_page(owner: str = OWNER) -> AppTest:
+def run_page() -> AppTest:
     at = AppTest.from_file(PAGE, default_timeout=120)
-    at.session_state["rimscope_owner"] = owner
+    at.user = dict(USER)
     return at.run()
 
 
@@ -158,16 +162,16 @@ def test_valid_upload_is_imported_listed_and_deletable_after_confirmation(page_e
     assert sorted(p.name for p in page_env["pretrained"].rglob("*")) == pretrained_before  # untouched
 
 
-def test_runs_of_other_sessions_are_read_only_and_pretrained_not_deletable(page_env):
+def test_runs_of_other_users_are_read_only_and_pretrained_not_deletable(page_env):
     w, m = valid_checkpoint("cifar10", "rim", 0.4444)
     rid = store().import_checkpoint(w, m, "cifar10", owner="ffffffffffffffff")
     at = run_page()
     df = table(at)
-    assert df[df["source"] == "uploaded"].iloc[0]["owner"] == "another session"
+    assert df[df["source"] == "uploaded"].iloc[0]["owner"] == "another user"
     at.selectbox(key="models_pick").set_value(f"run:{rid}").run()
     assert metric(at, "Clean test error") == "44.44 %"
     assert not [b for b in at.button if b.key == f"models_del_{rid}"]
-    assert any("another session" in c.value for c in at.caption)
+    assert any("another user" in c.value for c in at.caption)
     at.selectbox(key="models_pick").set_value("pretrained:mnist/rim").run()
     assert any("cannot be deleted" in c.value for c in at.caption)
 
@@ -200,7 +204,7 @@ def test_open_in_models_selects_that_run_and_its_data_set(page_env):
     w, m = valid_checkpoint(dataset="cifar10")
     rid = store().import_checkpoint(w, m, expected_dataset="cifar10", owner="someone-else")
     at = AppTest.from_file(PAGE, default_timeout=120)
-    at.session_state["rimscope_owner"] = OWNER
+    at.user = dict(USER)
     at.session_state["models_open"] = f"run:{rid}"
     at.run()
     assert not at.exception
@@ -231,7 +235,7 @@ def test_table_columns_are_wide_enough_for_their_longest_values(page_env):
     assert cols["data set"]["width"] >= 110 and cols["data set"].get("pinned") is True  # "Fashion-MNIST"
     assert cols["model"]["width"] >= 150 and cols["model"].get("pinned") is True  # "RIM (paper's method)"
     assert cols["date"]["width"] >= 130  # "2026-01-02 03:04"
-    assert cols["owner"]["width"] >= 110  # "another session"
+    assert cols["owner"]["width"] >= 110  # "another user"
 
 
 def test_foreign_safetensors_upload_is_refused_in_plain_words(page_env):

@@ -12,6 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.runs.store import RunStore
+from pages.ui.auth import owner_id
 
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "train.py")
 
@@ -22,9 +23,16 @@ def home(tiny_mnist_home, monkeypatch):
     return tiny_mnist_home
 
 
-def run_page(owner: str = "a" * 16) -> AppTest:
+def user(sub: str) -> dict:
+    """``st.user`` of a signed-in account (sign-in configured on the server)."""
+    return {"is_logged_in": True, "iss": "https://id.example", "sub": sub, "email": f"{sub}@example.com"}
+
+
+def run_page(sub: str | None = None) -> AppTest:
+    """The page without sign-in (the default), or signed in as ``sub``."""
     at = AppTest.from_file(PAGE, default_timeout=60)
-    at.session_state["rimscope_owner"] = owner
+    if sub is not None:
+        at.user = user(sub)
     return at.run()
 
 
@@ -169,7 +177,7 @@ def test_start_queues_one_run_per_model_and_seed(home):
     runs = RunStore().list_runs()
     assert len(runs) == 4
     assert {(r.model, r.seed) for r in runs} == {("rim", 0), ("rim", 1), ("parallel_lstm", 0), ("parallel_lstm", 1)}
-    assert all(r.status == "queued" and r.owner == owner and r.label == "page test" for r in runs)
+    assert all(r.status == "queued" and r.owner == owner_id(user(owner)) and r.label == "page test" for r in runs)
     assert all(r.config["iterations"] == 20 and r.config["holdout_sample"] is False for r in runs)
     assert any("Queued 4 runs" in s.value for s in at.success)
     # the live view lists them with a Stop button each; stopping a queued run is immediate
@@ -178,12 +186,16 @@ def test_start_queues_one_run_per_model_and_seed(home):
     at.button(key=stop_keys[0]).click().run()
     assert not at.exception
     assert RunStore().get(stop_keys[0][len("stop_"):]).status == "stopped"
-    # a reload (new session, same ?owner=) still shows them as this session's runs
-    at2 = AppTest.from_file(PAGE, default_timeout=60)
-    at2.query_params["owner"] = owner
-    at2.run()
+    # a new tab (new session, same account) still shows them as the user's runs
+    at2 = run_page(owner)
     assert not at2.exception
     assert len([b for b in at2.button if (b.key or "").startswith("stop_")]) == 3
+    # another account sees them read-only, whatever the URL says
+    at3 = AppTest.from_file(PAGE, default_timeout=60)
+    at3.user = user("someone-else")
+    at3.query_params["owner"] = owner
+    at3.run()
+    assert not at3.exception and not [b for b in at3.button if (b.key or "").startswith(("stop_", "del_"))]
 
 
 def test_converged_protocol_and_ablation_settings_reach_the_queued_runs(home):
@@ -220,7 +232,7 @@ def test_resume_button_on_interrupted_and_stopped_runs(home):
     owner = "d" * 16
     store = RunStore()
     cfg = TrainConfig(dataset="mnist", model="parallel_lstm", iterations=20, holdout_sample=False)
-    interrupted, stopped, done, theirs = (store.submit(cfg, owner=o) for o in (owner, owner, owner, "e" * 16))
+    interrupted, stopped, done, theirs = (store.submit(cfg, owner=owner_id(user(o))) for o in (owner, owner, owner, "e" * 16))
     store._set_status(interrupted, status="interrupted", iteration=7,
                       message="the worker process ended unexpectedly after 7 iterations")
     store._set_status(stopped, status="stopped", iteration=5, message="stopped by the user after 5 iterations")
@@ -229,7 +241,7 @@ def test_resume_button_on_interrupted_and_stopped_runs(home):
     at = run_page(owner)
     assert not at.exception
     resume_keys = sorted(b.key for b in at.button if (b.key or "").startswith("resume_"))
-    # only this session's interrupted and stopped runs: not the completed one, not another session's
+    # only the user's interrupted and stopped runs: not the completed one, not another user's
     assert resume_keys == sorted(f"resume_{r}" for r in (interrupted, stopped))
     at.button(key=f"resume_{interrupted}").click().run()
     assert not at.exception
@@ -281,7 +293,6 @@ def test_the_form_lives_in_the_url_and_a_reload_keeps_it(home):
     qp = {k: (v[0] if isinstance(v, list) else v) for k, v in dict(at.query_params).items()}
     assert qp["train_iterations"] == "3000" and qp["train_models"] == "indrnn" and qp["train_holdout"] == "0"
     again = AppTest.from_file(PAGE, default_timeout=60)  # a reload: a new session on the same URL
-    again.session_state["rimscope_owner"] = "a" * 16
     for k, v in qp.items():
         again.query_params[k] = v
     again.run()
@@ -309,12 +320,10 @@ def test_augment_choice_lives_in_the_url_and_reaches_the_queued_runs(home):
     at.button(key="train_start").click().run()
     assert {r.config["augment"] for r in RunStore().list_runs()} == {"affine"}
     again = AppTest.from_file(PAGE, default_timeout=60)  # a reload keeps it; a bad value falls back to none
-    again.session_state["rimscope_owner"] = "f" * 16
     again.query_params["train_augment"] = "affine"
     again.run()
     assert not again.exception and again.selectbox(key="train_augment").value == "affine"
     bad = AppTest.from_file(PAGE, default_timeout=60)
-    bad.session_state["rimscope_owner"] = "f" * 16
     bad.query_params["train_augment"] = "flip"
     bad.run()
     assert not bad.exception and bad.selectbox(key="train_augment").value == "none"
@@ -343,7 +352,7 @@ def test_cards_name_their_protocol_keep_their_order_and_stop_says_which_run(home
                          owner=owner)
     conv = store.submit(TrainConfig.from_protocol("converged", dataset="mnist", model="rim", holdout_sample=False),
                         owner=owner)
-    at = run_page(owner)
+    at = run_page()  # without sign-in: every run in the store is the user's
     assert not at.exception
     cards = _cards(at)
     assert len(cards) == 2
