@@ -1,0 +1,266 @@
+"""Mechanisms, "Intervene": switch LSTMs on and off on one input and see what the choice does;
+knock each LSTM out across the test set (core.eval.interventions computes, this draws)."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+
+from core.eval import interventions as ivs
+from core.models.rim import SELECTIONS, Intervention
+from core.report.plots import traces
+
+from . import cache
+from .urlstate import url_bool
+
+CHART = {"displayModeBar": False}
+CELLS = "iv_cells"  # forced cells as text "row.lstm.value;..." (1-based row and LSTM, value 0/1)
+URL_STATE = {CELLS: str, "iv_alpha": float, "iv_selection": str, "iv_seed": int, "iv_ko_*": url_bool}
+NOISE_LEVELS = (0.005, 0.01, 0.02, 0.05)
+
+
+def parse_cells(text: str) -> dict[tuple[int, int], int]:
+    """``"3.2.1;4.2.0"`` -> {(row 2, LSTM 1): 1, (row 3, LSTM 1): 0} (0-based keys)."""
+    out = {}
+    for part in str(text or "").split(";"):
+        try:
+            t, i, v = (int(p) for p in part.split("."))
+        except ValueError:
+            continue
+        if t >= 1 and i >= 1 and v in (0, 1):
+            out[(t - 1, i - 1)] = v
+    return out
+
+
+def format_cells(cells: dict[tuple[int, int], int]) -> str:
+    return ";".join(f"{t + 1}.{i + 1}.{v}" for (t, i), v in sorted(cells.items()))
+
+
+def _keys() -> list[str]:
+    return [k for k in st.session_state if isinstance(k, str) and k.startswith("iv_")]
+
+
+def _reset() -> None:
+    for key in _keys():
+        if key != "iv_rows":
+            del st.session_state[key]
+    for key in [k for k in st.query_params if k.startswith("iv_")]:
+        del st.query_params[key]
+    st.session_state.pop("_iv_click", None)
+
+
+def _set_cells(value: int | None, names: list[str]) -> None:
+    """Force the picked rows x LSTMs on (1), off (0), or back to the choice (None)."""
+    cells = parse_cells(st.session_state.get(CELLS, ""))
+    lo, hi = st.session_state.get("iv_rows", (1, 1))
+    for name in st.session_state.get("iv_units", []):
+        i = names.index(name)
+        for t in range(int(lo) - 1, int(hi)):
+            if value is None:
+                cells.pop((t, i), None)
+            else:
+                cells[(t, i)] = value
+    st.session_state[CELLS] = format_cells(cells)
+
+
+def _intervention(T: int, n: int) -> Intervention:
+    cells = {c: v for c, v in parse_cells(st.session_state.get(CELLS, "")).items() if c[0] < T and c[1] < n}
+    ko = tuple(i for i in range(n) if st.session_state.get(f"iv_ko_{i + 1}"))
+    selection = st.session_state.get("iv_selection", "attention")
+    force = None
+    if cells:
+        force = ivs.force_grid(T, n, on=[c for c, v in cells.items() if v], off=[c for c, v in cells.items() if not v])
+    return Intervention(force=force, knock_out=ko, alpha=st.session_state.get("iv_alpha"),
+                        selection=None if selection == "attention" else selection,
+                        seed=int(st.session_state.get("iv_seed", 0)) if selection == "random" else None)
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def _run_one(_model, model_key: str, mtime: float, image: np.ndarray, what: str, _iv: Intervention):
+    """Probabilities [C] and mask [T, n] of one image under an intervention (``what`` keys it)."""
+    logits, trace = ivs.run(_model, np.asarray(image)[None], _iv, with_trace=True)
+    z = logits[0] - logits[0].max()
+    return np.exp(z) / np.exp(z).sum(), trace["active"][0]
+
+
+def _describe(iv: Intervention) -> str:
+    force = "" if iv.force is None else np.asarray(iv.force).tobytes().hex()
+    return f"{force}|{iv.knock_out}|{iv.alpha}|{iv.selection}|{iv.seed}"
+
+
+def mask_figure(original: np.ndarray, after: np.ndarray, pinned: np.ndarray, changed: np.ndarray,
+                unit_names: list[str], title: str) -> go.Figure:
+    """The mask after the intervention (x = row, y = LSTM): forced or knocked-out cells framed,
+    cells that changed downstream marked with a cross. Every cell is a clickable point."""
+    T, n = after.shape
+    rows = np.arange(1, T + 1)
+    fig = go.Figure(go.Heatmap(z=after.T, x=rows, y=unit_names, colorscale=[[0, "#f0f0f0"], [1, "#1f4e99"]],
+                               zmin=0, zmax=1, showscale=False, hoverinfo="skip"))
+    tt, ii = np.meshgrid(rows, np.arange(n), indexing="ij")
+    state = np.where(after > 0.5, "active", "inactive")
+    was = np.where(original > 0.5, "active", "inactive")
+    text = [f"row {t}, {unit_names[i]}: {state[t - 1, i]} (was {was[t - 1, i]})"
+            + (", set by you" if pinned[t - 1, i] else ", changed downstream" if changed[t - 1, i] else "")
+            for t, i in zip(tt.ravel(), ii.ravel())]
+    fig.add_trace(go.Scatter(x=tt.ravel(), y=[unit_names[i] for i in ii.ravel()], mode="markers", text=text,
+                             hoverinfo="text", marker=dict(symbol="square", size=14, opacity=0.01, color="#000"),
+                             name="cells", showlegend=False))
+    for mask, symbol, color, label in ((pinned, "square-open", "#e8a33d", "set by you"),
+                                       (changed, "x-thin-open", "#d62728", "changed downstream")):
+        t_idx, i_idx = np.nonzero(mask)
+        fig.add_trace(go.Scatter(x=t_idx + 1, y=[unit_names[i] for i in i_idx], mode="markers", name=label,
+                                 hoverinfo="skip", marker=dict(symbol=symbol, size=14, color=color,
+                                                               line=dict(width=2, color=color))))
+    fig.update_layout(title=title, height=110 + 26 * n, margin=dict(l=10, r=10, t=40, b=30),
+                      xaxis=dict(title="row (timestep)", dtick=2), yaxis=dict(autorange="reversed"),
+                      legend=dict(orientation="h", y=-0.35), clickmode="event+select", dragmode=False)
+    return fig
+
+
+def _clicked(event, names: list[str]) -> None:
+    """A click on a cell of the mask: a free cell is forced to the opposite of its state, a
+    forced one goes back to the choice. Each selection event is handled once."""
+    points = (event or {}).get("selection", {}).get("points", []) if isinstance(event, dict) else \
+        getattr(getattr(event, "selection", None), "points", []) or []
+    sig = str([(p.get("x"), p.get("y")) for p in points])
+    if not points or st.session_state.get("_iv_click") == sig:
+        return
+    st.session_state["_iv_click"] = sig
+    cells = parse_cells(st.session_state.get(CELLS, ""))
+    after = st.session_state.get("_iv_after")
+    for p in points:
+        if p.get("y") not in names or p.get("x") is None:
+            continue
+        t, i = int(round(float(p["x"]))) - 1, names.index(p["y"])
+        if (t, i) in cells:
+            cells.pop((t, i))
+        else:
+            cells[(t, i)] = 0 if after is not None and after[t, i] > 0.5 else 1
+    st.session_state[CELLS] = format_cells(cells)
+    st.rerun()
+
+
+def intervene_view(entry, model, image: np.ndarray, unit_names: list[str], classes: list[str]) -> None:
+    """One input: force cells, knock out LSTMs, set alpha and the selection; the new prediction
+    beside the original and the mask after the intervention."""
+    if not ivs.supports(model):
+        st.info("Interventions act on the RIM's selection of LSTMs; pick a RIM model above.")
+        return
+    T, n = image.shape[0], model.config.num_units
+    names = list(unit_names)
+    c_cells, c_run = st.columns([3, 2])
+    with c_cells:
+        t_now = int(st.session_state.get("mech_t", 1))
+        if "iv_rows" not in st.session_state or max(st.session_state["iv_rows"]) > T:
+            st.session_state["iv_rows"] = (min(t_now, T), min(t_now, T))
+        st.slider("Rows to set", 1, T, key="iv_rows", help="A range of image rows (timesteps), 1-based.")
+        st.multiselect("LSTMs to set", names, key="iv_units")
+        b1, b2, b3 = st.columns(3)
+        b1.button("Force on", key="iv_on", on_click=_set_cells, args=(1, names), use_container_width=True)
+        b2.button("Force off", key="iv_off", on_click=_set_cells, args=(0, names), use_container_width=True)
+        b3.button("Back to the choice", key="iv_clear", on_click=_set_cells, args=(None, names),
+                  use_container_width=True)
+        st.caption("Or click a cell of the mask below: a free cell is forced to the opposite of its state, a forced "
+                   "one goes back to the attention's choice. A forced cell does not push another LSTM out.")
+    with c_run:
+        st.markdown("Knock out (never active on this input)")
+        cols = st.columns(min(n, 6))
+        for i in range(n):
+            cols[i % len(cols)].toggle(names[i], key=f"iv_ko_{i + 1}")
+        st.session_state.setdefault("iv_alpha", float(model.config.alpha))
+        st.slider("Communication share alpha", 0.0, 1.0, step=0.05, key="iv_alpha",
+                  help=f"Trained with alpha = {model.config.alpha:g}.")
+        if st.session_state.get("iv_selection") not in SELECTIONS:
+            st.session_state["iv_selection"] = "attention"
+        sel = st.radio("Selection", list(SELECTIONS), horizontal=True, key="iv_selection",
+                       help="The same weights with another rule for who is active: the attention's top k, k drawn at "
+                            "random (seeded) or all.")
+        if sel == "random":
+            st.number_input("Seed of the random selection", 0, 10_000, 0, key="iv_seed")
+        st.button("Reset", key="iv_reset", on_click=_reset, type="primary")
+
+    iv = _intervention(T, n)
+    mtime = cache.entry_mtime(entry)
+    p0, m0 = _run_one(model, entry.key, mtime, image, "none", None)
+    p1, m1 = _run_one(model, entry.key, mtime, image, _describe(iv), iv)
+    st.session_state["_iv_after"] = m1
+    pinned = ivs.pinned_cells(iv, T, n)
+    changed = ivs.downstream_changes(m0, m1, iv)
+    y0, y1 = int(np.argmax(p0)), int(np.argmax(p1))
+    st.markdown(f"**Prediction**: original **{classes[y0]}** ({p0[y0] * 100:.1f}%) → after the intervention "
+                f"**{classes[y1]}** ({p1[y1] * 100:.1f}%)" + (" — changed" if y0 != y1 else " — unchanged"))
+    c_p, c_m = st.columns([2, 3])
+    with c_p:
+        rows = [{"label": "original", "method": entry.model, "probs": p0},
+                {"label": "after the intervention", "method": "parallel_lstm", "probs": p1}]
+        st.plotly_chart(traces.probability_figure(rows, classes, height=300), key="iv_probs", config=CHART)
+    with c_m:
+        event = st.plotly_chart(mask_figure(m0, m1, pinned, changed, names, "active mask after the intervention"),
+                                key="iv_mask", config=CHART, on_select="rerun", selection_mode="points")
+    n_changed = int(changed.sum())
+    moved = [names[i] for i in np.flatnonzero(changed.any(0))]
+    first = int(np.flatnonzero(changed.any(1))[0]) + 1 if n_changed else None
+    st.caption(f"{int(pinned.sum())} cells set by the intervention; {n_changed} other cells changed downstream"
+               + (f" (from row {first} on, {', '.join(moved)})" if n_changed else "")
+               + f"; {int((m0 != m1).sum())} of {T * n} cells differ from the original mask. "
+               f"Probability of {classes[y0]}: {p0[y0] * 100:.1f}% → {p1[y0] * 100:.1f}%.")
+    _clicked(event, names)
+
+
+# --------------------------------------------------------------------------- across the set
+
+
+@st.cache_resource(show_spinner=False)
+def _tables() -> dict:
+    """Computed knock-out tables, shared by the sessions: (model, data, n, noise) -> table."""
+    return {}
+
+
+def _table(model, model_key: str, mtime: float, data_key: str, images, labels, classes: list[str], n: int,
+           noise_var: float):
+    """The table for this model and subset, computed once (with a progress bar), then cached."""
+    from core.eval.points import fixed_subset
+
+    key = (model_key, mtime, data_key, n, noise_var)
+    held = _tables()
+    if key not in held:
+        idx = fixed_subset(len(images), n, seed=0)
+        bar = st.progress(0.0, text=f"Knocking out each LSTM in turn on {len(idx)} images…")
+        held[key] = ivs.knockout_table(model, images[idx], labels[idx], classes, noise_var=noise_var,
+                                       progress=lambda f, what: bar.progress(f, text=f"Ran: {what}"))
+        bar.empty()
+        while len(held) > 8:
+            held.pop(next(iter(held)))
+    return held[key]
+
+
+def knockout_view(entry, model, data, data_key: str, n: int, classes: list[str]) -> None:
+    """Each LSTM knocked out in turn and the selection swapped, on a fixed subset of the test set."""
+    import pandas as pd
+
+    if not ivs.supports(model):
+        return
+    st.subheader("Knock out each LSTM (interventions)")
+    noise = st.select_slider("Noise (Gaussian variance) for the second column", NOISE_LEVELS, value=0.01,
+                             key="iv_noise")
+    table = _table(model, entry.key, cache.entry_mtime(entry), data_key, data.images, data.labels, list(classes),
+                   n, float(noise))
+    rows = []
+    for v in table.variants:
+        rec = {"variant": v.label}
+        for condition, what in (("clean", "clean"), ("noisy", f"noise {noise:g}")):
+            acc, lo, hi, _ = table.accuracy(v.key, condition)
+            rec[f"accuracy {what} %"] = acc * 100
+            rec[f"95% CI {what}"] = f"{lo * 100:.1f}–{hi * 100:.1f}"
+            rec[f"drop {what} (points)"] = None if v.kind == "intact" else table.drop(v.key, condition)
+        rows.append(rec)
+    df = pd.DataFrame(rows)
+    st.dataframe(df, hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.2f")
+                                                     for c in df.columns if "%" in c or "points" in c})
+    st.caption(table.caption("clean") + " " + table.caption("noisy").split(". ", 1)[-1])
+    drops = table.per_class_drops("clean")
+    st.plotly_chart(traces.unit_heatmap(drops.T, classes, [v.label for v in table.variants if v.kind == "knockout"],
+                                        x_title="class", colorbar="drop (points)", diverging=True, annotate=True,
+                                        title="knock-out drop per class, clean (points)"),
+                    key="iv_class_drops", config=CHART)
