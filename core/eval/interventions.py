@@ -33,6 +33,7 @@ from .predict import BATCH
 
 NOISE_VAR = 0.01  # the paper's noise test: Gaussian, variance 0.01
 RANDOM_SEED = 0  # the generator of the "random" selection swap
+SIGNIFICANCE = 0.05  # the paired exact test's level (one test per variant, not adjusted)
 
 
 def supports(model) -> bool:
@@ -156,9 +157,20 @@ class InterventionTable:
         base, var = getattr(self.variant("intact"), condition), getattr(self.variant(key), condition)
         return int((base & ~var).sum()), int((~base & var).sum())
 
+    def p_value(self, key: str, condition: str = "clean") -> float:
+        """Paired exact test (McNemar's, two-sided) of the variant against the intact model on
+        the same images: under no effect, the images lost and gained are equally likely."""
+        from scipy.stats import binomtest
+
+        lost, gained = self.flips(key, condition)
+        return 1.0 if lost + gained == 0 else float(binomtest(lost, lost + gained, 0.5).pvalue)
+
+    def significant(self, key: str, condition: str = "clean", level: float = SIGNIFICANCE) -> bool:
+        """The variant's accuracy differs from the intact model's (paired exact test, p < level)."""
+        return self.p_value(key, condition) < level
+
     def significant_drop(self, key: str, condition: str = "clean") -> bool:
-        """The variant's 95% Wilson interval lies wholly below the intact model's accuracy."""
-        return self.accuracy(key, condition)[2] < self.accuracy("intact", condition)[0]
+        return self.drop(key, condition) > 0 and self.significant(key, condition)
 
     def rows(self) -> list[dict]:
         """Long-format rows (one per variant x condition x class, 'all' first) for the CSV."""
@@ -173,7 +185,8 @@ class InterventionTable:
                                 "class": "all" if cls is None else self.classes[cls], "images": n,
                                 "accuracy": acc, "wilson_low": lo, "wilson_high": hi,
                                 "drop_points": self.drop(v.key, condition, cls),
-                                "lost": lost, "gained": gained})
+                                "lost": lost, "gained": gained,
+                                "p_paired": self.p_value(v.key, condition) if cls is None else None})
         return out
 
     def per_class_drops(self, condition: str = "clean") -> np.ndarray:
@@ -189,21 +202,26 @@ class InterventionTable:
         parts = [f"On {self.n:,} images {what}, the intact model is right on {base:.2f}%."]
         if knock:
             drops = [self.drop(v.key, condition) for v in knock]
-            worst = knock[int(np.argmax(drops))]
-            needed = [v.label for v in knock if self.significant_drop(v.key, condition)]
+            unit = [self.unit_names[int(v.key.split(":")[1])] for v in knock]
+            worst = unit[int(np.argmax(drops))]
+            needed = [u for u, v in zip(unit, knock) if self.significant_drop(v.key, condition)]
+            test = f"paired exact test, p < {SIGNIFICANCE:g}"
             if not needed:
                 parts.append(f"No single LSTM is necessary: each knock-out costs at most {max(drops):.2f} points "
-                             f"({worst.label}), within the intact model's 95% interval.")
+                             f"({worst}), none of them significant ({test}).")
+            elif len(needed) == len(knock):
+                parts.append(f"Every LSTM is needed: knocking out one costs from {min(drops):.2f} to {max(drops):.2f} "
+                             f"points, each drop significant ({test}); the largest: {worst}.")
             else:
+                rest = [u for u in unit if u not in needed]
                 parts.append(f"Knocking out one LSTM costs from {min(drops):.2f} to {max(drops):.2f} points; "
-                             f"{', '.join(needed)} {'is' if len(needed) == 1 else 'are'} needed (the 95% interval "
-                             f"lies below the intact accuracy), the largest drop {max(drops):.2f} points "
-                             f"({worst.label}).")
+                             f"{', '.join(needed)} {'is' if len(needed) == 1 else 'are'} needed ({test}), "
+                             f"{', '.join(rest)} not; the largest drop: {worst}.")
             per_class = self.per_class_drops(condition)
             if per_class.size:
                 u, c = np.unravel_index(int(np.nanargmax(per_class)), per_class.shape)
                 parts.append(f"Per class the largest drop is {per_class[u, c]:.1f} points "
-                             f"({knock[u].label} on class {self.classes[c]}).")
+                             f"({unit[u]} knocked out, class {self.classes[c]}).")
         swaps = [v for v in self.variants if v.kind == "selection"]
         if swaps:
             parts.append("At inference with the same weights: " + "; ".join(
@@ -212,13 +230,14 @@ class InterventionTable:
 
     def _signed(self, key: str, condition: str) -> str:
         d = -self.drop(key, condition)
-        sig = " (outside the interval)" if self.significant_drop(key, condition) else ""
-        return f"{d:+.2f} points{sig}"
+        sig = "significant" if self.significant(key, condition) else "not significant"
+        return f"{d:+.2f} points ({sig})"
 
     def markdown(self, title: str) -> str:
         """A table of every variant (clean and noisy) and the per-class knock-out drops, with the captions."""
-        lines = [f"### {title}", "", "| Variant | Clean accuracy [95% CI] | Drop (points) | Lost / gained | "
-                 f"Noisy accuracy (var {self.noise_var:g}) [95% CI] | Drop (points) |", "|---|---|---|---|---|---|"]
+        lines = [f"### {title}", "", "| Variant | Clean accuracy [95% CI] | Drop (points) | Lost / gained | p (paired) | "
+                 f"Noisy accuracy (var {self.noise_var:g}) [95% CI] | Drop (points) | p (paired) |",
+                 "|---|---|---|---|---|---|---|---|"]
         for v in self.variants:
             cells = []
             for condition in ("clean", "noisy"):
@@ -228,6 +247,7 @@ class InterventionTable:
                 if condition == "clean":
                     lost, gained = self.flips(v.key, condition)
                     cells.append("–" if v.kind == "intact" else f"{lost} / {gained}")
+                cells.append("–" if v.kind == "intact" else f"{self.p_value(v.key, condition):.2g}")
             lines.append(f"| {v.label} | " + " | ".join(cells) + " |")
         knock = [v for v in self.variants if v.kind == "knockout"]
         if knock:
@@ -274,7 +294,7 @@ def knockout_table(model, images, labels, classes, *, noise_var: float = NOISE_V
 
 
 CSV_FIELDS = ["dataset", "model", "variant", "label", "condition", "noise_var", "class", "images", "accuracy",
-              "wilson_low", "wilson_high", "drop_points", "lost", "gained"]
+              "wilson_low", "wilson_high", "drop_points", "lost", "gained", "p_paired"]
 
 
 def write_csv(path: Path, tables: dict[tuple[str, str], InterventionTable]) -> None:
@@ -316,7 +336,9 @@ def main(argv=None) -> int:
                       "it keeps its zero initial state, see `core/models/rim.py`, `Intervention`), and the same "
                       "weights run with another selection or alpha 0 at inference. Accuracy with its 95% Wilson "
                       "interval; drop = intact minus variant, in points; lost / gained = images the variant gets "
-                      "wrong that the intact model gets right, and the reverse. Noise: Gaussian, variance "
+                      "wrong that the intact model gets right, and the reverse; p: the paired exact (McNemar) test "
+                      "of the variant against the intact model on the same images (not adjusted for the 9 "
+                      "comparisons). Noise: Gaussian, variance "
                       f"{NOISE_VAR:g}, one draw (seed 0).", ""]
     for dataset in args.datasets:
         stem = root / "pretrained" / args.protocol / dataset / "rim"

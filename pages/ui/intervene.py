@@ -16,7 +16,8 @@ from .urlstate import url_bool
 
 CHART = {"displayModeBar": False}
 CELLS = "iv_cells"  # forced cells as text "row.lstm.value;..." (1-based row and LSTM, value 0/1)
-URL_STATE = {CELLS: str, "iv_alpha": float, "iv_selection": str, "iv_seed": int, "iv_ko_*": url_bool}
+URL_STATE = {CELLS: str, "iv_alpha": float, "iv_selection": str, "iv_seed": int, "iv_ko_*": url_bool, "iv_knock": url_bool,
+             "iv_noise": float}
 NOISE_LEVELS = (0.005, 0.01, 0.02, 0.05)
 
 
@@ -41,11 +42,15 @@ def _keys() -> list[str]:
     return [k for k in st.session_state if isinstance(k, str) and k.startswith("iv_")]
 
 
+KEEP_ON_RESET = ("iv_rows", "iv_knock", "iv_noise")  # the picker of rows, and the set-wide view's
+
+
 def _reset() -> None:
+    """Back to the model as trained: no forced cell, no knock-out, its alpha and selection."""
     for key in _keys():
-        if key != "iv_rows":
+        if key not in KEEP_ON_RESET:
             del st.session_state[key]
-    for key in [k for k in st.query_params if k.startswith("iv_")]:
+    for key in [k for k in st.query_params if k.startswith("iv_") and k not in KEEP_ON_RESET]:
         del st.query_params[key]
     st.session_state.pop("_iv_click", None)
 
@@ -242,6 +247,10 @@ def knockout_view(entry, model, data, data_key: str, n: int, classes: list[str])
     if not ivs.supports(model):
         return
     st.subheader("Knock out each LSTM (interventions)")
+    if not st.toggle(f"Run each LSTM knocked out, and the selection swapped, on these {min(n, len(data))} images",
+                     key="iv_knock", help="12 more runs of the model over the subset, clean and noisy; cached per "
+                                          "model after the first time."):
+        return
     noise = st.select_slider("Noise (Gaussian variance) for the second column", NOISE_LEVELS, value=0.01,
                              key="iv_noise")
     table = _table(model, entry.key, cache.entry_mtime(entry), data_key, data.images, data.labels, list(classes),

@@ -89,6 +89,9 @@ def test_non_rim_model_gets_a_note(page_env):
 def test_knockout_view_across_the_test_set(page_env):
     at = run_page(mech_tab="Across the test set", mech_stats_n=200)
     assert not at.exception, at.exception
+    assert not any("the intact model is right on" in c.value for c in at.caption)  # off until asked
+    at.toggle(key="iv_knock").set_value(True).run()
+    assert not at.exception, at.exception
     cap = next(c.value for c in at.caption if "the intact model is right on" in c.value)
     assert "images clean" in cap and "At inference with the same weights" in cap
     df = next(d.value for d in at.dataframe if "variant" in d.value.columns)
