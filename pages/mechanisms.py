@@ -315,7 +315,8 @@ def one_input_view(dataset: str, entry, model, compared: dict, all_entries: list
     ui.pickers.tab_views("mech_more", {
         "Find the same mechanisms elsewhere": lambda: ui.explore.match_view(dataset, entry, model, a.mask, a.unit_names, here),
         "What each LSTM is for": lambda: ui.explore.unit_view(dataset, entry, model, a.unit_names),
-        "Intervene": lambda: intervene.intervene_view(entry, model, image, a.unit_names, classes)})
+        "Intervene": lambda: intervene.intervene_view(entry, model, image, a.unit_names, classes),
+        "Which pixels drive it": lambda: intervene.attribution_view(entry, model, image, a.unit_names, classes)})
 
 
 def _side(entry, model, image: np.ndarray) -> ui.pair.Side:

@@ -22,9 +22,11 @@ import torch
 from ..data.transforms import to_sequence
 from ..models.rim import RIM
 
-STEPS = 64  # points of the path integral (Gauss-Legendre, Captum's default rule)
-# completeness bound where it must hold: |sum - (f(x) - f(baseline))| <= TOLERANCE * max(1, |f(x) - f(baseline)|)
-TOLERANCE = 0.01
+STEPS = 64  # points of the path integral (Gauss-Legendre, Captum's default rule) in the pages
+# completeness bound where it must hold: |sum - (f(x) - f(baseline))| <= TOLERANCE * max(1, |f(x) - f(baseline)|);
+# tests/test_attribution.py checks it at 512 points on the shipped MNIST models (at 64, the ReLU and
+# PReLU kinks of IndRNN and EntNet leave a quadrature error of several per cent)
+TOLERANCE = 0.02
 
 
 @dataclass
@@ -52,7 +54,7 @@ class Attribution:
     def summary(self) -> str:
         return (f"attributions sum to {self.total:+.3f}; {self.target} is {self.value:+.3f} on the image and "
                 f"{self.baseline_value:+.3f} on the baseline (difference {self.value - self.baseline_value:+.3f}); "
-                f"completeness gap {self.delta:+.3f}" + ("" if self.complete else " (above the 1% bound)"))
+                f"completeness gap {self.delta:+.3f}" + ("" if self.complete else f" (above the {TOLERANCE:.0%} bound)"))
 
 
 def _ig(forward, image, baseline, steps: int) -> tuple[np.ndarray, float, float]:

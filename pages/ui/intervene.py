@@ -17,7 +17,7 @@ from .urlstate import url_bool
 CHART = {"displayModeBar": False}
 CELLS = "iv_cells"  # forced cells as text "row.lstm.value;..." (1-based row and LSTM, value 0/1)
 URL_STATE = {CELLS: str, "iv_alpha": float, "iv_selection": str, "iv_seed": int, "iv_ko_*": url_bool, "iv_knock": url_bool,
-             "iv_noise": float}
+             "iv_noise": float, "ig_what": str, "ig_steps": int}
 NOISE_LEVELS = (0.005, 0.01, 0.02, 0.05)
 
 
@@ -273,3 +273,79 @@ def knockout_view(entry, model, data, data_key: str, n: int, classes: list[str])
                                         x_title="class", colorbar="drop (points)", diverging=True, annotate=True,
                                         title="knock-out drop per class, clean (points)"),
                     key="iv_class_drops", config=CHART)
+
+
+# --------------------------------------------------------------------------- which pixels drive it
+
+IG_STEPS = (32, 64, 256)
+_OVERLAY = [[0.0, "rgba(33,102,172,0.85)"], [0.5, "rgba(255,255,255,0)"], [1.0, "rgba(178,24,43,0.85)"]]
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _attribution(_model, model_key: str, mtime: float, image: np.ndarray, what: str, row: int, unit: int, steps: int):
+    from core.eval import attribution
+
+    if what == "prediction":
+        return attribution.prediction_attribution(_model, image, steps=steps)
+    return attribution.selection_attribution(_model, image, row, unit, steps=steps)
+
+
+def overlay_figure(image: np.ndarray, pixels: np.ndarray, row: int | None, title: str) -> go.Figure:
+    """The input in grey with the attribution over it (red: raises the attributed score, blue:
+    lowers it), the current row framed."""
+    img = np.asarray(image, dtype=float)
+    grey = img.mean(-1) if img.ndim == 3 else img
+    attr = pixels.sum(-1) if pixels.ndim == 3 else pixels
+    lim = float(np.abs(attr).max()) or 1.0
+    fig = go.Figure(go.Heatmap(z=grey, colorscale="gray", showscale=False, hoverinfo="skip"))
+    fig.add_trace(go.Heatmap(z=attr, colorscale=_OVERLAY, zmin=-lim, zmax=lim, zmid=0,
+                             colorbar=dict(title="attribution", thickness=12),
+                             hovertemplate="row %{y}, column %{x}: %{z:.4f}<extra></extra>"))
+    if row is not None:
+        fig.add_shape(type="rect", x0=-0.5, x1=grey.shape[1] - 0.5, y0=row - 1.5, y1=row - 0.5,
+                      line=dict(color="#e8a33d", width=2))
+    fig.update_layout(title=title, height=360, margin=dict(l=10, r=10, t=40, b=10),
+                      yaxis=dict(autorange="reversed", scaleanchor="x", showticklabels=False),
+                      xaxis=dict(showticklabels=False))
+    return fig
+
+
+def attribution_view(entry, model, image: np.ndarray, unit_names: list[str], classes: list[str]) -> None:
+    """Integrated Gradients of the prediction (every model) and of one LSTM's selection score at
+    the timeline's current row (RIM), drawn over the input."""
+    from core.eval import attribution
+
+    T = image.shape[0]
+    row = min(max(1, int(st.session_state.get("mech_t", 1))), T)
+    c1, c2 = st.columns([2, 1])
+    whats = ["prediction"] + (["selection"] if ivs.supports(model) else [])
+    if st.session_state.get("ig_what") not in whats:
+        st.session_state["ig_what"] = "prediction"
+    what = c1.radio("Attribute", whats, horizontal=True, key="ig_what",
+                    format_func=lambda w: "the predicted class's logit" if w == "prediction"
+                    else f"an LSTM's selection score at row {row} (the timeline's row)")
+    steps = c2.select_slider("Integration points", IG_STEPS, value=attribution.STEPS, key="ig_steps")
+    unit = 0
+    if what == "selection":
+        names = list(unit_names)
+        pick = st.selectbox("LSTM", names, key="ig_unit")
+        unit = names.index(pick)
+    with st.spinner("Integrated Gradients…"):
+        a = _attribution(model, entry.key, cache.entry_mtime(entry), image, what, row, unit, int(steps))
+    label = a.target
+    if what == "prediction":
+        cls = int(a.target.rsplit(" ", 1)[-1])
+        label = f"the logit of {classes[cls]}"
+    c_img, c_txt = st.columns([3, 2])
+    c_img.plotly_chart(overlay_figure(image, a.pixels, row, f"Integrated Gradients of {label}"), key="ig_overlay",
+                       config=CHART)
+    with c_txt:
+        st.markdown(f"Baseline: a black image; {int(steps)} points on the straight path from it to the input. "
+                    "Red pixels raise the score, blue ones lower it; the framed row is the timeline's.")
+        text = a.summary()
+        st.caption(text[0].upper() + text[1:] + ". " + (
+            "Completeness holds within the bound." if a.complete else
+            "The gap is above the bound: " + ("the attention's top-k selection switches LSTMs along the path, and "
+                                              "a gradient does not see such jumps." if ivs.supports(model) and
+                                              getattr(model.config, "selection", "") != "all" else
+                                              "more integration points shrink it.")))

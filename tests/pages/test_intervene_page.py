@@ -96,3 +96,21 @@ def test_knockout_view_across_the_test_set(page_env):
     assert "images clean" in cap and "At inference with the same weights" in cap
     df = next(d.value for d in at.dataframe if "variant" in d.value.columns)
     assert len(df) == 1 + 6 + 3 and df["variant"].iloc[0] == "intact (attention)"
+
+
+def test_attribution_tab_prediction_and_selection(page_env):
+    at = run_page(mech_more="Which pixels drive it", ig_steps=32, mech_t=9)
+    assert not at.exception, at.exception
+    cap = next(c.value for c in at.caption if "completeness gap" in c.value)
+    assert "Attributions sum to" in cap
+    at.radio(key="ig_what").set_value("selection").run()
+    at.selectbox(key="ig_unit").set_value("LSTM 2").run()
+    assert not at.exception, at.exception
+    cap = next(c.value for c in at.caption if "completeness gap" in c.value)
+    assert "the selection score of LSTM 2 at row 9" in cap
+
+
+def test_attribution_tab_for_a_baseline_model(page_env):
+    at = run_page(mech_more="Which pixels drive it", ig_steps=32, mech_model_mnist="pretrained:mnist/parallel_lstm")
+    assert not at.exception, at.exception
+    assert at.radio(key="ig_what").options == ["the predicted class's logit"]
