@@ -9,7 +9,7 @@ import streamlit as st
 
 from core.eval import interventions as ivs
 from core.models.rim import SELECTIONS, Intervention
-from core.report.plots import traces
+from core.report.plots import style, traces
 
 from . import cache
 from .urlstate import url_bool
@@ -100,7 +100,7 @@ def mask_figure(original: np.ndarray, after: np.ndarray, pinned: np.ndarray, cha
     cells that changed downstream marked with a cross. Every cell is a clickable point."""
     T, n = after.shape
     rows = np.arange(1, T + 1)
-    fig = go.Figure(go.Heatmap(z=after.T, x=rows, y=unit_names, colorscale=[[0, "#f0f0f0"], [1, "#1f4e99"]],
+    fig = go.Figure(go.Heatmap(z=after.T, x=rows, y=unit_names, colorscale=[[0, style.MASK_COLORS[0]], [1, style.MASK_COLORS[1]]],
                                zmin=0, zmax=1, showscale=False, hoverinfo="skip"))
     tt, ii = np.meshgrid(rows, np.arange(n), indexing="ij")
     state = np.where(after > 0.5, "active", "inactive")
@@ -111,14 +111,15 @@ def mask_figure(original: np.ndarray, after: np.ndarray, pinned: np.ndarray, cha
     fig.add_trace(go.Scatter(x=tt.ravel(), y=[unit_names[i] for i in ii.ravel()], mode="markers", text=text,
                              hoverinfo="text", marker=dict(symbol="square", size=14, opacity=0.01, color="#000"),
                              name="cells", showlegend=False))
-    for mask, symbol, color, label in ((pinned, "square-open", "#e8a33d", "set by you"),
-                                       (changed, "x-thin-open", "#d62728", "changed downstream")):
+    for mask, symbol, color, label in ((pinned, "square-open", "#1f4e99", "set by you"),
+                                       (changed, "x-thin-open", "#111111", "changed downstream")):
         t_idx, i_idx = np.nonzero(mask)
         fig.add_trace(go.Scatter(x=t_idx + 1, y=[unit_names[i] for i in i_idx], mode="markers", name=label,
                                  hoverinfo="skip", marker=dict(symbol=symbol, size=14, color=color,
                                                                line=dict(width=2, color=color))))
     fig.update_layout(title=title, height=110 + 26 * n, margin=dict(l=10, r=10, t=40, b=30),
-                      xaxis=dict(title="row (timestep)", dtick=2), yaxis=dict(autorange="reversed"),
+                      xaxis=dict(title="row (timestep)", dtick=2, range=[0.5, T + 0.5], fixedrange=True),
+                      yaxis=dict(range=[n - 0.5, -0.5], fixedrange=True),
                       legend=dict(orientation="h", y=-0.35), clickmode="event+select", dragmode=False)
     return fig
 
@@ -170,7 +171,7 @@ def intervene_view(entry, model, image: np.ndarray, unit_names: list[str], class
                    "one goes back to the attention's choice. A forced cell does not push another LSTM out.")
     with c_run:
         st.markdown("Knock out (never active on this input)")
-        cols = st.columns(min(n, 6))
+        cols = st.columns(min(n, 3))
         for i in range(n):
             cols[i % len(cols)].toggle(names[i], key=f"iv_ko_{i + 1}")
         st.session_state.setdefault("iv_alpha", float(model.config.alpha))
