@@ -45,9 +45,9 @@ def supports(model) -> bool:
 def run(model, images, intervention: Intervention | None = None, *, batch_size: int = BATCH,
         with_trace: bool = False) -> tuple[np.ndarray, dict | None]:
     """Logits [N, C] and, with ``with_trace``, the trace ([N, T, ...] numpy arrays) of ``images``
-    (uint8 or [0, 1] floats) under ``intervention``, in evaluation mode. A "random" selection
-    with a seed draws one generator per batch (seeded ``seed + batch index``), so the numbers
-    do not depend on how the caller splits the images only when ``batch_size`` is fixed."""
+    (uint8 or [0, 1] floats) under ``intervention``, in evaluation mode. A per-image ``force``
+    ([N, T, n]) is cut into the batches with the images. A seeded "random" selection seeds batch
+    b's generator with ``seed + b``: reproducible for a given ``batch_size``."""
     x_all = np.asarray(images)
     if len(x_all) == 0:
         raise ValueError("no images to run")
@@ -318,6 +318,7 @@ def main(argv=None) -> int:
     import time
 
     from ..data.datasets import load_dataset
+    from ..report.fmt import source_parts
     from ..training.weights import load_checkpoint
 
     root = Path(__file__).resolve().parents[2]
@@ -352,7 +353,7 @@ def main(argv=None) -> int:
         secs = time.perf_counter() - t0
         tables[(dataset, f"{args.protocol}/rim")] = table
         md.append(table.markdown(f"{dataset}: `pretrained/{args.protocol}/{dataset}/rim` (seed {meta.get('seed')}), "
-                                 f"{len(labels):,} test images ({data.source})"))
+                                 f"{len(labels):,} test images ({source_parts(data.source)[0]})"))
         print(f"{dataset}: {len(labels)} images, {len(table.variants)} variants x 2 conditions in {secs:.1f} s")
     write_csv(out / "knockout.csv", tables)
     (out / "knockout.md").write_text("\n".join(md))

@@ -14,8 +14,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.browser.test_browser import _MISSING, SLOW_MS, WAIT_S, _log_tail, assert_no_errors, full_screenshot, poll, \
-    settle
+from tests.browser.test_browser import (
+    _MISSING,
+    SLOW_MS,
+    WAIT_S,
+    _log_tail,
+    assert_no_errors,
+    full_screenshot,
+    poll,
+    settle,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")]
 PREDICTION = re.compile(r"Prediction: original (.+?) \([\d.]+%\) → after the intervention (.+?) \([\d.]+%\) — (\w+)")
