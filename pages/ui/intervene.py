@@ -155,7 +155,8 @@ def intervene_view(entry, model, image: np.ndarray, unit_names: list[str], class
                        help="The same weights with another rule for who is active: the attention's top k, k drawn at "
                             "random (seeded) or all.")
         if sel == "random":
-            st.number_input("Seed of the random selection", 0, 10_000, 0, key="iv_seed")
+            st.session_state.setdefault("iv_seed", 0)
+            st.number_input("Seed of the random selection", 0, 10_000, key="iv_seed")
         st.button("Reset", key="iv_reset", on_click=_reset, type="primary")
 
     iv = _intervention(T, n)
@@ -224,8 +225,9 @@ def knockout_view(entry, model, data, data_key: str, n: int, classes: list[str])
                      key="iv_knock", help="12 more runs of the model over the subset, clean and noisy; cached per "
                                           "model after the first time."):
         return
-    noise = st.select_slider("Noise (Gaussian variance) for the second column", NOISE_LEVELS, value=0.01,
-                             key="iv_noise")
+    if st.session_state.get("iv_noise") not in NOISE_LEVELS:
+        st.session_state["iv_noise"] = 0.01
+    noise = st.select_slider("Noise (Gaussian variance) for the second column", NOISE_LEVELS, key="iv_noise")
     table = _table(model, entry.key, cache.entry_mtime(entry), data_key, data.images, data.labels, list(classes),
                    n, float(noise))
     rows = []
@@ -240,7 +242,8 @@ def knockout_view(entry, model, data, data_key: str, n: int, classes: list[str])
     df = pd.DataFrame(rows)
     st.dataframe(df, hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.2f")
                                                      for c in df.columns if "%" in c or "points" in c})
-    st.caption(table.caption("clean") + " " + table.caption("noisy").split(". ", 1)[-1])
+    st.caption(table.caption("clean"))
+    st.caption(table.caption("noisy"))
     drops = table.per_class_drops("clean")
     st.plotly_chart(traces.unit_heatmap(drops.T, classes, [v.label for v in table.variants if v.kind == "knockout"],
                                         x_title="class", colorbar="drop (points)", diverging=True, annotate=True,
@@ -278,7 +281,9 @@ def attribution_view(entry, model, image: np.ndarray, unit_names: list[str], cla
     what = c1.radio("Attribute", whats, horizontal=True, key="ig_what",
                     format_func=lambda w: "the predicted class's logit" if w == "prediction"
                     else f"an LSTM's selection score at row {row} (the timeline's row)")
-    steps = c2.select_slider("Integration points", IG_STEPS, value=attribution.STEPS, key="ig_steps")
+    if st.session_state.get("ig_steps") not in IG_STEPS:
+        st.session_state["ig_steps"] = attribution.STEPS
+    steps = c2.select_slider("Integration points", IG_STEPS, key="ig_steps")
     unit = 0
     if what == "selection":
         names = list(unit_names)
