@@ -245,9 +245,9 @@ def knockout_view(entry, model, data, data_key: str, n: int, classes: list[str])
     st.caption(table.caption("clean"))
     st.caption(table.caption("noisy"))
     drops = table.per_class_drops("clean")
-    st.plotly_chart(traces.unit_heatmap(drops.T, classes, [v.label for v in table.variants if v.kind == "knockout"],
+    st.plotly_chart(traces.unit_heatmap(drops.T, classes, list(table.unit_names),
                                         x_title="class", colorbar="drop (points)", diverging=True, annotate=True,
-                                        title="knock-out drop per class, clean (points)"),
+                                        title="drop per class when the LSTM is knocked out, clean (points)"),
                     key="iv_class_drops", config=CHART)
 
 

@@ -105,3 +105,28 @@ def test_click_a_mask_cell_changes_the_prediction_then_reset(page, app_server, s
     assert back.group(2) == before.group(2)
     assert _cells_caption(page).startswith("0 cells set")
     assert_no_errors(page, "Intervene after Reset")
+
+
+def test_attribution_overlay_and_set_wide_knockout(page, app_server, screenshot):
+    """The attribution tab draws its overlay with the completeness line; the set-wide view runs
+    the knock-outs (progress bar, then the table and its computed captions)."""
+    page.goto(f"{app_server['url']}/mechanisms?mech_idx=0&mech_more=Which+pixels+drive+it&mech_t=14",
+              wait_until="commit", timeout=SLOW_MS)
+    line = page.get_by_text(re.compile("completeness gap")).first
+    line.wait_for(timeout=SLOW_MS)
+    assert page.locator(".st-key-ig_overlay").count() == 1
+    settle(page)
+    page.get_by_text("an LSTM's selection score at row 14").first.click()
+    page.get_by_text(re.compile(r"the selection score of LSTM 1 at row 14")).first.wait_for(timeout=SLOW_MS)
+    settle(page)
+    assert_no_errors(page, "Which pixels drive it")
+    full_screenshot(page, screenshot, "mechanisms-attribution")
+
+    page.goto(f"{app_server['url']}/mechanisms?mech_tab=Across+the+test+set&mech_stats_n=200&iv_knock=1",
+              wait_until="commit", timeout=SLOW_MS)
+    cap = page.get_by_text(re.compile(r"On 200 images clean, the intact model is right on")).first
+    cap.wait_for(timeout=SLOW_MS)
+    assert page.get_by_text(re.compile(r"On 200 images with Gaussian noise")).count() == 1
+    settle(page)
+    assert_no_errors(page, "the set-wide knock-out view")
+    full_screenshot(page, screenshot, "mechanisms-knockout")
