@@ -90,10 +90,6 @@ class Intervention:
     selection: str | None = None
     seed: int | None = None
 
-    @property
-    def is_empty(self) -> bool:
-        return self.force is None and not self.knock_out and self.alpha is None and self.selection is None
-
     def override(self, B: int, T: int, n: int, like: torch.Tensor) -> torch.Tensor | None:
         """The cell override as a [T, B, n] tensor (-1 = as chosen, 0 = off, 1 = on), or None."""
         if self.force is None and not self.knock_out:

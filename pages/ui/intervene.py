@@ -180,7 +180,9 @@ def intervene_view(entry, model, image: np.ndarray, unit_names: list[str], class
     n_changed = int(changed.sum())
     moved = [names[i] for i in np.flatnonzero(changed.any(0))]
     first = int(np.flatnonzero(changed.any(1))[0]) + 1 if n_changed else None
-    st.caption(f"{int(pinned.sum())} cells set by the intervention; {n_changed} other cells changed downstream"
+    n_set = int(pinned.sum())
+    st.caption(f"{n_set} cell{'' if n_set == 1 else 's'} set by the intervention; {n_changed} other "
+               f"cell{'' if n_changed == 1 else 's'} changed downstream"
                + (f" (from row {first} on, {', '.join(moved)})" if n_changed else "")
                + f"; {int((m0 != m1).sum())} of {T * n} cells differ from the original mask. "
                f"Probability of {classes[y0]}: {p0[y0] * 100:.1f}% → {p1[y0] * 100:.1f}%.")

@@ -69,7 +69,7 @@ def _prediction(page):
 
 
 def _cells_caption(page) -> str:
-    texts = page.get_by_text(re.compile("cells set by the intervention")).all_inner_texts()
+    texts = page.get_by_text(re.compile("set by the intervention")).all_inner_texts()
     return texts[0] if texts else ""
 
 
@@ -94,7 +94,7 @@ def test_click_a_mask_cell_changes_the_prediction_then_reset(page, app_server, s
     after = poll(lambda: (m := _prediction(page)) and m.group(3) == "changed" and m, WAIT_S,
                  what=f"a changed prediction after clicking row {t + 1}, LSTM {i + 1}; caption {_cells_caption(page)!r}")
     assert after.group(1) == before.group(1) and after.group(2) != before.group(1)
-    assert _cells_caption(page).startswith("1 cells set by the intervention")
+    assert _cells_caption(page).startswith("1 cell set by the intervention")
     settle(page)
     assert_no_errors(page, "Intervene after a click")
     full_screenshot(page, screenshot, "mechanisms-intervene")

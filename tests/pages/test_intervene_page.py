@@ -26,7 +26,7 @@ def prediction(at: AppTest) -> str:
 
 
 def caption(at: AppTest) -> str:
-    return next(c.value for c in at.caption if "cells set by the intervention" in c.value)
+    return next(c.value for c in at.caption if "set by the intervention" in c.value)
 
 
 def test_intervene_tab_controls_force_knock_out_and_reset(page_env):
