@@ -14,7 +14,7 @@ from core.report.export import matrix_csv
 from core.report.fmt import source_parts
 from core.report.plots import style, traces
 from pages import ui
-from pages.ui import handwriting
+from pages.ui import handwriting, intervene
 
 STATS_SIZES = (200, 500, 1000)
 MISCLASSIFIED_POOL = 1000  # misclassified images are searched among this fixed test subset
@@ -333,7 +333,9 @@ def one_input_view(dataset: str, entry, model, compared: dict, all_entries: list
     here = int(st.session_state["mech_idx"]) if source == "Test image" else None
     ui.pickers.tab_views("mech_more", {
         "Find the same mechanisms elsewhere": lambda: ui.explore.match_view(dataset, entry, model, a.mask, a.unit_names, here),
-        "What each LSTM is for": lambda: ui.explore.unit_view(dataset, entry, model, a.unit_names)})
+        "What each LSTM is for": lambda: ui.explore.unit_view(dataset, entry, model, a.unit_names),
+        "Intervene": lambda: intervene.intervene_view(entry, model, image, a.unit_names, classes),
+        "Which pixels drive it": lambda: intervene.attribution_view(entry, model, image, a.unit_names, classes)})
 
 
 def _side(entry, model, image: np.ndarray) -> ui.pair.Side:
@@ -437,13 +439,15 @@ def dataset_view(dataset: str, entry, model, all_entries=()) -> None:
                   and e.protocol != entry.protocol and e.key != entry.key]
         protocol_mask_view(dataset, entry, stats, others, data, n)
         selection_view(dataset, entry, model, data, n)
+        intervene.knockout_view(entry, model, data, _data_key(dataset, data), n, classes)
 
 
 # --------------------------------------------------------------------------- page
 
 URL_STATE = {"mech_dataset": str, "mech_model_*": str, "mech_source": str, "mech_how": str, "mech_idx": int,
              "mech_t": int, "mech_tab": str, "mech_stats_n": int, "pretrained_protocol": str, "mech_with_*": str,
-             **ui.explore.URL_STATE, handwriting.MECH_SET: str, handwriting.MECH_IDX: int}
+             **ui.explore.URL_STATE, handwriting.MECH_SET: str, handwriting.MECH_IDX: int,
+             **intervene.URL_STATE}
 ui.urlstate.restore_from_url(URL_STATE)
 
 st.title("Mechanisms")

@@ -19,7 +19,7 @@ The default ``impl="fused"`` runs the same maths through the fused kernel of
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn as nn
@@ -58,6 +58,58 @@ class RIMConfig(SequenceConfig):
     #                the benchmarks and grids measure);
     #   "reference": the plain step below, differentiated by autograd (easy to read and trust).
     impl: str = "fused"
+
+
+@dataclass(frozen=True)
+class Intervention:
+    """What to change in a forward pass of trained weights (``RIM.forward(x, intervention=...)``).
+
+    Applied in this order at every row: the selection picks the active set ("attention": top-k
+    of the input attention; "random": k drawn from a generator seeded with ``seed``; "all");
+    then ``force`` overrides single cells; then the knocked-out LSTMs are switched off.
+
+    * ``force``: the mask override, [T, n] (one for every image) or [B, T, n]: 1 = on, 0 = off,
+      -1 (or NaN) = as the selection chose. A forced cell does not push another LSTM out (or
+      in): that row may have more or fewer than k active LSTMs.
+    * ``knock_out``: LSTMs that are never active on this input. A knocked-out LSTM keeps its
+      initial state (h = c = 0) throughout, exactly what the model does to any LSTM until its
+      first activation. In the read-out its 32 columns then multiply zeros (it adds nothing to
+      the logits); in the communication it is still one of the n keys and values, with key and
+      value 0 (the communication projections have no bias), so it takes its share of every
+      reader's softmax and returns nothing. No new mechanism is added, both implementations
+      run the same code path as an inactive LSTM, and an LSTM that is never active anyway is
+      left exactly as it was (knocking it out changes nothing, bit for bit).
+    * ``alpha``: the communication share at inference (None: the trained value).
+    * ``selection``: "attention", "random" or "all" with the same weights (None: the model's).
+    * ``seed``: the generator of the "random" selection (None: torch's global generator).
+    """
+
+    force: object = None  # array-like [T, n] or [B, T, n]
+    knock_out: tuple[int, ...] = field(default_factory=tuple)
+    alpha: float | None = None
+    selection: str | None = None
+    seed: int | None = None
+
+    def override(self, B: int, T: int, n: int, like: torch.Tensor) -> torch.Tensor | None:
+        """The cell override as a [T, B, n] tensor (-1 = as chosen, 0 = off, 1 = on), or None."""
+        if self.force is None and not self.knock_out:
+            return None
+        ov = like.new_full((B, T, n), -1.0)
+        if self.force is not None:
+            f = torch.as_tensor(self.force, dtype=like.dtype, device=like.device)
+            if f.dim() == 2:
+                f = f.unsqueeze(0)
+            if f.shape[1:] != (T, n) or f.shape[0] not in (1, B):
+                raise ValueError(f"force must be [T, n] = [{T}, {n}] or [B, T, n], got {list(f.shape)}")
+            f = torch.nan_to_num(f, nan=-1.0)
+            if not bool(((f == -1) | (f == 0) | (f == 1)).all()):
+                raise ValueError("force holds 1 (on), 0 (off) and -1 or NaN (as chosen) only")
+            ov = f.expand(B, T, n).clone()
+        for i in self.knock_out:
+            if not 0 <= int(i) < n:
+                raise ValueError(f"knock_out: LSTM index {i} is not in 0..{n - 1}")
+            ov[:, :, int(i)] = 0.0
+        return ov.transpose(0, 1).contiguous()
 
 
 def _stacked(n: int, fan_in: int, fan_out: int, bound: float | None = None) -> nn.Parameter:
@@ -125,24 +177,32 @@ class RIM(SequenceModel, config=RIMConfig):
         q_out = c.input_heads * c.input_key_size
         return self.b_hq[:, 0, q_out + c.hidden_size : q_out + 2 * c.hidden_size].detach()
 
-    def selection_mask(self, T: int, B: int, like: torch.Tensor) -> torch.Tensor | None:
+    def selection_mask(self, T: int, B: int, like: torch.Tensor, selection: str | None = None,
+                       generator: torch.Generator | None = None) -> torch.Tensor | None:
         """The fixed activation mask [T, B, n] (1 = active) of the "random" and "all" ablations
         (None for "attention", whose mask comes from the state inside the recurrence). "random"
-        draws from torch's global generator, so a seeded run is reproducible, and never looks at
-        x. Drawn once per forward, before the recurrence, the same way for both impls."""
+        draws from ``generator`` (default: torch's global generator, so a seeded run is
+        reproducible) and never looks at x. Drawn once per forward, before the recurrence, the
+        same way for both impls. ``selection`` defaults to the config's."""
         c = self.config
-        if c.selection == "attention":
+        selection = c.selection if selection is None else selection
+        if selection not in SELECTIONS:
+            raise ValueError(f"selection must be one of {', '.join(SELECTIONS)}, got {selection!r}")
+        if selection == "attention":
             return None
-        if c.selection == "all":
+        if selection == "all":
             return like.new_ones(T, B, c.num_units)
-        top = torch.rand(T, c.num_units, B).argsort(dim=1)[:, : c.k_active].to(like.device)
+        top = torch.rand(T, c.num_units, B, generator=generator).argsort(dim=1)[:, : c.k_active].to(like.device)
         return like.new_zeros(T, c.num_units, B).scatter_(1, top, 1.0).transpose(1, 2)
 
     # ------------------------------------------------------------------------------------
-    def step(self, e_t, h, cell, active=None):
+    def step(self, e_t, h, cell, active=None, override=None, alpha=None):
         """One timestep for all LSTMs at once: row encoding e_t [B, E], states h, cell [B, n, H],
-        an optional fixed mask ``active`` [B, n]. Returns the new (h, cell) and this step's trace."""
+        an optional fixed mask ``active`` [B, n], an optional cell override [B, n] (-1 = as
+        chosen, 0 = off, 1 = on; see ``Intervention``) and the communication share ``alpha``
+        (None: the config's). Returns the new (h, cell) and this step's trace."""
         c = self.config
+        alpha = c.alpha if alpha is None else alpha
         B, n, H = h.shape
         Hi, dk, dv, Hc, dkc, dvc = (c.input_heads, c.input_key_size, c.input_value_size,
                                     c.comm_heads, c.comm_key_size, c.comm_value_size)
@@ -166,6 +226,8 @@ class RIM(SequenceModel, config=RIMConfig):
         if active is None:
             top = w_mean.topk(c.k_active, dim=1).indices
             active = torch.zeros_like(w_mean).scatter_(1, top, 1.0)
+        if override is not None:  # an intervention: forced cells replace the choice
+            active = torch.where(override >= 0, override, active)
         act = active.bool().unsqueeze(-1)  # [B, n, 1]
 
         # 3. Every LSTM's cell on its attended input (gate order i, f, o, g); only the active
@@ -185,28 +247,35 @@ class RIM(SequenceModel, config=RIMConfig):
         cv = qkv[..., 2 * Hc * dkc :].reshape(B, n, Hc, dvc)
         comm_att = torch.softmax(torch.einsum("bihd,bjhd->bhij", cq, ck) / math.sqrt(dkc), dim=-1)
         read = torch.einsum("bhij,bjhd->bihd", comm_att, cv).reshape(B, n, Hc * dvc)
-        h = torch.where(act, h_tilde + c.alpha * _per_unit(read, self.w_comm_out), h_tilde)
+        h = torch.where(act, h_tilde + alpha * _per_unit(read, self.w_comm_out), h_tilde)
 
         trace = {"active": active.to(h.dtype), "input_attention": w_mean, "input_attention_heads": w_heads,
                  "comm_attention": comm_att.mean(1), "hidden_norm": h.norm(dim=-1)}
         return h, cell, trace
 
-    def forward(self, x: torch.Tensor, return_trace: bool = False):
+    def forward(self, x: torch.Tensor, return_trace: bool = False, intervention: Intervention | None = None):
         """Logits [B, C], or ``(logits, trace)``. The trace holds [B, T, ...] tensors: "active"
-        [B,T,n] (1 = active), "input_attention" [B,T,n] (head-averaged weight on the row),
-        "input_attention_heads" [B,T,n,Hi], "comm_attention" [B,T,n,n] (reader i over read j,
-        head-averaged), "hidden_norm" [B,T,n] (|h| after the step) and "activity" (= "active")."""
+        [B,T,n] (1 = active, after any intervention), "input_attention" [B,T,n] (head-averaged
+        weight on the row), "input_attention_heads" [B,T,n,Hi], "comm_attention" [B,T,n,n]
+        (reader i over read j, head-averaged), "hidden_norm" [B,T,n] (|h| after the step) and
+        "activity" (= "active"). ``intervention``: see ``Intervention`` (None: the trained model
+        as it is, bit for bit)."""
         c = self.config
         B, T, _ = x.shape
+        iv = intervention or Intervention()
         e = self.encoder(x)  # [B, T, E]: every row encoded at once (independent of the state)
-        mask = self.selection_mask(T, B, x)  # [T, B, n] or None
+        generator = None if iv.seed is None else torch.Generator().manual_seed(int(iv.seed))
+        mask = self.selection_mask(T, B, x, iv.selection, generator)  # [T, B, n] or None
+        override = iv.override(B, T, c.num_units, x)  # [T, B, n] or None
+        alpha = c.alpha if iv.alpha is None else float(iv.alpha)
         if c.impl == "fused":
-            h, trace = rim_kernel.fused_forward(self, e, mask, return_trace)
+            h, trace = rim_kernel.fused_forward(self, e, mask, return_trace, override=override, alpha=alpha)
         else:
             h = cell = x.new_zeros(B, c.num_units, c.hidden_size)
             steps = []
             for t in range(T):
-                h, cell, tr = self.step(e[:, t], h, cell, None if mask is None else mask[t])
+                h, cell, tr = self.step(e[:, t], h, cell, None if mask is None else mask[t],
+                                        None if override is None else override[t], alpha)
                 steps.append(tr)
             trace = {key: torch.stack([tr[key] for tr in steps], 1).detach() for key in rim_kernel.TRACE_KEYS}
         logits = self.readout(h.reshape(B, c.num_units * c.hidden_size))

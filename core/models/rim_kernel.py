@@ -27,6 +27,7 @@ Why the code looks the way it does (speed without changing the maths):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -36,12 +37,15 @@ from torch.autograd.function import once_differentiable
 from ._workspace import WorkspacePool, claim, outputs_with_trace
 
 
-def fused_forward(model, e: torch.Tensor, mask: torch.Tensor | None, return_trace: bool):
+def fused_forward(model, e: torch.Tensor, mask: torch.Tensor | None, return_trace: bool,
+                  override: torch.Tensor | None = None, alpha: float | None = None):
     """The recurrence of ``model`` (a ``RIM``) on the row encodings ``e`` [B,T,E].
 
     ``mask`` [T,B,n] is a fixed activation mask (the random / all ablations) or None (top-k of
-    the input attention). Returns the final states [B, n, H] and the trace (stacked [B,T,...]
-    tensors, keyed as ``rim.py`` documents) or None.
+    the input attention); ``override`` [T,B,n] replaces single cells of it (-1 = as chosen,
+    0 = off, 1 = on: an intervention, see ``rim.Intervention``); ``alpha`` is the
+    communication share (None: the config's). Returns the final states [B, n, H] and the trace
+    (stacked [B,T,...] tensors, keyed as ``rim.py`` documents) or None.
     """
     c = model.config
     B, T, _ = e.shape
@@ -50,15 +54,20 @@ def fused_forward(model, e: torch.Tensor, mask: torch.Tensor | None, return_trac
     vals = model.value(e).permute(1, 2, 0).contiguous()
     if mask is not None:
         mask = mask.permute(0, 2, 1).unsqueeze(2).contiguous()  # [T,n,1,B]
+    if override is not None:
+        override = override.permute(0, 2, 1).unsqueeze(2).contiguous()  # [T,n,1,B]
     weights = (model.w_hq, model.b_hq, model.w_ih, model.w_comm, model.w_comm_out)
     dims = _Dims.of(c)
+    if alpha is not None and float(alpha) != dims.alpha:
+        dims = dataclasses.replace(dims, alpha=float(alpha))
     needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (keys, vals, *weights))
     if needs_grad:
-        h, *stacked = _RIMSequence.apply(keys, vals, *weights, dims, mask, return_trace)
+        h, *stacked = _RIMSequence.apply(keys, vals, *weights, dims, mask, return_trace, override)
         trace = dict(zip(TRACE_KEYS, stacked)) if return_trace else None
     else:
         with torch.no_grad():
-            h, tr = _recurrence(keys, vals, *_g_doubled(*weights, dims), dims, trace=return_trace, mask=mask)
+            h, tr = _recurrence(keys, vals, *_g_doubled(*weights, dims), dims, trace=return_trace, mask=mask,
+                                override=override)
         trace = _stack(tr) if return_trace else None
     return h.permute(2, 0, 1), trace  # h: [n,H,B] -> [B,n,H]
 
@@ -104,11 +113,12 @@ def _g_doubled(w_hq, b_hq, w_ih, w_comm, w_comm_out, d: _Dims):
 
 
 def _recurrence(keys, vals, w_hq, b_hq, w_ih, w_comm, w_comm_out, d: _Dims, trace=False, ws=None,
-                mask=None):
+                mask=None, override=None):
     """Run all T steps. Returns the final h [n,H,B] and the trace lists (or None).
 
     ``mask`` [T,n,1,B]: a fixed activation mask (the random / all ablations) used instead of
-    the top-k of the input attention.
+    the top-k of the input attention. ``override`` [T,n,1,B]: cells forced on (1) or off (0)
+    after the choice, -1 elsewhere (an intervention).
 
     With a workspace ``ws`` (training) every tensor the backward needs is written into it;
     without one (inference, tracing) nothing is kept. The weights come from ``_g_doubled``.
@@ -154,6 +164,9 @@ def _recurrence(keys, vals, w_hq, b_hq, w_ih, w_comm, w_comm_out, d: _Dims, trac
             act.squeeze(1).scatter_(0, top, 1.0)  # [n,1,B], 1 = active
         else:
             act = mask[t] if ws is None else act_out[t].copy_(mask[t])
+        if override is not None:  # an intervention: forced cells replace the choice
+            forced = torch.where(override[t] >= 0, override[t], act)
+            act = forced if ws is None else act_out[t].copy_(forced)
         keep = 1.0 - act
 
         # LSTM cell on the attended input a_i = [w_{i,h} * v_{t,h}]_h (the null row's value
@@ -296,11 +309,12 @@ class _RIMSequence(torch.autograd.Function):
     followed (with ``trace``) by the trace tensors of ``TRACE_KEYS`` (not differentiable)."""
 
     @staticmethod
-    def forward(ctx, keys, vals, w_hq, b_hq, w_ih, w_comm, w_comm_out, dims, mask=None, trace=False):
+    def forward(ctx, keys, vals, w_hq, b_hq, w_ih, w_comm, w_comm_out, dims, mask=None, trace=False,
+                override=None):
         T, _, B = keys.shape
         ws = _workspace(T, B, dims, keys.dtype, keys.device)
         weights = _g_doubled(w_hq, b_hq, w_ih, w_comm, w_comm_out, dims)
-        h, tr = _recurrence(keys, vals, *weights, dims, trace=trace, ws=ws, mask=mask)
+        h, tr = _recurrence(keys, vals, *weights, dims, trace=trace, ws=ws, mask=mask, override=override)
         ctx.ws, ctx.dims, ctx.weights = ws, dims, weights
         ctx.save_for_backward(keys, vals)
         return outputs_with_trace(ctx, h.clone(), _stack(tr) if trace else None)
@@ -312,4 +326,4 @@ class _RIMSequence(torch.autograd.Function):
         grads = _recurrence_backward(dh.contiguous(), ws, *ctx.saved_tensors, *ctx.weights, ctx.dims)
         ctx.weights = None
         _release(ws)
-        return (*grads, None, None, None)
+        return (*grads, None, None, None, None)

@@ -9,6 +9,7 @@ no streamlit here, so they work in a notebook too. By subject:
 * ``traces``: per-timestep traces of one input, unit heatmaps, class probabilities
 * ``sets``: mechanisms across a set (matches of a mask block, what each unit is for)
 * ``robustness``: error against a setting, how a selection mask shifts
+* ``interventions``: the mask after an intervention, an attribution map over the input
 
 Table formatting lives in core.report.fmt.
 """

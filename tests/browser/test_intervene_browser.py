@@ -1,0 +1,132 @@
+"""Mechanisms, "Intervene", in a real browser: click one cell of the active mask, see the
+prediction change, reset.
+
+The cell is found beforehand with core (core.eval.interventions): on the page's default model
+and one of the least decided bundled MNIST test images, a cell whose flip changes the predicted class. Runs on
+the shipped pretrained models when present (else the conftest's untrained ones).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.browser.test_browser import (
+    _MISSING,
+    SLOW_MS,
+    WAIT_S,
+    _log_tail,
+    assert_no_errors,
+    full_screenshot,
+    poll,
+    settle,
+)
+
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")]
+PREDICTION = re.compile(r"Prediction: original (.+?) \([\d.]+%\) → after the intervention (.+?) \([\d.]+%\) — (\w+)")
+
+
+def _flip_cell(app_server):
+    """(image index, row 0-based, LSTM 0-based) of a single-cell flip that changes the prediction."""
+    from core import catalog
+    from core.data.datasets import load_dataset
+    from core.eval import interventions as ivs
+    from core.models.rim import Intervention
+    from core.training.weights import load_checkpoint
+
+    entries = [e for e in catalog.pretrained_entries("mnist", Path(app_server["pretrained"])) if e.model == "rim"]
+    entry = catalog.preferred_entry(entries)
+    model, _ = load_checkpoint(entry.stem)
+    data = load_dataset("mnist", "test", data_dir=app_server["data_dir"], download=False)
+    logits_all, _ = ivs.run(model, data.images)
+    top2 = np.sort(logits_all, axis=1)[:, -2:]
+    for idx in np.argsort(top2[:, 1] - top2[:, 0])[:30]:  # the least decided images first
+        idx = int(idx)
+        img = data.images[idx : idx + 1]
+        logits, tr = ivs.run(model, img, with_trace=True)
+        mask = tr["active"][0]
+        T, n = mask.shape
+        cells = [(t, i) for t in range(T) for i in range(n)]
+        force = np.full((len(cells), T, n), -1.0, dtype=np.float32)
+        for b, (t, i) in enumerate(cells):
+            force[b, t, i] = 1.0 - mask[t, i]
+        out, _ = ivs.run(model, np.repeat(img, len(cells), 0), Intervention(force=force))
+        flips = np.flatnonzero(out.argmax(1) != logits.argmax(1))
+        if len(flips):
+            return (idx, *cells[int(flips[0])])
+    pytest.skip("no single-cell flip changes the prediction on the 30 least decided images")
+
+
+def _prediction(page):
+    for t in page.locator('[data-testid="stMarkdownContainer"]').filter(has_text="Prediction").all_inner_texts():
+        m = PREDICTION.search(t.replace("**", ""))
+        if m:
+            return m
+    return None
+
+
+def _cells_caption(page) -> str:
+    texts = page.get_by_text(re.compile("set by the intervention")).all_inner_texts()
+    return texts[0] if texts else ""
+
+
+def test_click_a_mask_cell_changes_the_prediction_then_reset(page, app_server, screenshot):
+    idx, t, i = _flip_cell(app_server)
+    page.goto(f"{app_server['url']}/mechanisms?mech_idx={idx}&mech_more=Intervene", wait_until="commit",
+              timeout=SLOW_MS)
+    before = poll(lambda: _prediction(page), WAIT_S, what=f"the prediction line; server log: {_log_tail(page)}")
+    assert before.group(3) == "unchanged" and before.group(1) == before.group(2)
+    settle(page)
+
+    # click cell (row t+1, LSTM i+1) of the mask: the plot area is the drag layer of the chart
+    area = page.locator(".st-key-iv_mask .nsewdrag").first
+    area.wait_for(timeout=SLOW_MS)
+    area.scroll_into_view_if_needed()
+    box = area.bounding_box()
+    T, n = 28, 6
+    x, y = box["x"] + (t + 0.5) / T * box["width"], box["y"] + (i + 0.5) / n * box["height"]
+    page.mouse.move(x, y)  # plotly clicks the point it hovers
+    page.locator(".st-key-iv_mask .hoverlayer .hovertext").first.wait_for(timeout=10_000)
+    page.mouse.click(x, y)
+    after = poll(lambda: (m := _prediction(page)) and m.group(3) == "changed" and m, WAIT_S,
+                 what=f"a changed prediction after clicking row {t + 1}, LSTM {i + 1}; caption {_cells_caption(page)!r}")
+    assert after.group(1) == before.group(1) and after.group(2) != before.group(1)
+    assert _cells_caption(page).startswith("1 cell set by the intervention")
+    settle(page)
+    assert_no_errors(page, "Intervene after a click")
+    full_screenshot(page, screenshot, "mechanisms-intervene")
+
+    page.get_by_role("button", name="Reset").click()
+    back = poll(lambda: (m := _prediction(page)) and m.group(3) == "unchanged" and m, WAIT_S,
+                what="the original prediction after Reset")
+    assert back.group(2) == before.group(2)
+    assert _cells_caption(page).startswith("0 cells set")
+    assert_no_errors(page, "Intervene after Reset")
+
+
+def test_attribution_overlay_and_set_wide_knockout(page, app_server, screenshot):
+    """The attribution tab draws its overlay with the completeness line; the set-wide view runs
+    the knock-outs (progress bar, then the table and its computed captions)."""
+    page.goto(f"{app_server['url']}/mechanisms?mech_idx=0&mech_more=Which+pixels+drive+it&mech_t=14",
+              wait_until="commit", timeout=SLOW_MS)
+    line = page.get_by_text(re.compile("completeness gap")).first
+    line.wait_for(timeout=SLOW_MS)
+    assert page.locator(".st-key-ig_overlay").count() == 1
+    settle(page)
+    page.get_by_text("an LSTM's selection score at row 14").first.click()
+    page.get_by_text(re.compile(r"the selection score of LSTM 1 at row 14")).first.wait_for(timeout=SLOW_MS)
+    settle(page)
+    assert_no_errors(page, "Which pixels drive it")
+    full_screenshot(page, screenshot, "mechanisms-attribution")
+
+    page.goto(f"{app_server['url']}/mechanisms?mech_tab=Across+the+test+set&mech_stats_n=200&iv_knock=1",
+              wait_until="commit", timeout=SLOW_MS)
+    cap = page.get_by_text(re.compile(r"On 200 images clean, the intact model is right on")).first
+    cap.wait_for(timeout=SLOW_MS)
+    assert page.get_by_text(re.compile(r"On 200 images with Gaussian noise")).count() == 1
+    settle(page)
+    assert_no_errors(page, "the set-wide knock-out view")
+    full_screenshot(page, screenshot, "mechanisms-knockout")

@@ -1,0 +1,116 @@
+"""The "Intervene" tab of Mechanisms and its set-wide knock-out view, through AppTest.
+
+Models come from the ``page_env`` fixture (untrained checkpoints + manifest); data are the
+bundled MNIST sample (offline). Each control changes what the view computes: the numbers
+shown are compared with core.eval.interventions run directly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "mechanisms.py")
+
+
+def run_page(**state) -> AppTest:
+    at = AppTest.from_file(PAGE, default_timeout=180)
+    for k, v in state.items():
+        at.session_state[k] = v
+    return at.run()
+
+
+def prediction(at: AppTest) -> str:
+    return next(m.value for m in at.markdown if m.value.startswith("**Prediction**"))
+
+
+def caption(at: AppTest) -> str:
+    return next(c.value for c in at.caption if "set by the intervention" in c.value)
+
+
+def test_intervene_tab_controls_force_knock_out_and_reset(page_env):
+    at = run_page(mech_more="Intervene")
+    assert not at.exception, at.exception
+    assert "unchanged" in prediction(at) and caption(at).startswith("0 cells set by the intervention; 0 other")
+    # force two LSTMs off on rows 1-28
+    at.slider(key="iv_rows").set_value((1, 28)).run()
+    at.multiselect(key="iv_units").set_value(["LSTM 1", "LSTM 2"]).run()
+    at.button(key="iv_off").click().run()
+    assert not at.exception, at.exception
+    assert at.session_state["iv_cells"].count(";") == 2 * 28 - 1
+    assert caption(at).startswith("56 cells set by the intervention")
+    # back to the choice on those cells
+    at.button(key="iv_clear").click().run()
+    assert at.session_state["iv_cells"] == "" and caption(at).startswith("0 cells set")
+    # knock-out toggle, alpha, selection
+    at.toggle(key="iv_ko_3").set_value(True).run()
+    assert caption(at).startswith("28 cells set by the intervention")
+    at.slider(key="iv_alpha").set_value(0.0).run()
+    at.radio(key="iv_selection").set_value("random").run()
+    assert at.number_input(key="iv_seed").value == 0
+    at.radio(key="iv_selection").set_value("all").run()
+    assert not at.exception, at.exception
+    assert "28 cells set" in caption(at)
+    at.button(key="iv_reset").click().run()
+    assert not at.exception
+    assert at.toggle(key="iv_ko_3").value is False and at.radio(key="iv_selection").value == "attention"
+    assert at.slider(key="iv_alpha").value == 0.1 and caption(at).startswith("0 cells set")
+
+
+def test_intervention_shown_equals_core(page_env):
+    """The prediction line quotes what core.eval.interventions computes for the same cells."""
+    import numpy as np
+
+    from core.eval import interventions as ivs
+    from core.models.rim import Intervention
+    from core.training.weights import load_checkpoint
+
+    at = run_page(mech_more="Intervene", iv_cells="1.1.1;2.1.1;3.1.1", iv_ko_2=True, mech_idx=3)
+    assert not at.exception, at.exception
+    from pages.ui import cache as ui_cache
+
+    data = ui_cache.test_data("mnist")
+    model, _ = load_checkpoint(Path(page_env["pretrained"]) / "mnist" / "rim")
+    iv = Intervention(force=ivs.force_grid(28, 6, on=[(0, 0), (1, 0), (2, 0)]), knock_out=(1,))
+    logits, _ = ivs.run(model, data.images[3:4], iv)
+    p = np.exp(logits[0] - logits[0].max())
+    p /= p.sum()
+    y = int(p.argmax())
+    assert f"after the intervention **{data.classes[y]}** ({p[y] * 100:.1f}%)" in prediction(at)
+
+
+def test_non_rim_model_gets_a_note(page_env):
+    at = run_page(mech_more="Intervene", mech_model_mnist="pretrained:mnist/parallel_lstm")
+    assert not at.exception
+    assert any("Interventions act on the RIM" in i.value for i in at.info)
+
+
+def test_knockout_view_across_the_test_set(page_env):
+    at = run_page(mech_tab="Across the test set", mech_stats_n=200)
+    assert not at.exception, at.exception
+    assert not any("the intact model is right on" in c.value for c in at.caption)  # off until asked
+    at.toggle(key="iv_knock").set_value(True).run()
+    assert not at.exception, at.exception
+    cap = next(c.value for c in at.caption if "the intact model is right on" in c.value)
+    assert "images clean" in cap and "At inference with the same weights" in cap
+    df = next(d.value for d in at.dataframe if "variant" in d.value.columns)
+    assert len(df) == 1 + 6 + 3 and df["variant"].iloc[0] == "intact (attention)"
+
+
+def test_attribution_tab_prediction_and_selection(page_env):
+    at = run_page(mech_more="Which pixels drive it", ig_steps=32, mech_t=9)
+    assert not at.exception, at.exception
+    cap = next(c.value for c in at.caption if "completeness gap" in c.value)
+    assert "Attributions sum to" in cap
+    at.radio(key="ig_what").set_value("selection").run()
+    at.selectbox(key="ig_unit").set_value("LSTM 2").run()
+    assert not at.exception, at.exception
+    cap = next(c.value for c in at.caption if "completeness gap" in c.value)
+    assert "the selection score of LSTM 2 at row 9" in cap
+
+
+def test_attribution_tab_for_a_baseline_model(page_env):
+    at = run_page(mech_more="Which pixels drive it", ig_steps=32, mech_model_mnist="pretrained:mnist/parallel_lstm")
+    assert not at.exception, at.exception
+    assert at.radio(key="ig_what").options == ["the predicted class's logit"]

@@ -1,0 +1,22 @@
+"""bench_interventions runs end to end on a small subset and writes its figures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench import bench_interventions
+
+SHIPPED = Path(__file__).resolve().parents[1] / "pretrained" / "converged" / "mnist" / "rim.safetensors"
+
+
+@pytest.mark.skipif(not SHIPPED.is_file(), reason="needs the shipped converged MNIST RIM")
+def test_bench_interventions_small(tmp_path, capsys):
+    out = tmp_path / "iv.json"
+    assert bench_interventions.main(["--n", "40", "--repeats", "1", "--out", str(out)]) == 0
+    figures = json.loads(out.read_text())
+    assert figures["knockout_images"] == 40 and figures["knockout_runs"] == 20
+    assert 0 < figures["one_input_s"]["median"] and 0 < figures["knockout_table_s"]
+    assert "knock-out table, 40 images, 20 runs" in capsys.readouterr().out
