@@ -18,7 +18,8 @@ def test_protocol_of_a_run_follows_its_settings():
     assert protocol_of(TrainConfig.from_protocol("paper", iterations=60).to_dict()) == "custom"
     assert protocol_of({}) == "" and protocol_of(None) == ""
     assert protocol_of(TrainConfig.from_protocol("converged-aug").to_dict()) == "converged-aug"
-    assert set(PROTOCOLS) == {"paper", "converged", "converged-aug"}
+    assert protocol_of(TrainConfig.from_protocol("converged-12k").to_dict()) == "converged-12k"
+    assert set(PROTOCOLS) == {"paper", "converged", "converged-aug", "converged-12k"}
 
 
 def test_model_label_reads_as_one_name():
