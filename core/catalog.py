@@ -217,3 +217,39 @@ def seconds_per_iteration(model: str, dataset: str, pretrained_dir: Path | None 
         return min(rates), "the shipped models' training (2-core CPU)"
     return None
 
+
+
+UNBALANCED_RATIO = 1.5  # test classes this unequal (largest / smallest count): the balanced error is the fair one
+
+
+def error_floors(dataset: str, metrics: dict | None = None) -> dict:
+    """What a model's test error on ``dataset`` compares with (``core.report.floors``): the chance
+    and majority-class errors, whether the test classes are unbalanced, and (from the stored
+    confusion matrix or per-class accuracies, when there) the model's balanced error, the mean
+    per-class error, whose floor is chance for any answer that ignores the image."""
+    from .report.floors import TEST_CLASS_COUNTS, floors
+    from .report.health import balanced_accuracy
+
+    out = dict(floors(dataset))
+    counts = [c for c in TEST_CLASS_COUNTS.get(dataset, []) if c > 0]
+    out["unbalanced"] = bool(counts) and max(counts) > UNBALANCED_RATIO * min(counts)
+    m = metrics or {}
+    bal = balanced_accuracy(m.get("confusion"), m.get("per_class_accuracy"))
+    out["balanced_error"] = None if bal != bal else 1.0 - bal
+    return out
+
+
+def same_weights(weights: bytes, entries: list[ModelEntry]) -> ModelEntry | None:
+    """The entry whose weights file holds exactly these bytes (an upload of a model already
+    here, e.g. a shipped one downloaded and uploaded again), or None."""
+    import hashlib
+
+    digest = hashlib.sha256(weights).digest()
+    for e in entries:
+        p = Path(e.stem).with_suffix(".safetensors")
+        try:
+            if p.stat().st_size == len(weights) and hashlib.sha256(p.read_bytes()).digest() == digest:
+                return e
+        except OSError:
+            continue
+    return None

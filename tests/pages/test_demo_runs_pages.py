@@ -3,7 +3,6 @@ and labelled "demo" in the Models table and pickers."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
