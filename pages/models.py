@@ -14,6 +14,7 @@ from core.report.fmt import dataset_title as _ds_title
 from core.report.fmt import method_title, params, pct, pct_value, protocol_title, short_method_title
 from core.report.health import HEALTHY, health_of, summary_text
 from core.report.plots.training import run_curves_figure
+from core.runs.progress import kept_weights
 from pages.ui.cache import entry_metadata, model_entries, run_store
 from pages.ui.export import figure_downloads
 from pages.ui.messages import show_error
@@ -238,6 +239,9 @@ if shown:
                        f"had learned by then, and its errors are not those of a finished run. {meta.get('message', '')}")
         elif meta.get("status") not in (None, "completed"):
             st.warning(f"This run's status is {meta.get('status')!r}: {meta.get('message', '')}")
+        spike = kept_weights(meta.get("metrics") or {}, meta.get("evals") or {})["warning"]
+        if spike:  # the final evaluation far below the best one seen during training (core.runs.progress)
+            st.warning(spike, icon="📉")
         if entry.demo:
             st.info("A **demo** run: trained on 800 images of the bundled sample and tested on the other 200; its "
                     "errors are not comparable with runs on the full data set. Pages that measure across a test set "

@@ -382,3 +382,18 @@ def test_floors_beside_the_error_and_the_balanced_error_where_classes_are_unbala
     at.selectbox(key="models_pick").set_value(f"run:{rid}").run()
     cap = next(c.value for c in at.caption if c.value.startswith("For comparison"))
     assert "largest class 82.31 %" in cap and "unbalanced" in cap and "this model's is **50.00 %**" in cap
+
+
+def test_a_final_evaluation_far_below_the_best_seen_is_said_on_inspect(page_env):
+    import json
+
+    w, m = valid_checkpoint()
+    meta = json.loads(m)
+    meta["evals"] = {"iteration": [100, 200, 300], "test_acc": [0.80, 0.865, 0.53], "test_loss": [1, 1, 1]}
+    meta["metrics"].update(test_accuracy=0.53, test_error=0.47, iterations_done=300)
+    rid = store().import_checkpoint(w, json.dumps(meta).encode(), expected_dataset="mnist", owner=OWNER)
+    at = run_page()
+    assert at.selectbox(key="models_pick").value == f"run:{rid}"
+    assert any("33.5 points below the best seen" in x.value for x in at.warning)
+    at.selectbox(key="models_pick").set_value("pretrained:mnist/rim").run()
+    assert not any("below the best seen" in x.value for x in at.warning)
