@@ -181,8 +181,8 @@ def show_runs(store: RunStore, runs: list[RunInfo], editable: bool, key: str) ->
                 col.plotly_chart(live_runs_figure(with_data, metrics, kind, names={r.run_id: run_name(r) for r in with_data}), key=f"{key}_{kind}")
 
 
-RUNS_TABLE_WIDTHS = {"run": 80, "data set": 110, "model": 150, "seed": 40, "status": 90, "progress": 90,
-                     "test accuracy": 80, "created": 130}  # px: 770, within the 820 px of a 1280 px window
+RUNS_TABLE_WIDTHS = {"run": 80, "data set": 110, "model": 140, "seed": 40, "status": 85, "progress": 75,
+                     "test accuracy": 80, "created": 130, "label": 80}  # px: 820, a 1280 px window's page
 
 
 def runs_table(runs: list[RunInfo]) -> None:
@@ -192,7 +192,7 @@ def runs_table(runs: list[RunInfo]) -> None:
              "model": method_title(r.model) + (" · demo" if is_demo(r) else ""), "seed": r.seed, "status": r.status,
              "progress": f"{r.iteration:,}/{r.total:,}", "test accuracy": r.metrics.get("test_accuracy"),
              "created": str(r.created)[:16].replace("T", " "), "label": r.label} for r in runs]
-    cols = list(RUNS_TABLE_WIDTHS) + (["label"] if any(r.label for r in runs) else [])
+    cols = [c for c in RUNS_TABLE_WIDTHS if c != "label" or any(r.label for r in runs)]
     st.dataframe(
         rows, hide_index=True, column_order=cols,
         column_config={c: st.column_config.Column(c, width=RUNS_TABLE_WIDTHS.get(c, 120)) for c in cols}

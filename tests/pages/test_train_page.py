@@ -474,11 +474,11 @@ def test_older_runs_table_uses_titles_and_fits_1280_px(home):
     store = RunStore()
     for _ in range(3):
         store.submit(TrainConfig(dataset="mnist", model="parallel_lstm", iterations=10, holdout_sample=False),
-                     owner="someone-else")
+                     owner="someone-else", label="a label")
     at = run_page(owner)
     df = at.dataframe[0].value
     assert set(df["model"]) == {"Parallel LSTMs"} and set(df["data set"]) == {"MNIST"}
     assert all(len(r) == 8 for r in df["run"])  # the short id the cards show
     cols = json.loads(at.dataframe[0].proto.columns)
     shown = [c for c in df.columns if c in cols]
-    assert sum(cols[c]["width"] for c in shown) <= 820
+    assert "label" in shown and sum(cols[c]["width"] for c in shown) <= 820
