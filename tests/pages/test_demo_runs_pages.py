@@ -44,3 +44,14 @@ def test_mechanisms_scores_a_demo_only_on_the_images_it_did_not_train_on(page_en
     at.selectbox(key="mech_model_mnist").set_value("pretrained:mnist/parallel_lstm").run()
     cap = next(c.value for c in at.caption if "fixed subset, seed 0" in c.value)
     assert cap.startswith("1000 images from the bundled sample") and "did not train on" not in cap
+
+
+def test_robustness_scores_every_model_on_the_images_a_chosen_demo_did_not_train_on(page_env, monkeypatch):
+    monkeypatch.setenv("RIMSCOPE_ROBUSTNESS_SUBSET", "100")
+    rid = demo_upload()
+    at = AppTest.from_file(str(PAGES / "robustness.py"), default_timeout=600)
+    at.session_state["rb_cmp_mnist_parallel_lstm"] = f"run:{rid}"
+    at.run()
+    assert not at.exception
+    cap = next(c.value for c in at.caption if "fixed subset, seed 0" in c.value)
+    assert "only those the demo runs did not train on" in cap, cap
