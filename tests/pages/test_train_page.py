@@ -462,7 +462,7 @@ def test_a_last_iteration_loss_spike_is_said_with_the_weights_kept(home):
     assert len(caps) == 2 and all("kept the final weights (iteration 300)" in c for c in caps)
     warns = [w.value for w in at.warning if "below the best seen" in w.value]
     assert len(warns) == 1
-    assert "(53.0 %) is 33.5 points below" in warns[0] and "86.5 % at iteration 250" in warns[0]
+    assert "53.0 %, 33.5 points below the best seen" in warns[0] and "86.5 % at iteration 250" in warns[0]
 
 
 def test_older_runs_table_uses_titles_and_fits_1280_px(home):
