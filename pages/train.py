@@ -108,7 +108,7 @@ def flash_now(runs: list[RunInfo]) -> tuple[str, str] | None:
 
 def run_card(store: RunStore, r: RunInfo, editable: bool, metrics: dict | None = None) -> None:
     with st.container(border=True, height=CARD_HEIGHT, key=f"card_{r.run_id}"):
-        head, ctl = st.columns([5, 1])
+        head, ctl = st.columns([4, 1])  # the buttons' column fits "Open in Models" at 1280 px
         data = DATASETS[r.dataset].title if r.dataset in DATASETS else r.dataset
         head.markdown(f"{STATUS_ICONS.get(r.status, '')} **{md_escape(run_name(r))}** on {data}"
                       + (f" · {md_escape(r.label)}" if r.label else ""))
@@ -119,11 +119,11 @@ def run_card(store: RunStore, r: RunInfo, editable: bool, metrics: dict | None =
             noisy = (f" · with noise (variance {r.metrics.get('noise_var')}) "
                      f"{fmt.pct(r.metrics.get('noisy_test_accuracy'), 1)}" if "noisy_test_accuracy" in r.metrics else "")
             kept = kept_weights(r.metrics, metrics or {})
+            if kept["warning"]:  # first, within the card's fixed height
+                head.warning(kept["warning"], icon="📉")
             head.caption(f"final test accuracy {fmt.pct(r.metrics.get('test_accuracy'), 1)} "
                          f"(n={r.metrics.get('test_n', '?')}){noisy} · last loss {fmt.decimal(lt.get('loss'))}"
                          + (f" · {kept['kept']}" if kept["kept"] and "kept the weights" not in r.message else ""))
-            if kept["warning"]:
-                head.warning(kept["warning"], icon="📉")
         elif lt:
             head.caption(f"loss {fmt.decimal(lt.get('loss'))} · batch accuracy {fmt.pct(lt.get('batch_acc'), 1)} · "
                          f"test accuracy (subset) {fmt.pct(lt.get('test_acc'), 1)}")
