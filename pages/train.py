@@ -270,7 +270,7 @@ protocol = st.radio("Protocol", list(PROTOCOLS), horizontal=True, key="train_pro
                     help="Sets the settings below to that protocol's; each can still be changed.")
 intro.caption(PROTOCOL_INTROS.get(protocol, "") + " Runs train in background worker processes, one at a time by "
               "default, and keep going when you close or reload the page; they are kept in your run store. "
-              "Completed runs appear on the Models page.",
+              "Completed runs appear on the Models page, and so do runs stopped early, marked as such.",
               help=f"The run store is the folder `{runs_root()}` (set `RIMSCOPE_HOME` to move it).")
 r1, r2, r3 = st.columns([1, 3, 1])  # the models box gets the width its full names need
 with r1:
