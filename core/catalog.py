@@ -36,6 +36,7 @@ class ModelEntry:
     protocol: str = ""  # pretrained: "paper" or "converged"; runs: ""
 
     run_id: str = ""
+    demo: bool = False  # a demo run: trained on 800 images of the bundled sample, tested on the other 200
 
     @property
     def display(self) -> str:
@@ -118,11 +119,18 @@ def run_protocol(run) -> str:
     return protocol_of(run.config)
 
 
+def is_demo(run) -> bool:
+    """A run (``RunInfo``) trained on the bundled sample (Train's demo), not on a data set."""
+    return (getattr(run, "config", None) or {}).get("data_source") == "sample"
+
+
 def run_label(run, source: str | None = None) -> str:
     """A run's one display name (``core.report.fmt.model_label``): its Train card, its Models row,
-    its chart legend and any message about it say the same."""
+    its chart legend and any message about it say the same; a demo run's says "demo"."""
     if source is None:
         source = "uploaded" if run.status == "uploaded" else "trained"
+    if is_demo(run):
+        source = f"{source} demo".strip()
     stopped = run.iteration if run.status == "stopped" else None
     return model_label(run.model, run_protocol(run), run.seed, source, run.run_id, stopped_at=stopped)
 
@@ -130,7 +138,30 @@ def run_label(run, source: str | None = None) -> str:
 def run_entry(run, stem: Path) -> ModelEntry:
     source = "uploaded" if run.status == "uploaded" else "trained"
     return ModelEntry(f"run:{run.run_id}", run.dataset, run.model, source, stem, run.seed, run_label(run, source),
-                      run.created, dict(run.metrics or {}), run_protocol(run), run.run_id)
+                      run.created, dict(run.metrics or {}), run_protocol(run), run.run_id, is_demo(run))
+
+
+HELD_OUT = ", only those the demo runs did not train on"
+
+
+def held_out_data(entry: ModelEntry, data):
+    """``data`` (a ``LoadedData`` of ``entry``'s data set) less the images ``entry`` trained on,
+    for statistics across a test set: a demo run keeps only the images it did not train on
+    (``core.data.plan.demo_held_out``), its ``source`` saying so; any other model gets ``data``
+    as it is."""
+    if not entry.demo or str(data.source).endswith(HELD_OUT):
+        return data
+    import dataclasses
+
+    from .data.plan import demo_held_out
+
+    keep = demo_held_out(data, entry.dataset)
+    if len(keep) == len(data):
+        return data
+    return dataclasses.replace(
+        data, images=data.images[keep], labels=data.labels[keep],
+        indices=None if data.indices is None else data.indices[keep],
+        source=f"{data.source}{HELD_OUT}")
 
 
 def list_entries(dataset: str | None = None, store=None) -> list[ModelEntry]:
@@ -186,3 +217,39 @@ def seconds_per_iteration(model: str, dataset: str, pretrained_dir: Path | None 
         return min(rates), "the shipped models' training (2-core CPU)"
     return None
 
+
+
+UNBALANCED_RATIO = 1.5  # test classes this unequal (largest / smallest count): the balanced error is the fair one
+
+
+def error_floors(dataset: str, metrics: dict | None = None) -> dict:
+    """What a model's test error on ``dataset`` compares with (``core.report.floors``): the chance
+    and majority-class errors, whether the test classes are unbalanced, and (from the stored
+    confusion matrix or per-class accuracies, when there) the model's balanced error, the mean
+    per-class error, whose floor is chance for any answer that ignores the image."""
+    from .report.floors import TEST_CLASS_COUNTS, floors
+    from .report.health import balanced_accuracy
+
+    out = dict(floors(dataset))
+    counts = [c for c in TEST_CLASS_COUNTS.get(dataset, []) if c > 0]
+    out["unbalanced"] = bool(counts) and max(counts) > UNBALANCED_RATIO * min(counts)
+    m = metrics or {}
+    bal = balanced_accuracy(m.get("confusion"), m.get("per_class_accuracy"))
+    out["balanced_error"] = None if bal != bal else 1.0 - bal
+    return out
+
+
+def same_weights(weights: bytes, entries: list[ModelEntry]) -> ModelEntry | None:
+    """The entry whose weights file holds exactly these bytes (an upload of a model already
+    here, e.g. a shipped one downloaded and uploaded again), or None."""
+    import hashlib
+
+    digest = hashlib.sha256(weights).digest()
+    for e in entries:
+        p = Path(e.stem).with_suffix(".safetensors")
+        try:
+            if p.stat().st_size == len(weights) and hashlib.sha256(p.read_bytes()).digest() == digest:
+                return e
+        except OSError:
+            continue
+    return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from core.catalog import held_out_data
 from core.data.datasets import DATASETS
 from core.errors import DataUnavailableError, InputImageError
 from core.eval import points
@@ -389,6 +390,7 @@ def dataset_view(dataset: str, entry, model, all_entries=()) -> None:
     except DataUnavailableError as exc:
         ui.messages.missing_data_note(dataset, exc, "the statistics over the test set are off")
         return
+    data = held_out_data(entry, data)  # a demo run: only the images it did not train on
     spec = get_spec(entry.model)
     c1, c2 = st.columns([2, 3])
     ui.pickers.keep_valid("mech_stats_n", STATS_SIZES)

@@ -7,13 +7,14 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from core.catalog import featured_entry
+from core.catalog import error_floors, featured_entry, same_weights
 from core.data.datasets import DATASETS
 from core.errors import CheckpointError
 from core.report.fmt import dataset_title as _ds_title
-from core.report.fmt import method_title, params, pct, pct_value, protocol_title
+from core.report.fmt import method_title, params, pct, pct_value, protocol_title, short_method_title
 from core.report.health import HEALTHY, health_of, summary_text
 from core.report.plots.training import run_curves_figure
+from core.runs.progress import kept_weights
 from pages.ui.auth import current_viewer, sign_in_prompt
 from pages.ui.cache import entry_metadata, model_entries, run_store
 from pages.ui.export import figure_downloads
@@ -22,6 +23,8 @@ from pages.ui.upload import MAX_UPLOAD_MB, check_upload
 from pages.ui.urlstate import session_owner
 
 ALL = "All data sets"
+TABLE_WIDTHS = {"data set": 110, "model": 110, "protocol": 95, "source": 95, "parameters": 70, "seed": 40,
+                "clean error (%)": 60, "noisy error (%)": 60, "iterations": 70, "state": 95}  # px, 805 in all
 
 
 def _label(entry) -> str:
@@ -43,6 +46,14 @@ def _owner_label(entry) -> str:
         return ""
     info = infos.get(entry.key)
     return "you" if info is not None and viewer.owns(info) else "another user"
+
+
+STOPPED_EARLY = "stopped early"
+
+
+def _source(entry) -> str:
+    """Where a model comes from, a demo run said so (trained on 800 images of the bundled sample)."""
+    return f"{entry.source} demo" if entry.demo else entry.source
 
 
 def _history_from_store(entry) -> dict:
@@ -80,11 +91,12 @@ def _row(entry, meta: dict | None) -> dict:
     done = ((meta or {}).get("history") or {}).get("iteration") or []
     if status == "stopped" and done:  # what it was trained for, not what it was asked for
         its = done[-1]
+    health = _health(meta)["health"] if meta else ""
     return {
         "data set": _ds_title(entry.dataset),
         "model": method_title(entry.model),
         "protocol": protocol_title(entry.protocol) or "n/a",
-        "source": entry.source,
+        "source": _source(entry),
         "owner": _owner_label(entry),
         "parameters": metrics.get("parameters"),
         "seed": entry.seed,
@@ -92,7 +104,9 @@ def _row(entry, meta: dict | None) -> dict:
         "noisy error (%)": pct_value(metrics.get("noisy_test_error")),
         "iterations": its if its is None else int(its),
         "status": status,
-        "health": _health(meta)["health"] if meta else "",
+        "health": health,
+        # the table's one word on a run: a stopped run is not judged as if it had finished
+        "state": STOPPED_EARLY if status == "stopped" else health,
         "date": str(created)[:16].replace("T", " "),
         "key": entry.key,
     }
@@ -102,7 +116,9 @@ st.title("Models")
 st.caption("The shipped pretrained models and the runs trained on the Train page or uploaded here, in one table. "
            "Errors are in percent on the test data each run was evaluated on (its data source is under "
            "*Training setup and data*); noisy = Gaussian noise of variance 0.01 on the test images. Runs that are "
-           "still training, failed or were stopped are on the Train page. Health: *diverged* = the loss became "
+           "still training or failed are on the Train page; a run stopped before the end of its schedule is listed "
+           f"here as *{STOPPED_EARLY}*, with the iterations it ran; a *demo* run trained on 800 images of the "
+           "bundled sample and was tested on the other 200. Health: *diverged* = the loss became "
            "non-finite, exceeded 10x its first value or ended above it; *collapsed* = balanced accuracy not above "
            "chance + 2 points, or one class predicted for over 90 % of the test images.")
 
@@ -151,34 +167,40 @@ if not entries:
 elif table.empty:
     st.info("No model matches these filters.")
 else:
-    # a column with nothing in any shown row (owner and date of shipped models) is left out, so the
-    # table fits a 1280 px window without a sideways scroll
-    filled = [c for c in table.columns if c != "key" and table[c].map(lambda v: v not in (None, "") and v == v).any()
-              and not (c == "status" and set(table[c]) == {"completed"})]  # all completed: said under the table
+    # the columns shown and their widths: together at most the 820 px a 1280 px window leaves the page,
+    # so nothing is cut or scrolled sideways; owner, date and the separate status and health are in the CSV
+    view = table.assign(model=[short_method_title(e.model) for e in shown])
+    filled = [c for c in TABLE_WIDTHS if view[c].map(lambda v: v not in (None, "") and v == v).any()]
     st.dataframe(
-        table[filled], hide_index=True, width="stretch", height=min(36 * (len(table) + 1) + 3, 760),
-        column_config={  # widths: a data set's or a date's full text, whichever rows the grid measured
-            "data set": st.column_config.TextColumn("data set", width=110, pinned=True),
-            "model": st.column_config.TextColumn("model", width=150, pinned=True),
+        view[filled], hide_index=True, width="stretch", height=min(36 * (len(table) + 1) + 3, 760),
+        column_config={
+            "data set": st.column_config.TextColumn("data set", width=TABLE_WIDTHS["data set"], pinned=True),
+            "model": st.column_config.TextColumn("model", width=TABLE_WIDTHS["model"], pinned=True),
             "protocol": st.column_config.TextColumn(
-                "protocol", width=95, help="How it was trained: the paper's protocol (1,000 SGD steps), converged "
-                "(Adam until the validation accuracy stops improving), or own settings (a run with other settings)"),
-            "source": st.column_config.TextColumn("source", width=75),
-            "owner": st.column_config.TextColumn("owner", width=110),
-            "parameters": st.column_config.NumberColumn("params", format="localized", width=70, help="trainable parameters"),
-            "seed": st.column_config.NumberColumn("seed", width=40),
-            "clean error (%)": st.column_config.NumberColumn("error %", format="%.2f", width=70, help="clean test error, percent"),
-            "noisy error (%)": st.column_config.NumberColumn("noisy %", format="%.2f", width=70, help="test error under Gaussian noise of variance 0.01, percent"),
-            "iterations": st.column_config.NumberColumn("iterations", width=65),
-            "status": st.column_config.TextColumn("status", width=90),
-            "health": st.column_config.TextColumn("health", width=65,
-                                                  help="healthy, diverged (the loss blew up) or collapsed (about one "
-                                                       "class predicted for everything); core.report.health"),
-            "date": st.column_config.TextColumn("date", width=130),
+                "protocol", width=TABLE_WIDTHS["protocol"], help="How it was trained: the paper's protocol (1,000 "
+                "SGD steps), converged (Adam until the validation accuracy stops improving), or own settings (a run "
+                "with other settings)"),
+            "source": st.column_config.TextColumn(
+                "source", width=TABLE_WIDTHS["source"], help="pretrained (shipped), trained here or uploaded; "
+                "demo: trained on 800 images of the bundled sample and tested on the other 200, not comparable "
+                "with full-data runs"),
+            "parameters": st.column_config.NumberColumn("params", format="localized", width=TABLE_WIDTHS["parameters"],
+                                                        help="trainable parameters"),
+            "seed": st.column_config.NumberColumn("seed", width=TABLE_WIDTHS["seed"]),
+            "clean error (%)": st.column_config.NumberColumn("error %", format="%.2f", width=TABLE_WIDTHS["clean error (%)"],
+                                                             help="clean test error, percent"),
+            "noisy error (%)": st.column_config.NumberColumn("noisy %", format="%.2f", width=TABLE_WIDTHS["noisy error (%)"],
+                                                             help="test error under Gaussian noise of variance 0.01, percent"),
+            "iterations": st.column_config.NumberColumn("iterations", width=TABLE_WIDTHS["iterations"],
+                                                        help="iterations trained (a stopped run: until its stop)"),
+            "state": st.column_config.TextColumn(
+                "health", width=TABLE_WIDTHS["state"],
+                help=f"healthy, diverged (the loss blew up) or collapsed (about one class predicted for everything; "
+                     f"core.report.health); {STOPPED_EARLY}: stopped before the end of its schedule, not judged"),
         }, column_order=filled)
-    if "status" in table.columns and "status" not in filled:
+    if STOPPED_EARLY not in set(view["state"]):
         st.caption("Every run in the table completed its training.")
-    st.download_button("⬇ Table as CSV", table.drop(columns=["key"]).to_csv(index=False).encode(),
+    st.download_button("⬇ Table as CSV", table.drop(columns=["key", "state"]).to_csv(index=False).encode(),
                        file_name="rimscope_models.csv", mime="text/csv", key="models_csv")
 
 # ---- inspect one ---------------------------------------------------------------------------
@@ -203,8 +225,29 @@ if shown:
         c[2].metric("Parameters", params(row["parameters"]))
         c[3].metric("Iterations", row["iterations"] if row["iterations"] is not None else "n/a")
         c[4].metric("Seed", entry.seed if entry.seed is not None else "n/a")
-        if meta.get("status") not in (None, "completed"):
+        fl = error_floors(entry.dataset, meta.get("metrics") or {})
+        if fl["classes"]:  # what an answer that ignores the image would score (core.report.floors)
+            floor_text = (f"For comparison: on the {_ds_title(entry.dataset)} test set, guessing at random errs "
+                          f"{pct(fl['chance_error'])} and always answering the largest class {pct(fl['majority_error'])}.")
+            if fl["unbalanced"]:
+                floor_text += (f" Its classes are unbalanced, so the fair figure is the balanced error (the mean of the "
+                               f"per-class errors; {pct(fl['chance_error'])} for any answer that ignores the image): "
+                               + (f"this model's is **{pct(fl['balanced_error'])}**." if fl["balanced_error"] is not None
+                                  else "this model's metadata records no per-class results to compute it."))
+            st.caption(floor_text)
+        if meta.get("status") == "stopped":
+            st.warning(f"This run was {STOPPED_EARLY}, after {row['iterations']} of "
+                       f"{(meta.get('train_config') or {}).get('iterations', '?')} iterations: its weights are what it "
+                       f"had learned by then, and its errors are not those of a finished run. {meta.get('message', '')}")
+        elif meta.get("status") not in (None, "completed"):
             st.warning(f"This run's status is {meta.get('status')!r}: {meta.get('message', '')}")
+        spike = kept_weights(meta.get("metrics") or {}, meta.get("evals") or {})["warning"]
+        if spike:  # the final evaluation far below the best one seen during training (core.runs.progress)
+            st.warning(spike, icon="📉")
+        if entry.demo:
+            st.info("A **demo** run: trained on 800 images of the bundled sample and tested on the other 200; its "
+                    "errors are not comparable with runs on the full data set. Pages that measure across a test set "
+                    "use only the images it did not train on.")
         h = _health(meta)
         if h["health"] == HEALTHY:
             st.caption(f"Health: {summary_text(h)} (it neither diverged nor collapsed; `core.report.health`).")
@@ -277,15 +320,25 @@ AS_STATED = "as its metadata says"
 up_ds = u3.selectbox("Trained on", [AS_STATED] + list(DATASETS), key="models_up_ds",
                      format_func=lambda d: d if d == AS_STATED else _ds_title(d))
 sign_in_prompt("upload checkpoints", key="models_sign_in")
+imported = st.session_state.pop("models_import_flash", None)  # said here, beside the button that did it
+if imported:
+    st.success(imported)
 if st.button("Check and import", key="models_import", disabled=not (up_w and up_m and viewer.may_start),
              type="primary") and viewer.may_start:
     expected = None if up_ds == AS_STATED else up_ds
+    meta_up = same = None
     try:
         meta_up = check_upload(up_w.name, up_w.getvalue(), up_m.name, up_m.getvalue(), expected)
+        same = same_weights(up_w.getvalue(), entries)
     except CheckpointError as exc:
         st.error(f"Upload refused: {exc}")
     except Exception as exc:
         show_error(exc, "Upload refused")
+    if meta_up is None:
+        pass
+    elif same is not None:
+        st.warning(f"Not imported: these weights are exactly those of **{same.display_with_dataset}**, which is "
+                   "already in the table above (pick it under *Inspect a model*). A copy would add nothing.")
     else:
         ds_up = expected or meta_up.get("dataset")
         if store is None:
@@ -300,7 +353,8 @@ if st.button("Check and import", key="models_import", disabled=not (up_w and up_
             except Exception as exc:
                 show_error(exc, "Could not store the upload")
             else:
-                st.session_state["models_flash"] = (f"Imported {method_title(str(meta_up.get('model')))} on "
-                                                    f"{_ds_title(ds_up)} as run {run_id}.")
+                st.session_state["models_import_flash"] = (
+                    f"Imported {method_title(str(meta_up.get('model')))} on {_ds_title(ds_up)} as run {run_id}; it is "
+                    "selected under *Inspect a model* above.")
                 st.session_state["models_pick_next"] = f"run:{run_id}"
                 st.rerun()

@@ -35,6 +35,12 @@ RIM_KNOBS = {  # setting -> (plain name, meaning); the setting names themselves 
     "impl": ("implementation", "how the recurrence runs: fused (a hand-written kernel, the default) or reference "
                                "(plain torch ops); same parameters, same results"),
 }
+LOADED_SOURCES = {  # "What is loaded": source -> (short header, width in px, what it is)
+    "npz": ("npz folder", 90, "an npz folder: $RIMSCOPE_DATA_DIR or ./data, with <data set>/train.npz and test.npz"),
+    "folder": ("image folder", 100, "an image folder (Animals-10's raw-img)"),
+    "torchvision": ("torchvision", 95, "torchvision's cache or download"),
+    "sample": ("sample", 75, "the bundled sample of 1,000 images"),
+}
 SOURCE_NAMES = {"npz": "npz folder", "folder": "image folder", "torchvision": "torchvision cache",
                 "sample": "bundled sample"}
 
@@ -178,10 +184,20 @@ for ds, info in DATASETS.items():
         for src in SOURCES:
             row[SOURCE_NAMES.get(src, src)] = "✅" if avail.get(src) else "—"
     loaded.append(row)
-st.dataframe(pd.DataFrame(loaded), hide_index=True, width="stretch", column_config={
-    f"pretrained, {protocol_title(p)}": st.column_config.TextColumn(
+# every column its width and a short header, together within the 820 px a 1280 px window leaves the
+# page (nothing cut); the full names are in each header's tooltip
+loaded_df = pd.DataFrame(loaded)
+config = {"data set": st.column_config.TextColumn("data set", width=110),
+          "your runs": st.column_config.NumberColumn("your runs", width=75, help="Your runs (trained or uploaded) "
+                                                     "with weights, on this data set")}
+for p in protocols:
+    short = "paper" if p == "paper" else protocol_title(p)
+    config[f"pretrained, {protocol_title(p)}"] = st.column_config.TextColumn(
+        f"shipped, {short}", width=130,
         help=f"Shipped models trained with the {protocol_title(p)}: how many of the {len(list_models())} methods")
-    for p in protocols})
+for src, (label, width, what) in LOADED_SOURCES.items():
+    config[SOURCE_NAMES.get(src, src)] = st.column_config.TextColumn(label, width=width, help=what)
+st.dataframe(loaded_df, hide_index=True, width="content", column_config=config)
 m1, m2, m3 = st.columns(3)
 n_pre = sum(len(v) for by in pretrained_by_ds.values() for v in by.values())
 m1.metric("Pretrained models", n_pre,

@@ -6,6 +6,7 @@ import numpy as np
 import streamlit as st
 
 from core import paths
+from core.catalog import held_out_data
 from core.data.datasets import DATASETS
 from core.data.transforms import add_noise, stretch_rows
 from core.errors import DataUnavailableError
@@ -386,6 +387,8 @@ try:
 except DataUnavailableError as exc:
     ui.messages.missing_data_note(dataset, exc, "the error curves are off (uploading an image still works)")
     data = None
+for e, _ in models.values():  # a demo run: every model on the images the demo did not train on
+    data = held_out_data(e, data) if data is not None else None
 scorer = make_scorer(dataset, data, models) if data is not None else None
 
 ui.pickers.tab_views("rb_tab", {"Noise": lambda: noise_view(dataset, data, scorer, models),

@@ -11,15 +11,16 @@ import re
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
-from core.catalog import run_label, seconds_per_iteration
+from core.catalog import is_demo, run_label, seconds_per_iteration
 from core.data.datasets import DATASETS, how_to_get
 from core.data.plan import SAMPLE_TRAIN, DataPlan, training_data_plan
 from core.errors import ConfigError, DataUnavailableError, RimscopeError
 from core.models.registry import DEFAULT_MODEL, config_fields, list_models
 from core.paths import pretrained_dir, runs_root
 from core.report import fmt
-from core.report.fmt import method_title, source_parts
+from core.report.fmt import dataset_title, method_title, short_run_id, source_parts
 from core.report.plots.training import has_points, live_runs_figure
+from core.runs.progress import kept_weights, progress_text, stop_outcome
 from core.runs.schema import RESUMABLE, RunInfo
 from core.runs.store import RunStore
 from core.training.config import AUGMENTS, OPTIMIZERS, PROTOCOLS, SCHEDULES, TrainConfig, parse_seeds
@@ -87,24 +88,44 @@ def _act(action: str, run_id: str) -> None:
             store.delete(run_id, actor=actor)
             msg = f"Deleted {name}."
     except RimscopeError as exc:
-        st.session_state["train_flash"] = ("error", str(exc))
+        st.session_state["train_flash"] = ("error", str(exc), run_id, action)
     else:
-        st.session_state["train_flash"] = ("success", msg)
+        st.session_state["train_flash"] = ("success", msg, run_id, action, name)
 
 
-def run_card(store: RunStore, r: RunInfo, editable: bool) -> None:
+def flash_now(runs: list[RunInfo]) -> tuple[str, str] | None:
+    """The last action's message as it stands now: "Stopping X…" becomes what the stop came to
+    once the run's worker has ended (``core.runs.progress.stop_outcome``)."""
+    flash = st.session_state.get("train_flash")
+    if not flash:
+        return None
+    kind, msg = flash[0], flash[1]
+    if len(flash) == 5 and flash[3] == "stop" and kind == "success" and msg.startswith("Stopping "):
+        outcome = stop_outcome(next((r for r in runs if r.run_id == flash[2]), None))
+        if outcome:  # the name as it was when the stop was asked for
+            msg = f"{flash[4]} {outcome}"
+            st.session_state["train_flash"] = (kind, msg, flash[2], "stopped", flash[4])
+    return kind, msg
+
+
+def run_card(store: RunStore, r: RunInfo, editable: bool, metrics: dict | None = None) -> None:
     with st.container(border=True, height=CARD_HEIGHT, key=f"card_{r.run_id}"):
-        head, ctl = st.columns([5, 1])
+        head, ctl = st.columns([4, 1])  # the buttons' column fits "Open in Models" at 1280 px
         data = DATASETS[r.dataset].title if r.dataset in DATASETS else r.dataset
         head.markdown(f"{STATUS_ICONS.get(r.status, '')} **{md_escape(run_name(r))}** on {data}"
                       + (f" · {md_escape(r.label)}" if r.label else ""))
-        head.progress(r.progress, text=f"{r.status} · {r.iteration:,} / {r.total:,} iterations")
+        head.progress(r.progress, text=progress_text(r))
         lt = r.latest or {}
+        kept = None
         if r.status in ("completed", "stopped") and r.metrics.get("test_accuracy") is not None:
             noisy = (f" · with noise (variance {r.metrics.get('noise_var')}) "
                      f"{fmt.pct(r.metrics.get('noisy_test_accuracy'), 1)}" if "noisy_test_accuracy" in r.metrics else "")
+            kept = kept_weights(r.metrics, metrics or {})
+            if kept["warning"]:  # first, within the card's fixed height
+                head.warning(kept["warning"], icon="📉")
             head.caption(f"final test accuracy {fmt.pct(r.metrics.get('test_accuracy'), 1)} "
-                         f"(n={r.metrics.get('test_n', '?')}){noisy} · last loss {fmt.decimal(lt.get('loss'))}")
+                         f"(n={r.metrics.get('test_n', '?')}){noisy} · last loss {fmt.decimal(lt.get('loss'))}"
+                         + (f" · {kept['kept']}" if kept["kept"] and "kept the weights" not in r.message else ""))
         elif lt:
             head.caption(f"loss {fmt.decimal(lt.get('loss'))} · batch accuracy {fmt.pct(lt.get('batch_acc'), 1)} · "
                          f"test accuracy (subset) {fmt.pct(lt.get('test_acc'), 1)}")
@@ -119,7 +140,7 @@ def run_card(store: RunStore, r: RunInfo, editable: bool) -> None:
         with ctl:
             # every button's key and callback carry the run id: a click acts on the run this card
             # names, even when the list changed between the render and the click
-            if editable and r.active:
+            if editable and r.active and not r.stop_requested:
                 st.button("Stop", key=f"stop_{r.run_id}", on_click=_act, args=("stop", r.run_id),
                           help="Stop after the current iteration and keep what the model learned so far")
             if editable and r.status in RESUMABLE:
@@ -151,10 +172,10 @@ def card_runs(mine: list[RunInfo]) -> tuple[list[RunInfo], list[RunInfo]]:
 
 
 def show_runs(store: RunStore, runs: list[RunInfo], editable: bool, key: str) -> None:
+    metrics = {r.run_id: store.read_metrics(r.run_id) for r in runs}
     for r in runs:
-        run_card(store, r, editable)
+        run_card(store, r, editable, metrics[r.run_id])
     if runs:
-        metrics = {r.run_id: store.read_metrics(r.run_id) for r in runs}
         c1, c2 = st.columns(2)
         for col, kind in ((c1, "loss"), (c2, "acc")):
             with_data = [r for r in runs if has_points(metrics[r.run_id], kind)]
@@ -162,13 +183,23 @@ def show_runs(store: RunStore, runs: list[RunInfo], editable: bool, key: str) ->
                 col.plotly_chart(live_runs_figure(with_data, metrics, kind, names={r.run_id: run_name(r) for r in with_data}), key=f"{key}_{kind}")
 
 
+RUNS_TABLE_WIDTHS = {"run": 80, "data set": 110, "model": 140, "seed": 40, "status": 85, "progress": 75,
+                     "test accuracy": 80, "created": 130, "label": 80}  # px: 820, a 1280 px window's page
+
+
 def runs_table(runs: list[RunInfo]) -> None:
+    """Runs as a table, by the names the cards use (method and data set titles, the run's short id);
+    the label column only when a run has one."""
+    rows = [{"run": short_run_id(r.run_id), "data set": dataset_title(r.dataset),
+             "model": method_title(r.model) + (" · demo" if is_demo(r) else ""), "seed": r.seed, "status": r.status,
+             "progress": f"{r.iteration:,}/{r.total:,}", "test accuracy": r.metrics.get("test_accuracy"),
+             "created": str(r.created)[:16].replace("T", " "), "label": r.label} for r in runs]
+    cols = [c for c in RUNS_TABLE_WIDTHS if c != "label" or any(r.label for r in runs)]
     st.dataframe(
-        [{"run": r.run_id, "data set": r.dataset, "model": r.model, "seed": r.seed, "status": r.status,
-          "progress": f"{r.iteration}/{r.total}", "test accuracy": r.metrics.get("test_accuracy"),
-          "created": r.created, "label": r.label} for r in runs],
-        hide_index=True,
-        column_config={"test accuracy": st.column_config.NumberColumn(format="percent")})
+        rows, hide_index=True, column_order=cols,
+        column_config={c: st.column_config.Column(c, width=RUNS_TABLE_WIDTHS.get(c, 120)) for c in cols}
+        | {"test accuracy": st.column_config.NumberColumn("test accuracy", format="percent",
+                                                          width=RUNS_TABLE_WIDTHS["test accuracy"])})
 
 
 # ---------------------------------------------------------------------------------------
@@ -242,7 +273,7 @@ protocol = st.radio("Protocol", list(PROTOCOLS), horizontal=True, key="train_pro
                     help="Sets the settings below to that protocol's; each can still be changed.")
 intro.caption(PROTOCOL_INTROS.get(protocol, "") + " Runs train in background worker processes, one at a time by "
               "default, and keep going when you close or reload the page; they are kept in your run store. "
-              "Completed runs appear on the Models page.",
+              "Completed runs appear on the Models page, and so do runs stopped early, marked as such.",
               help=f"The run store is the folder `{runs_root()}` (set `RIMSCOPE_HOME` to move it).")
 r1, r2, r3 = st.columns([1, 3, 1])  # the models box gets the width its full names need
 with r1:
@@ -444,7 +475,7 @@ def live_view() -> None:
     st.subheader("Your runs")
     # kept until the next action replaces it: the redraw when a run ends must not wipe the message
     # that says which run the click acted on
-    flash = st.session_state.get("train_flash")
+    flash = flash_now(runs)
     if flash:
         (st.error if flash[0] == "error" else st.success)(flash[1])
     if not mine:

@@ -101,18 +101,42 @@ def training_data_plan(dataset: str, data_dir: str | Path | None = None, holdout
     raise DataUnavailableError(missing_message(info, "train"))
 
 
+def demo_positions(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Positions (train, held out) in a bundled sample of ``n`` images: the fixed, seeded split of
+    every demo run (the first ``SAMPLE_TRAIN`` of one permutation train, the rest test)."""
+    perm = np.random.default_rng(SEEDS.fixed_demo_split).permutation(n)
+    return np.sort(perm[:SAMPLE_TRAIN]), np.sort(perm[SAMPLE_TRAIN:])
+
+
+def demo_held_out(data: LoadedData, dataset: str) -> np.ndarray:
+    """Positions in ``data`` of the images a demo run on ``dataset`` did not train on.
+
+    ``data`` the bundled sample: its held-out part (200 of 1,000). Any other data (a full test
+    split): every image except those the demo trained on, matched by their index in the
+    original split where the sample was cut from that same split (Fashion-MNIST's sample comes
+    from its test images; MNIST's from training images, which no test split holds)."""
+    n = len(data)
+    if data.is_sample:
+        return demo_positions(n)[1]
+    sample = from_sample(get_info(dataset))
+    if sample is None or sample.indices is None or "test images" not in sample.source:
+        return np.arange(n)
+    trained = sample.indices[demo_positions(len(sample))[0]]
+    own = data.indices if data.indices is not None else np.arange(n)
+    return np.flatnonzero(~np.isin(own, trained))
+
+
 def sample_split(dataset: str) -> tuple[LoadedData, LoadedData, str]:
     """A quick demo without any data set: the bundled sample split 800 / 200 (fixed, seeded)."""
     info = get_info(dataset)
     sample = from_sample(info)
     if sample is None:
         raise ConfigError(f"There is no bundled sample of {info.title} (only MNIST and Fashion-MNIST ship one).")
-    perm = np.random.default_rng(SEEDS.fixed_demo_split).permutation(len(sample.labels))
     parts = []
-    for idx in (np.sort(perm[:SAMPLE_TRAIN]), np.sort(perm[SAMPLE_TRAIN:])):
+    for idx in demo_positions(len(sample.labels)):
         parts.append(dataclasses.replace(sample, images=sample.images[idx], labels=sample.labels[idx],
                                          indices=None if sample.indices is None else sample.indices[idx]))
-    note = (f"demo on the bundled sample: {SAMPLE_TRAIN} images to train, {len(perm) - SAMPLE_TRAIN} to test; "
+    note = (f"demo on the bundled sample: {SAMPLE_TRAIN} images to train, {len(sample) - SAMPLE_TRAIN} to test; "
             "not comparable with runs on the full data set")
     return parts[0], parts[1], note
 

@@ -29,7 +29,10 @@ several Streamlit sessions (or processes) can share one store. The modules:
 * ``worker``: ``run_worker``, a thin wrapper around ``core.training.loop.train``; a resumed run continues
   from the newest intact training state in ``ckpt/`` and ends bit-identical to an
   uninterrupted run;
-* ``events``: the one ``metrics.jsonl`` writer and reader.
+* ``events``: the one ``metrics.jsonl`` writer and reader;
+* ``progress``: what a run's card says: its progress line (the final evaluation after the last
+  iteration, a stop under way), what a stop came to, and which weights a finished run keeps, with
+  a warning when its final test accuracy is far below the best periodic one.
 
 CLI (``core/runs/__main__.py``)::
 

@@ -201,6 +201,7 @@ class RunInfo:
     latest: dict = field(default_factory=dict)  # last loss, batch_acc, test_acc, test_loss
     created_ts: float = 0.0
     detail: str = ""  # the raw reason behind a failure's message
+    stop_requested: bool = False  # a stop was asked for and the worker has not ended yet
 
     @classmethod
     def of(cls, run_id: str, cfg: RunConfig, st: RunStatus) -> RunInfo:

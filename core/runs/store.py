@@ -100,7 +100,10 @@ class RunStore(QueueMixin):
         doc = read_json(self.root / run_id / CONFIG_FILE)
         if not isinstance(doc, dict):
             return None  # being deleted, or not a run
-        return RunInfo.of(run_id, RunConfig.from_dict(doc), self.read_status(run_id))
+        info = RunInfo.of(run_id, RunConfig.from_dict(doc), self.read_status(run_id))
+        if info.status == "running":
+            info.stop_requested = (self.root / run_id / STOP_FILE).exists()
+        return info
 
     def list_runs(self, owner: str | None = None) -> list[RunInfo]:
         """Every run, newest first (``owner`` given: only that owner's)."""

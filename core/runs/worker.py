@@ -19,6 +19,7 @@ from pathlib import Path
 from ..errors import RimscopeError
 from ..fileio import read_json, write_json
 from .events import MetricsWriter, truncate_metrics
+from .progress import FINAL_EVALUATION, STOPPING
 from .queue import process_started, worker_alive
 from .schema import (
     CKPT_DIR,
@@ -149,14 +150,22 @@ def _train(run_dir: Path, run_id: str, writer: StatusWriter, state: dict) -> str
             latest = dict(writer.st.latest)
             if ev["kind"] == "iter":
                 latest.update(loss=line.get("loss"), batch_acc=line.get("batch_acc"))
-                writer.write(iteration=ev["iteration"], latest=latest)
+                if ev["iteration"] >= cfg.iterations:  # the last one: the final evaluation comes next
+                    writer.write(force=True, iteration=ev["iteration"], latest=latest, message=FINAL_EVALUATION)
+                else:
+                    writer.write(iteration=ev["iteration"], latest=latest)
             else:
                 latest.update(test_acc=line.get("test_acc"), test_loss=line.get("test_loss"))
                 writer.write(force=True, latest=latest)
 
+        def should_stop() -> bool:
+            if not (state["term"] or stop_file.exists()):
+                return False
+            writer.write(force=True, message=STOPPING)  # the evaluation and the save take a while
+            return True
+
         state["phase"] = "training"
-        result = train(cfg, train_data, test_data, callback=callback,
-                       should_stop=lambda: state["term"] or stop_file.exists(),
+        result = train(cfg, train_data, test_data, callback=callback, should_stop=should_stop,
                        state_dir=ckpt_dir, resume_from=resume_from, state_extra={"run_id": run_id})
         state["phase"] = "finishing"
     done = int(result.metrics.get("iterations_done", 0))

@@ -102,3 +102,22 @@ def test_overview_counts_add_up_with_the_shipped_models(page_env, monkeypatch):
     assert int(metrics["Pretrained models"]) == total == len(read_manifest(ROOT / "pretrained")["models"])
     text = " ".join(m.value for m in at.markdown)
     assert "), (" not in text and "results/unequal_init" not in text
+
+
+def test_what_is_loaded_fits_a_1280_px_window(page_env, monkeypatch):
+    """Every column of the "What is loaded" table has its width and together they fit the 820 px
+    the page has in a 1280 px window (Streamlit 1.67, wide layout, sidebar open: measured), with
+    the shipped models' two protocols and the source check on."""
+    import json
+
+    from core.paths import ROOT
+
+    if (ROOT / "pretrained" / "manifest.json").is_file():
+        monkeypatch.setenv("RIMSCOPE_PRETRAINED_DIR", str(ROOT / "pretrained"))
+    at = AppTest.from_file(PAGE, default_timeout=120).run()
+    assert not at.exception
+    df = at.dataframe[0].value
+    cols = json.loads(at.dataframe[0].proto.columns)
+    assert "bundled sample" in df.columns
+    assert all(cols.get(c, {}).get("width") for c in df.columns), cols
+    assert sum(cols[c]["width"] for c in df.columns) <= 820

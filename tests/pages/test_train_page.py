@@ -6,6 +6,7 @@ workers themselves are tested in tests/test_runs.py.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -331,7 +332,7 @@ def test_augment_choice_lives_in_the_url_and_reaches_the_queued_runs(home):
 
 def _cards(at: AppTest) -> list[str]:
     """The run cards' titles, top to bottom."""
-    return [m.value for m in at.markdown if "(run " in m.value and " on " in m.value]
+    return [m.value for m in at.markdown if re.search(r"run [0-9a-f]{8}\\?\)", m.value) and " on " in m.value]
 
 
 def test_intro_follows_the_chosen_protocol(home):
@@ -388,3 +389,105 @@ def test_held_out_sentence_says_why_without_nested_brackets_or_paths(home, monke
     assert "1,000 images of the bundled sample" in cap.value and "were cut from these 10,000" in cap.value
     assert "(" not in cap.value and "/somewhere" not in cap.value
     assert "/somewhere/data/mnist" in cap.proto.help
+
+
+def _running(store: RunStore, run_id: str, iteration: int, **changes) -> None:
+    """Mark a run as running in this process (a live worker for pump(): this test's pid)."""
+    import os
+    import time
+
+    from core.runs.queue import process_started
+
+    store._set_status(run_id, status="running", pid=os.getpid(), pid_started=process_started(os.getpid()),
+                      heartbeat=time.time(), iteration=iteration, **changes)
+
+
+def _progress(at: AppTest) -> list[str]:
+    return [p.proto.text for p in at.get("progress")]
+
+
+def test_after_the_last_iteration_the_card_says_final_evaluation(home):
+    from core.training.config import TrainConfig
+
+    owner = "8" * 16
+    store = RunStore()
+    rid = store.submit(TrainConfig(dataset="mnist", model="rim", iterations=300, holdout_sample=False), owner=owner)
+    _running(store, rid, 150)
+    at = run_page(owner)
+    assert not at.exception
+    assert _progress(at) == ["running · 150 / 300 iterations"]
+    _running(store, rid, 300)
+    at.run()
+    assert _progress(at) == ["final evaluation on the whole test set… · 300 / 300 iterations"]
+
+
+def test_stopping_message_becomes_what_the_stop_came_to(home):
+    from core.training.config import TrainConfig
+
+    owner = "7" * 16
+    store = RunStore()
+    rid = store.submit(TrainConfig(dataset="mnist", model="rim", iterations=1000, holdout_sample=False), owner=owner)
+    _running(store, rid, 100)
+    at = run_page(owner)
+    at.button(key=f"stop_{rid}").click().run()
+    assert not at.exception
+    assert any(s.value.startswith("Stopping RIM") for s in at.success)
+    assert not [b for b in at.button if b.key == f"stop_{rid}"]  # asked once; the card says it is stopping
+    assert _progress(at) == ["stopping after the current iteration · 100 / 1,000 iterations"]
+    # the worker ends the run (what core.runs.worker writes on a stop)
+    (store.run_dir(rid) / "stop").unlink()
+    store._set_status(rid, status="stopped", iteration=105, pid=None, message="stopped by the user after 105 iterations",
+                      metrics={"test_accuracy": 0.21, "test_n": 10000, "iterations_done": 105})
+    at.run()
+    said = " ".join(s.value for s in at.success)
+    assert "Stopping" not in said
+    assert f"(run {rid[-8:]}) stopped after 105 of 1,000 iterations" in said and "can be resumed" in said
+
+
+def test_a_last_iteration_loss_spike_is_said_with_the_weights_kept(home):
+    """A demo that ended at 53 % after 86.5 % at iteration 250: the card says the final weights are
+    kept and that the final evaluation is far below the best seen; a steady run gets no warning."""
+    import json
+
+    from core.training.config import TrainConfig
+
+    owner = "6" * 16
+    store = RunStore()
+    cfg = TrainConfig(dataset="mnist", model="parallel_lstm", iterations=300, eval_every=50, holdout_sample=False,
+                      data_source="sample")
+    spiky, steady = store.submit(cfg, owner=owner), store.submit(cfg, owner=owner)
+    for rid, accs in ((spiky, (0.70, 0.80, 0.84, 0.85, 0.865, 0.53)), (steady, (0.70, 0.80, 0.84, 0.85, 0.86, 0.855))):
+        with open(store.run_dir(rid) / "metrics.jsonl", "w") as f:
+            for it, acc in zip(range(50, 301, 50), accs):
+                f.write(json.dumps({"kind": "iter", "iteration": it, "loss": 0.5}) + "\n")
+                f.write(json.dumps({"kind": "eval", "iteration": it, "test_acc": acc, "test_loss": 1.0}) + "\n")
+        store._set_status(rid, status="completed", iteration=300, message="",
+                          metrics={"test_accuracy": accs[-1], "test_n": 200, "iterations_done": 300})
+    at = run_page(owner)
+    assert not at.exception
+    cards = _cards(at)
+    assert len(cards) == 2 and all("(demo, run " in c for c in cards)  # demo runs say so on their cards
+    caps = [c.value for c in at.caption if c.value.startswith("final test accuracy")]
+    assert len(caps) == 2 and all("kept the final weights (iteration 300)" in c for c in caps)
+    warns = [w.value for w in at.warning if "below the best seen" in w.value]
+    assert len(warns) == 1
+    assert "53.0 %, 33.5 points below the best seen" in warns[0] and "86.5 % at iteration 250" in warns[0]
+
+
+def test_older_runs_table_uses_titles_and_fits_1280_px(home):
+    import json
+
+    from core.training.config import TrainConfig
+
+    owner = "5" * 16
+    store = RunStore()
+    for _ in range(3):
+        store.submit(TrainConfig(dataset="mnist", model="parallel_lstm", iterations=10, holdout_sample=False),
+                     owner="someone-else", label="a label")
+    at = run_page(owner)
+    df = at.dataframe[0].value
+    assert set(df["model"]) == {"Parallel LSTMs"} and set(df["data set"]) == {"MNIST"}
+    assert all(len(r) == 8 for r in df["run"])  # the short id the cards show
+    cols = json.loads(at.dataframe[0].proto.columns)
+    shown = [c for c in df.columns if c in cols]
+    assert "label" in shown and sum(cols[c]["width"] for c in shown) <= 820
