@@ -8,7 +8,7 @@ epoch), trained here on MNIST train and measured in the same run and through the
 upload path (``core.digit_external``) as the five converged MNIST models: MNIST test
 accuracy and accuracy on the even and odd half of each external handwriting set.
 
-    OMP_NUM_THREADS=1 python scripts/plain_cnn.py --data /work/shared/data [--epochs 1]
+    OMP_NUM_THREADS=1 python -m scripts.plain_cnn --data /work/shared/data [--epochs 1]
 
 It is not one of the dashboard's methods and its weights are not kept (``--save PATH`` writes
 a ``state_dict`` with ``torch.save`` if you want them).
@@ -25,8 +25,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 class PlainCNN(nn.Module):

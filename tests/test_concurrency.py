@@ -89,7 +89,7 @@ def test_sessions_share_the_store(env):
     other_process = subprocess.Popen(  # another server process pumping the same store
         [sys.executable, "-c", "import time\nfrom core.runs.store import RunStore\ns = RunStore()\nt = time.time()\n"
          "while time.time() - t < 20:\n    s.pump()\n    time.sleep(0.05)\n"],
-        cwd=str(ROOT), env={**os.environ, "PYTHONPATH": str(ROOT)})
+        cwd=str(ROOT))
     threads = [threading.Thread(target=monitor), threading.Thread(target=api_client)]
     for t in threads:
         t.start()

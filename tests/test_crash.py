@@ -168,7 +168,7 @@ def test_kill_9_ten_times_and_resume_gives_identical_weights(tmp_path):
 
     root = Path(__file__).resolve().parent.parent
     write_tiny_mnist(tmp_path / "data")
-    env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     ref_out, out = tmp_path / "ref", tmp_path / "run"
     ckpt = Path(f"{out}.ckpt")
     ref = subprocess.Popen(_train_cmd(tmp_path / "data", "--out", str(ref_out)), cwd=root, env=env,

@@ -316,7 +316,7 @@ def test_store_lock_is_exclusive_across_threads_and_processes(store):
 
     def other_process() -> str:
         return subprocess.run([sys.executable, "-c", other, str(store.root)], capture_output=True, text=True,
-                              cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60).stdout
+                              cwd=ROOT, timeout=60).stdout
 
     def other_thread() -> list:
         out = []

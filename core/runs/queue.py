@@ -120,8 +120,6 @@ class QueueMixin:
     def _spawn(self, run_id: str) -> subprocess.Popen:
         d = self.run_dir(run_id)
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([str(paths.ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
-                                                                 if p])
         env.setdefault("OMP_NUM_THREADS", "1")
         env.setdefault("MKL_NUM_THREADS", "1")
         with open(d / LOG_FILE, "ab") as log:

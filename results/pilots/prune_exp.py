@@ -1,7 +1,6 @@
 """Session 10 experiment: thick strokes redrawn along a spur-pruned skeleton instead of eroded."""
 import sys, time
 import numpy as np
-sys.path.insert(0, str(__import__('pathlib').Path(__file__).resolve().parents[2]))  # the repository
 from scipy.ndimage import convolve, distance_transform_edt
 from skimage.morphology import skeletonize
 from PIL import Image

@@ -1,6 +1,6 @@
 """Per-class accuracy on the Semeion even half (upload path): shipped EntNet / RIM vs the elastic pilots.
 
-    RIMSCOPE_HANDWRITING_DIR=<data>/handwriting PYTHONPATH=. python results/pilots/elastic_train/per_class.py <folder of the pilot weights>
+    RIMSCOPE_HANDWRITING_DIR=<data>/handwriting python results/pilots/elastic_train/per_class.py <folder of the pilot weights>
 """
 import os
 import sys
