@@ -78,8 +78,8 @@ class _Scorer:
 
 def main(argv: list[str] | None = None) -> int:
     from core.catalog import load_entry
-    from core.digits import external as de
     from core.eval.predict import predict_proba
+    from core.studies.handwriting import external as de
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", type=Path, required=True, help="folder with mnist/{train,test}.npz and handwriting/")

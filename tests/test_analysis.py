@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
+from core import intervals
 from core.eval import points
 from core.eval.predict import trace_one
 from core.eval.scorer import Scorer
@@ -87,10 +88,9 @@ WELCH_KNOWN = [(([1.2, 0.8, 1.5], [2.1, 2.9, 2.4, 2.2]), (-1.23333333, -1.951116
 
 @pytest.mark.parametrize("kn", list(WILSON_KNOWN))
 def test_wilson_interval_matches_the_old_formula(kn):
-    from core.report import stats
 
-    assert stats.wilson_interval(*kn) == pytest.approx(WILSON_KNOWN[kn], abs=1e-5)
-    assert points.error_interval(*kn) == stats.wilson_interval(*kn)
+    assert intervals.wilson_interval(*kn) == pytest.approx(WILSON_KNOWN[kn], abs=1e-5)
+    assert points.error_interval(*kn) == intervals.wilson_interval(*kn)
 
 
 @pytest.mark.parametrize("ab,known", WELCH_KNOWN)

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from core.digits import external as de
 from core.digits.load import load_image
 from core.digits.prepare import prepare_for_dataset
+from core.studies.handwriting import external as de
 from tests.digit_helpers import centre_of_mass, ink_box
 
 
@@ -157,7 +157,7 @@ def test_misreads_and_half_accuracies():
 # each) through the upload path with this preprocessing (core.digits.ink: plain paper, thick
 # strokes eroded, never onto the paper, the stroke width and tolerance of fix 5;
 # core.digits.prepare: a digit stretched to fill a square picture narrowed):
-# `python -m core.digits measure-external --sample`, remeasured on 2026-12-02 ~15:50 UTC after
+# `python -m core.studies.handwriting measure-external --sample`, remeasured on 2026-12-02 ~15:50 UTC after
 # fix 5 (STROKE_WIDTH 2.4 -> 2.2, STROKE_TOLERANCE 1.5 -> 1.2; Semeion RIM 91.0 -> 90.5, parallel
 # LSTMs 88.5, EntNet 92.0 -> 91.5, RMC 90.5 -> 90.0, IndRNN 82.0 -> 81.5; optdigits RIM 94.0 ->
 # 93.0, parallel LSTMs 91.5 -> 93.0, EntNet 94.0 -> 93.0, RMC 90.5 -> 93.5, IndRNN 81.0 -> 83.5). A
@@ -215,8 +215,8 @@ def test_generalisation_table_per_seed_and_rim_against_the_others(tmp_path):
 def test_handwriting_table_formats_points_intervals_and_verdicts_by_the_one_rule():
     import pandas as pd
 
-    from core.digits.external import summarise
     from core.report.fmt import handwriting_table
+    from core.studies.handwriting.external import summarise
 
     per_seed = pd.DataFrame([{"method": m, "seed": s, "semeion": acc}
                              for m, accs in (("rim", (0.80, 0.81, 0.82)), ("entnet", (0.90, 0.91, 0.92)),

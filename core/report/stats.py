@@ -12,7 +12,7 @@
   family-adjusted test rejects "no difference" with the difference in the claimed direction,
   does not hold when it rejects in the other direction, and cannot be told otherwise; a claim
   over several data sets holds only when it holds on each.
-* ``wilson_interval``: 95% Wilson interval of an error rate measured as k wrong out of n.
+* ``wilson_interval`` (core.intervals): 95% Wilson interval of an error rate measured as k wrong out of n.
 * ``ema_smooth``: TensorBoard-style exponential moving average (bias-corrected).
 """
 
@@ -23,6 +23,8 @@ import warnings
 
 import numpy as np
 import pandas as pd
+
+from ..intervals import LEVEL
 
 
 class _Scipy:
@@ -37,7 +39,6 @@ class _Scipy:
 
 _st = _Scipy()
 
-LEVEL = 0.95
 ALPHA = 0.05  # = 1 - LEVEL; a (family-adjusted) p-value below this rejects "no difference"
 
 
@@ -158,14 +159,6 @@ def holm(pvalues) -> np.ndarray:
         running = max(running, min(1.0, (len(ok) - rank) * p[i]))
         out[i] = running
     return out
-
-
-def wilson_interval(k: int | float, n: int, level: float = LEVEL) -> tuple[float, float]:
-    """Wilson interval of a rate measured as ``k`` out of ``n`` (NaN for ``n`` = 0)."""
-    if n <= 0:
-        return (math.nan, math.nan)
-    ci = _st.binomtest(int(round(k)), int(n)).proportion_ci(confidence_level=level, method="wilson")
-    return (max(0.0, float(ci.low)), min(1.0, float(ci.high)))
 
 
 HOLDS, NOT_HOLDS, CANNOT_TELL = "holds", "does not hold (the other method is better)", "cannot tell at this number of seeds"

@@ -39,8 +39,9 @@ from ..data.transforms import affine_augment, draw_affine_params, draw_scan_para
 from ..errors import CheckpointError, ConfigError
 from ..eval.predict import evaluate, noisy_accuracy
 from ..models.registry import build_model, count_parameters
+from ..seeds import SEEDS
 from . import state as R
-from .config import SEEDS, TrainConfig, resolve_device
+from .config import TrainConfig, resolve_device
 from .progress import LoopState, StateWriter
 
 

@@ -126,7 +126,7 @@ def _read_csv(path: str, mtime_: float):
 
 
 def load_handwriting(out_dir: Path):
-    """``handwriting.csv`` of a results folder (``python -m core.digits generalisation``) as a
+    """``handwriting.csv`` of a results folder (``python -m core.studies.handwriting generalisation``) as a
     DataFrame, None when missing or unreadable."""
     p = Path(out_dir) / "handwriting.csv"
     return _read_csv(str(p), mtime(p)) if p.is_file() else None

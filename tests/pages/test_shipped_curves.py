@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 from core.catalog import load_entry, pretrained_entries
 from core.data.datasets import load_dataset
 from core.eval import curves, points
+from core.grid.curves import build as build_curves
 
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "robustness.py")
 
@@ -25,7 +26,7 @@ def shipped(page_env, tmp_path, monkeypatch):
     shutil.copytree(page_env["pretrained"], pre)
     monkeypatch.setenv("RIMSCOPE_PRETRAINED_DIR", str(pre))
     monkeypatch.setenv("RIMSCOPE_ROBUSTNESS_SUBSET", "40")
-    out = curves.build(pre, [], log=lambda s: None, subset=40)
+    out = build_curves(pre, [], log=lambda s: None, subset=40)
     return pre, out
 
 

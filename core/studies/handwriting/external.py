@@ -11,7 +11,7 @@ Both are stored like the other archives (``x`` uint8 [N, H, W] with 255 = ink, `
 200 images, ``assets/samples/<set>_sample.npz``, with the index of every image in the full
 set) stands in.
 
-``python -m core.digits measure-external`` and ``generalisation`` are its command line.
+``python -m core.studies.handwriting measure-external`` and ``generalisation`` are its command line.
 ``upload_bytes`` renders one digit as a person would have it (dark ink on white paper,
 enlarged to ``RENDER_SIDE`` px, a PNG file) and ``upload_inputs`` sends those bytes through
 exactly the Mechanisms page's upload path (``load_image`` -> ``prepare_for_dataset(mode=
