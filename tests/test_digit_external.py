@@ -184,7 +184,7 @@ def test_generalisation_table_per_seed_and_rim_against_the_others(tmp_path):
     import torch
 
     from core.models.registry import build_model
-    from core.training.weights import save_checkpoint
+    from core.training.weights import save_weights
 
     runs = tmp_path / "runs"
     runs.mkdir()
@@ -193,7 +193,7 @@ def test_generalisation_table_per_seed_and_rim_against_the_others(tmp_path):
         for seed in (0, 1, 2):
             torch.manual_seed(seed)
             model = build_model(name, input_dim=28, num_classes=10, **tiny[name])
-            save_checkpoint(model, {"model": name, "dataset": "mnist", "seed": seed}, runs / f"{name}_s{seed}")
+            save_weights(model, {"model": name, "dataset": "mnist", "seed": seed}, runs / f"{name}_s{seed}")
     (runs / "rmc_s0.json").write_text("{}")  # metadata without weights: not a seed
     ckpts = de.grid_checkpoints(runs)
     assert {m: sorted(s) for m, s in ckpts.items()} == {"parallel_lstm": [0, 1, 2], "rim": [0, 1, 2]}

@@ -14,7 +14,7 @@ import pytest
 from safetensors.torch import load_file
 
 from core.grid.cells import train_cell
-from core.runs.schema import CKPT_STEM
+from core.runs.schema import WEIGHTS_STEM
 from core.runs.store import RunStore
 from core.runs.worker import run_worker
 from core.training import cli
@@ -59,7 +59,7 @@ def test_cli_worker_and_grid_train_the_same_run(tmp_path, monkeypatch):
     cfg = TrainConfig.from_protocol("tiny-test", model_overrides=dict(MODEL), **SAME)
     rid = store.submit(cfg, data_dir=data)
     assert run_worker(store.run_dir(rid)) == "completed"
-    work_w, work_m = _run(store.run_dir(rid) / CKPT_STEM)
+    work_w, work_m = _run(store.run_dir(rid) / WEIGHTS_STEM)
 
     cell = tmp_path / "grid" / "runs" / "mnist" / "parallel_lstm_s1.json"
     out = train_cell(dict(dataset="mnist", model="parallel_lstm", seed=1, iterations=6, eval_every=3,

@@ -21,14 +21,14 @@ from ..fileio import read_json, write_json
 from .events import MetricsWriter, truncate_metrics
 from .queue import process_started, worker_alive
 from .schema import (
-    CKPT_DIR,
-    CKPT_STEM,
     CONFIG_FILE,
     HEARTBEAT_S,
     METRICS_FILE,
+    STATE_DIR,
     STATUS_EVERY_S,
     STATUS_FILE,
     STOP_FILE,
+    WEIGHTS_STEM,
     RunConfig,
     RunStatus,
     check_run_id,
@@ -126,7 +126,7 @@ def _train(run_dir: Path, run_id: str, writer: StatusWriter, state: dict) -> str
         writer.write(final=True, status="stopped", message="stopped before training started")
         return "stopped"
     cfg, train_data, test_data, note = load_run_data(cfg, run_cfg.data_dir or None)
-    ckpt_dir = run_dir / CKPT_DIR
+    ckpt_dir = run_dir / STATE_DIR
     resume_from = latest_state(ckpt_dir, on_damaged=lambda p, e: print(f"skipping a damaged checkpoint: {e}",
                                                                           flush=True))
     start = resume_from.iteration if resume_from is not None else 0
@@ -163,7 +163,7 @@ def _train(run_dir: Path, run_id: str, writer: StatusWriter, state: dict) -> str
         message = f"stopped by a termination signal after {done} iterations"
     if status != "diverged" and done >= 1:
         writer.write(force=True, message="saving the checkpoint")
-    finished = finish_run(cfg, result, train_data, test_data, note, stem=run_dir / CKPT_STEM, state_dir=ckpt_dir,
+    finished = finish_run(cfg, result, train_data, test_data, note, stem=run_dir / WEIGHTS_STEM, state_dir=ckpt_dir,
                           extra_meta={"run_id": run_id, "run_name": run_id}, message=message)
     status, message = finished.status, finished.message
     writer.write(final=True, status=status, message=message, iteration=done, metrics=scalars(result.metrics))

@@ -17,7 +17,7 @@ def main(argv=None) -> int:
     from ..data.datasets import load_dataset
     from ..eval.points import fixed_subset
     from ..eval.selection import random_twin, selection_report
-    from ..training.weights import load_checkpoint
+    from ..training.weights import load_weights
 
     p = argparse.ArgumentParser(prog="python -m core.studies.selection", description=main.__doc__)
     p.add_argument("stem", help="checkpoint path without suffix, e.g. pretrained/mnist/rim")
@@ -25,7 +25,7 @@ def main(argv=None) -> int:
     p.add_argument("--data-dir", default=None)
     args = p.parse_args(argv)
     torch.set_num_threads(1)
-    model, meta = load_checkpoint(args.stem)
+    model, meta = load_weights(args.stem)
     data = load_dataset(meta["dataset"], "test", data_dir=args.data_dir)
     idx = fixed_subset(len(data), args.n, seed=0)
     out = {"model": args.stem, "test_source": data.source, "images": len(idx)}

@@ -264,6 +264,21 @@ def parse_seeds(text: str, limit: int = 20) -> list[int]:
 
 
 # ---------------------------------------------------------------------------------------
+def _deprecated(new: str, const=None) -> type[argparse.Action]:
+    """An argparse action for an old option name: stores like ``new`` (``const`` for a flag) and
+    warns that the name is deprecated. The options say *state* for what resumes a run, *weights*
+    for what it leaves."""
+
+    class Deprecated(argparse.Action):
+        def __call__(self, parser, namespace, values, option_string=None):
+            import warnings
+
+            warnings.warn(f"{option_string} is deprecated; use {new}", FutureWarning, stacklevel=2)
+            setattr(namespace, self.dest, const if const is not None else values)
+
+    return Deprecated
+
+
 def build_parser() -> argparse.ArgumentParser:
     d = TrainConfig()
     p = argparse.ArgumentParser(
@@ -307,15 +322,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: OMP_NUM_THREADS if set, else cores, at most 2)")
     p.add_argument("--device", choices=DEVICES, default=None,
                    help=f"auto = CUDA when torch sees a GPU, else CPU (default {d.device})")
-    p.add_argument("--state-every", "--checkpoint-every", dest="checkpoint_every", type=int, default=None,
+    p.add_argument("--state-every", dest="checkpoint_every", type=int, default=None,
                    help=f"training state (to resume from) every N iterations; 0 = not by count (default {d.checkpoint_every})")
-    p.add_argument("--state-every-s", "--checkpoint-every-s", dest="checkpoint_every_s", type=float, default=None,
+    p.add_argument("--state-every-s", dest="checkpoint_every_s", type=float, default=None,
                    help=f"... and at least every S seconds; 0 = not by time (default {d.checkpoint_every_s})")
+    p.add_argument("--checkpoint-every", dest="checkpoint_every", type=int, action=_deprecated("--state-every"),
+                   help=argparse.SUPPRESS)
+    p.add_argument("--checkpoint-every-s", dest="checkpoint_every_s", type=float,
+                   action=_deprecated("--state-every-s"), help=argparse.SUPPRESS)
     p.add_argument("--resume", default=None, metavar="OUT",
                    help="continue an interrupted run: its --out stem or its training-state folder (<out>.ckpt); its settings, "
                         "data folder and output path come from the state (--threads, --quiet and --out still apply)")
-    p.add_argument("--keep-states", "--keep-checkpoints", dest="keep_states", action="store_true",
+    p.add_argument("--keep-states", dest="keep_states", action="store_true",
                    help="keep the training-state folder after the run completed (default: removed)")
+    p.add_argument("--keep-checkpoints", dest="keep_states", nargs=0, action=_deprecated("--keep-states", True),
+                   help=argparse.SUPPRESS)
     p.add_argument("--data-dir", default=None, help="folder with <dataset>/{train,test}.npz (default: $RIMSCOPE_DATA_DIR or ./data)")
     p.add_argument("--out", default=None, help="path stem of the saved weights (default runs/<dataset>_<model>_s<seed>)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",

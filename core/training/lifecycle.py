@@ -76,7 +76,7 @@ def finish_run(cfg: TrainConfig, result, train_data, test_data, note: str, *, st
     """
     from ..fileio import write_json
     from .state import remove_states
-    from .weights import run_metadata, save_checkpoint
+    from .weights import run_metadata, save_weights
 
     stem = Path(stem)
     meta = {**run_metadata(cfg, result, train_data, test_data, note), **(extra_meta or {})}
@@ -87,7 +87,7 @@ def finish_run(cfg: TrainConfig, result, train_data, test_data, note: str, *, st
         if record_diverged:
             write_json(stem.with_suffix(".json"), meta)
     elif done >= 1:
-        weights = save_checkpoint(result.model, meta, stem)
+        weights = save_weights(result.model, meta, stem)
     else:
         message = "stopped before the first iteration; nothing to save"
     if state_dir is not None:

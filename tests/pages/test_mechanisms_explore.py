@@ -31,9 +31,9 @@ def _expected(page_env, idx: int, t1: int, t2: int, units: tuple, thr: int) -> i
     from core.eval import match
     from core.eval.predict import trace_one
     from core.models.registry import trace_schema
-    from core.training.weights import load_checkpoint
+    from core.training.weights import load_weights
 
-    model, _ = load_checkpoint(page_env["pretrained"] / "mnist" / "rim")
+    model, _ = load_weights(page_env["pretrained"] / "mnist" / "rim")
     data = load_dataset("mnist", "test")
     st = match.set_traces(model, data.images, data.labels, trace_schema("rim"))
     query = trace_one(model, data.images[idx])[1]["active"]

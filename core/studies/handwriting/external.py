@@ -294,14 +294,14 @@ def generalisation_table(checkpoints: dict[str, dict[int, Path]], sets: dict[str
     """
     import pandas as pd
 
-    from core.training.weights import load_checkpoint
+    from core.training.weights import load_weights
 
     inputs = {name: upload_inputs(d.x[d.half(half)]) for name, d in sets.items()}
     labels = {name: d.y[d.half(half)] for name, d in sets.items()}
     rows = []
     for method, seeds in checkpoints.items():
         for seed, stem in sorted(seeds.items()):
-            model, _ = load_checkpoint(stem, expected_dataset="mnist")
+            model, _ = load_weights(stem, expected_dataset="mnist")
             rows.append({"method": method, "seed": seed, **{
                 name: float((predictions(model, x) == labels[name]).mean()) for name, x in inputs.items()}})
     per_seed = pd.DataFrame(rows)
