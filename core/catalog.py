@@ -92,11 +92,9 @@ def run_entries(dataset: str | None = None, store=None) -> list[ModelEntry]:
     A stopped run keeps what it learned up to the stop; its label says so, since it did not
     follow its schedule to the end.
     """
-    try:
-        from .runs.schema import WITH_WEIGHTS
-        from .runs.store import RunStore
-    except ImportError:  # run store not available: pretrained only
-        return []
+    from .runs.schema import WITH_WEIGHTS
+    from .runs.store import RunStore
+
     store = store or RunStore()
     out = []
     for run in store.list_runs():

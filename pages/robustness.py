@@ -147,7 +147,7 @@ def _error_metrics(scorer: Scorer | None, dataset: str, heading: str, spinner: s
     """Each model's test error here (``here_of(method)``) against ``base_of(method)``; False
     (after saying so) when there is no test set to score on."""
     if scorer is None:
-        st.info("Test errors need the test set; " + _data_message(dataset))
+        st.info("Test errors need the test set; see the note above on how to get it.")
         return False
     st.subheader(heading)
     with st.spinner(spinner):
@@ -352,10 +352,6 @@ def _error_lines(scorer: Scorer, curve_of) -> list[dict]:
         c = curve_of(m)
         lines.append({"label": e.display, "method": m, "x": c.x, "y": c.error, "low": c.low, "high": c.high})
     return lines
-
-
-def _data_message(dataset: str) -> str:
-    return "see the note above on how to get it."
 
 
 # --------------------------------------------------------------------------- page

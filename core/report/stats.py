@@ -1,7 +1,7 @@
 """The statistics every report uses, through ``scipy.stats`` and pandas.
 
 * ``mean_sd``: mean, sample standard deviation and count of the finite values.
-* ``welch_test`` / ``welch_ci``: difference of two means (independent samples), its 95% Welch
+* ``welch_test``: difference of two means (independent samples), its 95% Welch
   t-interval and two-sided p-value.
 * ``paired_test``: the same for samples paired by seed (paired t), where a seed gives every
   model the same data order (``core.train``: batch order, validation split and evaluation
@@ -97,11 +97,6 @@ def welch_test(a, b, level: float = LEVEL) -> tuple[float, float, float, float]:
         res = _st.ttest_ind(a, b, equal_var=False)
         ci = res.confidence_interval(confidence_level=level)
     return diff, float(ci.low), float(ci.high), float(res.pvalue)
-
-
-def welch_ci(a, b, level: float = LEVEL) -> tuple[float, float, float]:
-    """Mean of ``a - b`` (independent samples) and its Welch t-interval (NaN below 2 each)."""
-    return welch_test(a, b, level)[:3]
 
 
 def paired_test(a: dict, b: dict, level: float = LEVEL) -> tuple[float, float, float, float, int]:

@@ -77,13 +77,11 @@ def test_data(dataset: str, data_dir: str | None = None) -> LoadedData:
 
 
 def run_store():
-    """The user's run store, or ``None`` while ``core.runs`` is unavailable or broken."""
-    try:
-        from core.runs.store import RunStore
+    """The user's run store, or ``None`` while it is broken (an unreadable folder, ...)."""
+    from core.runs.store import RunStore
 
+    try:
         return RunStore()
-    except (ImportError, AttributeError):
-        return None
     except Exception:  # a broken store must not take the page down; callers say so
         return None
 
