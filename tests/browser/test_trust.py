@@ -17,8 +17,8 @@ import time
 import pytest
 
 from core.runs.schema import STOP_FILE
-from tests.browser.test_browser import (
-    _MISSING,
+from tests.browser.helpers import (
+    BROWSER,
     PAGE_READY_TEXT,
     PAGES,
     SLOW_MS,
@@ -29,7 +29,7 @@ from tests.browser.test_browser import (
     settle,
 )
 
-pytestmark = [pytest.mark.browser, pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")]
+pytestmark = BROWSER
 
 SIZES = ((1280, 800), (1400, 1000))
 MIN_TEXT_PX = 10  # numbers printed in a heatmap cell: at least this tall
