@@ -277,7 +277,8 @@ up_ds = u3.selectbox("Trained on", [AS_STATED] + list(DATASETS), key="models_up_
 if st.button("Check and import", key="models_import", disabled=not (up_w and up_m), type="primary"):
     expected = None if up_ds == AS_STATED else up_ds
     try:
-        meta_up = check_upload(up_w.name, up_w.getvalue(), up_m.name, up_m.getvalue(), expected)
+        meta_up = check_upload(up_w.getvalue(), up_m.getvalue(), weights_name=up_w.name,
+                               meta_name=up_m.name, expected_dataset=expected)
     except CheckpointError as exc:
         st.error(f"Upload refused: {exc}")
     except Exception as exc:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .points import EvalPoint, noisy_eval, stretch_eval
+from .robustness_points import EvalPoint, noisy_eval, stretch_eval
 
 SUBSET = 500  # test images every method is scored on (fixed subset, seed 0)
 SEED = 0  # one noise draw, shared by all methods

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import paths
 from ..eval.curves import FACTORS, FILE, GRID, SEED, SUBSET, ShippedCurves, file_hash, point_key, score_all, subset_hash
-from ..eval.points import fixed_subset
+from ..eval.robustness_points import fixed_subset
 
 
 def build(pretrained_dir: Path, data_dirs: list, log=print, subset: int = SUBSET) -> dict:

@@ -15,7 +15,7 @@ def main(argv=None) -> int:
     import torch
 
     from ..data.datasets import load_dataset
-    from ..eval.points import fixed_subset
+    from ..eval.robustness_points import fixed_subset
     from ..eval.selection import random_twin, selection_report
     from ..training.weights import load_weights
 

@@ -23,7 +23,7 @@ import torch
 from core import catalog, paths
 from core.data.datasets import DATASETS, LoadedData, load_dataset
 from core.eval import curves
-from core.eval.points import EvalPoint, fixed_subset, noisy_eval, stretch_eval
+from core.eval.robustness_points import EvalPoint, fixed_subset, noisy_eval, stretch_eval
 from core.eval.scorer import Scorer
 
 from .messages import show_error
@@ -196,7 +196,7 @@ def _set_traces(key: str, mtime_: float, data_key_: str, n: int, noise: float, n
     from core.data.transforms import add_noise
     from core.eval import match
     from core.eval.curves import SEED
-    from core.eval.points import fixed_subset
+    from core.eval.robustness_points import fixed_subset
     from core.models.registry import trace_schema
 
     idx = fixed_subset(len(_data), n, seed=0)

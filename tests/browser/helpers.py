@@ -112,11 +112,25 @@ def full_screenshot(page, screenshot, name: str):
             "() => { const m = document.querySelector('[data-testid=\"stMain\"]');"
             " return Math.max(m ? m.scrollHeight : 0, document.documentElement.scrollHeight); }")
         page.set_viewport_size({"width": vp["width"], "height": int(min(max(height, vp["height"]), 12_000))})
-        time.sleep(0.7)  # relayout (charts are responsive)
+        poll(stable_box(page.locator('[data-testid="stMain"]')), 60, what="the relayout")  # charts are responsive
         settle(page, 60)
         return screenshot(page, name)
     finally:
         page.set_viewport_size(vp)
+
+
+def stable_box(locator):
+    """For ``poll``: a check that returns ``locator``'s bounding box once it is the same on two
+    looks in a row (laid out, no longer moving), else None."""
+    last = {}
+
+    def check():
+        box = locator.bounding_box()
+        same = box is not None and box == last.get("box")
+        last["box"] = box
+        return box if same else None
+
+    return check
 
 
 def current_url(page) -> str:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import pickle
-import time
 
 import pytest
 
@@ -36,6 +35,7 @@ from tests.browser.helpers import (
     poll,
     press_slider,
     settle,
+    stable_box,
 )
 
 pytestmark = BROWSER
@@ -111,8 +111,7 @@ def test_mechanisms_draw_digit(page, app_server, screenshot):
     canvas = _canvas(page)
     canvas.wait_for(timeout=WAIT_MS)
     canvas.scroll_into_view_if_needed()
-    time.sleep(1.0)
-    box = canvas.bounding_box()
+    box = poll(stable_box(canvas), WAIT_S, what="the canvas to be laid out")
     assert box and box["width"] > 100 and box["height"] > 100, f"canvas box {box}"
     sx, sy = box["width"] / 280, box["height"] / 280
     stroke = [(50, 50), (230, 50), (200, 110), (165, 175), (135, 245)]  # a "7"
