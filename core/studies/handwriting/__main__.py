@@ -61,6 +61,8 @@ def checkpoint_entry(path):
                       dict(meta.get("metrics") or {}), protocol)
 
 
+# over 80 lines: the argparse declaration of the four subcommands, read top to bottom; the work
+# is in measure.py and external.py
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m core.studies.handwriting", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
