@@ -2,7 +2,9 @@
 #   make app    set up (first time) and start the dashboard
 #   make test   set up (first time) and run the tests (unit, pages, browser)
 #   make test-quick  the unit tests only (no page or browser tests, nothing marked slow): the inner loop
-#   make lint   ruff over core pages tests bench app.py (CI runs it before the tests)
+#   make lint   ruff over core pages tests bench scripts app.py (CI runs it before the tests)
+# The set-up installs the requirements, then RIMscope itself (pip install -e .): `import core`
+# works from any folder, and nothing patches sys.path or PYTHONPATH.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -13,10 +15,11 @@ TEST_WORKERS ?= 2
 
 .PHONY: app test test-quick bench bench-pages bench-load reproduce pretrained lint
 
-$(VENV)/.app-installed: requirements.txt
+$(VENV)/.app-installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
 	$(PY) -m pip install -r requirements.txt
+	$(PY) -m pip install -e .
 	touch $@
 
 $(VENV)/.dev-installed: $(VENV)/.app-installed requirements-dev.txt
@@ -63,8 +66,8 @@ reproduce: $(VENV)/.app-installed
 
 pretrained: $(VENV)/.app-installed
 	$(PY) -m core.reproduce run --seeds 0 --out results/paper
-	$(PY) scripts/paper_medians.py
+	$(PY) -m scripts.paper_medians
 	$(PY) -m core.reproduce export-pretrained --out results/paper --seed median --weights-from results/paper_medians --dest pretrained
 
 lint: $(VENV)/.dev-installed
-	$(VENV)/bin/ruff check core pages tests bench app.py
+	$(VENV)/bin/ruff check core pages tests bench scripts app.py

@@ -8,7 +8,7 @@ Run from the repository root::
 For every model at its default size, on synthetic MNIST-shaped data (50,000 uint8 training
 images of 28x28, as MNIST after the bundled sample is held out; made in-process), with one
 torch thread, it trains ``--iterations`` iterations (default 50) of the paper protocol (SGD,
-lr 0.1, batch 100) through ``core.training.loop.train`` with a checkpoint every ``--every``
+lr 0.1, batch 100) through ``core.training.loop.train`` with a training state every ``--every``
 iterations, and reports:
 
 * **ms / iteration**: the mean of iterations 2..N without the checkpoint writes;
@@ -35,9 +35,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script: python bench/bench_checkpoint.py
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
 import torch
@@ -94,14 +91,14 @@ def measure(model: str, tr: LoadedData, te: LoadedData, iterations: int, every: 
     state.remove_states(folder)
     return {"model": model, "optimizer": optimizer, "parameters": res.metrics["parameters"],
             "ms_per_iteration": ms, "checkpoint_s": statistics.median(ck_s), "checkpoints_timed": len(ck_s),
-            "checkpoint_bytes": size, "read_s": read_s}
+            "weights_bytes": size, "read_s": read_s}
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.bench_checkpoint", description=__doc__.split("\n\n")[0])
     p.add_argument("--models", nargs="+", default=list_models(), choices=list_models())
     p.add_argument("--iterations", type=int, default=50, help="iterations timed per model (default %(default)s)")
-    p.add_argument("--every", type=int, default=10, help="checkpoint every N of them (default %(default)s)")
+    p.add_argument("--every", type=int, default=10, help="a training state every N of them (default %(default)s)")
     p.add_argument("--train-images", type=int, default=50_000, help="synthetic training images (default %(default)s)")
     p.add_argument("--dir", default=None, help="where to write the checkpoints (default: a temporary folder)")
     p.add_argument("--no-adam", action="store_true", help="skip the checkpoint timing with Adam's state")
@@ -117,7 +114,7 @@ def main(argv=None) -> int:
             row = measure(m, tr, te, args.iterations, args.every, Path(tmp) / m)
             if not args.no_adam:
                 adam = measure(m, tr, te, 2 * args.every + 2, args.every, Path(tmp) / f"{m}-adam", "adam")
-                row.update(adam_checkpoint_s=adam["checkpoint_s"], adam_checkpoint_bytes=adam["checkpoint_bytes"])
+                row.update(adam_checkpoint_s=adam["checkpoint_s"], adam_checkpoint_bytes=adam["weights_bytes"])
             n = checkpoints_in_protocol_run(row["ms_per_iteration"], row["checkpoint_s"])
             run_s = PROTOCOL_ITERATIONS * row["ms_per_iteration"] / 1000
             row.update(protocol_checkpoints=n, protocol_train_s=run_s,
@@ -134,7 +131,7 @@ def main(argv=None) -> int:
         adam_ms = f"{1000 * r['adam_checkpoint_s']:.1f}" if "adam_checkpoint_s" in r else "-"
         adam_kb = f"{r['adam_checkpoint_bytes'] / 1024:.0f}" if "adam_checkpoint_bytes" in r else "-"
         print(f"{r['model']:<14}{r['parameters']:>9,}{r['ms_per_iteration']:>9.1f}{1000 * r['checkpoint_s']:>9.1f}"
-              f"{r['checkpoint_bytes'] / 1024:>9.0f}{adam_ms:>9}{adam_kb:>9}{1000 * r['read_s']:>9.1f}"
+              f"{r['weights_bytes'] / 1024:>9.0f}{adam_ms:>9}{adam_kb:>9}{1000 * r['read_s']:>9.1f}"
               f"{r['protocol_checkpoints']:>10}{100 * r['protocol_share']:>24.3f}%")
     print(f"share = checkpoints x time per checkpoint / (1,000 x ms per iteration + checkpoints); defaults: every "
           f"{TrainConfig().checkpoint_every} iterations and at most every {TrainConfig().checkpoint_every_s:.0f} s")

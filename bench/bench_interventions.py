@@ -48,12 +48,12 @@ def main(argv=None) -> int:
     from core.data.datasets import load_dataset
     from core.eval import attribution
     from core.eval import interventions as ivs
-    from core.eval.points import fixed_subset
+    from core.eval.robustness_points import fixed_subset
     from core.models.rim import Intervention
-    from core.training.weights import load_checkpoint
+    from core.training.weights import load_weights
 
     load_start = os.getloadavg()
-    model, _ = load_checkpoint(REPO / "pretrained" / "converged" / "mnist" / "rim")
+    model, _ = load_weights(REPO / "pretrained" / "converged" / "mnist" / "rim")
     data = load_dataset("mnist", "test")
     image = data.images[:1]
     iv = Intervention(force=ivs.force_grid(28, 6, on=[(t, 0) for t in range(5, 15)]), knock_out=(3,))

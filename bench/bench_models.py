@@ -5,7 +5,7 @@ Run from the repository root::
     .venv/bin/python -m bench.bench_models                 # full run (about 15-30 min on 2 cores)
     .venv/bin/python -m bench.bench_models --threads 1 2   # both thread counts
     .venv/bin/python -m bench.bench_models --quick --protocol-iterations 20   # a few minutes
-    python bench/bench_models.py --help
+    python -m bench.bench_models --help
 
 What it measures, for every model (rim, parallel_lstm, entnet, rmc, indrnn):
 
@@ -36,13 +36,9 @@ import json
 import os
 import platform
 import statistics
-import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-
-if __package__ in (None, ""):  # run as a script: python bench/bench_models.py
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np
 import torch

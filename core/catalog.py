@@ -16,7 +16,7 @@ from . import paths
 from .errors import CheckpointError
 from .models.registry import DEFAULT_MODEL
 from .report.fmt import dataset_title, model_label
-from .training.weights import load_checkpoint
+from .training.weights import load_weights
 
 DEFAULT_DATASET = "mnist"  # with DEFAULT_MODEL: the featured model, the pages' first choice
 DEFAULT_PROTOCOL = "converged"  # the shipped models the pages prefer
@@ -93,11 +93,9 @@ def run_entries(dataset: str | None = None, store=None) -> list[ModelEntry]:
     A stopped run keeps what it learned up to the stop; its label says so, since it did not
     follow its schedule to the end.
     """
-    try:
-        from .runs.schema import WITH_WEIGHTS
-        from .runs.store import RunStore
-    except ImportError:  # run store not available: pretrained only
-        return []
+    from .runs.schema import WITH_WEIGHTS
+    from .runs.store import RunStore
+
     store = store or RunStore()
     out = []
     for run in store.list_runs():
@@ -187,7 +185,7 @@ def load_entry(entry: ModelEntry):
     """``(model, metadata)``; raises CheckpointError with a clear message."""
     if not Path(entry.stem).with_suffix(".safetensors").is_file():
         raise CheckpointError(f"The checkpoint for {entry.display} is missing on disk.")
-    return load_checkpoint(entry.stem, expected_dataset=entry.dataset)
+    return load_weights(entry.stem, expected_dataset=entry.dataset)
 
 
 def seconds_per_iteration(model: str, dataset: str, pretrained_dir: Path | None = None, store=None) -> tuple[float, str] | None:

@@ -6,7 +6,6 @@ import pandas as pd
 import streamlit as st
 
 from core.data.datasets import DATASETS
-from core.digits.external import SETS as HANDWRITING_SETS
 from core.grid.export import protocol_text
 from core.report.floors import floors
 from core.report.fmt import dataset_title as _ds_title
@@ -16,6 +15,7 @@ from core.report.plots.comparison import ERROR_METRICS, error_bar_figure
 from core.report.plots.style import method_order
 from core.report.plots.training import curves_overlay, curves_small_multiples
 from core.report.stats import mean_sd
+from core.studies.handwriting.external import SETS as HANDWRITING_SETS
 from pages import ui
 from pages.ui.cache import SCHEDULES, load_curves, load_summary, schedules_available
 from pages.ui.export import figure_downloads

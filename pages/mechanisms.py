@@ -8,7 +8,7 @@ import streamlit as st
 from core.catalog import held_out_data
 from core.data.datasets import DATASETS
 from core.errors import DataUnavailableError, InputImageError
-from core.eval import points
+from core.eval import robustness_points
 from core.models.registry import get_spec
 from core.report import fmt
 from core.report.export import matrix_csv
@@ -43,15 +43,15 @@ def _proba(_model, model_key: str, mtime: float, image: np.ndarray) -> np.ndarra
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def _subset_probs(_model, model_key: str, mtime: float, data_key: str, _images, n: int):
-    idx = points.fixed_subset(len(_images), n, seed=0)
-    probs, _ = points.run_batched(_model, _images[idx])
+    idx = robustness_points.fixed_subset(len(_images), n, seed=0)
+    probs, _ = robustness_points.run_batched(_model, _images[idx])
     return idx, probs
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def _stats(_model, model_key: str, mtime: float, data_key: str, _images, _labels, n: int, num_classes: int):
-    idx = points.fixed_subset(len(_images), n, seed=0)
-    return points.activation_stats(_model, _images[idx], _labels[idx], num_classes)
+    idx = robustness_points.fixed_subset(len(_images), n, seed=0)
+    return robustness_points.activation_stats(_model, _images[idx], _labels[idx], num_classes)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -59,7 +59,7 @@ def _selection(_model, model_key: str, mtime: float, data_key: str, _images, _la
     """What the attention does (core.eval.selection) for the model and its random-selection twin."""
     from core.eval import selection
 
-    idx = points.fixed_subset(len(_images), n, seed=0)
+    idx = robustness_points.fixed_subset(len(_images), n, seed=0)
     return (selection.selection_report(_model, _images[idx], _labels[idx]),
             selection.selection_report(selection.random_twin(_model), _images[idx], _labels[idx]))
 
@@ -131,7 +131,7 @@ def _pick_test_image(dataset: str, model, entry, data):
         with st.spinner(f"Finding the mistakes of {entry.display} on {min(n, MISCLASSIFIED_POOL)} test images…"):
             idx, probs = _subset_probs(model, entry.key, ui.cache.entry_mtime(entry), _data_key(dataset, data),
                                        data.images, MISCLASSIFIED_POOL)
-        wrong = idx[points.misclassified(probs, data.labels[idx])]
+        wrong = idx[robustness_points.misclassified(probs, data.labels[idx])]
         if len(wrong) == 0:
             st.success(f"{entry.display} classifies all {len(idx)} images of the subset correctly.")
             return None

@@ -328,7 +328,8 @@ if st.button("Check and import", key="models_import", disabled=not (up_w and up_
     expected = None if up_ds == AS_STATED else up_ds
     meta_up = same = None
     try:
-        meta_up = check_upload(up_w.name, up_w.getvalue(), up_m.name, up_m.getvalue(), expected)
+        meta_up = check_upload(up_w.getvalue(), up_m.getvalue(), weights_name=up_w.name,
+                               meta_name=up_m.name, expected_dataset=expected)
         same = same_weights(up_w.getvalue(), entries)
     except CheckpointError as exc:
         st.error(f"Upload refused: {exc}")

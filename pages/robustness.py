@@ -11,7 +11,7 @@ from core.data.datasets import DATASETS
 from core.data.transforms import add_noise, stretch_rows
 from core.errors import DataUnavailableError
 from core.eval import curves
-from core.eval.points import activation_change
+from core.eval.robustness_points import activation_change
 from core.eval.scorer import Scorer
 from core.models.registry import is_method, trace_schema
 from core.report.floors import floors_from_counts
@@ -40,7 +40,7 @@ CHART = {"displayModeBar": False}
 
 
 @st.cache_data(max_entries=512, show_spinner=False)
-def _one(_model, model_key: str, mtime: float, image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _prediction_and_activity(_model, model_key: str, mtime: float, image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Class probabilities and per-timestep activity of one image: one forward pass for both."""
     from core.eval.predict import trace_one
 
@@ -49,11 +49,11 @@ def _one(_model, model_key: str, mtime: float, image: np.ndarray) -> tuple[np.nd
 
 
 def _proba(model, model_key: str, mtime: float, image: np.ndarray) -> np.ndarray:
-    return _one(model, model_key, mtime, image)[0]
+    return _prediction_and_activity(model, model_key, mtime, image)[0]
 
 
 def _active(model, model_key: str, mtime: float, image: np.ndarray) -> np.ndarray:
-    return _one(model, model_key, mtime, image)[1]
+    return _prediction_and_activity(model, model_key, mtime, image)[1]
 
 
 def make_scorer(dataset: str, data, models: dict) -> Scorer:
@@ -62,7 +62,7 @@ def make_scorer(dataset: str, data, models: dict) -> Scorer:
     return ui.cache.robustness_scorer(dataset, data, models)
 
 
-def fill(jobs: list, label: str) -> None:
+def compute_points(jobs: list, label: str) -> None:
     """Compute (or fetch) ``jobs`` = [(callable, args)]; a progress bar appears once one is slow."""
     import time
 
@@ -84,7 +84,7 @@ def _zoom(image: np.ndarray, px: int = 6) -> np.ndarray:
     return np.repeat(np.repeat(image, f, axis=0), f, axis=1)
 
 
-def _memo(name: str, key: tuple, build):
+def _session_memo(name: str, key: tuple, build):
     """A per-session memo: ``build()`` once per ``key`` (e.g. a curve figure; sliders move its marker)."""
     held = st.session_state.get(name)
     if held is not None and held[0] == key:
@@ -148,7 +148,7 @@ def _error_metrics(scorer: Scorer | None, dataset: str, heading: str, spinner: s
     """Each model's test error here (``here_of(method)``) against ``base_of(method)``; False
     (after saying so) when there is no test set to score on."""
     if scorer is None:
-        st.info("Test errors need the test set; " + _data_message(dataset))
+        st.info("Test errors need the test set; see the note above on how to get it.")
         return False
     st.subheader(heading)
     with st.spinner(spinner):
@@ -233,14 +233,14 @@ def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
         st.subheader("Error against noise strength")
 
         def build():
-            fill([(scorer.curve_noise, (m, kind, s)) for s in GRID for m in models],
+            compute_points([(scorer.curve_noise, (m, kind, s)) for s in GRID for m in models],
                  f"Scoring {len(models)} models at {len(GRID)} noise levels")
             lines = _error_lines(scorer, lambda m: scorer.noise_curve(m, kind, GRID))
             return robustness.error_curve_figure(lines, x_title=f"{title} noise {param}",
                                                  reference=PAPER_VAR if kind == "gaussian" else None,
                                                  reference_label="paper (0.01)", floors=_floors(scorer))
 
-        fig = _memo("_rb_noise_curve", scorer.signature(kind), build)
+        fig = _session_memo("_rb_noise_curve", scorer.signature(kind), build)
         st.plotly_chart(robustness.mark_current(fig, strength), key="rb_curve", config=CHART)
         st.caption("Bands: 95% intervals (Wilson) of each error on this subset. Dashed: the error of guessing at "
                    "random (chance) and of always answering the subset's most frequent class (majority class).")
@@ -278,7 +278,7 @@ def _mask_shift(scorer: Scorer, method: str, picked, kind, strength, param, leve
                                                     labels=("clean", level)), key="rb_mask" + suffix, config=CHART)
     if param is not None:
         def build():
-            fill([(scorer.noise, (method, kind, s)) for s in GRID],
+            compute_points([(scorer.noise, (method, kind, s)) for s in GRID],
                  f"Scoring {short_method_title(method)}'s mask at {len(GRID)} noise levels")
             c = scorer.noise_curve(method, kind, GRID, shipped=False, flips=True)
             if c.flips is None:
@@ -288,7 +288,7 @@ def _mask_shift(scorer: Scorer, method: str, picked, kind, strength, param, leve
                 x_title=f"noise {param}", y_title="activations changed vs clean (%)",
                 reference=PAPER_VAR if kind == "gaussian" else None, reference_label="paper (0.01)", height=280)
 
-        fig = _memo("_rb_flip_curve" + suffix, scorer.signature(kind), build)
+        fig = _session_memo("_rb_flip_curve" + suffix, scorer.signature(kind), build)
         if fig is not None:
             st.plotly_chart(robustness.mark_current(fig, strength), key="rb_flips", config=CHART)
 
@@ -328,14 +328,14 @@ def stretch_view(dataset: str, data, scorer: Scorer | None, models: dict) -> Non
     st.subheader("Error against stretch factor")
 
     def build():
-        fill([(scorer.curve_stretch, (m, f)) for f in FACTORS for m in models],
+        compute_points([(scorer.curve_stretch, (m, f)) for f in FACTORS for m in models],
              f"Scoring {len(models)} models at {len(FACTORS)} stretch factors")
         lines = _error_lines(scorer, lambda m: scorer.stretch_curve(m, FACTORS))
         return robustness.error_curve_figure(lines, x_title="vertical stretch factor (1 = training length)",
                                              reference=1.0, reference_label="training length",
                                              floors=_floors(scorer))
 
-    fig = _memo("_rb_stretch_curve", scorer.signature("stretch"), build)
+    fig = _session_memo("_rb_stretch_curve", scorer.signature("stretch"), build)
     st.plotly_chart(robustness.mark_current(fig, factor), key="rb_s_curve", config=CHART)
 
 
@@ -353,10 +353,6 @@ def _error_lines(scorer: Scorer, curve_of) -> list[dict]:
         c = curve_of(m)
         lines.append({"label": e.display, "method": m, "x": c.x, "y": c.error, "low": c.low, "high": c.high})
     return lines
-
-
-def _data_message(dataset: str) -> str:
-    return "see the note above on how to get it."
 
 
 # --------------------------------------------------------------------------- page

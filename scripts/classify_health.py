@@ -8,8 +8,8 @@ accuracy, the predicted-class share) and ``health_measures``, right after ``stat
 stored loss history and the final test confusion matrix. Rerunning it is harmless (the
 fields are recomputed from the same numbers).
 
-    .venv/bin/python scripts/classify_health.py results/paper results/unequal_init
-    .venv/bin/python scripts/classify_health.py --glob '*_s0.json' results/converged
+    .venv/bin/python -m scripts.classify_health results/paper results/unequal_init
+    .venv/bin/python -m scripts.classify_health --glob '*_s0.json' results/converged
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from core.fileio import write_json  # noqa: E402
 from core.report.health import HEALTH_KEYS, HEALTHY, classify, summary_text  # noqa: E402

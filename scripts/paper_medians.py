@@ -7,8 +7,8 @@ into ``results/paper_medians``; ``export-pretrained --weights-from results/paper
 ships it, and the manifest gives the grid's error beside the retrained run's (all 17 come out
 identical to the grid's runs). Resumable: a finished run is skipped.
 
-    .venv/bin/python scripts/paper_medians.py            # list, then train
-    .venv/bin/python scripts/paper_medians.py --list     # only list
+    .venv/bin/python -m scripts.paper_medians            # list, then train
+    .venv/bin/python -m scripts.paper_medians --list     # only list
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from core.grid.export import cell_runs, median_run  # noqa: E402
 

@@ -8,7 +8,7 @@ epoch), trained here on MNIST train and measured in the same run and through the
 upload path (``core.digit_external``) as the five converged MNIST models: MNIST test
 accuracy and accuracy on the even and odd half of each external handwriting set.
 
-    OMP_NUM_THREADS=1 python scripts/plain_cnn.py --data /work/shared/data [--epochs 1]
+    OMP_NUM_THREADS=1 python -m scripts.plain_cnn --data /work/shared/data [--epochs 1]
 
 It is not one of the dashboard's methods and its weights are not kept (``--save PATH`` writes
 a ``state_dict`` with ``torch.save`` if you want them).
@@ -25,8 +25,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 class PlainCNN(nn.Module):
@@ -80,8 +78,8 @@ class _Scorer:
 
 def main(argv: list[str] | None = None) -> int:
     from core.catalog import load_entry
-    from core.digits import external as de
     from core.eval.predict import predict_proba
+    from core.studies.handwriting import external as de
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", type=Path, required=True, help="folder with mnist/{train,test}.npz and handwriting/")

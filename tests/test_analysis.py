@@ -1,4 +1,4 @@
-"""core.eval.points (activation statistics, noisy / stretched error, activation changes) and the
+"""core.eval.robustness_points (activation statistics, noisy / stretched error, activation changes) and the
 figure builders of the Mechanisms and Robustness pages in core.report.plots.
 
 Models are tiny and freshly built (never trained); images are synthetic.
@@ -11,7 +11,8 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
-from core.eval import points
+from core import intervals
+from core.eval import robustness_points
 from core.eval.predict import trace_one
 from core.eval.scorer import Scorer
 from core.models.registry import build_model, get_spec, list_models
@@ -42,39 +43,39 @@ def images():
 
 
 def test_fixed_subset_is_seeded_sorted_and_bounded():
-    a = points.fixed_subset(1000, 500, seed=0)
+    a = robustness_points.fixed_subset(1000, 500, seed=0)
     assert len(a) == 500 and len(np.unique(a)) == 500
     assert np.all(np.diff(a) > 0) and a.min() >= 0 and a.max() < 1000
-    np.testing.assert_array_equal(a, points.fixed_subset(1000, 500, seed=0))
-    assert not np.array_equal(a, points.fixed_subset(1000, 500, seed=1))
-    np.testing.assert_array_equal(points.fixed_subset(300, 500), np.arange(300))
-    assert len(points.fixed_subset(0, 10)) == 0
+    np.testing.assert_array_equal(a, robustness_points.fixed_subset(1000, 500, seed=0))
+    assert not np.array_equal(a, robustness_points.fixed_subset(1000, 500, seed=1))
+    np.testing.assert_array_equal(robustness_points.fixed_subset(300, 500), np.arange(300))
+    assert len(robustness_points.fixed_subset(0, 10)) == 0
     with pytest.raises(ValueError):
-        points.fixed_subset(-1, 3)
+        robustness_points.fixed_subset(-1, 3)
 
 
 def test_run_batched_matches_unbatched_and_restores_mode(rim, images):
     x, _ = images
     rim.train()
-    p_small, act = points.run_batched(rim, x, with_activity=True, batch_size=7)
+    p_small, act = robustness_points.run_batched(rim, x, with_activity=True, batch_size=7)
     assert rim.training  # mode restored
     rim.eval()
-    p_big, _ = points.run_batched(rim, x, batch_size=1000)
+    p_big, _ = robustness_points.run_batched(rim, x, batch_size=1000)
     np.testing.assert_allclose(p_small, p_big, atol=1e-5)
     np.testing.assert_allclose(p_small.sum(1), 1, atol=1e-5)
     assert act.shape == (60, 28, 6)
     assert set(np.unique(act)) <= {0.0, 1.0}
     np.testing.assert_array_equal(act.sum(-1), 4)  # k = 4 of n = 6 active at every step
     with pytest.raises(ValueError):
-        points.run_batched(rim, x[:0])
+        robustness_points.run_batched(rim, x[:0])
 
 
 def test_error_interval_wilson():
-    lo, hi = points.error_interval(0, 100)
+    lo, hi = robustness_points.error_interval(0, 100)
     assert lo == 0 and 0 < hi < 0.05
-    lo, hi = points.error_interval(50, 100)
+    lo, hi = robustness_points.error_interval(50, 100)
     assert lo < 0.5 < hi and hi - lo == pytest.approx(0.19, abs=0.01)
-    assert all(np.isnan(points.error_interval(0, 0)))
+    assert all(np.isnan(robustness_points.error_interval(0, 0)))
 
 
 # the hand-written formulas these replaced (z = 1.96, t quantile from scipy.stats.t): the
@@ -87,27 +88,26 @@ WELCH_KNOWN = [(([1.2, 0.8, 1.5], [2.1, 2.9, 2.4, 2.2]), (-1.23333333, -1.951116
 
 @pytest.mark.parametrize("kn", list(WILSON_KNOWN))
 def test_wilson_interval_matches_the_old_formula(kn):
-    from core.report import stats
 
-    assert stats.wilson_interval(*kn) == pytest.approx(WILSON_KNOWN[kn], abs=1e-5)
-    assert points.error_interval(*kn) == stats.wilson_interval(*kn)
+    assert intervals.wilson_interval(*kn) == pytest.approx(WILSON_KNOWN[kn], abs=1e-5)
+    assert robustness_points.error_interval(*kn) == intervals.wilson_interval(*kn)
 
 
 @pytest.mark.parametrize("ab,known", WELCH_KNOWN)
 def test_welch_interval_matches_the_old_formula(ab, known):
     from core.report import stats
 
-    assert stats.welch_ci(*ab) == pytest.approx(known, abs=1e-7)
-    d, lo, hi = stats.welch_ci([1.0, 1.0], [0.5, 0.5])  # no spread: the difference is exact
+    assert stats.welch_test(*ab)[:3] == pytest.approx(known, abs=1e-7)
+    d, lo, hi, _ = stats.welch_test([1.0, 1.0], [0.5, 0.5])  # no spread: the difference is exact
     assert (d, lo, hi) == (0.5, 0.5, 0.5)
-    assert all(np.isnan(stats.welch_ci([1.0], [0.5, 0.7])[1:]))
+    assert all(np.isnan(stats.welch_test([1.0], [0.5, 0.7])[1:3]))
 
 
 def test_misclassified_most_confident_first():
     probs = np.array([[0.9, 0.1], [0.2, 0.8], [0.4, 0.6], [0.7, 0.3]])
     labels = np.array([0, 0, 0, 1])
-    np.testing.assert_array_equal(points.misclassified(probs, labels), [1, 3, 2])
-    assert len(points.misclassified(probs, probs.argmax(1))) == 0
+    np.testing.assert_array_equal(robustness_points.misclassified(probs, labels), [1, 3, 2])
+    assert len(robustness_points.misclassified(probs, probs.argmax(1))) == 0
 
 
 # --------------------------------------------------------------------------- mechanisms
@@ -115,8 +115,8 @@ def test_misclassified_most_confident_first():
 
 def test_activation_stats_against_a_direct_computation(rim, images):
     x, y = images
-    stats = points.activation_stats(rim, x, y, num_classes=10)
-    _, act = points.run_batched(rim, x, with_activity=True)
+    stats = robustness_points.activation_stats(rim, x, y, num_classes=10)
+    _, act = robustness_points.run_batched(rim, x, with_activity=True)
     assert stats.by_class_row.shape == (10, 28, 6)
     np.testing.assert_allclose(stats.by_class_row[3], act[y == 3].mean(0), atol=1e-6)
     np.testing.assert_allclose(stats.by_row, act.mean(0), atol=1e-6)
@@ -134,8 +134,8 @@ def test_activation_stats_against_a_direct_computation(rim, images):
 def test_activation_stats_deterministic_and_missing_classes_are_nan(rim, images):
     x, y = images
     keep = y < 5
-    a = points.activation_stats(rim, x[keep], y[keep], num_classes=10)
-    b = points.activation_stats(rim, x[keep], y[keep], num_classes=10)
+    a = robustness_points.activation_stats(rim, x[keep], y[keep], num_classes=10)
+    b = robustness_points.activation_stats(rim, x[keep], y[keep], num_classes=10)
     np.testing.assert_array_equal(a.by_class_row, b.by_class_row)
     assert np.isnan(a.by_class_row[7]).all() and a.counts[7] == 0
     assert np.isfinite(a.by_row).all()
@@ -144,7 +144,7 @@ def test_activation_stats_deterministic_and_missing_classes_are_nan(rim, images)
 
 def test_activation_stats_for_a_baseline_uses_its_activity(plstm, images):
     x, y = images
-    stats = points.activation_stats(plstm, x, y, num_classes=10)
+    stats = robustness_points.activation_stats(plstm, x, y, num_classes=10)
     assert stats.by_class_row.shape == (10, 28, 4)
     assert (stats.by_row >= 0).all()  # hidden-state norms
 
@@ -154,29 +154,29 @@ def test_activation_stats_for_a_baseline_uses_its_activity(plstm, images):
 
 def test_noisy_eval_zero_is_clean_and_noise_is_shared(rim, plstm, images):
     x, y = images
-    clean = points.noisy_eval(rim, x, y, "gaussian", 0.0)
-    probs, _ = points.run_batched(rim, x)
+    clean = robustness_points.noisy_eval(rim, x, y, "gaussian", 0.0)
+    probs, _ = robustness_points.run_batched(rim, x)
     assert clean.error == pytest.approx(float((probs.argmax(1) != y).mean()))
     assert clean.n == 60 and clean.activity is None
-    a = points.noisy_eval(rim, x, y, "gaussian", 0.1, seed=3, with_activity=True)
-    b = points.noisy_eval(rim, x, y, "gaussian", 0.1, seed=3, with_activity=True)
+    a = robustness_points.noisy_eval(rim, x, y, "gaussian", 0.1, seed=3, with_activity=True)
+    b = robustness_points.noisy_eval(rim, x, y, "gaussian", 0.1, seed=3, with_activity=True)
     np.testing.assert_array_equal(a.predictions, b.predictions)  # deterministic
     assert a.activity.shape == (60, 28, 6) and a.activity.dtype == np.float16
     lo, hi = a.interval
     assert lo <= a.error <= hi
     for mode in ("salt_pepper", "speckle", "poisson"):
-        p = points.noisy_eval(plstm, x, y, mode, 0.05)
+        p = robustness_points.noisy_eval(plstm, x, y, mode, 0.05)
         assert 0 <= p.error <= 1 and 0 <= p.true_prob <= 1
 
 
 def test_stretch_eval_changes_the_sequence_length(rim, images):
     x, y = images
-    same = points.stretch_eval(rim, x, y, 1.0)
-    base = points.noisy_eval(rim, x, y, "gaussian", 0.0)
+    same = robustness_points.stretch_eval(rim, x, y, 1.0)
+    base = robustness_points.noisy_eval(rim, x, y, "gaussian", 0.0)
     np.testing.assert_array_equal(same.predictions, base.predictions)
-    half = points.stretch_eval(rim, x, y, 0.5, with_activity=True)
+    half = robustness_points.stretch_eval(rim, x, y, 0.5, with_activity=True)
     assert half.activity.shape == (60, 14, 6)
-    double = points.stretch_eval(rim, x, y, 2.0, with_activity=True)
+    double = robustness_points.stretch_eval(rim, x, y, 2.0, with_activity=True)
     assert double.activity.shape == (60, 56, 6)
 
 
@@ -185,15 +185,15 @@ def test_activation_change():
     b = a.copy()
     b[1, 2] = 1
     b[3, 0] = 1
-    ch = points.activation_change(a, b)
+    ch = robustness_points.activation_change(a, b)
     assert ch.fraction == pytest.approx(2 / 12)
     np.testing.assert_allclose(ch.per_row, [0, 1 / 3, 0, 1 / 3])
     np.testing.assert_allclose(ch.per_unit, [1 / 4, 0, 1 / 4])
-    batch = points.activation_change(np.stack([a, a]), np.stack([a, b]))
+    batch = robustness_points.activation_change(np.stack([a, a]), np.stack([a, b]))
     assert batch.fraction == pytest.approx(1 / 12) and batch.changed.shape == (2, 4, 3)
-    assert points.activation_change(a, a).fraction == 0
+    assert robustness_points.activation_change(a, a).fraction == 0
     with pytest.raises(ValueError):
-        points.activation_change(a, np.zeros((5, 3)))
+        robustness_points.activation_change(a, np.zeros((5, 3)))
 
 
 def _entry(tmp_path, model: str, source: str = "trained"):
@@ -208,7 +208,7 @@ def test_scorer_curves_flips_and_its_point_functions(rim, plstm, images, tmp_pat
 
     def noise_fn(ident, model, images, labels, kind, strength, with_activity, seed):
         calls.append((ident, kind, strength, with_activity))
-        return points.noisy_eval(model, images, labels, kind, strength, seed, with_activity=with_activity)
+        return robustness_points.noisy_eval(model, images, labels, kind, strength, seed, with_activity=with_activity)
 
     models = {"rim": (_entry(tmp_path, "rim"), rim), "parallel_lstm": (_entry(tmp_path, "parallel_lstm"), plstm)}
     scorer = Scorer("k", x[:20], y[:20], models, noise_fn=noise_fn)
@@ -239,7 +239,7 @@ def test_scorer_takes_shipped_points_of_pretrained_weights_only(rim, images, tmp
     own = Scorer("k", x[:10], y[:10], {"rim": (_entry(tmp_path, "rim"), rim)}, shipped=shipped,
                           weights_hash=lambda path, mtime: "w")
     assert own.curve_noise("rim", "gaussian", 0.05).predictions.shape == (10,)  # a user's model: computed
-    assert points.is_binary_mask(np.array([[0.0, 1.0]])) and not points.is_binary_mask(np.array([0.5]))
+    assert robustness_points.is_binary_mask(np.array([[0.0, 1.0]])) and not robustness_points.is_binary_mask(np.array([0.5]))
 
 
 # --------------------------------------------------------------------------- figures
@@ -262,7 +262,7 @@ def test_trace_schema_names_what_the_model_traces(name, images):
             assert schema.has(tr, panel), f"{name}: {panel} -> {getattr(schema, panel)!r} not in the trace"
             assert schema.get(tr, panel).shape[:2] == (T, U)
     if schema.activity_binary:
-        assert points.is_binary_mask(tr["activity"]) and schema.value_range == (0.0, 1.0)
+        assert robustness_points.is_binary_mask(tr["activity"]) and schema.value_range == (0.0, 1.0)
         assert schema.mean_label == "share active"
     else:
         assert schema.value_range == (None, None) and schema.mean_what == f"mean {schema.activity_label}"

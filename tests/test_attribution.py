@@ -12,7 +12,7 @@ import torch
 
 from core.eval import attribution
 from core.models.registry import build_model, list_models
-from core.training.weights import load_checkpoint
+from core.training.weights import load_weights
 
 pytest.importorskip("captum")
 PRETRAINED = Path(__file__).resolve().parent.parent / "pretrained" / "converged" / "mnist"
@@ -31,7 +31,7 @@ def _image(seed=0):
 def _shipped_or_built(name):
     stem = PRETRAINED / name
     if stem.with_suffix(".safetensors").is_file():
-        return load_checkpoint(stem)[0]
+        return load_weights(stem)[0]
     torch.manual_seed(0)
     return build_model(name)
 

@@ -25,7 +25,7 @@ from torch.overrides import TorchFunctionMode
 from core.errors import CheckpointError
 from core.models.registry import build_model, list_models
 from core.training import weights as ck
-from core.training.weights import checkpoint_bytes, load_checkpoint, load_checkpoint_bytes, save_checkpoint
+from core.training.weights import load_weights, load_weights_bytes, save_weights, weights_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = {
@@ -62,10 +62,10 @@ def test_round_trip_gives_the_same_logits(name, tmp_path):
     model = tiny(name)
     model.eval()
     x = torch.rand(3, 28, 28, generator=torch.Generator().manual_seed(0))
-    path = save_checkpoint(model, META, tmp_path / "sub" / f"{name}_run")
+    path = save_weights(model, META, tmp_path / "sub" / f"{name}_run")
     assert path == tmp_path / "sub" / f"{name}_run.safetensors"
     assert sorted(p.name for p in (tmp_path / "sub").iterdir()) == [f"{name}_run.json", f"{name}_run.safetensors"]
-    loaded, meta = load_checkpoint(path, expected_dataset="mnist")
+    loaded, meta = load_weights(path, expected_dataset="mnist")
     assert meta["model"] == name and meta["dataset"] == "mnist" and meta["format"] == ck.FORMAT
     assert meta["config"] == {**meta["config"], **TINY[name], "input_dim": 28, "num_classes": 10}
     assert not loaded.training
@@ -73,25 +73,25 @@ def test_round_trip_gives_the_same_logits(name, tmp_path):
         assert torch.equal(loaded(x), model(x))
     # the stem and the .json path work as well; bytes give the same model
     for p in (tmp_path / "sub" / f"{name}_run", tmp_path / "sub" / f"{name}_run.json"):
-        assert load_checkpoint(p)[1] == meta
-    w, m = checkpoint_bytes(model, META)
+        assert load_weights(p)[1] == meta
+    w, m = weights_bytes(model, META)
     with torch.no_grad():
-        assert torch.equal(load_checkpoint_bytes(w, m)[0](x), model(x))
+        assert torch.equal(load_weights_bytes(w, m)[0](x), model(x))
 
 
 def test_diverged_history_is_stored_as_strict_json():
-    w, m = checkpoint_bytes(tiny(), {**META, "history": {"loss": [2.3, float("nan"), float("inf")]}})
+    w, m = weights_bytes(tiny(), {**META, "history": {"loss": [2.3, float("nan"), float("inf")]}})
     assert json.loads(m)["history"]["loss"] == [2.3, None, None]
-    load_checkpoint_bytes(w, m)
+    load_weights_bytes(w, m)
 
 
 def test_missing_files_are_named(tmp_path):
-    save_checkpoint(tiny(), META, tmp_path / "a")
+    save_weights(tiny(), META, tmp_path / "a")
     (tmp_path / "a.json").unlink()
     with pytest.raises(CheckpointError, match=r"a\.json is missing"):
-        load_checkpoint(tmp_path / "a")
+        load_weights(tmp_path / "a")
     with pytest.raises(CheckpointError, match=r"b\.safetensors is missing"):
-        load_checkpoint(tmp_path / "b")
+        load_weights(tmp_path / "b")
 
 
 # --------------------------------------------------------------------------- bad checkpoints
@@ -100,7 +100,7 @@ def test_missing_files_are_named(tmp_path):
 @pytest.fixture(scope="module")
 def good():
     model = tiny()
-    w, m = checkpoint_bytes(model, META)
+    w, m = weights_bytes(model, META)
     state = {k: v.clone() for k, v in model.state_dict().items()}
     return {"w": w, "m": m, "meta": json.loads(m), "state": state}
 
@@ -238,7 +238,7 @@ def test_bad_checkpoint_is_refused(case, good, tmp_path):
     marker = tmp_path / "PWNED"
     weights, meta, kwargs = build(good, marker)
     with pytest.raises(CheckpointError) as err:
-        load_checkpoint_bytes(weights, meta, **kwargs)
+        load_weights_bytes(weights, meta, **kwargs)
     msg = str(err.value)
     assert any(w in msg for w in words), f"{case}: message {msg!r} names none of {words}"
     assert 0 < len(msg) < 600 and "Traceback" not in msg
@@ -251,7 +251,7 @@ def test_all_bad_checkpoints_summary(good, tmp_path, capsys):
     for case, (build, _) in BAD.items():
         weights, meta, kwargs = build(good, marker)
         try:
-            load_checkpoint_bytes(weights, meta, **kwargs)
+            load_weights_bytes(weights, meta, **kwargs)
             crashes.append(f"{case}: accepted")
         except CheckpointError:
             pass
@@ -278,7 +278,7 @@ def test_pickle_refused_through_files_too(tmp_path, good):
     (tmp_path / "evil.safetensors").write_bytes(torch_save_bytes({"w": Payload(marker)}))
     (tmp_path / "evil.json").write_bytes(good["m"])
     with pytest.raises(CheckpointError, match="pickle"):
-        load_checkpoint(tmp_path / "evil.safetensors")
+        load_weights(tmp_path / "evil.safetensors")
     assert not marker.exists()
 
 
@@ -312,7 +312,7 @@ def test_huge_configs_are_refused_before_allocating(good, changes):
     monitor = AllocationMonitor()
     t0 = time.perf_counter()
     with monitor, pytest.raises(CheckpointError, match="larger than any checkpoint|out of range"):
-        load_checkpoint_bytes(good["w"], config_with(good, **changes))
+        load_weights_bytes(good["w"], config_with(good, **changes))
     assert time.perf_counter() - t0 < 5.0
     assert not monitor.failures, monitor.failures
     assert sum(monitor.sizes) < ck.MAX_WEIGHTS_BYTES, f"{sum(monitor.sizes) / 2**20:.0f} MB allocated"
@@ -330,8 +330,8 @@ def test_the_size_guard_is_not_too_tight():
     """The paper-sized models of every kind, on the largest inputs (RGB rows), still load."""
     for name in list_models():
         model = build_model(name, input_dim=96, num_classes=10)
-        w, m = checkpoint_bytes(model, {"dataset": "cifar10"})
-        loaded, _ = load_checkpoint_bytes(w, m, expected_dataset="cifar10")
+        w, m = weights_bytes(model, {"dataset": "cifar10"})
+        loaded, _ = load_weights_bytes(w, m, expected_dataset="cifar10")
         assert sum(p.numel() for p in loaded.parameters()) == sum(p.numel() for p in model.parameters())
 
 

@@ -63,7 +63,7 @@ def run_ids_in_order(at: AppTest) -> list[str]:
 def test_sessions_share_the_store(env):
     store = RunStore()
     stop = threading.Event()
-    seen = {"max_running": 0, "pids": {}, "errors": []}
+    seen = {"max_running": 0, "pids": {}, "errors": [], "rounds": 0}
 
     def monitor():  # a second "server thread": pumps and watches the bound
         s = RunStore()
@@ -77,6 +77,7 @@ def test_sessions_share_the_store(env):
                         seen["pids"].setdefault(r.run_id, set()).add(r.pid)
             except Exception as exc:  # noqa: BLE001
                 seen["errors"].append(repr(exc))
+            seen["rounds"] += 1
             time.sleep(0.03)
 
     def api_client():  # a session using the API directly
@@ -95,7 +96,7 @@ def test_sessions_share_the_store(env):
     other_process = subprocess.Popen(  # another server process pumping the same store
         [sys.executable, "-c", "import time\nfrom core.runs.store import RunStore\ns = RunStore()\nt = time.time()\n"
          "while time.time() - t < 20:\n    s.pump()\n    time.sleep(0.05)\n"],
-        cwd=str(ROOT), env={**os.environ, "PYTHONPATH": str(ROOT)})
+        cwd=str(ROOT))
     threads = [threading.Thread(target=monitor), threading.Thread(target=api_client)]
     for t in threads:
         t.start()
@@ -111,11 +112,13 @@ def test_sessions_share_the_store(env):
         ats[0].button(key="train_start").click().run()
         ats[1].button(key="train_start").click().run()
         ats[3].run()
-        # let the pumps race for a while with a worker running
+        # let the pumps race for a while with a worker running: 50 rounds of the monitor's pump
         deadline = time.monotonic() + 60
         while not any(r.status == "running" for r in store.list_runs()) and time.monotonic() < deadline:
             time.sleep(0.1)
-        time.sleep(3)
+        raced = seen["rounds"] + 50
+        while seen["rounds"] < raced and time.monotonic() < deadline + 60:
+            time.sleep(0.1)
         for at in ats:
             at.run()
         for i, at in enumerate(ats):

@@ -28,7 +28,7 @@ from core.runs.queue import worker_alive
 from core.runs.store import RunStore
 from core.runs.worker import run_worker
 from core.training.config import TrainConfig
-from core.training.weights import load_checkpoint
+from core.training.weights import load_weights
 from tests.run_helpers import kill_running_workers, write_tiny_mnist
 
 KILLS = 5
@@ -128,7 +128,7 @@ def test_kill_9_at_random_points(store):
                   and store.get(done).status == "completed"
                   and {p.name: digest(p) for p in store.run_dir(done).iterdir()
                        if p.name != "worker.log"} == fingerprint
-                  and load_checkpoint(stem, expected_dataset="mnist")[1]["run_id"] == done
+                  and load_weights(stem, expected_dataset="mnist")[1]["run_id"] == done
                   and [e.key for e in catalog.run_entries(store=store)] == [f"run:{done}"])
             print(f"kill {len(killed)}: {delay:.1f} s after {phase} began ({now - t0:.1f} s in), "
                   f"{len(after['iteration'])} iterations kept, status {info.status}: "
@@ -150,7 +150,7 @@ def _train_cmd(data_dir: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "core.train", "--dataset", "mnist", "--model", "rim", "--no-holdout-sample",
             "--iterations", str(RESUME_ITERATIONS), "--batch-size", "20", "--eval-every", "7", "--eval-samples", "50",
             "--noise-draws", "2", "--threads", "1", "--quiet", "--optimizer", "adam", "--lr", "0.01",
-            "--schedule", "cosine", "--val-images", "40", "--checkpoint-every", "3", "--checkpoint-every-s", "0",
+            "--schedule", "cosine", "--val-images", "40", "--state-every", "3", "--state-every-s", "0",
             "--data-dir", str(data_dir), "--set", "hidden_size=8", "--set", "num_units=3", "--set", "k_active=2",
             *extra]
 
@@ -168,7 +168,7 @@ def test_kill_9_ten_times_and_resume_gives_identical_weights(tmp_path):
 
     root = Path(__file__).resolve().parent.parent
     write_tiny_mnist(tmp_path / "data")
-    env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     ref_out, out = tmp_path / "ref", tmp_path / "run"
     ckpt = Path(f"{out}.ckpt")
     ref = subprocess.Popen(_train_cmd(tmp_path / "data", "--out", str(ref_out)), cwd=root, env=env,

@@ -11,7 +11,7 @@ from core.errors import ConfigError
 from core.models.registry import build_model
 from core.training.config import TrainConfig, resolve_device
 from core.training.loop import train
-from core.training.weights import load_checkpoint, run_metadata, save_checkpoint
+from core.training.weights import load_weights, run_metadata, save_weights
 
 TINY = {"hidden_size": 8, "num_units": 3, "k_active": 2}
 
@@ -49,8 +49,8 @@ def test_cpu_run_records_its_device_and_returns_a_cpu_model(tmp_path):
     assert r.metrics["device"] == "cpu"
     assert all(p.device.type == "cpu" for p in r.model.parameters())
     meta = run_metadata(cfg(device="cpu"), r, data(40, 0), data(10, 1))
-    save_checkpoint(r.model, meta, tmp_path / "m")
-    model, meta2 = load_checkpoint(tmp_path / "m")
+    save_weights(r.model, meta, tmp_path / "m")
+    model, meta2 = load_weights(tmp_path / "m")
     assert meta2["train_config"]["device"] == "cpu"
 
 
@@ -88,6 +88,6 @@ def test_cuda_training_run_and_checkpoint_is_device_independent(tmp_path):
     r = train(cfg(device="cuda", iterations=6), data(80, 0), data(20, 1))
     assert r.metrics["device"].startswith("cuda") and r.status == "completed"
     meta = run_metadata(cfg(device="cuda"), r, data(80, 0), data(20, 1))
-    save_checkpoint(r.model, meta, tmp_path / "g")
-    model, _ = load_checkpoint(tmp_path / "g")  # loads on a CPU-only machine as well
+    save_weights(r.model, meta, tmp_path / "g")
+    model, _ = load_weights(tmp_path / "g")  # loads on a CPU-only machine as well
     assert next(model.parameters()).device.type == "cpu"

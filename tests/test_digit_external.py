@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from core.digits import external as de
 from core.digits.load import load_image
 from core.digits.prepare import prepare_for_dataset
+from core.studies.handwriting import external as de
 from tests.digit_helpers import centre_of_mass, ink_box
 
 
@@ -157,7 +157,7 @@ def test_misreads_and_half_accuracies():
 # each) through the upload path with this preprocessing (core.digits.ink: plain paper, thick
 # strokes eroded, never onto the paper, the stroke width and tolerance of docs/handwriting.md;
 # core.digits.prepare: a digit stretched to fill a square picture narrowed), as
-# `python -m core.digits measure-external --sample` measures them. A
+# `python -m core.studies.handwriting measure-external --sample` measures them. A
 # change that reads these digits worse by more than one digit in 200 (0.5 points, room for
 # floating-point differences between machines) fails here; a newly shipped model is remeasured.
 SAMPLE_ACCURACY = {"semeion": {"rim": 90.5, "parallel_lstm": 88.5, "entnet": 91.5, "rmc": 90.0, "indrnn": 81.5},
@@ -181,7 +181,7 @@ def test_generalisation_table_per_seed_and_rim_against_the_others(tmp_path):
     import torch
 
     from core.models.registry import build_model
-    from core.training.weights import save_checkpoint
+    from core.training.weights import save_weights
 
     runs = tmp_path / "runs"
     runs.mkdir()
@@ -190,7 +190,7 @@ def test_generalisation_table_per_seed_and_rim_against_the_others(tmp_path):
         for seed in (0, 1, 2):
             torch.manual_seed(seed)
             model = build_model(name, input_dim=28, num_classes=10, **tiny[name])
-            save_checkpoint(model, {"model": name, "dataset": "mnist", "seed": seed}, runs / f"{name}_s{seed}")
+            save_weights(model, {"model": name, "dataset": "mnist", "seed": seed}, runs / f"{name}_s{seed}")
     (runs / "rmc_s0.json").write_text("{}")  # metadata without weights: not a seed
     ckpts = de.grid_checkpoints(runs)
     assert {m: sorted(s) for m, s in ckpts.items()} == {"parallel_lstm": [0, 1, 2], "rim": [0, 1, 2]}
@@ -212,8 +212,8 @@ def test_generalisation_table_per_seed_and_rim_against_the_others(tmp_path):
 def test_handwriting_table_formats_points_intervals_and_verdicts_by_the_one_rule():
     import pandas as pd
 
-    from core.digits.external import summarise
     from core.report.fmt import handwriting_table
+    from core.studies.handwriting.external import summarise
 
     per_seed = pd.DataFrame([{"method": m, "seed": s, "semeion": acc}
                              for m, accs in (("rim", (0.80, 0.81, 0.82)), ("entnet", (0.90, 0.91, 0.92)),

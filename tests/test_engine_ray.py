@@ -252,7 +252,7 @@ def test_without_ray_the_cli_says_how_to_install_it(monkeypatch, capsys):
 def test_cli_starts_a_local_ray_and_leaves_no_process(tmp_path):
     data = write_tiny_data(tmp_path / "data", ["fashion_mnist"])
     ray_tmp = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths must stay short
-    env = {**os.environ, "RIMSCOPE_OFFLINE": "1", "RAY_TMPDIR": ray_tmp, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "RIMSCOPE_OFFLINE": "1", "RAY_TMPDIR": ray_tmp}
     cmd = [sys.executable, "-m", "core.reproduce", "run", "--engine", "ray", "--workers", "1", "--threads", "1",
            "--datasets", "fashion_mnist", "--models", "indrnn", "--seeds", "0", "--iterations", "3",
            "--eval-every", "3", "--noise-draws", "1", "--set", "indrnn.hidden_size=8",

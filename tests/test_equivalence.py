@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 from core.models import rim_kernel, rmc_kernel
 from core.models.registry import build_model, config_fields, list_models, model_config_dict
-from core.training.weights import load_checkpoint
+from core.training.weights import load_weights
 from tests.reference_models import reference_for
 
 MODELS = list_models()
@@ -292,7 +292,7 @@ def _shipped(name: str) -> list[str]:
 def test_shipped_checkpoints_load_into_both_impls(name, weights):
     """A shipped checkpoint (trained before ``impl`` existed) loads into either implementation,
     which then give the same logits and trace on that data set's row shape (float64)."""
-    fused, meta = load_checkpoint(PRETRAINED / weights)
+    fused, meta = load_weights(PRETRAINED / weights)
     assert fused.config.impl == "fused"  # the default for configs saved without the field
     cfg = {**model_config_dict(fused), "impl": "reference"}
     ref = build_model(name, **cfg)

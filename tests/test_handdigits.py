@@ -1,4 +1,4 @@
-"""Tests for core.digits (synth, measure, the CLI): drawn-like and photo-like digits, the shipped set, measuring.
+"""Tests for core.digits (synth) and core.studies.handwriting (measure, the CLI): drawn-like and photo-like digits, the shipped set, measuring.
 
 Nothing here needs the network or a data set: the digits come from the machine's fonts (or
 Pillow's own font when it has none) and the shipped fixed set in assets/digits.
@@ -14,11 +14,11 @@ import pytest
 from PIL import Image
 from scipy.ndimage import median_filter
 
-from core.digits import __main__ as digits_cli
 from core.digits import glyphs, synth
 from core.digits.glyphs import renders_digits
-from core.digits.measure import page_input
 from core.digits.synth import generate, load_fixed_set
+from core.studies.handwriting import __main__ as digits_cli
+from core.studies.handwriting.measure import page_input
 from tests.digit_helpers import centre_of_mass, ink_box
 
 

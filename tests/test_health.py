@@ -197,7 +197,7 @@ def test_script_writes_health_in_place_and_keeps_everything_else(tmp_path):
                                                   **meta(falling(), good_confusion())}))
     (runs / "rmc_s0.json").write_text(json.dumps({"model": "rmc", **meta(falling(), bad.tolist())}))
     (tmp_path / "summary.json").write_text(json.dumps({"tables": {}}))
-    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "classify_health.py"), str(tmp_path)],
+    out = subprocess.run([sys.executable, "-m", "scripts.classify_health", str(tmp_path)], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
     assert "1 collapsed, 1 healthy" in out and "rmc_s0.json: collapsed" in out
     good = json.loads((runs / "rim_s0.json").read_text())

@@ -17,7 +17,7 @@ import torch
 from core.eval import interventions as ivs
 from core.models.registry import build_model, model_config_dict
 from core.models.rim import Intervention
-from core.training.weights import load_checkpoint
+from core.training.weights import load_weights
 
 PRETRAINED = Path(__file__).resolve().parent.parent / "pretrained"
 IMPLS = ("fused", "reference")
@@ -183,7 +183,7 @@ def _shipped_rims() -> list[str]:
 def test_shipped_models_fused_equals_reference_under_interventions(weights):
     """The shipped checkpoints (float32, fused kernel) give the reference step's numbers under
     interventions: identical masks, logits within the project's float32 bound."""
-    fused, _ = load_checkpoint(PRETRAINED / weights)
+    fused, _ = load_weights(PRETRAINED / weights)
     ref = _twin(fused, "reference")
     x = _x(B=8, T=28, dtype=torch.float32, seed=11)
     force = ivs.force_grid(28, 6, on=[(5, 0), (6, 0)], off=[(10, 2), (11, 3)])

@@ -92,7 +92,7 @@ def test_every_derived_seed_comes_from_the_one_table():
     import re
     from pathlib import Path
 
-    from core.training.config import SEEDS
+    from core.seeds import SEEDS
 
     assert SEEDS.of("eval_subset", 7) == SEEDS.eval_subset + 7 and SEEDS.of("weights", 3) == 3
     with pytest.raises(ValueError, match="does not depend on the run's seed"):

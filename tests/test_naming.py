@@ -45,13 +45,13 @@ def _store_with_runs(tmp_path):
     from core.data.datasets import DATASETS
     from core.models.registry import build_model
     from core.runs.store import RunStore
-    from core.training.weights import checkpoint_bytes
+    from core.training.weights import weights_bytes
 
     store = RunStore(root=tmp_path / "runs", max_concurrent=0)
     for proto in ("paper", "converged"):
         store.submit(TrainConfig.from_protocol(proto, dataset="mnist", model="rim"), owner="me")
     m = build_model("rim", input_dim=DATASETS["mnist"].input_dim)
-    w, meta = checkpoint_bytes(m, {"model": "rim", "dataset": "mnist", "seed": 0, "metrics": {}})
+    w, meta = weights_bytes(m, {"model": "rim", "dataset": "mnist", "seed": 0, "metrics": {}})
     for _ in range(2):
         store.import_checkpoint(w, meta, "mnist", owner="me")
     return store

@@ -12,7 +12,7 @@ from core.models import registry
 from core.training import cli, config, loop, weights
 from core.training.config import PROTOCOLS, TrainConfig
 from core.training.loop import make_optimizer, split_validation, train
-from core.training.weights import load_checkpoint
+from core.training.weights import load_weights
 
 TINY = {"hidden_size": 8, "num_units": 3}
 
@@ -139,14 +139,16 @@ def test_protocols():
 
 
 def test_cli_protocol_and_explicit_options(tmp_path, capsys):
-    write_rows_npz(tmp_path / "data", 60, 20)
+    # 200 training images: the typed 10 validation images are within the small-data rule's tenth
+    # (core.training.lifecycle.fit_validation), so what is checked is the option against the protocol
+    write_rows_npz(tmp_path / "data", 200, 20)
     out = tmp_path / "run"
     args = ["--dataset", "fashion_mnist", "--model", "parallel_lstm", "--protocol", "converged", "--iterations", "4",
             "--batch-size", "10", "--val-images", "10", "--eval-every", "2", "--eval-samples", "10",
             "--noise-draws", "0", "--threads", "1", "--quiet", "--data-dir", str(tmp_path / "data"),
             "--out", str(out), "--set", "hidden_size=8"]
     assert cli.main(args) == 0
-    _, meta = load_checkpoint(out)
+    _, meta = load_weights(out)
     tc = meta["train_config"]
     assert tc["optimizer"] == "adam" and tc["schedule"] == "cosine" and tc["lr"] == PROTOCOLS["converged"]["lr"]
     assert tc["iterations"] == 4 and tc["val_images"] == 10  # typed options win over the protocol
@@ -211,9 +213,11 @@ def test_converged_with_the_papers_sgd_settings_trains_with_them():
 
 
 def test_old_option_spellings_still_parse():
-    c = _cli_config("--checkpoint-every", "3", "--checkpoint-every-s", "1.5")
+    with pytest.warns(FutureWarning, match="--checkpoint-every is deprecated; use --state-every"):
+        c = _cli_config("--checkpoint-every", "3", "--checkpoint-every-s", "1.5")
     assert (c.checkpoint_every, c.checkpoint_every_s) == (3, 1.5)
-    assert config.build_parser().parse_args(["--keep-checkpoints"]).keep_states
+    with pytest.warns(FutureWarning, match="--keep-checkpoints is deprecated; use --keep-states"):
+        assert config.build_parser().parse_args(["--keep-checkpoints"]).keep_states
 
 
 # --------------------------------------------------------------------------- augmentation
@@ -250,7 +254,7 @@ def test_augment_setting_is_validated_cli_reachable_and_recorded(tmp_path):
                    "--eval-every", "3", "--eval-samples", "10", "--noise-draws", "0", "--threads", "1", "--quiet",
                    "--augment", "affine", "--data-dir", str(tmp_path / "data"), "--out", str(out),
                    "--set", "hidden_size=8"]) == 0
-    _, meta = load_checkpoint(out)
+    _, meta = load_weights(out)
     assert meta["train_config"]["augment"] == "affine"
 
 

@@ -11,7 +11,7 @@ import pytest
 from core.data.datasets import DATASETS, SAMPLES_DIR
 from core.eval.predict import evaluate
 from core.models.registry import list_models
-from core.training.weights import load_checkpoint
+from core.training.weights import load_weights
 
 ROOT = Path(__file__).resolve().parent.parent
 PRETRAINED = ROOT / "pretrained"
@@ -60,7 +60,7 @@ def _id(m: dict) -> str:
 
 @pytest.mark.parametrize("entry", manifest_models() if MANIFEST.is_file() else [], ids=_id)
 def test_every_shipped_model_loads_with_full_metadata(entry):
-    model, meta = load_checkpoint(PRETRAINED / entry["weights"], expected_dataset=entry["dataset"])
+    model, meta = load_weights(PRETRAINED / entry["weights"], expected_dataset=entry["dataset"])
     assert meta["model"] == entry["model"]
     assert meta["status"] == "completed"
     cfg = meta["train_config"]
@@ -99,7 +99,7 @@ def test_accuracy_on_shipped_sample_matches_record(entry):
     """
     with np.load(SAMPLES_DIR / f"{entry['dataset']}_sample.npz", allow_pickle=False) as d:
         x, y = d["x"], d["y"]
-    model, meta = load_checkpoint(PRETRAINED / entry["weights"])
+    model, meta = load_weights(PRETRAINED / entry["weights"])
     p = meta["metrics"]["test_accuracy"]
     acc = evaluate(model, x, y).accuracy
     bound = 4 * math.sqrt(max(p * (1 - p), 1e-4) / len(y)) + 0.01
@@ -116,7 +116,7 @@ def test_recorded_accuracy_on_full_test_set(entry):
     from core.data.datasets import load_dataset
 
     data = load_dataset(entry["dataset"], "test", data_dir=FULL, sources=("npz",))
-    model, meta = load_checkpoint(PRETRAINED / entry["weights"])
+    model, meta = load_weights(PRETRAINED / entry["weights"])
     acc = evaluate(model, data.images, data.labels).accuracy
     # same code path as when recorded; allow 2 images for float differences between builds
     assert abs(acc - meta["metrics"]["test_accuracy"]) <= 2 / len(data.labels) + 1e-9

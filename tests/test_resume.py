@@ -366,7 +366,7 @@ def test_cli_resume_after_an_interrupt(tmp_path, monkeypatch, capsys):
     d = write_npz(tmp_path / "data")
     args = ["--dataset", "mnist", "--model", "rim", "--no-holdout-sample", "--iterations", "12", "--batch-size", "20",
             "--eval-every", "5", "--eval-samples", "20", "--noise-draws", "1", "--threads", "1", "--quiet",
-            "--checkpoint-every", "4", "--data-dir", str(d), "--set", "hidden_size=8", "--set", "num_units=3",
+            "--state-every", "4", "--data-dir", str(d), "--set", "hidden_size=8", "--set", "num_units=3",
             "--set", "k_active=2"]
     assert cli.main(args + ["--out", str(tmp_path / "ref")]) == 0
     assert not (tmp_path / "ref.ckpt").exists()  # completed: the training checkpoints are removed
@@ -472,9 +472,9 @@ def test_store_stop_then_resume_in_the_page_worker(tmp_path, monkeypatch):
     assert m["iteration"] == list(range(1, 25)) and m["eval_iteration"] == [5, 10, 15, 20, 24]
     assert not (d / "ckpt").exists()
     ref = reference(c, tmp_path / "data")
-    from core.training.weights import load_checkpoint
+    from core.training.weights import load_weights
 
-    model, meta = load_checkpoint(store.checkpoint_stem(rid))
+    model, meta = load_weights(store.checkpoint_stem(rid))
     assert meta["history"] == ref.history and meta["metrics"]["resumed_from_iteration"] == stopped_at
     assert m["loss"] == ref.history["loss"]
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), ref.model.state_dict().values()))
@@ -518,9 +518,9 @@ def test_store_worker_killed_server_restarted_then_resumed(tmp_path, monkeypatch
     assert m["iteration"] == list(range(1, 61))
     ref = reference(c, tmp_path / "data")
     assert m["loss"] == ref.history["loss"] and info.metrics["resumed_from_iteration"] == saved
-    from core.training.weights import load_checkpoint
+    from core.training.weights import load_weights
 
-    model, _ = load_checkpoint(fresh.checkpoint_stem(rid))
+    model, _ = load_weights(fresh.checkpoint_stem(rid))
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), ref.model.state_dict().values()))
 
 

@@ -1,11 +1,14 @@
-"""Pages stay thin: figures come from core.report.plots and text formatting
-from core.report.fmt. A figure built in a page (``go.Figure(``, ``go.Scatter(``,
-``make_subplots(``, plotly express) or a formatting helper defined in a page (``def pct``,
-``def num``, ``def fmt_duration``, ...) fails here; move it into core.report."""
+"""Pages stay thin: app.py and pages/ import the standard library, streamlit, ``core`` and
+``pages.ui`` (numpy and pandas to hand data to streamlit), nothing else; figures come from
+core.report.plots (a page that imports plotly's figure builders fails here), text formatting
+from core.report.fmt (a formatting helper defined in a page fails here), and no page does torch
+maths. The checks read the source with ``ast``: imports at top level and inside functions."""
 
 from __future__ import annotations
 
+import ast
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,35 +16,66 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 PAGE_FILES = sorted([REPO / "app.py", *(REPO / "pages").rglob("*.py")])
 
-FIGURE = re.compile(r"\bgo\.[A-Z]\w*\(|\bmake_subplots\(|\bplotly\.express\b|\bpx\.[a-z_]+\(")
-FORMAT_HELPER = re.compile(
-    r"^\s*def\s+(pct|percent\w*|num|fmt\w*|format_\w*|duration\w*|human\w*)\s*\(", re.M)
+ALLOWED = {"streamlit", "streamlit_drawable_canvas", "core", "pages", "numpy", "pandas"}
+# what a page helper may import beyond ALLOWED, and why (file -> modules)
+EXCEPTIONS = {
+    "pages/ui/cache.py": {"torch",  # torch.set_num_threads: the server's share of the cores
+                          "plotly.subplots", "scipy.stats"},  # warm-up: imported early, never used here
+    "pages/ui/export.py": {"plotly.io", "kaleido", "choreographer.browsers.chromium"},  # a core figure -> PNG/HTML
+}
+TORCH_CALLS = {"set_num_threads"}  # the torch a page may touch: no maths
+FORMAT_HELPER = re.compile(r"^(pct|percent\w*|num|fmt\w*|format_\w*|duration\w*|human\w*)$")
 
 
-def _hits(pattern: re.Pattern, text: str) -> list[str]:
-    return [text[: m.start()].count("\n") + 1 for m in pattern.finditer(text)]
+def imports(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, module) of every absolute import, at top level or inside a function."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.append((node.lineno, node.module))
+    return out
 
 
-@pytest.mark.parametrize("pattern, sample", [
-    (FIGURE, "fig = go.Figure()"), (FIGURE, "fig.add_trace(go.Scatter(x=x))"),
-    (FIGURE, "fig = make_subplots(rows=2)"), (FIGURE, "import plotly.express as px"),
-    (FORMAT_HELPER, "def pct(v) -> str:"), (FORMAT_HELPER, "def fmt_duration(s):"),
-    (FORMAT_HELPER, "    def num(v):"),
-], ids=["go.Figure", "go.Scatter", "make_subplots", "plotly.express", "def pct", "def fmt_duration", "def num"])
-def test_the_patterns_catch_what_they_are_for(pattern, sample):
-    assert _hits(pattern, sample)
+def boundary_problems(rel: str, source: str) -> list[str]:
+    """What a page (``rel``: its path from the repository root) does beyond the boundary."""
+    tree = ast.parse(source)
+    bad = []
+    for line, module in imports(tree):
+        top = module.split(".")[0]
+        if top in sys.stdlib_module_names or top in ALLOWED or module in EXCEPTIONS.get(rel, ()):
+            continue
+        bad.append(f"{rel}:{line}: imports {module}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch" \
+                and node.attr not in TORCH_CALLS:
+            bad.append(f"{rel}:{node.lineno}: torch.{node.attr} (torch maths belongs in core)")
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and FORMAT_HELPER.match(node.name):
+            bad.append(f"{rel}:{node.lineno}: formatting helper {node.name} (belongs in core.report.fmt)")
+    return bad
 
 
-def test_the_patterns_leave_page_code_alone():
-    for ok in ("st.plotly_chart(fig)", "go_on = 1", "def number_of_runs():", "ago.Figure(", "text = fmt.pct(v)"):
-        assert not _hits(FIGURE, ok) and not _hits(FORMAT_HELPER, ok), ok
+@pytest.mark.parametrize("source", [
+    "import plotly.graph_objects as go", "from plotly.subplots import make_subplots", "import plotly.express as px",
+    "def f():\n    import torch.nn.functional as F", "from scipy import stats", "import torch\nx = torch.zeros(3)",
+    "def pct(v) -> str:\n    return ''", "def g():\n    def fmt_duration(s):\n        pass",
+], ids=["go", "make_subplots", "plotly.express", "torch.nn in a function", "scipy", "torch maths", "def pct",
+        "nested fmt_duration"])
+def test_the_check_catches_what_it_is_for(source):
+    assert boundary_problems("pages/some_page.py", source)
 
 
-def test_pages_build_no_figures_and_define_no_formatting_helpers():
+def test_the_check_leaves_page_code_alone():
+    for ok in ("import streamlit as st\nst.plotly_chart(fig)", "from core.report import fmt\ntext = fmt.pct(v)",
+               "from pages.ui import cache", "import numpy as np\nimport pandas as pd", "import json, re, time",
+               "def number_of_runs():\n    pass", "from streamlit_drawable_canvas import st_canvas"):
+        assert not boundary_problems("pages/some_page.py", ok), ok
+    assert not boundary_problems("pages/ui/cache.py", "import torch\ntorch.set_num_threads(1)")
+    assert boundary_problems("pages/train.py", "import torch")  # an exception holds for its file only
+
+
+def test_pages_import_only_streamlit_core_and_pages_ui():
     assert len(PAGE_FILES) > 5  # app.py, the pages and pages/ui
-    found = []
-    for path in PAGE_FILES:
-        text = path.read_text()
-        for what, pattern in (("figure", FIGURE), ("formatting helper", FORMAT_HELPER)):
-            found += [f"{path.relative_to(REPO)}:{line}: {what}" for line in _hits(pattern, text)]
-    assert not found, "move these into core.report.plots / core.report.fmt:\n" + "\n".join(found)
+    found = [p for path in PAGE_FILES for p in boundary_problems(str(path.relative_to(REPO)), path.read_text())]
+    assert not found, "move these into core (core.report.plots, core.report.fmt, ...):\n" + "\n".join(found)

@@ -27,7 +27,7 @@ from core.models.registry import count_parameters
 from core.training import cli, config, loop
 from core.training.config import TrainConfig
 from core.training.loop import train
-from core.training.weights import load_checkpoint
+from core.training.weights import load_weights
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY_RIM = {"hidden_size": 8, "num_units": 3, "k_active": 2}
@@ -437,7 +437,7 @@ def test_cli_trains_and_writes_a_loadable_checkpoint(npz_dir, tmp_path, capsys):
     assert cli.main(cli_args(npz_dir, out, "--seed", "2")) == 0
     assert "saved" in capsys.readouterr().out
     assert (out.with_suffix(".safetensors")).is_file() and (out.with_suffix(".json")).is_file()
-    model, meta = load_checkpoint(out, expected_dataset="mnist")
+    model, meta = load_weights(out, expected_dataset="mnist")
     assert meta["model"] == "rim" and meta["status"] == "completed" and meta["seed"] == 2
     assert meta["config"]["hidden_size"] == 8 and meta["train_config"]["iterations"] == 3
     assert meta["data_source"]["n_train"] == 40 and meta["metrics"]["test_n"] == 20

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import paths
 from ..errors import ConfigError, DataUnavailableError
-from ..training.config import SEEDS
+from ..seeds import SEEDS
 from .datasets import (
     MNIST_SAMPLE_TRAIN_INDICES,
     LoadedData,

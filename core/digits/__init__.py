@@ -1,2 +1,3 @@
-"""Digits people draw or photograph: load.py (uploaded bytes), ink.py, prepare.py (image -> what the
-model sees), glyphs.py and synth.py (generated digits), measure.py; ``python -m core.digits``."""
+"""Digits people draw or photograph, turned into model input: load.py (uploaded bytes), ink.py,
+prepare.py (image -> what the model sees), glyphs.py and synth.py (generated digits). The
+experiments on them live in core.studies.handwriting."""

@@ -8,14 +8,14 @@ set or the network, so the whole way from such an image to a prediction can be m
 
 * ``generate(style, n, seed)`` gives ``n`` images of one style and their labels 0-9,
   deterministic per seed (on one machine: the images depend on the fonts it has);
-* ``python -m core.digits make --out assets/digits --n 100`` writes the small fixed set
+* ``python -m core.studies.handwriting make --out assets/digits --n 100`` writes the small fixed set
   that is shipped in ``assets/digits/`` (see its README), so results compare across machines;
-* ``python -m core.digits measure --models pretrained`` prints, for every shipped MNIST
+* ``python -m core.studies.handwriting measure --models pretrained`` prints, for every shipped MNIST
   model, the share of each set it recognises after ``core.digits.prepare`` as the pages apply
   it (``--json PATH`` also writes the numbers).
 
 The glyphs and their handmade geometry come from ``core.digits.glyphs``, the measuring from
-``core.digits.measure``, the command line from ``core/digits/__main__.py``; this module makes
+``core.studies.handwriting.measure``, the command line from ``core/studies/handwriting/__main__.py``; this module makes
 the two styles and the fixed set.
 
 Styles:
@@ -246,7 +246,7 @@ def load_fixed_set(folder: Path = DEFAULT_DIR) -> dict[str, DigitSet]:
     files = sorted((folder / "photo").glob("*.jpg"))
     if not files or not (folder / "canvas.npz").is_file():
         raise FileNotFoundError(f"No fixed digit set in {folder} (make one with "
-                                "`python -m core.digits make --out {folder}`).")
+                                "`python -m core.studies.handwriting make --out {folder}`).")
     photos, photo_labels, raw = [], [], []
     for f in files:
         data = f.read_bytes()

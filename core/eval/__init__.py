@@ -1,2 +1,2 @@
-"""Evaluation: predict.py (the one inference path), points.py (clean, noisy, stretched), curves.py
+"""Evaluation: predict.py (the one inference path), robustness_points.py (clean, noisy, stretched; activity), curves.py
 (shipped robustness curves), scorer.py, selection.py (what the attention decides)."""

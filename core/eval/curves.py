@@ -7,24 +7,18 @@ stored in ``pretrained/curves.json``; the page reads a point from there when the
 file and the image subset are byte for byte the ones it was computed on (both are hashed),
 and computes it live otherwise (the user's own models, other data).
 
-::
-
-    python -m core.eval.curves build          # every manifest entry x every data source here
+``python -m core.grid.curves build`` computes them (core/grid/curves.py).
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
-from .. import paths
-from .points import EvalPoint, fixed_subset, noisy_eval, stretch_eval
+from .robustness_points import EvalPoint, noisy_eval, stretch_eval
 
 SUBSET = 500  # test images every method is scored on (fixed subset, seed 0)
 SEED = 0  # one noise draw, shared by all methods
@@ -93,63 +87,3 @@ def score_all(model, images, labels) -> dict[tuple[str, float], tuple[float, int
         p = stretch_eval(model, images, labels, f)
         out[("stretch", float(f))] = (p.error, p.n)
     return out
-
-
-def build(pretrained_dir: Path, data_dirs: list, log=print, subset: int = SUBSET) -> dict:
-    """Score every manifest entry on the fixed subset of every test source found (the bundled
-    sample, and the full test set of each data folder given) and write ``curves.json``. Points of
-    weights and subsets already in the file are kept, not recomputed (they are deterministic)."""
-    import torch
-
-    from ..catalog import load_entry, pretrained_entries
-    from ..data.datasets import load_dataset
-
-    torch.set_num_threads(1)
-    pretrained_dir = Path(pretrained_dir)
-    points: dict = dict(ShippedCurves.load(pretrained_dir).points)  # incremental: known weights are kept
-    t0 = time.perf_counter()
-    entries = pretrained_entries(pretrained_dir=pretrained_dir)
-    for ds in sorted({e.dataset for e in entries}):
-        subsets = []
-        for d in [None, *data_dirs]:  # None: whatever a machine without data sees (the sample)
-            try:
-                data = load_dataset(ds, "test", data_dir=d, download=False, allow_sample=d is None,
-                                    sources=("npz", "folder") if d else ("sample",))
-            except Exception as exc:  # noqa: BLE001 - a source that is not here is skipped
-                log(f"{ds}: no test data from {d or 'the bundled sample'} ({type(exc).__name__})")
-                continue
-            idx = fixed_subset(len(data), subset, seed=0)
-            x, y = np.ascontiguousarray(data.images[idx]), np.ascontiguousarray(data.labels[idx])
-            subsets.append((subset_hash(x, y), x, y, data.source))
-        for e in [e for e in entries if e.dataset == ds]:
-            model, _ = load_entry(e)
-            wh = file_hash(e.stem.with_suffix(".safetensors"))
-            for sh, x, y, src in subsets:
-                if point_key(wh, sh, "stretch", 1.0) in points:  # this weights file on this subset: done
-                    continue
-                for (what, v), (err, n) in score_all(model, x, y).items():
-                    points[point_key(wh, sh, what, v)] = [err, n]
-                log(f"{e.key}: {src} done ({time.perf_counter() - t0:.0f} s)")
-    current = {file_hash(e.stem.with_suffix(".safetensors")) for e in entries}
-    points = {k: v for k, v in points.items() if k.split("|", 1)[0] in current}  # drop replaced weights
-    out = {"subset": subset, "seed": SEED, "grid": list(GRID), "factors": list(FACTORS),
-           "built_s": round(time.perf_counter() - t0, 1), "points": points}
-    (pretrained_dir / FILE).write_text(json.dumps(out, separators=(",", ":")))
-    return out
-
-
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m core.eval.curves", description=__doc__.split("::")[0].strip())
-    sub = p.add_subparsers(dest="cmd", required=True)
-    b = sub.add_parser("build", help="score the shipped models and write pretrained/curves.json")
-    b.add_argument("--pretrained", default=None, help="the pretrained folder (default: $RIMSCOPE_PRETRAINED_DIR or pretrained/)")
-    b.add_argument("--data-dir", action="append", default=[], help="a folder with <dataset>/test.npz (repeatable)")
-    args = p.parse_args(argv)
-    pre = Path(args.pretrained) if args.pretrained else paths.pretrained_dir()
-    out = build(pre, args.data_dir)
-    print(f"{len(out['points'])} points in {out['built_s']} s -> {pre / FILE}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

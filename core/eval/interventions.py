@@ -27,8 +27,8 @@ import numpy as np
 import torch
 
 from ..data.transforms import add_noise, to_sequence
+from ..intervals import wilson_interval
 from ..models.rim import RIM, Intervention
-from ..report.stats import wilson_interval
 from .predict import BATCH
 
 NOISE_VAR = 0.01  # the paper's noise test: Gaussian, variance 0.01
@@ -308,60 +308,3 @@ def write_csv(path: Path, tables: dict[tuple[str, str], InterventionTable]) -> N
 
 def _fmt(v):
     return f"{v:.6f}" if isinstance(v, float) else ("" if v is None else v)
-
-
-def main(argv=None) -> int:
-    """``python -m core.eval.interventions [--datasets mnist fashion_mnist] [--n N]``: the knock-out
-    and selection-swap tables of the shipped converged RIMs on the full test sets, written to
-    results/interventions/ (knockout.csv, knockout.md)."""
-    import argparse
-    import time
-
-    from ..data.datasets import load_dataset
-    from ..report.fmt import source_parts
-    from ..training.weights import load_checkpoint
-
-    root = Path(__file__).resolve().parents[2]
-    p = argparse.ArgumentParser(prog="python -m core.eval.interventions", description=main.__doc__)
-    p.add_argument("--datasets", nargs="+", default=["mnist", "fashion_mnist"])
-    p.add_argument("--protocol", default="converged", help="pretrained/<protocol>/<dataset>/rim")
-    p.add_argument("--n", type=int, default=0, help="first N test images (0: all)")
-    p.add_argument("--data-dir", default=None)
-    p.add_argument("--out", default=str(root / "results" / "interventions"))
-    args = p.parse_args(argv)
-    torch.set_num_threads(1)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    tables, md = {}, ["# Interventions on the shipped RIM", "",
-                      "Written by `python -m core.eval.interventions`. Each LSTM knocked out in turn (never active; "
-                      "it keeps its zero initial state, see `core/models/rim.py`, `Intervention`), and the same "
-                      "weights run with another selection or alpha 0 at inference. Accuracy with its 95% Wilson "
-                      "interval; drop = intact minus variant, in points; lost / gained = images the variant gets "
-                      "wrong that the intact model gets right, and the reverse; p: the paired exact (McNemar) test "
-                      "of the variant against the intact model on the same images (not adjusted for the 9 "
-                      "comparisons). Noise: Gaussian, variance "
-                      f"{NOISE_VAR:g}, one draw (seed 0).", ""]
-    for dataset in args.datasets:
-        stem = root / "pretrained" / args.protocol / dataset / "rim"
-        model, meta = load_checkpoint(stem)
-        data = load_dataset(dataset, "test", data_dir=args.data_dir)
-        images, labels = data.images, data.labels
-        if args.n:
-            images, labels = images[: args.n], labels[: args.n]
-        t0 = time.perf_counter()
-        table = knockout_table(model, images, labels, data.classes)
-        secs = time.perf_counter() - t0
-        tables[(dataset, f"{args.protocol}/rim")] = table
-        md.append(table.markdown(f"{dataset}: `pretrained/{args.protocol}/{dataset}/rim` (seed {meta.get('seed')}), "
-                                 f"{len(labels):,} test images ({source_parts(data.source)[0]})"))
-        print(f"{dataset}: {len(labels)} images, {len(table.variants)} variants x 2 conditions in {secs:.1f} s")
-    write_csv(out / "knockout.csv", tables)
-    (out / "knockout.md").write_text("\n".join(md))
-    print(f"wrote {out / 'knockout.csv'} and {out / 'knockout.md'}")
-    return 0
-
-
-if __name__ == "__main__":
-    import sys
-
-    sys.exit(main())

@@ -2,7 +2,7 @@
 
 All functions take images as stored (uint8) or as float in [0,1], turn them into row
 sequences with ``core.data.transforms.to_sequence`` and run the model in batches under
-``no_grad`` through ``forward_batched``, the one inference loop (core.eval.points uses it too).
+``no_grad`` through ``forward_batched``, the one inference loop (core.eval.robustness_points uses it too).
 Deterministic: same model, images and seed give the same numbers.
 """
 
@@ -19,7 +19,7 @@ from ..data.transforms import add_noise, to_sequence
 # Images per forward pass. Another batch size changes RIM's and RMC's logits by about 1e-6
 # (float sums in another order), so each keeps the one its recorded numbers were made with.
 BATCH = 1000  # predict_logits, evaluate, noisy_accuracy: the training loop and every shipped metric
-TRACE_BATCH = 500  # with the per-timestep activity kept (core.eval.points): RIM's per-image cost
+TRACE_BATCH = 500  # with the per-timestep activity kept (core.eval.robustness_points): RIM's per-image cost
 #                    grows with batch size beyond this on a small CPU
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 from ..models.registry import trace_schema
 from .curves import clean_key, file_hash, subset_hash
-from .points import Curve, EvalPoint, curve_from_points, noisy_eval, stretch_eval
+from .robustness_points import Curve, EvalPoint, curve_from_points, noisy_eval, stretch_eval
 
 
 class Scorer:

@@ -17,16 +17,12 @@ def run_path(out: Path, dataset: str, model: str, seed: int) -> Path:
 
 def train_cell(job: dict) -> dict:
     """Train one grid cell in a worker process and store it. Returns a short summary."""
-    import shutil
-
     import torch
 
-    from ..data.plan import prepare_training_data
-    from ..fileio import write_json
     from ..training.config import TrainConfig
+    from ..training.lifecycle import finish_run, load_run_data
     from ..training.loop import train
     from ..training.state import config_mismatch, latest_state
-    from ..training.weights import run_metadata, save_checkpoint
 
     torch.set_num_threads(job["threads"])
     model, variant_kw = resolve(job["model"])
@@ -37,9 +33,7 @@ def train_cell(job: dict) -> dict:
     settings.update({k: job[k] for k in ("checkpoint_every", "checkpoint_every_s") if k in job})
     cfg = TrainConfig.from_protocol(protocol, dataset=job["dataset"], model=model, seed=job["seed"],
                                     model_overrides={**variant_kw, **dict(job.get("overrides") or {})}, **settings)
-    train_data, test_data, note = prepare_training_data(cfg, job.get("data_dir"))
-    if cfg.val_images and cfg.val_images > len(train_data) // 10:  # small data sets: a tenth for validation
-        cfg.val_images = max(1, len(train_data) // 10)
+    cfg, train_data, test_data, note = load_run_data(cfg, job.get("data_dir"))
     path = Path(job["path"])
     # a half-done cell (the grid was killed) continues from its training checkpoint beside the run
     # JSON; one of other settings (the grid was changed since) is started afresh
@@ -49,15 +43,10 @@ def train_cell(job: dict) -> dict:
         state = None
     result = train(cfg, train_data, test_data, state_dir=ckpt_dir, resume_from=state,
                    state_extra={"grid_job": {k: v for k, v in job.items() if k != "overrides"}})
-    meta = run_metadata(cfg, result, train_data, test_data, note)
-    if job["model"] != model:
-        meta["variant"] = job["model"]
-    meta["protocol"] = protocol
-    if result.status == "completed":
-        save_checkpoint(result.model, meta, path.with_suffix(""))
-    else:  # diverged: keep the record (it counts as a result) but no usable weights
-        write_json(path, meta)
-    shutil.rmtree(ckpt_dir, ignore_errors=True)  # the cell is finished
+    extra = {"protocol": protocol, **({"variant": job["model"]} if job["model"] != model else {})}
+    # a diverged cell keeps its record (it counts as a result) but no weights
+    finish_run(cfg, result, train_data, test_data, note, stem=path.with_suffix(""), state_dir=ckpt_dir,
+               extra_meta=extra, record_diverged=True)
     return {"dataset": cfg.dataset, "model": job["model"], "seed": cfg.seed, "status": result.status,
             "test_error": result.metrics.get("test_error"), "wall_s": result.wall_time_s,
             "resumed_from": result.resumed_from}

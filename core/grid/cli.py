@@ -30,6 +30,8 @@ from .export import export_pretrained
 from .local import run_grid
 
 
+# over 80 lines: the argparse declaration of every subcommand and option, read top to bottom;
+# each subcommand's work is one call into core.grid
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m core.reproduce", description=__doc__.split("::")[0].strip(),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -157,6 +157,8 @@ def _check_feasible(ray, threads: int, device: str, strict: bool, log) -> None:
         log(f"warning: {msg}; the cells wait until the cluster has such a node")
 
 
+# over 80 lines: one scheduling loop (submit, wait, collect, retry, shut down) whose error paths
+# share its local state; split, each part would need all of it
 def run_grid_ray(out, datasets, models, seeds, iterations: int = 1000, workers: int = 2, noise_draws: int = 10,
                  eval_every: int = 50, data_dir=None, log: Callable[[str], None] = print,
                  overrides: dict | None = None, protocol: str = "paper", address: str | None = None,

@@ -112,6 +112,8 @@ def _g_doubled(w_hq, b_hq, w_ih, w_comm, w_comm_out, d: _Dims):
     return w_hq2, b_hq2, w_ih2, w_comm.detach(), w_comm_out.detach()
 
 
+# over 80 lines: the fused step keeps all T steps in one function so its buffers stay in place;
+# tests/test_equivalence.py holds it to the reference implementation (core/models/rim.py)
 def _recurrence(keys, vals, w_hq, b_hq, w_ih, w_comm, w_comm_out, d: _Dims, trace=False, ws=None,
                 mask=None, override=None):
     """Run all T steps. Returns the final h [n,H,B] and the trace lists (or None).

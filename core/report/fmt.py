@@ -371,11 +371,11 @@ def runs_frame(summary: dict) -> pd.DataFrame:
 
 
 HANDWRITING_COLUMNS = ("set", "half", "method", "seeds", "mean", "sd", "rim_minus_method", "ci_low", "ci_high",
-                       "p", "p_holm", "verdict")  # what `python -m core.digits generalisation` writes
+                       "p", "p_holm", "verdict")  # what `python -m core.studies.handwriting generalisation` writes
 
 
 def handwriting_table(summary: pd.DataFrame, titles: dict | None = None, reference: str = "rim") -> pd.DataFrame:
-    """The generalisation table of ``python -m core.digits generalisation`` (its summary CSV:
+    """The generalisation table of ``python -m core.studies.handwriting generalisation`` (its summary CSV:
     one row per set and method, accuracies as fractions, ``reference`` minus method in
     accuracy fractions) as shown: accuracy in percent, mean ± sd over seeds, the difference in
     points with its 95 % interval, p raw / Holm, the verdict with its mark (the reference
@@ -386,7 +386,7 @@ def handwriting_table(summary: pd.DataFrame, titles: dict | None = None, referen
     missing = [c for c in HANDWRITING_COLUMNS if c not in summary.columns]
     if missing:
         raise ValueError(f"not a generalisation table: no column {', '.join(missing)} "
-                         "(rebuild it with `python -m core.digits generalisation`)")
+                         "(rebuild it with `python -m core.studies.handwriting generalisation`)")
     rows = []
     records = summary.to_dict("records")
     sets = list(dict.fromkeys(r.get("set") for r in records))

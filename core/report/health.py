@@ -161,10 +161,6 @@ def health_of(meta: dict) -> dict:
     return classify(meta)
 
 
-def is_healthy(meta_or_row: dict) -> bool:
-    return meta_or_row.get("health") == HEALTHY
-
-
 def summary_text(h: dict) -> str:
     """``"collapsed: class 5 predicted for 100.0 % ..."`` (one line for tables and pages)."""
     if h.get("health") == HEALTHY:

@@ -1,7 +1,7 @@
 """The statistics every report uses, through ``scipy.stats`` and pandas.
 
 * ``mean_sd``: mean, sample standard deviation and count of the finite values.
-* ``welch_test`` / ``welch_ci``: difference of two means (independent samples), its 95% Welch
+* ``welch_test``: difference of two means (independent samples), its 95% Welch
   t-interval and two-sided p-value.
 * ``paired_test``: the same for samples paired by seed (paired t), where a seed gives every
   model the same data order (``core.train``: batch order, validation split and evaluation
@@ -12,7 +12,7 @@
   family-adjusted test rejects "no difference" with the difference in the claimed direction,
   does not hold when it rejects in the other direction, and cannot be told otherwise; a claim
   over several data sets holds only when it holds on each.
-* ``wilson_interval``: 95% Wilson interval of an error rate measured as k wrong out of n.
+* ``wilson_interval`` (core.intervals): 95% Wilson interval of an error rate measured as k wrong out of n.
 * ``ema_smooth``: TensorBoard-style exponential moving average (bias-corrected).
 """
 
@@ -23,6 +23,8 @@ import warnings
 
 import numpy as np
 import pandas as pd
+
+from ..intervals import LEVEL
 
 
 class _Scipy:
@@ -37,7 +39,6 @@ class _Scipy:
 
 _st = _Scipy()
 
-LEVEL = 0.95
 ALPHA = 0.05  # = 1 - LEVEL; a (family-adjusted) p-value below this rejects "no difference"
 
 
@@ -98,11 +99,6 @@ def welch_test(a, b, level: float = LEVEL) -> tuple[float, float, float, float]:
     return diff, float(ci.low), float(ci.high), float(res.pvalue)
 
 
-def welch_ci(a, b, level: float = LEVEL) -> tuple[float, float, float]:
-    """Mean of ``a - b`` (independent samples) and its Welch t-interval (NaN below 2 each)."""
-    return welch_test(a, b, level)[:3]
-
-
 def paired_test(a: dict, b: dict, level: float = LEVEL) -> tuple[float, float, float, float, int]:
     """Mean of ``a[s] − b[s]`` over the seeds ``s`` in both, its paired t-interval, p-value and
     the number of pairs (NaN interval and p below 2 pairs)."""
@@ -158,14 +154,6 @@ def holm(pvalues) -> np.ndarray:
         running = max(running, min(1.0, (len(ok) - rank) * p[i]))
         out[i] = running
     return out
-
-
-def wilson_interval(k: int | float, n: int, level: float = LEVEL) -> tuple[float, float]:
-    """Wilson interval of a rate measured as ``k`` out of ``n`` (NaN for ``n`` = 0)."""
-    if n <= 0:
-        return (math.nan, math.nan)
-    ci = _st.binomtest(int(round(k)), int(n)).proportion_ci(confidence_level=level, method="wilson")
-    return (max(0.0, float(ci.low)), min(1.0, float(ci.high)))
 
 
 HOLDS, NOT_HOLDS, CANNOT_TELL = "holds", "does not hold (the other method is better)", "cannot tell at this number of seeds"

@@ -25,7 +25,7 @@ import psutil
 
 from .. import paths
 from .events import read_metrics_file
-from .schema import CKPT_DIR, FINISHED, LOG_FILE, METRICS_FILE, STALE_AFTER_S, RunStoreError, now_iso
+from .schema import FINISHED, LOG_FILE, METRICS_FILE, STALE_AFTER_S, STATE_DIR, RunStoreError, now_iso
 
 _children: dict[str, subprocess.Popen] = {}  # workers started by this process (reaped in pump)
 _children_lock = threading.Lock()
@@ -109,7 +109,7 @@ class QueueMixin:
             latest.update(loss=m["loss"][-1], batch_acc=m["batch_acc"][-1])
         if m["test_acc"]:
             latest.update(test_acc=m["test_acc"][-1], test_loss=m["test_loss"][-1])
-        saved = last_iteration(d / CKPT_DIR)
+        saved = last_iteration(d / STATE_DIR)
         where = (f"resume continues from its checkpoint at iteration {saved}" if saved
                  else "resume starts it again (no checkpoint yet)")
         self._set_status(run_id, status="interrupted", iteration=it, latest=latest, finished=now_iso(),
@@ -120,8 +120,6 @@ class QueueMixin:
     def _spawn(self, run_id: str) -> subprocess.Popen:
         d = self.run_dir(run_id)
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([str(paths.ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
-                                                                 if p])
         env.setdefault("OMP_NUM_THREADS", "1")
         env.setdefault("MKL_NUM_THREADS", "1")
         with open(d / LOG_FILE, "ab") as log:

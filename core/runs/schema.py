@@ -35,7 +35,8 @@ MAX_QUEUED = 100  # queued runs at once
 MAX_TEXT = 200  # owner / label length
 
 CONFIG_FILE, STATUS_FILE, METRICS_FILE = "config.json", "status.json", "metrics.jsonl"
-STOP_FILE, LOG_FILE, CKPT_STEM, CKPT_DIR = "stop", "worker.log", "model", "ckpt"
+# a run's weights are model.safetensors + model.json; its training states (to resume) are in ckpt/
+STOP_FILE, LOG_FILE, WEIGHTS_STEM, STATE_DIR = "stop", "worker.log", "model", "ckpt"
 
 
 class RunStoreError(RimscopeError):

@@ -22,16 +22,16 @@ from ..fileio import atomic_write_bytes, finite, read_json, write_json
 from .events import forget, read_metrics_file
 from .queue import QueueMixin, forget_child, worker_alive
 from .schema import (
-    CKPT_DIR,
-    CKPT_STEM,
     CONFIG_FILE,
     MAX_QUEUED,
     MAX_RUNS,
     METRICS_FILE,
     RESUMABLE,
     RUN_ID_RE,
+    STATE_DIR,
     STATUS_FILE,
     STOP_FILE,
+    WEIGHTS_STEM,
     WITH_WEIGHTS,
     RunConfig,
     RunInfo,
@@ -126,7 +126,7 @@ class RunStore(QueueMixin):
         d = self.run_dir(run_id)
         if self.read_status(run_id).status not in WITH_WEIGHTS:
             return None
-        stem = d / CKPT_STEM
+        stem = d / WEIGHTS_STEM
         if stem.with_suffix(".safetensors").is_file() and stem.with_suffix(".json").is_file():
             return stem
         return None
@@ -219,7 +219,7 @@ class RunStore(QueueMixin):
                           owner=clean_text(owner, 100), label=clean_text(label), train_config=finite(tc)),
                 RunStatus(status="uploaded", total=0, message="uploaded checkpoint", metrics=metrics,
                           finished=now_iso()),
-                files={CKPT_STEM + ".safetensors": bytes(weights), CKPT_STEM + ".json": bytes(meta)})
+                files={WEIGHTS_STEM + ".safetensors": bytes(weights), WEIGHTS_STEM + ".json": bytes(meta)})
 
     def _set_status(self, run_id: str, **changes) -> RunStatus:
         st = self.read_status(run_id).update(**changes, updated=now_iso())
@@ -270,7 +270,7 @@ class RunStore(QueueMixin):
                 raise RunStoreError(f"{queued} runs are already waiting (at most {MAX_QUEUED}); "
                                     "wait for them or stop some.")
             (d / STOP_FILE).unlink(missing_ok=True)
-            saved = last_iteration(d / CKPT_DIR) or 0
+            saved = last_iteration(d / STATE_DIR) or 0
             where = f"from iteration {saved}" if saved else "from the start (no checkpoint yet)"
             self._set_status(run_id, status="queued", pid=None, pid_started=None, host=None, heartbeat=None,
                              finished="", iteration=saved, metrics={}, resumes=st.resumes + 1,

@@ -22,14 +22,14 @@ from .events import MetricsWriter, truncate_metrics
 from .progress import FINAL_EVALUATION, STOPPING
 from .queue import process_started, worker_alive
 from .schema import (
-    CKPT_DIR,
-    CKPT_STEM,
     CONFIG_FILE,
     HEARTBEAT_S,
     METRICS_FILE,
+    STATE_DIR,
     STATUS_EVERY_S,
     STATUS_FILE,
     STOP_FILE,
+    WEIGHTS_STEM,
     RunConfig,
     RunStatus,
     check_run_id,
@@ -117,19 +117,17 @@ def _train(run_dir: Path, run_id: str, writer: StatusWriter, state: dict) -> str
     """Data, resume point, training, checkpoint; the final status (written)."""
     stop_file = run_dir / STOP_FILE
     run_cfg = RunConfig.from_dict(read_json(run_dir / CONFIG_FILE))
-    from ..data.plan import prepare_training_data
     from ..training.config import TrainConfig
+    from ..training.lifecycle import finish_run, load_run_data
     from ..training.loop import train
-    from ..training.state import latest_state, remove_states
-    from ..training.weights import run_metadata, save_checkpoint
+    from ..training.state import latest_state
 
     cfg = TrainConfig.from_dict(dict(run_cfg.train_config)).validate()
     if stop_file.exists():
         writer.write(final=True, status="stopped", message="stopped before training started")
         return "stopped"
-    train_data, test_data, note = prepare_training_data(cfg, run_cfg.data_dir or None)
-    cfg.validate(n_train=len(train_data))
-    ckpt_dir = run_dir / CKPT_DIR
+    cfg, train_data, test_data, note = load_run_data(cfg, run_cfg.data_dir or None)
+    ckpt_dir = run_dir / STATE_DIR
     resume_from = latest_state(ckpt_dir, on_damaged=lambda p, e: print(f"skipping a damaged checkpoint: {e}",
                                                                           flush=True))
     start = resume_from.iteration if resume_from is not None else 0
@@ -172,17 +170,11 @@ def _train(run_dir: Path, run_id: str, writer: StatusWriter, state: dict) -> str
     status, message = result.status, result.message
     if status == "stopped" and state["term"] and not stop_file.exists():
         message = f"stopped by a termination signal after {done} iterations"
-    if status in ("completed", "stopped") and done >= 1:
-        meta = run_metadata(cfg, result, train_data, test_data, note)
-        meta.update(run_id=run_id, run_name=run_id)
+    if status != "diverged" and done >= 1:
         writer.write(force=True, message="saving the checkpoint")
-        save_checkpoint(result.model, meta, run_dir / CKPT_STEM)
-    elif status == "stopped":
-        message = "stopped before the first iteration; nothing to save"
-    if status in ("completed", "diverged"):
-        remove_states(ckpt_dir)  # nothing left to resume
-    elif status == "stopped" and result.state_path is not None:
-        message += "; it can be resumed"
+    finished = finish_run(cfg, result, train_data, test_data, note, stem=run_dir / WEIGHTS_STEM, state_dir=ckpt_dir,
+                          extra_meta={"run_id": run_id, "run_name": run_id}, message=message)
+    status, message = finished.status, finished.message
     writer.write(final=True, status=status, message=message, iteration=done, metrics=scalars(result.metrics))
     return status
 

@@ -11,11 +11,10 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from ..data.plan import prepare_training_data
 from ..errors import CheckpointError
 from .config import TrainConfig, build_parser, config_from_args
+from .lifecycle import finish_run, load_run_data
 from .loop import train
-from .weights import run_metadata
 
 
 def resolve_resume_path(arg) -> Path:
@@ -37,8 +36,7 @@ def main(argv=None) -> int:
     from tqdm import tqdm
 
     from ..errors import RimscopeError
-    from .state import load_resume_source, remove_states
-    from .weights import save_checkpoint
+    from .state import load_resume_source
 
     args = build_parser().parse_args(argv)
     state, state_dir = None, None
@@ -59,8 +57,7 @@ def main(argv=None) -> int:
             data_dir = args.data_dir
             out = Path(args.out or f"runs/{cfg.dataset}_{cfg.model}_s{cfg.seed}")
             state_dir = Path(f"{out}.ckpt")
-        train_data, test_data, note = prepare_training_data(cfg, data_dir)
-        cfg.validate(n_train=len(train_data))
+        cfg, train_data, test_data, note = load_run_data(cfg, data_dir)
         print(f"train: {train_data.source} ({len(train_data)} images); test: {test_data.source} ({len(test_data)})",
               file=sys.stderr)
         if note:
@@ -92,18 +89,16 @@ def main(argv=None) -> int:
         hint = f"; continue with: python -m core.train --resume {state_dir}" if state_dir and state_dir.is_dir() else ""
         print(f"interrupted{hint}", file=sys.stderr)
         return 130
-    meta = run_metadata(cfg, result, train_data, test_data, note)
-    if result.status == "diverged":
-        remove_states(state_dir)  # nothing to continue: it would diverge again
-        print(f"DIVERGED: {result.message}; no weights saved", file=sys.stderr)
-        return 3
     try:
-        path = save_checkpoint(result.model, meta, out)
+        finished = finish_run(cfg, result, train_data, test_data, note, stem=out, state_dir=state_dir,
+                              keep_states=args.keep_states)
     except RimscopeError as exc:
         print(f"error: {exc}; the training state in {state_dir} is kept (resume with --resume)", file=sys.stderr)
         return 2
-    if result.status == "completed" and not args.keep_states:
-        remove_states(state_dir)
+    if finished.status == "diverged":  # nothing to continue: it would diverge again
+        print(f"DIVERGED: {finished.message}; no weights saved", file=sys.stderr)
+        return 3
+    path = finished.weights
     m = result.metrics
     noisy = f", noisy error {m['noisy_test_error']:.4f} (var {cfg.noise_var}, {cfg.noise_draws} draws)" if "noisy_test_error" in m else ""
     resumed = f" (resumed from iteration {result.resumed_from})" if result.resumed_from is not None else ""

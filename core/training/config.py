@@ -1,4 +1,5 @@
-"""Training settings: ``TrainConfig``, the named protocols, seed lists and the CLI options.
+"""Training settings: ``TrainConfig``, the named protocols, seed lists and the CLI options
+(the table of derived seeds is core.seeds).
 
 ``TrainConfig.validate`` is the one validation of a training run's settings, for every
 caller (CLI, run store, pages, reproduction grids): each out-of-range setting is named, one
@@ -13,6 +14,7 @@ import dataclasses
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..data.datasets import DATASETS
@@ -46,36 +48,8 @@ SCHEDULES = ("none", "cosine", "step")
 AUGMENTS = ("none", "affine", "scan")
 
 
-@dataclass(frozen=True)
-class SeedTable:
-    """Where every random stream of a run starts: the one table of derived seeds.
-
-    A run with seed ``s`` draws stream ``x`` from ``s + x`` (``SEEDS.of("x", s)``); the offsets
-    keep the streams of one generator kind apart for every seed below 10,000 (seed 5's validation
-    split is never seed 5's or any other such seed's evaluation subset). The ``fixed_*`` seeds do
-    not depend on the run's seed. Changing a number here changes every result and breaks
-    resuming the training states written before.
-    """
-
-    weights: int = 0  # torch.manual_seed(s): initial weights (and any model randomness)
-    order: int = 0  # numpy default_rng(s): the batch order (one permutation per epoch)
-    eval_subset: int = 10_000  # numpy default_rng(s + 10,000): the fixed test subset of the periodic evaluation
-    validation: int = 20_000  # numpy default_rng(s + 20,000): which training images are held out (val_images)
-    augment: int = 30_000  # torch.Generator(s + 30,000): the affine augmentation draws (augment="affine")
-    fixed_final_noise: int = 1000  # the noise of the final noisy test accuracy: draw d uses seed 1000 + d, every run
-    fixed_demo_split: int = 30_000  # core.data.plan.sample_split: the bundled sample's 800 / 200 demo split
-
-    def of(self, stream: str, seed: int) -> int:
-        """The seed of ``stream`` (a field name without ``fixed_``) in a run with seed ``seed``."""
-        if stream.startswith("fixed_"):
-            raise ValueError(f"{stream} does not depend on the run's seed: use SEEDS.{stream}")
-        return getattr(self, stream) + seed
-
-
-SEEDS = SeedTable()
-
-# Named protocols: the paper's, and "converged", chosen by measurement (REPRODUCTION.md,
-# "Protocols"; whether its budget suffices is tested there): Adam with a cosine decay, weights of
+# Named protocols: the paper's, and one that trains to convergence. "converged" was chosen by
+# measurement (REPRODUCTION.md, "Converged protocol"): Adam with a cosine decay, weights of
 # the best validation accuracy kept, the validation split carved from the training data
 # (never the test set), early stopping when validation stops improving.
 PROTOCOLS: dict[str, dict] = {
@@ -117,6 +91,18 @@ def _same(a, b) -> bool:
     return a == b
 
 
+def _number(v) -> bool:  # a real number (bool is not one here)
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _whole(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _finite(v) -> bool:
+    return _number(v) and math.isfinite(v)
+
+
 @dataclass
 class TrainConfig:
     dataset: str = "mnist"
@@ -149,99 +135,13 @@ class TrainConfig:
     augment: str = "none"  # training images only: "none", "affine" (small random affine) or "scan"
 
     def validate(self, n_train: int | None = None) -> TrainConfig:
-        """Raise one ConfigError naming every out-of-range setting (one per line)."""
-        problems: list[str] = []
-        bad = problems.append
-
-        if self.dataset not in DATASETS:
-            bad(f"Unknown data set {self.dataset!r}; choose one of {', '.join(DATASETS)}.")
-        if self.model not in list_models():
-            bad(f"Unknown model {self.model!r}; choose one of {', '.join(list_models())}.")
-        def number(v):  # a real number (bool is not one here)
-            return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-        def whole(v):
-            return isinstance(v, int) and not isinstance(v, bool)
-
-        if not whole(self.seed) or self.seed < 0:
-            bad("Seed must be a whole number >= 0.")
-        if not whole(self.iterations) or not 1 <= self.iterations <= MAX_ITERATIONS:
-            bad(f"Iterations must be between 1 and {MAX_ITERATIONS:,}.")
-        if not whole(self.batch_size) or self.batch_size < 1:
-            bad("Batch size must be at least 1.")
-        if n_train is not None and whole(self.batch_size) and self.batch_size > n_train:
-            bad(f"Batch size {self.batch_size} is larger than the training set ({n_train} images).")
-        if not (number(self.lr) and math.isfinite(self.lr) and 0 < self.lr <= 10):
-            bad("Learning rate must be a number in (0, 10].")
-        if not (number(self.momentum) and math.isfinite(self.momentum) and 0 <= self.momentum < 1):
-            bad("Momentum must be in [0, 1).")
-        if self.optimizer not in OPTIMIZERS:
-            bad(f"Optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}.")
-        if self.optimizer != "sgd" and self.momentum:
-            bad("Momentum applies to SGD only (Adam has its own moment estimates); set it to 0.")
-        if not (number(self.weight_decay) and math.isfinite(self.weight_decay) and 0 <= self.weight_decay < 1):
-            bad("Weight decay must be in [0, 1).")
-        if self.schedule not in SCHEDULES:
-            bad(f"Learning-rate schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}.")
-        if self.augment not in AUGMENTS:
-            bad(f"Augmentation must be one of {', '.join(AUGMENTS)}, got {self.augment!r}.")
-        if not whole(self.step_every) or self.step_every < 1:
-            bad("Step schedule: step every must be at least 1 iteration.")
-        if not (number(self.step_gamma) and math.isfinite(self.step_gamma) and 0 < self.step_gamma <= 1):
-            bad("Step schedule: the factor must be in (0, 1].")
-        if not whole(self.val_images) or self.val_images < 0:
-            bad("Validation images must be a whole number >= 0.")
-        val_ok = whole(self.val_images) and self.val_images >= 0
-        if n_train is not None and val_ok and self.val_images and self.val_images >= n_train:
-            bad(f"Validation images ({self.val_images:,}) must be fewer than the training images ({n_train:,}).")
-        if n_train is not None and val_ok and whole(self.batch_size) and self.val_images \
-                and self.val_images < n_train and self.batch_size > n_train - self.val_images:
-            bad(f"Batch size {self.batch_size} is larger than the training set left after validation "
-                f"({n_train - self.val_images} images).")
-        if not whole(self.patience) or self.patience < 0:
-            bad("Patience must be a whole number >= 0.")
-        if self.patience and val_ok and not self.val_images:
-            bad("Early stopping (patience) needs validation images.")
-        if self.grad_clip is not None and not (number(self.grad_clip) and math.isfinite(self.grad_clip) and self.grad_clip > 0):
-            bad("Gradient clipping must be a positive number (or off).")
-        if not whole(self.eval_every) or self.eval_every < 1:
-            bad("Evaluate-every must be at least 1 iteration.")
-        if not whole(self.eval_samples) or not 1 <= self.eval_samples <= MAX_EVAL_SAMPLES:
-            bad(f"Evaluation samples (the live test subset) must be between 1 and {MAX_EVAL_SAMPLES:,}.")
-        if self.class_weighting not in ("none", "balanced", "auto"):
-            bad("Class weighting must be 'none', 'balanced' or 'auto'.")
-        if not (number(self.noise_var) and math.isfinite(self.noise_var) and 0 <= self.noise_var <= 1):
-            bad("Noise variance must be in [0, 1].")
-        if not whole(self.noise_draws) or not 0 <= self.noise_draws <= MAX_NOISE_DRAWS:
-            bad(f"Noise draws must be between 0 and {MAX_NOISE_DRAWS}.")
-        if self.data_source not in ("auto", "sample"):
-            bad(f"Data source must be 'auto' or 'sample', got {self.data_source!r}.")
-        if self.device not in DEVICES:
-            bad(f"Device must be one of {', '.join(DEVICES)}, got {self.device!r}.")
-        if self.threads is not None and (not whole(self.threads) or self.threads < 1):
-            bad("Threads must be at least 1.")
-        if not whole(self.checkpoint_every) or self.checkpoint_every < 0:
-            bad("Checkpoint every (iterations) must be a whole number >= 0 (0 = not by count).")
-        if not (number(self.checkpoint_every_s) and math.isfinite(self.checkpoint_every_s)
-                and self.checkpoint_every_s >= 0):
-            bad("Checkpoint every (seconds) must be a number >= 0 (0 = not by time).")
-        if not isinstance(self.model_overrides, dict):
-            bad("Model overrides must be a mapping of config fields.")
-        fixed = sorted({"input_dim", "num_classes"} & set(self.model_overrides))
-        if fixed:
-            bad(f"Model setting(s) {', '.join(fixed)} follow from the data set and cannot be overridden.")
-        if self.model in list_models() and isinstance(self.model_overrides, dict) and not fixed:
-            info = DATASETS.get(self.dataset)
-            shape = {} if info is None else dict(input_dim=info.input_dim, num_classes=len(info.classes))
-            try:  # unknown, mistyped, negative or inconsistent model settings (built as the model's config)
-                make_config(self.model, **shape, **self.model_overrides)
-            except (KeyError, ValueError, TypeError, ZeroDivisionError) as exc:
-                bad(str(exc).strip("'\""))
-        if self.device in DEVICES:
-            try:  # cuda without a GPU: said before a run is queued, not when it starts
-                resolve_device(self.device)
-            except ConfigError as exc:
-                bad(str(exc))
+        """Raise one ConfigError naming every out-of-range setting (one per line): each field
+        against its own range (``FIELD_CHECKS``), then the checks across fields and against the
+        number of training images (:func:`_cross_field_problems`)."""
+        names = {"datasets": ", ".join(DATASETS), "models": ", ".join(list_models())}
+        problems = [message.format(v=getattr(self, name), **names)
+                    for name, ok, message in FIELD_CHECKS if not ok(getattr(self, name))]
+        problems += _cross_field_problems(self, n_train)
         if problems:
             raise ConfigError("\n".join(dict.fromkeys(problems)))
         return self
@@ -263,6 +163,82 @@ class TrainConfig:
         if unknown:
             raise ConfigError(f"Unknown training setting(s): {', '.join(unknown)}")
         return cls(**d)
+
+
+# Each field against its own range: (field, check, message); a message may name the value
+# ({v}) and the choices ({datasets}, {models}). The checks across fields follow below.
+FIELD_CHECKS: tuple[tuple[str, Callable[[object], bool], str], ...] = (
+    ("dataset", lambda v: v in DATASETS, "Unknown data set {v!r}; choose one of {datasets}."),
+    ("model", lambda v: v in list_models(), "Unknown model {v!r}; choose one of {models}."),
+    ("seed", lambda v: _whole(v) and v >= 0, "Seed must be a whole number >= 0."),
+    ("iterations", lambda v: _whole(v) and 1 <= v <= MAX_ITERATIONS,
+     f"Iterations must be between 1 and {MAX_ITERATIONS:,}."),
+    ("batch_size", lambda v: _whole(v) and v >= 1, "Batch size must be at least 1."),
+    ("lr", lambda v: _finite(v) and 0 < v <= 10, "Learning rate must be a number in (0, 10]."),
+    ("momentum", lambda v: _finite(v) and 0 <= v < 1, "Momentum must be in [0, 1)."),
+    ("optimizer", lambda v: v in OPTIMIZERS, f"Optimizer must be one of {', '.join(OPTIMIZERS)}, got {{v!r}}."),
+    ("weight_decay", lambda v: _finite(v) and 0 <= v < 1, "Weight decay must be in [0, 1)."),
+    ("schedule", lambda v: v in SCHEDULES,
+     f"Learning-rate schedule must be one of {', '.join(SCHEDULES)}, got {{v!r}}."),
+    ("augment", lambda v: v in AUGMENTS, f"Augmentation must be one of {', '.join(AUGMENTS)}, got {{v!r}}."),
+    ("step_every", lambda v: _whole(v) and v >= 1, "Step schedule: step every must be at least 1 iteration."),
+    ("step_gamma", lambda v: _finite(v) and 0 < v <= 1, "Step schedule: the factor must be in (0, 1]."),
+    ("val_images", lambda v: _whole(v) and v >= 0, "Validation images must be a whole number >= 0."),
+    ("patience", lambda v: _whole(v) and v >= 0, "Patience must be a whole number >= 0."),
+    ("grad_clip", lambda v: v is None or (_finite(v) and v > 0), "Gradient clipping must be a positive number (or off)."),
+    ("eval_every", lambda v: _whole(v) and v >= 1, "Evaluate-every must be at least 1 iteration."),
+    ("eval_samples", lambda v: _whole(v) and 1 <= v <= MAX_EVAL_SAMPLES,
+     f"Evaluation samples (the live test subset) must be between 1 and {MAX_EVAL_SAMPLES:,}."),
+    ("class_weighting", lambda v: v in ("none", "balanced", "auto"),
+     "Class weighting must be 'none', 'balanced' or 'auto'."),
+    ("noise_var", lambda v: _finite(v) and 0 <= v <= 1, "Noise variance must be in [0, 1]."),
+    ("noise_draws", lambda v: _whole(v) and 0 <= v <= MAX_NOISE_DRAWS,
+     f"Noise draws must be between 0 and {MAX_NOISE_DRAWS}."),
+    ("data_source", lambda v: v in ("auto", "sample"), "Data source must be 'auto' or 'sample', got {v!r}."),
+    ("device", lambda v: v in DEVICES, f"Device must be one of {', '.join(DEVICES)}, got {{v!r}}."),
+    ("threads", lambda v: v is None or (_whole(v) and v >= 1), "Threads must be at least 1."),
+    ("checkpoint_every", lambda v: _whole(v) and v >= 0,
+     "Checkpoint every (iterations) must be a whole number >= 0 (0 = not by count)."),
+    ("checkpoint_every_s", lambda v: _finite(v) and v >= 0,
+     "Checkpoint every (seconds) must be a number >= 0 (0 = not by time)."),
+    ("model_overrides", lambda v: isinstance(v, dict), "Model overrides must be a mapping of config fields."),
+)
+
+
+def _cross_field_problems(cfg: TrainConfig, n_train: int | None) -> list[str]:
+    """What a setting means together with another one, or with ``n_train`` training images:
+    batch and validation split against the data, momentum and patience against what they need,
+    the model's settings built as its config, a GPU asked for."""
+    bad: list[str] = []
+    batch_ok, val_ok = _whole(cfg.batch_size), _whole(cfg.val_images) and cfg.val_images >= 0
+    if n_train is not None and batch_ok and cfg.batch_size > n_train:
+        bad.append(f"Batch size {cfg.batch_size} is larger than the training set ({n_train} images).")
+    if cfg.optimizer != "sgd" and cfg.momentum:
+        bad.append("Momentum applies to SGD only (Adam has its own moment estimates); set it to 0.")
+    if n_train is not None and val_ok and cfg.val_images:
+        if cfg.val_images >= n_train:
+            bad.append(f"Validation images ({cfg.val_images:,}) must be fewer than the training images ({n_train:,}).")
+        elif batch_ok and cfg.batch_size > n_train - cfg.val_images:
+            bad.append(f"Batch size {cfg.batch_size} is larger than the training set left after validation "
+                       f"({n_train - cfg.val_images} images).")
+    if cfg.patience and val_ok and not cfg.val_images:
+        bad.append("Early stopping (patience) needs validation images.")
+    fixed = sorted({"input_dim", "num_classes"} & set(cfg.model_overrides))
+    if fixed:
+        bad.append(f"Model setting(s) {', '.join(fixed)} follow from the data set and cannot be overridden.")
+    if cfg.model in list_models() and isinstance(cfg.model_overrides, dict) and not fixed:
+        info = DATASETS.get(cfg.dataset)
+        shape = {} if info is None else dict(input_dim=info.input_dim, num_classes=len(info.classes))
+        try:  # unknown, mistyped, negative or inconsistent model settings (built as the model's config)
+            make_config(cfg.model, **shape, **cfg.model_overrides)
+        except (KeyError, ValueError, TypeError, ZeroDivisionError) as exc:
+            bad.append(str(exc).strip("'\""))
+    if cfg.device in DEVICES:
+        try:  # cuda without a GPU: said before a run is queued, not when it starts
+            resolve_device(cfg.device)
+        except ConfigError as exc:
+            bad.append(str(exc))
+    return bad
 
 
 def parse_seeds(text: str, limit: int = 20) -> list[int]:
@@ -291,6 +267,21 @@ def parse_seeds(text: str, limit: int = 20) -> list[int]:
 
 
 # ---------------------------------------------------------------------------------------
+def _deprecated(new: str, const=None) -> type[argparse.Action]:
+    """An argparse action for an old option name: stores like ``new`` (``const`` for a flag) and
+    warns that the name is deprecated. The options say *state* for what resumes a run, *weights*
+    for what it leaves."""
+
+    class Deprecated(argparse.Action):
+        def __call__(self, parser, namespace, values, option_string=None):
+            import warnings
+
+            warnings.warn(f"{option_string} is deprecated; use {new}", FutureWarning, stacklevel=2)
+            setattr(namespace, self.dest, const if const is not None else values)
+
+    return Deprecated
+
+
 def build_parser() -> argparse.ArgumentParser:
     d = TrainConfig()
     p = argparse.ArgumentParser(
@@ -334,15 +325,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: OMP_NUM_THREADS if set, else cores, at most 2)")
     p.add_argument("--device", choices=DEVICES, default=None,
                    help=f"auto = CUDA when torch sees a GPU, else CPU (default {d.device})")
-    p.add_argument("--state-every", "--checkpoint-every", dest="checkpoint_every", type=int, default=None,
+    p.add_argument("--state-every", dest="checkpoint_every", type=int, default=None,
                    help=f"training state (to resume from) every N iterations; 0 = not by count (default {d.checkpoint_every})")
-    p.add_argument("--state-every-s", "--checkpoint-every-s", dest="checkpoint_every_s", type=float, default=None,
+    p.add_argument("--state-every-s", dest="checkpoint_every_s", type=float, default=None,
                    help=f"... and at least every S seconds; 0 = not by time (default {d.checkpoint_every_s})")
+    p.add_argument("--checkpoint-every", dest="checkpoint_every", type=int, action=_deprecated("--state-every"),
+                   help=argparse.SUPPRESS)
+    p.add_argument("--checkpoint-every-s", dest="checkpoint_every_s", type=float,
+                   action=_deprecated("--state-every-s"), help=argparse.SUPPRESS)
     p.add_argument("--resume", default=None, metavar="OUT",
                    help="continue an interrupted run: its --out stem or its training-state folder (<out>.ckpt); its settings, "
                         "data folder and output path come from the state (--threads, --quiet and --out still apply)")
-    p.add_argument("--keep-states", "--keep-checkpoints", dest="keep_states", action="store_true",
+    p.add_argument("--keep-states", dest="keep_states", action="store_true",
                    help="keep the training-state folder after the run completed (default: removed)")
+    p.add_argument("--keep-checkpoints", dest="keep_states", nargs=0, action=_deprecated("--keep-states", True),
+                   help=argparse.SUPPRESS)
     p.add_argument("--data-dir", default=None, help="folder with <dataset>/{train,test}.npz (default: $RIMSCOPE_DATA_DIR or ./data)")
     p.add_argument("--out", default=None, help="path stem of the saved weights (default runs/<dataset>_<model>_s<seed>)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",

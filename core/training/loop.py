@@ -39,9 +39,10 @@ from ..data.transforms import affine_augment, draw_affine_params, draw_scan_para
 from ..errors import CheckpointError, ConfigError
 from ..eval.predict import evaluate, noisy_accuracy
 from ..models.registry import build_model, count_parameters
-from . import state as R
-from .config import SEEDS, TrainConfig, resolve_device
-from .progress import LoopState, StateWriter
+from ..seeds import SEEDS
+from .config import TrainConfig, resolve_device
+from .loop_state import LoopState, StateWriter
+from .state import TrainState, config_mismatch, data_fingerprint, load_resume_source, remove_states
 
 
 @dataclass
@@ -204,12 +205,12 @@ def check_resume(cfg: TrainConfig, train_data: LoadedData, state_dir, resume_fro
     """The training state to resume (or None) and the training data's fingerprint (None when no
     state is read or written); a state of other settings or other data is refused. A fresh run
     with a ``state_dir`` clears it."""
-    resumed = R.load_resume_source(resume_from) if resume_from is not None else None
+    resumed = load_resume_source(resume_from) if resume_from is not None else None
     fingerprint = None
     if resumed is not None or state_dir is not None:
-        fingerprint = R.data_fingerprint(train_data.images, train_data.labels)
+        fingerprint = data_fingerprint(train_data.images, train_data.labels)
     if resumed is not None:
-        diff = R.config_mismatch(resumed, cfg.to_dict())
+        diff = config_mismatch(resumed, cfg.to_dict())
         if diff:
             raise CheckpointError(f"The checkpoint {resumed.path or ''} belongs to a run with other settings "
                                   f"({', '.join(diff)}); it cannot be resumed with these.")
@@ -219,11 +220,11 @@ def check_resume(cfg: TrainConfig, train_data: LoadedData, state_dir, resume_fro
                                   f"({theirs.get('n')} images, not these {fingerprint['n']}); it cannot be resumed "
                                   "with this data.")
     elif state_dir is not None:
-        R.remove_states(state_dir)  # a fresh run: nothing of an earlier one may be resumed
+        remove_states(state_dir)  # a fresh run: nothing of an earlier one may be resumed
     return resumed, fingerprint
 
 
-def set_up(cfg: TrainConfig, data: RunData, resumed: R.TrainState | None) -> LoopState:
+def set_up(cfg: TrainConfig, data: RunData, resumed: TrainState | None) -> LoopState:
     """The seeded model, optimiser and generators (core.training.config.SEEDS), or a resumed state."""
     torch.manual_seed(SEEDS.of("weights", cfg.seed))
     try:
@@ -318,7 +319,7 @@ def periodic_eval(run: LoopState, data: RunData, it: int, callback) -> None:
 
 
 def finish(cfg: TrainConfig, run: LoopState, data: RunData, writer: StateWriter | None,
-           resumed: R.TrainState | None) -> TrainResult:
+           resumed: TrainState | None) -> TrainResult:
     """Keep the best validation weights, evaluate on the whole test set (and under noise), and
     gather the metrics."""
     model, best = run.model, run.best

@@ -1,6 +1,8 @@
-"""Checkpoints: weights as safetensors, everything else as JSON. Never pickle.
+"""Weights: what a finished run leaves, what is shipped and uploaded. Tensors as safetensors,
+everything else as JSON; never pickle. (What resumes a run is the *training state*,
+core.training.state.)
 
-A checkpoint is two files side by side: ``<stem>.safetensors`` and ``<stem>.json``. The JSON
+A weights file is two files side by side: ``<stem>.safetensors`` and ``<stem>.json``. The JSON
 names the model and its config, so loading builds the model through the registry and then
 checks that the stored tensors fit it exactly (names, shapes, dtypes, finite values).
 Every problem is reported as a ``CheckpointError`` whose message names it.
@@ -36,8 +38,8 @@ def _stem(path) -> Path:
     return p.with_suffix("") if p.suffix in (".safetensors", ".json") else p
 
 
-def checkpoint_bytes(model: torch.nn.Module, metadata: dict) -> tuple[bytes, bytes]:
-    """The two files of a checkpoint as bytes (for downloads and for saving)."""
+def weights_bytes(model: torch.nn.Module, metadata: dict) -> tuple[bytes, bytes]:
+    """The two files of a model's weights as bytes (for downloads and for saving)."""
     meta = dict(metadata)
     meta.setdefault("format", FORMAT)
     meta.setdefault("model", getattr(model, "model_name", None))
@@ -49,14 +51,14 @@ def checkpoint_bytes(model: torch.nn.Module, metadata: dict) -> tuple[bytes, byt
     return weights, meta_bytes
 
 
-def save_checkpoint(model: torch.nn.Module, metadata: dict, path) -> Path:
+def save_weights(model: torch.nn.Module, metadata: dict, path) -> Path:
     """Save ``<stem>.safetensors`` + ``<stem>.json`` atomically; returns the weights path.
 
     A write that fails (disk full, read-only folder) raises CheckpointError naming the cause;
-    an existing checkpoint keeps its old files (each is replaced atomically).
+    weights that were there before keep their old files (each is replaced atomically).
     """
     stem = _stem(path)
-    weights, meta = checkpoint_bytes(model, metadata)
+    weights, meta = weights_bytes(model, metadata)
     try:
         atomic_write_bytes(stem.with_suffix(".safetensors"), weights)
         atomic_write_bytes(stem.with_suffix(".json"), meta)
@@ -93,7 +95,7 @@ def run_metadata(cfg, result, train_data, test_data, note: str = "") -> dict:
     }
 
 
-def load_checkpoint(path, *, expected_dataset: str | None = None):
+def load_weights(path, *, expected_dataset: str | None = None):
     """Load ``(model, metadata)`` from ``<stem>.safetensors`` + ``<stem>.json``."""
     stem = _stem(path)
     w, m = stem.with_suffix(".safetensors"), stem.with_suffix(".json")
@@ -102,7 +104,7 @@ def load_checkpoint(path, *, expected_dataset: str | None = None):
     if not m.is_file():
         raise CheckpointError(f"Metadata file {m.name} is missing: a checkpoint needs both "
                               ".safetensors and .json.")
-    return load_checkpoint_bytes(w.read_bytes(), m.read_bytes(), expected_dataset=expected_dataset)
+    return load_weights_bytes(w.read_bytes(), m.read_bytes(), expected_dataset=expected_dataset)
 
 
 def is_safetensors(data: bytes) -> bool:
@@ -120,7 +122,7 @@ def is_safetensors(data: bytes) -> bool:
 
 
 def parse_metadata(meta_bytes: bytes, shown: str = "The metadata") -> dict:
-    """Parse and validate checkpoint JSON; raises CheckpointError naming the problem
+    """Parse and validate the JSON beside the weights; raises CheckpointError naming the problem
     (``shown``: how the messages name the file, e.g. ``"The metadata file run.json"``)."""
     if not meta_bytes:
         raise CheckpointError("The metadata file is empty.")
@@ -162,12 +164,12 @@ UPLOAD_PICKLE_SUFFIXES = (".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".bin", ".t
 
 def check_upload(weights, meta, *, expected_dataset: str | None = None, weights_name: str | None = None,
                  meta_name: str | None = None, max_bytes: int | None = None):
-    """Validate an uploaded checkpoint in full before anything is stored; ``(model, metadata)``.
+    """Validate uploaded weights in full before anything is stored; ``(model, metadata)``.
 
     The one check the Models page and the run store share. File names, when given, must be
     ``.safetensors`` and ``.json`` (pickle-based names are refused and never opened);
-    each file at most ``max_bytes`` (default the checkpoint limits); the metadata and the
-    weights as in :func:`load_checkpoint_bytes`; the data set must be a known one
+    each file at most ``max_bytes`` (default the weights limits); the metadata and the
+    weights as in :func:`load_weights_bytes`; the data set must be a known one
     (``expected_dataset=None``: the one the metadata names) and the model must fit it (row
     width, number of classes). Raises CheckpointError naming the problem.
     """
@@ -207,7 +209,7 @@ def check_upload(weights, meta, *, expected_dataset: str | None = None, weights_
             raise CheckpointError(f"The metadata names no known data set ({expected_dataset!r}); add \"dataset\" "
                                   f"to the JSON or choose the data set it was trained on ({', '.join(DATASETS)}).")
     parse_metadata(meta, meta_shown)  # its problems named with the file's name
-    model, meta_doc = load_checkpoint_bytes(weights, meta, expected_dataset=expected_dataset)
+    model, meta_doc = load_weights_bytes(weights, meta, expected_dataset=expected_dataset)
     info = DATASETS[expected_dataset]
     cfg = getattr(model, "config", None)
     if getattr(cfg, "input_dim", info.input_dim) != info.input_dim:
@@ -219,8 +221,8 @@ def check_upload(weights, meta, *, expected_dataset: str | None = None, weights_
     return model, meta_doc
 
 
-def load_checkpoint_bytes(weights: bytes, meta_bytes: bytes, *, expected_dataset: str | None = None):
-    """Validate and load a checkpoint given as bytes (e.g. an upload)."""
+def load_weights_bytes(weights: bytes, meta_bytes: bytes, *, expected_dataset: str | None = None):
+    """Validate and load weights given as bytes (e.g. an upload)."""
     if not weights:
         raise CheckpointError("The weights file is empty.")
     if weights[:2] in PICKLE_MAGIC or weights[:4] == b"PK\x03\x04":

@@ -23,7 +23,7 @@ import torch
 from core import catalog, paths
 from core.data.datasets import DATASETS, LoadedData, load_dataset
 from core.eval import curves
-from core.eval.points import EvalPoint, fixed_subset, noisy_eval, stretch_eval
+from core.eval.robustness_points import EvalPoint, fixed_subset, noisy_eval, stretch_eval
 from core.eval.scorer import Scorer
 
 from .messages import show_error
@@ -77,13 +77,11 @@ def test_data(dataset: str, data_dir: str | None = None) -> LoadedData:
 
 
 def run_store():
-    """The user's run store, or ``None`` while ``core.runs`` is unavailable or broken."""
-    try:
-        from core.runs.store import RunStore
+    """The user's run store, or ``None`` while it is broken (an unreadable folder, ...)."""
+    from core.runs.store import RunStore
 
+    try:
         return RunStore()
-    except (ImportError, AttributeError):
-        return None
     except Exception:  # a broken store must not take the page down; callers say so
         return None
 
@@ -126,7 +124,7 @@ def _read_csv(path: str, mtime_: float):
 
 
 def load_handwriting(out_dir: Path):
-    """``handwriting.csv`` of a results folder (``python -m core.digits generalisation``) as a
+    """``handwriting.csv`` of a results folder (``python -m core.studies.handwriting generalisation``) as a
     DataFrame, None when missing or unreadable."""
     p = Path(out_dir) / "handwriting.csv"
     return _read_csv(str(p), mtime(p)) if p.is_file() else None
@@ -198,7 +196,7 @@ def _set_traces(key: str, mtime_: float, data_key_: str, n: int, noise: float, n
     from core.data.transforms import add_noise
     from core.eval import match
     from core.eval.curves import SEED
-    from core.eval.points import fixed_subset
+    from core.eval.robustness_points import fixed_subset
     from core.models.registry import trace_schema
 
     idx = fixed_subset(len(_data), n, seed=0)

@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from core.digits import external as de
 from core.report import fmt
+from core.studies.handwriting import external as de
 
 from .cache import entry_mtime
 from .pickers import keep_valid

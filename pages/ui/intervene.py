@@ -201,7 +201,7 @@ def _tables() -> dict:
 def _table(model, model_key: str, mtime: float, data_key: str, images, labels, classes: list[str], n: int,
            noise_var: float):
     """The table for this model and subset, computed once (with a progress bar), then cached."""
-    from core.eval.points import fixed_subset
+    from core.eval.robustness_points import fixed_subset
 
     key = (model_key, mtime, data_key, n, noise_var)
     held = _tables()

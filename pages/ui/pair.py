@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from core.eval.points import activation_change
+from core.eval.robustness_points import activation_change
 from core.models.registry import TraceSchema
 from core.report.plots import traces
 

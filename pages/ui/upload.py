@@ -100,11 +100,12 @@ def show_preprocessing(prepared, expanded: bool = False) -> None:
             st.caption("; ".join(notes))
 
 
-def check_upload(weights_name: str, weights: bytes, meta_name: str, meta: bytes,
+def check_upload(weights: bytes, meta: bytes, *, weights_name: str, meta_name: str,
                  expected_dataset: str | None = None) -> dict:
     """Refuse bad checkpoint uploads before anything is stored; returns the parsed metadata.
 
-    The check itself is ``core.training.weights.check_upload`` (the run store uses the same one):
+    The check itself is ``core.training.weights.check_upload``, with its argument order (the run
+    store uses the same one):
     pickle-based files are refused by name and never opened; raises ``CheckpointError``.
     """
     from core.training.weights import check_upload as check

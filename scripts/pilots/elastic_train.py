@@ -14,7 +14,7 @@ Runs the converged protocol through ``core.training.cli.main`` in this process w
 augmentation swapped for this one; the run's JSON then gets ``pilot`` (what was swapped) and
 ``health`` (``core.report.health.health_of``) added.
 
-    RIMSCOPE_DATA_DIR=<data> OMP_NUM_THREADS=1 PYTHONPATH=. python scripts/pilots/elastic_train.py \
+    RIMSCOPE_DATA_DIR=<data> OMP_NUM_THREADS=1 python results/pilots/elastic_train.py \
         --protocol converged --augment scan --model entnet --seed 3 --threads 1 --noise-draws 1 --quiet --out <stem>
 """
 from __future__ import annotations

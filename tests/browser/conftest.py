@@ -107,7 +107,7 @@ def build_tiny_pretrained(dest: Path) -> Path:
 
     from core.data.datasets import DATASETS
     from core.models.registry import build_model, count_parameters
-    from core.training.weights import save_checkpoint
+    from core.training.weights import save_weights
 
     errors = {"rim": 0.0312, "parallel_lstm": 0.0447}
     models = []
@@ -129,7 +129,7 @@ def build_tiny_pretrained(dest: Path) -> Path:
             "evals": {"iteration": [10, 20], "test_acc": [0.2, 0.3], "test_loss": [2.0, 1.8]},
             "created": "2026-01-02T03:04:05+0000",
         }
-        save_checkpoint(model, meta, dest / "mnist" / name)
+        save_weights(model, meta, dest / "mnist" / name)
         models.append({
             "dataset": "mnist", "model": name, "seed": 0,
             "weights": f"mnist/{name}.safetensors", "metadata": f"mnist/{name}.json",

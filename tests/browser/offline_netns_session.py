@@ -53,7 +53,7 @@ def _browser(out: dict, env: dict, home: Path, data: Path) -> None:
     from playwright.sync_api import sync_playwright
 
     from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, _free_port, _wait_healthy, stop_server
-    from tests.browser.test_browser import settle
+    from tests.browser.helpers import settle
 
     port = _free_port()
     url = f"http://127.0.0.1:{port}"

@@ -10,11 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from tests.browser.helpers import BROWSER
 
-from tests.browser.test_browser import _MISSING
-
-pytestmark = [pytest.mark.browser, pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")]
+pytestmark = BROWSER
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -6,12 +6,10 @@ from __future__ import annotations
 import json
 import math
 
-import pytest
-
+from tests.browser.helpers import BROWSER
 from tests.browser.test_bench_load import run_bench
-from tests.browser.test_browser import _MISSING
 
-pytestmark = [pytest.mark.browser, pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")]
+pytestmark = BROWSER
 
 INTERACTIONS = {"timestep_step", "noise_slider_cold", "noise_slider_cached", "new_drawing", "explore_first_render",
                 "explore_block_row", "explore_threshold", "explore_open_match", "explore_compare_with",

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.test_browser import _MISSING, PAGES, WAIT_MS, assert_no_errors, current_url, settle
+from tests.browser.helpers import BROWSER, PAGES, WAIT_MS, assert_no_errors, current_url, settle
 
-pytestmark = [pytest.mark.browser, pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")]
+pytestmark = BROWSER
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,8 @@ from __future__ import annotations
 import re
 from urllib.parse import parse_qs, urlparse
 
-import pytest
-
-from tests.browser.test_browser import (
-    _MISSING,
+from tests.browser.helpers import (
+    BROWSER,
     INSIDE,
     SLOW_MS,
     WAIT_MS,
@@ -27,7 +25,7 @@ from tests.browser.test_browser import (
     settle,
 )
 
-pytestmark = [pytest.mark.browser, pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")]
+pytestmark = BROWSER
 MATCH_LINE = re.compile(r"(\d+) of (\d+) images match rows (\d+)-(\d+) x (.+) within (\d+) cells")
 
 

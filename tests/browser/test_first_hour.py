@@ -18,8 +18,8 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from tests.browser.test_browser import (
-    _MISSING,
+from tests.browser.helpers import (
+    BROWSER,
     INSIDE,
     PREDICTION,
     SLOW_MS,
@@ -31,7 +31,7 @@ from tests.browser.test_browser import (
     settle,
 )
 
-pytestmark = [pytest.mark.browser, pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")]
+pytestmark = BROWSER
 
 OWNER = "f1a57f1a57f1a57f"  # the Train page's session owner, given in the URL
 

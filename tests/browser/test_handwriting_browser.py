@@ -7,16 +7,18 @@ from __future__ import annotations
 import re
 from urllib.parse import parse_qs, urlparse
 
-from tests.browser.test_browser import (  # noqa: F401 - pytestmark: browser tests, skipped without Chromium
+from tests.browser.helpers import (
+    BROWSER,
     INSIDE,
     SLOW_MS,
     WAIT_MS,
     assert_no_errors,
     current_url,
     full_screenshot,
-    pytestmark,
     settle,
 )
+
+pytestmark = BROWSER
 
 
 def test_other_handwriting_view_opens_a_misread_digit_on_mechanisms(page, app_server, screenshot):

@@ -35,11 +35,11 @@ def _flip_cell(app_server):
     from core.data.datasets import load_dataset
     from core.eval import interventions as ivs
     from core.models.rim import Intervention
-    from core.training.weights import load_checkpoint
+    from core.training.weights import load_weights
 
     entries = [e for e in catalog.pretrained_entries("mnist", Path(app_server["pretrained"])) if e.model == "rim"]
     entry = catalog.preferred_entry(entries)
-    model, _ = load_checkpoint(entry.stem)
+    model, _ = load_weights(entry.stem)
     data = load_dataset("mnist", "test", data_dir=app_server["data_dir"], download=False)
     logits_all, _ = ivs.run(model, data.images)
     top2 = np.sort(logits_all, axis=1)[:, -2:]

@@ -21,9 +21,9 @@ import sys
 
 import pytest
 
-from tests.browser.test_browser import _MISSING
+from tests.browser.helpers import BROWSER
 
-pytestmark = [pytest.mark.browser, pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")]
+pytestmark = BROWSER
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SENTENCE = "MNIST could not be downloaded: this machine has no internet connection."

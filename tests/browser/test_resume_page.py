@@ -18,7 +18,7 @@ import time
 import pytest
 
 from tests.browser.conftest import browser_missing_reason
-from tests.browser.test_browser import _MISSING, SLOW_MS, WAIT_MS, WAIT_S, assert_no_errors, poll, settle
+from tests.browser.helpers import BROWSER_MISSING, SLOW_MS, WAIT_MS, WAIT_S, assert_no_errors, poll, settle
 
 OWNER = "0123456789abcdef"
 ITERATIONS = 60
@@ -33,7 +33,7 @@ def test_browser_present_under_ci():
 
 
 @pytest.mark.browser
-@pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")
+@pytest.mark.skipif(BROWSER_MISSING is not None, reason=BROWSER_MISSING or "")
 def test_train_page_resumes_an_interrupted_run(page, app_server, screenshot):
     from core.data.plan import prepare_training_data
     from core.runs.queue import worker_alive

@@ -18,8 +18,8 @@ import time
 import pytest
 
 from core.runs.schema import STOP_FILE
-from tests.browser.test_browser import (
-    _MISSING,
+from tests.browser.helpers import (
+    BROWSER,
     PAGE_READY_TEXT,
     PAGES,
     SLOW_MS,
@@ -30,7 +30,7 @@ from tests.browser.test_browser import (
     settle,
 )
 
-pytestmark = [pytest.mark.browser, pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")]
+pytestmark = BROWSER
 
 SIZES = ((1280, 800), (1400, 1000))
 MIN_TEXT_PX = 10  # numbers printed in a heatmap cell: at least this tall
@@ -135,7 +135,7 @@ def test_stop_stops_the_run_under_the_pointer_while_another_changes_state(page, 
     # the other run changes state under the pointer: stopped before it started
     assert store.request_stop(queued) == "stopped"
     poll(lambda: _status_on_card(page, queued).startswith("stopped"), WAIT_S, what="the refresh showing it")
-    time.sleep(0.5)
+    settle(page)  # that refresh's script run is over: the card under the pointer stays put
     _click_parked(page, x, y, "Stop", running, lambda: (store.run_dir(running) / STOP_FILE).exists())
     poll(lambda: store.get(running).status == "stopped", WAIT_S, what="the clicked run to stop")
     assert store.get(queued).status == "stopped" and store.get(queued).message == "stopped before it started"
@@ -157,7 +157,7 @@ def test_resume_resumes_the_run_under_the_pointer_while_another_changes_state(pa
     store.request_stop(other)  # the other run stops (and becomes resumable itself) under the pointer
     poll(lambda: store.get(other).status == "stopped", WAIT_S, what="the other run to stop")
     poll(lambda: _status_on_card(page, other).startswith("stopped"), WAIT_S, what="the refresh showing it")
-    time.sleep(0.5)
+    settle(page)  # that refresh's script run is over: the card under the pointer stays put
     _click_parked(page, x, y, "Resume", clicked,
                   lambda: store.get(clicked).status in ("queued", "running", "completed"))
     assert store.get(other).status == "stopped"  # the run that moved was not resumed

@@ -1,7 +1,7 @@
 """Fixtures for the page tests: tiny pretrained checkpoints and tiny reproduction outputs.
 
 Everything is built here, in temporary folders: checkpoints through
-``core.training.weights.save_checkpoint`` plus a ``manifest.json``, and reproduction summaries
+``core.training.weights.save_weights`` plus a ``manifest.json``, and reproduction summaries
 through ``core.report.tables.write_tables`` on fabricated run JSONs. Nothing is trained.
 """
 
@@ -55,14 +55,14 @@ def build_pretrained(dest: Path) -> Path:
 
     from core.data.datasets import DATASETS
     from core.models.registry import build_model, count_parameters
-    from core.training.weights import save_checkpoint
+    from core.training.weights import save_weights
 
     models = []
     for (ds, name), err in PRETRAINED_ERRORS.items():
         torch.manual_seed(0)
         model = build_model(name, input_dim=DATASETS[ds].input_dim)
         meta = fake_meta(ds, name, 0, err, parameters=count_parameters(model))
-        save_checkpoint(model, meta, dest / ds / name)
+        save_weights(model, meta, dest / ds / name)
         models.append({"dataset": ds, "model": name, "seed": 0, "weights": f"{ds}/{name}.safetensors",
                        "metadata": f"{ds}/{name}.json", "parameters": count_parameters(model),
                        "test_accuracy": 1 - err, "test_error": err, "noisy_test_error": err + 0.01,

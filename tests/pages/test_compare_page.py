@@ -223,12 +223,12 @@ def test_converged_default_shows_health_counts_floors_and_left_out_runs(page_env
 
 
 def test_compare_shows_the_handwriting_generalisation_table_when_the_grid_has_one(page_env, tmp_path, monkeypatch):
-    """The handwriting generalisation table (``python -m core.digits generalisation``) on Compare,
+    """The handwriting generalisation table (``python -m core.studies.handwriting generalisation``) on Compare,
     from the grid's ``handwriting.csv``, with intervals, Holm p-values and the one rule's verdict."""
     import numpy as np
     import pandas as pd
 
-    from core.digits.external import summarise
+    from core.studies.handwriting.external import summarise
 
     results = tmp_path / "results"
     shutil.copytree(page_env["results"], results)

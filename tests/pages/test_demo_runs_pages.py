@@ -9,7 +9,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.data.datasets import DATASETS
 from core.models.registry import build_model
-from core.training.weights import checkpoint_bytes
+from core.training.weights import weights_bytes
 
 PAGES = Path(__file__).resolve().parents[2] / "pages"
 OWNER = "0123456789abcdef"
@@ -26,7 +26,7 @@ def demo_upload(dataset="mnist", model="parallel_lstm", status="completed", iter
                              "data_source": "sample"},
             "metrics": {"test_error": 0.175, "noisy_test_error": 0.2, "test_n": 200},
             "history": {"iteration": list(range(1, done + 1)), "loss": [1.0] * done, "batch_acc": [0.5] * done}}
-    w, j = checkpoint_bytes(m, meta)
+    w, j = weights_bytes(m, meta)
     return RunStore().import_checkpoint(w, j, dataset, owner=OWNER)
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.digits import external as de
+from core.studies.handwriting import external as de
 
 PAGES = Path(__file__).resolve().parents[2] / "pages"
 

@@ -64,14 +64,14 @@ def test_intervention_shown_equals_core(page_env):
 
     from core.eval import interventions as ivs
     from core.models.rim import Intervention
-    from core.training.weights import load_checkpoint
+    from core.training.weights import load_weights
 
     at = run_page(mech_more="Intervene", iv_cells="1.1.1;2.1.1;3.1.1", iv_ko_2=True, mech_idx=3)
     assert not at.exception, at.exception
     from pages.ui import cache as ui_cache
 
     data = ui_cache.test_data("mnist")
-    model, _ = load_checkpoint(Path(page_env["pretrained"]) / "mnist" / "rim")
+    model, _ = load_weights(Path(page_env["pretrained"]) / "mnist" / "rim")
     iv = Intervention(force=ivs.force_grid(28, 6, on=[(0, 0), (1, 0), (2, 0)]), knock_out=(1,))
     logits, _ = ivs.run(model, data.images[3:4], iv)
     p = np.exp(logits[0] - logits[0].max())

@@ -31,9 +31,9 @@ def _expected(page_env, idx: int, t1: int, t2: int, units: tuple, thr: int) -> i
     from core.eval import match
     from core.eval.predict import trace_one
     from core.models.registry import trace_schema
-    from core.training.weights import load_checkpoint
+    from core.training.weights import load_weights
 
-    model, _ = load_checkpoint(page_env["pretrained"] / "mnist" / "rim")
+    model, _ = load_weights(page_env["pretrained"] / "mnist" / "rim")
     data = load_dataset("mnist", "test")
     st = match.set_traces(model, data.images, data.labels, trace_schema("rim"))
     query = trace_one(model, data.images[idx])[1]["active"]
@@ -188,7 +188,7 @@ def test_a_full_test_set_offers_larger_searches(page_env, tmp_path, monkeypatch)
         assert not at.exception
         size = at.select_slider(key="mech_set_n")
         assert list(size.options) == ["1000", "1500"] and size.value == 1000
-        from core.eval.points import fixed_subset
+        from core.eval.robustness_points import fixed_subset
 
         assert _match_line(at)[1] == 1000 - int(4 in fixed_subset(1500, 1000))  # the query itself is left out
         size.set_value(1500).run()

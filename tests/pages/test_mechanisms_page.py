@@ -207,14 +207,14 @@ def _with_converged_rim(fixture_dirs, tmp_path, monkeypatch) -> None:
     import torch
 
     from core.models.registry import build_model
-    from core.training.weights import save_checkpoint
+    from core.training.weights import save_weights
 
     pre = tmp_path / "pretrained"
     shutil.copytree(fixture_dirs["pretrained"], pre)
     torch.manual_seed(7)
     model = build_model("rim")
     meta = json.loads((pre / "mnist" / "rim.json").read_text())
-    save_checkpoint(model, meta, pre / "converged" / "mnist" / "rim")
+    save_weights(model, meta, pre / "converged" / "mnist" / "rim")
     manifest = json.loads((pre / "manifest.json").read_text())
     manifest["models"].append({"dataset": "mnist", "model": "rim", "seed": 0, "protocol": "converged",
                                "weights": "converged/mnist/rim.safetensors", "metadata": "converged/mnist/rim.json",

@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.models.registry import build_model
 from core.report.fmt import method_title, short_method_title
-from core.training.weights import checkpoint_bytes
+from core.training.weights import weights_bytes
 from pages.ui.auth import owner_id
 
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "models.py")
@@ -36,7 +36,7 @@ def valid_checkpoint(dataset="mnist", model="parallel_lstm", error=0.0777) -> tu
     from core.data.datasets import DATASETS
 
     m = build_model(model, input_dim=DATASETS[dataset].input_dim)
-    return checkpoint_bytes(m, {"model": model, "dataset": dataset, "seed": 7,
+    return weights_bytes(m, {"model": model, "dataset": dataset, "seed": 7,
                                 "metrics": {"test_error": error, "noisy_test_error": error + 0.01},
                                 "history": {"iteration": [1, 2, 3], "loss": [2.3, 2.0, 1.5],
                                             "batch_acc": [0.1, 0.2, 0.3]}})

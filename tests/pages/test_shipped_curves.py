@@ -13,7 +13,8 @@ from streamlit.testing.v1 import AppTest
 
 from core.catalog import load_entry, pretrained_entries
 from core.data.datasets import load_dataset
-from core.eval import curves, points
+from core.eval import curves, robustness_points
+from core.grid.curves import build as build_curves
 
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "robustness.py")
 
@@ -25,7 +26,7 @@ def shipped(page_env, tmp_path, monkeypatch):
     shutil.copytree(page_env["pretrained"], pre)
     monkeypatch.setenv("RIMSCOPE_PRETRAINED_DIR", str(pre))
     monkeypatch.setenv("RIMSCOPE_ROBUSTNESS_SUBSET", "40")
-    out = curves.build(pre, [], log=lambda s: None, subset=40)
+    out = build_curves(pre, [], log=lambda s: None, subset=40)
     return pre, out
 
 
@@ -34,14 +35,14 @@ def test_built_points_equal_live_evaluation(shipped):
     entry = next(e for e in pretrained_entries("mnist", pretrained_dir=pre) if e.model == "rim")
     model, _ = load_entry(entry)
     data = load_dataset("mnist", "test")
-    idx = points.fixed_subset(len(data), 40, seed=0)
+    idx = robustness_points.fixed_subset(len(data), 40, seed=0)
     x, y = data.images[idx], data.labels[idx]
     view = curves.ShippedCurves.load(pre)
     wh, sh = curves.file_hash(entry.stem.with_suffix(".safetensors")), curves.subset_hash(x, y)
     for kind, s in (("gaussian", 0.05), ("salt_pepper", 0.2), ("gaussian", 0.0)):
-        live = points.noisy_eval(model, x, y, kind, s, curves.SEED)
+        live = robustness_points.noisy_eval(model, x, y, kind, s, curves.SEED)
         assert view.get(wh, sh, *curves.clean_key(kind, s)).error == live.error
-    live = points.stretch_eval(model, x, y, 1.5)
+    live = robustness_points.stretch_eval(model, x, y, 1.5)
     assert view.get(wh, sh, "stretch", 1.5).error == live.error
     # every MNIST model x (3 kinds x 20 strengths + clean + poisson + 7 stretches); no CIFAR sample here
     n_mnist = len(pretrained_entries("mnist", pretrained_dir=pre))

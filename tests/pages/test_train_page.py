@@ -147,14 +147,14 @@ def test_estimated_duration_from_measured_speed(home, monkeypatch, tmp_path):
     import json
 
     from core.models.registry import build_model
-    from core.training.weights import save_checkpoint
+    from core.training.weights import save_weights
 
     pre = tmp_path / "pre"
     entries = []
     for model, seconds in (("rim", 100.0), ("parallel_lstm", 20.0)):
         meta = {"model": model, "dataset": "mnist", "seed": 0, "status": "completed",
                 "metrics": {"train_time_s": seconds, "iterations_done": 1000}, "train_config": {"iterations": 1000}}
-        save_checkpoint(build_model(model), meta, pre / "mnist" / model)
+        save_weights(build_model(model), meta, pre / "mnist" / model)
         entries.append({"dataset": "mnist", "model": model, "seed": 0, "weights": f"mnist/{model}.safetensors"})
     (pre / "manifest.json").write_text(json.dumps({"models": entries}))
     monkeypatch.setenv("RIMSCOPE_PRETRAINED_DIR", str(pre))

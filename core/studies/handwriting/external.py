@@ -11,7 +11,7 @@ Both are stored like the other archives (``x`` uint8 [N, H, W] with 255 = ink, `
 200 images, ``assets/samples/<set>_sample.npz``, with the index of every image in the full
 set) stands in.
 
-``python -m core.digits measure-external`` and ``generalisation`` are its command line.
+``python -m core.studies.handwriting measure-external`` and ``generalisation`` are its command line.
 ``upload_bytes`` renders one digit as a person would have it (dark ink on white paper,
 enlarged to ``RENDER_SIDE`` px, a PNG file) and ``upload_inputs`` sends those bytes through
 exactly the Mechanisms page's upload path (``load_image`` -> ``prepare_for_dataset(mode=
@@ -294,14 +294,14 @@ def generalisation_table(checkpoints: dict[str, dict[int, Path]], sets: dict[str
     """
     import pandas as pd
 
-    from core.training.weights import load_checkpoint
+    from core.training.weights import load_weights
 
     inputs = {name: upload_inputs(d.x[d.half(half)]) for name, d in sets.items()}
     labels = {name: d.y[d.half(half)] for name, d in sets.items()}
     rows = []
     for method, seeds in checkpoints.items():
         for seed, stem in sorted(seeds.items()):
-            model, _ = load_checkpoint(stem, expected_dataset="mnist")
+            model, _ = load_weights(stem, expected_dataset="mnist")
             rows.append({"method": method, "seed": seed, **{
                 name: float((predictions(model, x) == labels[name]).mean()) for name, x in inputs.items()}})
     per_seed = pd.DataFrame(rows)

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from ..data.transforms import add_noise, stretch_rows
-from ..report.stats import wilson_interval
+from ..intervals import wilson_interval
 from .predict import TRACE_BATCH, forward_batched
 
 # --------------------------------------------------------------------------- basics

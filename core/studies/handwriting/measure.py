@@ -2,7 +2,7 @@
 
 ``page_input`` passes one digit through ``core.digits.prepare`` exactly as the pages do,
 ``measure`` counts the share of every set each model recognises, and ``format_table`` lays
-the numbers out for ``python -m core.digits measure``.
+the numbers out for ``python -m core.studies.handwriting measure``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 from PIL import Image
 
 if TYPE_CHECKING:
-    from .synth import DigitSet
+    from ...digits.synth import DigitSet
 
 
 # --------------------------------------------------------------------------- measuring
@@ -28,9 +28,9 @@ def page_input(style: str, image: np.ndarray, file: bytes | None = None):
     photo: an upload's bytes go through ``load_image`` and then ``prepare_for_dataset``
     (``pages.ui.prepare_upload``). A photo without its file is sent as a PNG.
     """
-    from ..data.datasets import DATASETS
-    from .load import load_image
-    from .prepare import prepare_for_dataset
+    from ...data.datasets import DATASETS
+    from ...digits.load import load_image
+    from ...digits.prepare import prepare_for_dataset
 
     shape = DATASETS["mnist"].image_shape
     if style == "canvas":
@@ -65,9 +65,9 @@ def measure(entries, sets: dict[str, DigitSet], *, reference: bool = True) -> li
     With ``reference`` also the shipped 1,000-image MNIST sample as is ("mnist") and after
     ``prepare_digit`` ("mnist_prep"), which shows what preprocessing costs on real MNIST.
     """
-    from ..catalog import load_entry
-    from ..eval.predict import predict_proba
-    from .prepare import prepare_digit
+    from ...catalog import load_entry
+    from ...digits.prepare import prepare_digit
+    from ...eval.predict import predict_proba
 
     inputs = prepared_inputs(sets)
     labels = {style: s.labels for style, s in sets.items()}

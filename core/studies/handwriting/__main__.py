@@ -1,14 +1,14 @@
-"""Generated digits on the command line: ``python -m core.digits make`` writes the fixed set,
-``python -m core.digits measure`` prints the share of each set every MNIST model recognises.
+"""Generated digits on the command line: ``python -m core.studies.handwriting make`` writes the fixed set,
+``python -m core.studies.handwriting measure`` prints the share of each set every MNIST model recognises.
 
 ::
 
-    python -m core.digits make --out assets/digits --n 100
-    python -m core.digits measure --models pretrained [--checkpoint STEM] [--json PATH]
-    python -m core.digits measure-external --set semeion [--models shipped] [--json PATH]
-    python -m core.digits generalisation [--runs RESULTS/converged/runs/mnist] [--out CSV]
+    python -m core.studies.handwriting make --out assets/digits --n 100
+    python -m core.studies.handwriting measure --models pretrained [--checkpoint STEM] [--json PATH]
+    python -m core.studies.handwriting measure-external --set semeion [--models shipped] [--json PATH]
+    python -m core.studies.handwriting generalisation [--runs RESULTS/converged/runs/mnist] [--out CSV]
 
-``measure-external`` and ``generalisation`` read other people's handwriting (``core.digits.external``:
+``measure-external`` and ``generalisation`` read other people's handwriting (``core.studies.handwriting.external``:
 Semeion and optdigits through the upload path; tuned on the even half, reported on the odd).
 """
 from __future__ import annotations
@@ -21,13 +21,13 @@ from pathlib import Path
 
 from core import paths
 
+from ...digits.synth import DEFAULT_DIR, generated_set, load_fixed_set, make_fixed_set
 from . import external as ext
 from .measure import format_table, measure
-from .synth import DEFAULT_DIR, generated_set, load_fixed_set, make_fixed_set
 
 
 def _entries(which: str):
-    from .. import catalog
+    from ... import catalog
 
     if which == "pretrained":
         return catalog.pretrained_entries("mnist")
@@ -42,8 +42,8 @@ def checkpoint_entry(path):
     """A ModelEntry for a checkpoint on disk (``<stem>``, ``<stem>.json`` or ``<stem>.safetensors``),
     named by its recorded model, protocol and (when not "none") augmentation; ValueError when its
     metadata cannot be read."""
-    from ..catalog import ModelEntry
-    from ..training.config import PROTOCOLS
+    from ...catalog import ModelEntry
+    from ...training.config import PROTOCOLS
 
     p = Path(path)
     stem = p.with_suffix("") if p.suffix in (".json", ".safetensors") else p
@@ -61,8 +61,10 @@ def checkpoint_entry(path):
                       dict(meta.get("metrics") or {}), protocol)
 
 
+# over 80 lines: the argparse declaration of the four subcommands, read top to bottom; the work
+# is in measure.py and external.py
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m core.digits", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m core.studies.handwriting", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     make = sub.add_parser("make", help="write the fixed set of photo-like and canvas-like digits")
     make.add_argument("--out", type=Path, default=DEFAULT_DIR)

@@ -14,8 +14,8 @@ import numpy as np
 import torch
 
 from ..errors import CheckpointError
-from . import state as R
 from .config import TrainConfig
+from .state import TrainState, write_state
 
 
 def _to_cpu(obj):
@@ -69,8 +69,8 @@ class LoopState:
     def note(self, text: str) -> None:
         self.message = (self.message + "; " if self.message else "") + text
 
-    def snapshot(self, cfg: TrainConfig, iteration: int, extra: dict) -> R.TrainState:
-        return R.TrainState(
+    def snapshot(self, cfg: TrainConfig, iteration: int, extra: dict) -> TrainState:
+        return TrainState(
             iteration=iteration, model={k: v.detach().cpu() for k, v in self.model.state_dict().items()},
             optimizer=_to_cpu(self.opt.state_dict()),
             scheduler=self.sched.state_dict() if self.sched is not None else None,
@@ -79,7 +79,7 @@ class LoopState:
             order=self.order, pos=self.pos, best=self.best.as_dict(), history=self.history, evals=self.evals,
             elapsed_s=self.elapsed(), train_config=cfg.to_dict(), extra=extra)
 
-    def restore(self, state: R.TrainState, n_train: int) -> None:
+    def restore(self, state: TrainState, n_train: int) -> None:
         """Put a training state into this freshly set-up run (CheckpointError when it does not fit)."""
         try:
             self.model.load_state_dict(state.model, strict=True)
@@ -132,7 +132,7 @@ class StateWriter:
     def write(self, run: LoopState, it: int) -> None:
         t = time.perf_counter()
         try:
-            path = R.write_state(self.folder, run.snapshot(self.cfg, it, self.extra))
+            path = write_state(self.folder, run.snapshot(self.cfg, it, self.extra))
         except CheckpointError as exc:
             self.errors.append(str(exc))
             self.at = time.monotonic()
