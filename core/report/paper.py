@@ -38,6 +38,18 @@ VARIANTS: dict[str, tuple[str, dict]] = {
     "parallel_lstm_h60": ("parallel_lstm", {"hidden_size": 60}),
     "parallel_lstm_6": ("parallel_lstm", {"num_units": 6}),
 }
+# the parameter-matched parallel LSTMs of a data set (by its row width: 28 values or 96)
+PARAM_MATCHED = {"mnist": "parallel_lstm_h81", "fashion_mnist": "parallel_lstm_h81", "cifar10": "parallel_lstm_h60",
+                 "animals10": "parallel_lstm_h60"}
+# the controls of "why" RIM beats the parallel LSTMs, RIM the reference (core.report.comparisons.controls_table)
+CONTROLS = ["parallel_lstm", "PARAM_MATCHED", "parallel_lstm_6", "rim_random", "rim_all", "rim_alpha0"]
+
+
+def controls_for(dataset: str) -> list[str]:
+    """The controls of one data set, its parameter-matched variant in place."""
+    return [PARAM_MATCHED.get(dataset, "parallel_lstm_h81") if n == "PARAM_MATCHED" else n for n in CONTROLS]
+
+
 ABLATIONS = ["rim", "rim_random", "rim_all", "rim_alpha0", "rim_k5", "rim_k6", "parallel_lstm"]
 INIT_STUDY = ["rim", "rim_fb0", "parallel_lstm", "parallel_lstm_fb0"]
 
