@@ -76,17 +76,33 @@ def p_pair(p, p_holm) -> str:
     return f"p {p_value(p)} / {p_value(p_holm)}"
 
 
+def level_text(level) -> str:
+    """A confidence level as shown: ``0.9875`` -> ``"98.75 %"``."""
+    f = num(level)
+    return f"{100 * f:.2f}".rstrip("0").rstrip(".") + " %" if math.isfinite(f) else "n/a"
+
+
 def gap_test(r: dict, key: str, digits: int = 2, paired: bool = False) -> str:
-    """A test as one cell: gap [95% CI], p raw / Holm (``paired``: the seed-paired test, with its pairs)."""
+    """A test as one cell: gap [interval at the Holm step's level] (level), p raw / Holm, and the
+    family where the test was decided in another table (``paired``: the seed-paired test, its
+    unadjusted 95 % interval and pairs, no p: it decides nothing)."""
     k = f"{key}_paired" if paired else key
     g = gap(r.get(k), r.get(f"{k}_ci_low"), r.get(f"{k}_ci_high"), digits)
     if g == "n/a":
         return g
-    n = r.get(f"{k}_n")
-    extra = f", {int(n)} pair{'s' if n != 1 else ''}" if paired and n is not None else ""
+    if paired:
+        n = r.get(f"{k}_n")
+        return g + (f", {int(n)} pair{'s' if n != 1 else ''}" if n is not None else "")
     if math.isnan(num(r.get(f"{k}_p"))):  # no test (fewer than 2 seeds): the difference alone
-        return g + extra
-    return f"{g}, {p_pair(r.get(f'{k}_p'), r.get(f'{k}_p_holm'))}{extra}"
+        return g
+    lev = f" ({level_text(r.get(f'{k}_level'))})" if math.isfinite(num(r.get(f"{k}_level"))) else ""
+    fam = f", {r[f'{k}_family']}'s test" if r.get(f"{k}_family") else ""
+    return f"{g}{lev}, {p_pair(r.get(f'{k}_p'), r.get(f'{k}_p_holm'))}{fam}"
+
+
+def raw_interval(r: dict, key: str, digits: int = 2) -> str:
+    """The unadjusted 95 % Welch interval of a test (shown beside, labelled; it decides nothing)."""
+    return gap(r.get(key), r.get(f"{key}_raw_ci_low"), r.get(f"{key}_raw_ci_high"), digits)
 
 
 def health_count(healthy, runs) -> str:
@@ -131,13 +147,33 @@ def method_title(name) -> str:
         return str(name)
 
 
+def display_name(name) -> str:
+    """A model or variant as a reader sees it: ``"rim"`` -> ``"RIM"``, ``"rim_random"`` -> ``"RIM, random
+    selection"``; an unknown name as it is."""
+    from .paper import VARIANT_TITLES
+
+    return VARIANT_TITLES.get(str(name), short_method_title(name))
+
+
 def short_method_title(name) -> str:
     """``"RIM (paper's method)"`` -> ``"RIM"``."""
     return method_title(name).split(" (")[0]
 
 
-PROTOCOL_NAMES = {"paper": "paper protocol", "converged": "converged", "converged-aug": "converged + scan augmentation",
-                  "custom": "own settings"}
+# The converged protocol's name wherever a reader sees it: what it is (Adam, a cosine decay, 4,000
+# iterations, the best validation accuracy kept). "Converged" is earned only by the budget check
+# (results/budget: does anything change at 12,000 iterations?), core.report.budget.
+CONVERGED_TITLE = "Adam, cosine, 4,000 iterations"
+PROTOCOL_NAMES = {"paper": "paper protocol", "converged": CONVERGED_TITLE,
+                  "converged-aug": f"{CONVERGED_TITLE} + scan augmentation",
+                  "converged-12k": "Adam, cosine, 12,000 iterations", "custom": "own settings"}
+
+
+# the sidebar's protocol switch and the Compare page's experiment picker
+PROTOCOL_SWITCH_TITLES = {"converged": f"{CONVERGED_TITLE} (best validation kept)",
+                          "paper": "paper protocol (SGD 0.1, 1,000 iterations)"}
+SCHEDULE_TITLES = {"converged": f"{CONVERGED_TITLE}, best of a validation split",
+                   "paper": "the paper's short schedule (SGD 0.1, 1,000 iterations): paper grid, ablations, init study"}
 
 
 def protocol_title(protocol) -> str:

@@ -69,6 +69,16 @@ VARIANT_NOTES = {
 }
 
 
+# how a variant is named wherever a reader sees it (tables, CSVs, pages); registry models by their title
+VARIANT_TITLES = {
+    "rim_random": "RIM, random selection", "rim_all": "RIM, all 6 active", "rim_alpha0": "RIM, no communication",
+    "rim_k5": "RIM, 5 of 6 active", "rim_k6": "RIM, 6 of 6 active (attention kept)", "rim_fb0": "RIM, forget bias 0",
+    "parallel_lstm_fb0": "Parallel LSTMs, forget bias 0",
+    "parallel_lstm_h81": "Parallel LSTMs 4 × 81 (parameter-matched)",
+    "parallel_lstm_h60": "Parallel LSTMs 4 × 60 (parameter-matched)", "parallel_lstm_6": "Parallel LSTMs 6 × 32",
+}
+
+
 def grid_names() -> list[str]:
     """Every name a grid accepts: the registry's models and the named variants."""
     return list_models() + list(VARIANTS)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.report.fmt import method_title
+from core.report.fmt import SCHEDULE_TITLES, method_title
 
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "compare.py")
 
@@ -34,8 +34,7 @@ def test_compare_page_loads_with_curves_errors_tables_and_runs(page_env):
     assert not at.exception and not at.error
     assert [t.label for t in at.tabs] == ["Training curves", "Final errors over seeds", "Paper's claims vs ours", "Runs"]
     assert at.radio(key="cmp_schedule").options == [  # a radio: every experiment one click away
-        "converged protocol (Adam, early stopping on validation)",
-        "the paper's short schedule (1,000 SGD iterations): paper grid, ablations, init study",
+        SCHEDULE_TITLES["converged"], SCHEDULE_TITLES["paper"],
         "old run, unequal initialisation (longer schedule)"]
     assert at.radio(key="cmp_schedule").value == "converged"  # the default: the converged grid
     assert at.selectbox(key="cmp_curves_ds").options == ["MNIST", "Fashion-MNIST"]
