@@ -6,6 +6,8 @@
     python -m core.reproduce run --seeds 0 1 2 --workers 2 --out results/paper
     # rebuild tables (Markdown, CSV, JSON for the Compare page) from what is there
     python -m core.reproduce tables --out results/paper
+    # rewrite the documents' generated blocks (README, REPRODUCTION, docs/) from results/
+    python -m core.reproduce docs            # --check: fail when one is out of date
     # copy seed 0 of every data set x model into pretrained/ with a manifest
     python -m core.reproduce export-pretrained --out results/paper --seed 0
 
@@ -73,7 +75,16 @@ def main(argv=None) -> int:
     e.add_argument("--protocol", default="paper", choices=list(PROTOCOLS))
     e.add_argument("--datasets", nargs="+", default=None, choices=list(DATASETS),
                    help="only these data sets (e.g. those whose grid is complete)")
+    d = sub.add_parser("docs", help="rewrite the documents' generated blocks from results/ (core.report.docs)")
+    d.add_argument("files", nargs="*", help="documents (default: README.md, REPRODUCTION.md, docs/*.md)")
+    d.add_argument("--check", action="store_true", help="rewrite nothing; exit 1 when a document is out of date")
+    d.add_argument("--repo", default=".", help="the repository root the documents and results/ are in")
+    d.add_argument("--results", default="results", help="the results folder, relative to --repo")
     args = p.parse_args(argv)
+    if args.cmd == "docs":
+        from ..report.docs import main as docs_main
+
+        return docs_main(args)
     if args.cmd == "run":
         from ..errors import ConfigError
 

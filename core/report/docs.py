@@ -1,0 +1,191 @@
+"""Generated blocks of the documents: ``python -m core.reproduce docs`` (``--check``).
+
+A document (README.md, REPRODUCTION.md, docs/*.md) holds blocks
+
+    <!-- generated:NAME -->
+    ...written by code...
+    <!-- /generated:NAME -->
+
+whose content is rewritten from ``results/`` by ``render(NAME)``; everything outside the markers is
+left as it is. ``--check`` rewrites nothing and fails when a block is out of date. An unknown NAME
+fails with a message naming the file, the line and the known names.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from . import fmt
+
+BLOCK = re.compile(r"<!-- generated:(?P<name>[^\s>]+) -->\n(?P<body>.*?)<!-- /generated:(?P=name) -->", re.S)
+OPEN = re.compile(r"<!-- generated:(?P<name>[^\s>]+) -->")
+DEFAULT_DOCS = ["README.md", "REPRODUCTION.md", "docs/*.md"]
+
+
+class DocsError(Exception):
+    """A document that cannot be generated (unknown block name, unclosed block, bad include)."""
+
+
+def _section(grid: str, heading: str) -> Callable[[Path], str]:
+    """One table of ``tables_markdown`` (the part under its ``### `` heading, without the heading)."""
+
+    def render(root: Path) -> str:
+        from .claims import grid as load
+        from .tables import tables_markdown
+
+        rows, t = load(root / grid)
+        if not rows:
+            return f"No runs in `results/{grid}` yet."
+        md = tables_markdown(t, rows)
+        parts = re.split(r"^### ", md, flags=re.M)
+        for p in parts[1:]:
+            if p.startswith(heading):
+                return p.split("\n", 1)[1].strip("\n")
+        return f"No {heading} in `results/{grid}` yet."
+
+    return render
+
+
+def _claims(root: Path) -> str:
+    from .claims import claims_markdown, claims_rows
+
+    return claims_markdown(claims_rows(root))
+
+
+def _glance(root: Path) -> str:
+    from .claims import claims_rows, glance_markdown
+
+    return glance_markdown(claims_rows(root))
+
+
+def _answer(root: Path) -> str:
+    from .claims import answer_text
+
+    return answer_text(root)
+
+
+def _controls(root: Path) -> str:
+    from .claims import grid
+    from .tables import controls_markdown
+
+    _, t = grid(root / "converged")
+    return "\n".join(controls_markdown(t["controls"])) if t.get("controls") else "No controls in `results/converged` yet."
+
+
+def _budget(root: Path) -> str:
+    from .budget import budget_markdown
+
+    return budget_markdown(root)
+
+
+def _failed(root: Path) -> str:
+    from .facts import failed_markdown
+
+    return failed_markdown(root / "paper")
+
+
+def _handwriting(root: Path) -> str:
+    from .claims import handwriting_markdown
+
+    return "\n".join(handwriting_markdown(root / "converged"))
+
+
+def _facts(root: Path) -> str:
+    from .facts import facts_markdown
+
+    return facts_markdown(root, root.parent / "pretrained")
+
+
+RENDERERS: dict[str, Callable[[Path], str]] = {
+    "claims": _claims, "glance": _glance, "answer": _answer,
+    "converged-table2": _section("converged", "Table 2"), "converged-table3": _section("converged", "Table 3"),
+    "converged-table4": _section("converged", "Table 4"),
+    "converged-fluctuation": _section("converged", "Training-loss fluctuation"),
+    "controls": _controls, "budget": _budget,
+    "paper-table2": _section("paper", "Table 2"), "paper-table3": _section("paper", "Table 3"),
+    "paper-table4": _section("paper", "Table 4"), "paper-failed": _failed,
+    "handwriting": _handwriting, "facts": _facts,
+}
+NAMES = [*RENDERERS, "include:PATH"]
+
+
+def render(name: str, root: Path) -> str:
+    """The content of block ``name`` (``root``: the ``results`` folder), ending in a newline."""
+    if name.startswith("include:"):
+        rel = name.split(":", 1)[1]
+        path = (root.parent / rel).resolve()
+        if not rel.startswith("results/") or root.resolve() not in path.parents or path.suffix != ".md":
+            raise DocsError(f"include:{rel}: only a Markdown file under results/ can be included")
+        if not path.is_file():
+            raise DocsError(f"include:{rel}: no such file")
+        return path.read_text().rstrip("\n") + "\n"
+    if name not in RENDERERS:
+        raise DocsError(f"unknown generated block {name!r}; known: {', '.join(NAMES)}")
+    return RENDERERS[name](root).rstrip("\n") + "\n"
+
+
+def rewrite(text: str, root: Path, where: str = "") -> str:
+    """``text`` with every generated block's content rendered again."""
+    opened = [m for m in OPEN.finditer(text)]
+    closed = {m.start() for m in BLOCK.finditer(text)}
+    for m in opened:
+        if m.start() not in closed:
+            line = text.count("\n", 0, m.start()) + 1
+            raise DocsError(f"{where}:{line}: block {m.group('name')!r} has no closing "
+                            f"<!-- /generated:{m.group('name')} -->")
+
+    def sub(m: re.Match) -> str:
+        try:
+            body = render(m.group("name"), root)
+        except DocsError as exc:
+            line = text.count("\n", 0, m.start()) + 1
+            raise DocsError(f"{where}:{line}: {exc}") from None
+        return f"<!-- generated:{m.group('name')} -->\n{body}<!-- /generated:{m.group('name')} -->"
+
+    return BLOCK.sub(sub, text)
+
+
+def documents(repo: Path, patterns=None) -> list[Path]:
+    out = []
+    for pat in patterns or DEFAULT_DOCS:
+        out += sorted(repo.glob(pat)) if any(ch in pat for ch in "*?[") else [repo / pat]
+    return [p for p in out if p.is_file()]
+
+
+def run(repo=".", files=None, check: bool = False, results: str = "results") -> tuple[list[Path], list[str]]:
+    """Rewrite (or with ``check`` only compare) the documents' generated blocks. Returns the
+    documents that changed (or would) and the errors."""
+    repo = Path(repo)
+    root = repo / results
+    changed, errors = [], []
+    for doc in documents(repo, files):
+        text = doc.read_text()
+        try:
+            new = rewrite(text, root, str(doc.relative_to(repo) if doc.is_relative_to(repo) else doc))
+        except DocsError as exc:
+            errors.append(str(exc))
+            continue
+        if new != text:
+            changed.append(doc)
+            if not check:
+                doc.write_text(new)
+    return changed, errors
+
+
+def main(args) -> int:
+    """``python -m core.reproduce docs [--check] [FILE ...]``."""
+    changed, errors = run(args.repo, args.files or None, args.check, args.results)
+    for e in errors:
+        print(f"error: {e}")
+    if args.check:
+        for d in changed:
+            print(f"out of date: {d} (rebuild with `python -m core.reproduce docs`)")
+        return 1 if changed or errors else 0
+    for d in changed:
+        print(f"rewrote {d}")
+    return 1 if errors else 0
+
+
+__all__ = ["BLOCK", "DocsError", "NAMES", "RENDERERS", "fmt", "main", "render", "rewrite", "run"]
