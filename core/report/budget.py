@@ -16,7 +16,7 @@ import math
 from pathlib import Path
 
 from . import fmt
-from .comparisons import Cells, compare, adjust_family
+from .comparisons import Cells, adjust_family, compare
 from .health import HEALTHY
 from .paper import DATASET_ORDER
 

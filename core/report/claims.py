@@ -21,8 +21,18 @@ from . import fmt
 from .comparisons import CONTROL_WORDS, EQUIV_WORDS
 from .floors import floors
 from .paper import CONTROLS, DATASET_ORDER, PAPER, controls_for
-from .stats import CANNOT_TELL, HOLDS, INTERVAL_NOTE, NOT_HOLDS, holm, holm_levels, verdict, verdict_all
-from .stats import welch_from_summary, t_interval
+from .stats import (
+    CANNOT_TELL,
+    HOLDS,
+    INTERVAL_NOTE,
+    NOT_HOLDS,
+    holm,
+    holm_levels,
+    t_interval,
+    verdict,
+    verdict_all,
+    welch_from_summary,
+)
 
 CLAIM_COLUMNS = [  # key in a claims row -> column title (pages and documents)
     ("claim", "claim"),

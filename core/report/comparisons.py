@@ -20,6 +20,9 @@ from .floors import floors
 from .health import HEALTHY
 from .paper import ABLATIONS, BASELINES, DATASET_ORDER, PAPER, VARIANT_NOTES, controls_for
 from .stats import (
+    CANNOT_TELL,
+    HOLDS,
+    NOT_HOLDS,
     holm,
     holm_levels,
     mean_sd,
@@ -28,9 +31,6 @@ from .stats import (
     pooled_se_df,
     t_interval,
     tost,
-    CANNOT_TELL,
-    HOLDS,
-    NOT_HOLDS,
     verdict,
     verdict_all,
     welch_se_df,

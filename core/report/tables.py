@@ -28,9 +28,9 @@ import numpy as np
 from ..fileio import finite
 from . import fmt
 from .comparisons import (
+    NOISE_OTHERS,
     Cells,
     ablation_table,
-    NOISE_OTHERS,
     claims_table,
     controls_table,
     fluctuation_table,
@@ -41,8 +41,8 @@ from .comparisons import (
 )
 from .floors import floors
 from .health import HEALTHY, health_of
-from .stats import INTERVAL_NOTE
 from .paper import ABLATIONS, BASELINES, DATASET_ORDER, INIT_STUDY, PAPER, controls_for
+from .stats import INTERVAL_NOTE
 
 
 def load_results(out: Path) -> list[dict]:
