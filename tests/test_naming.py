@@ -7,7 +7,7 @@ import pytest
 
 from core import catalog
 from core.paths import ROOT
-from core.report.fmt import model_label, source_parts
+from core.report.fmt import CONVERGED_TITLE, model_label, source_parts
 from core.training.config import PROTOCOLS, TrainConfig, protocol_of
 
 
@@ -18,7 +18,7 @@ def test_protocol_of_a_run_follows_its_settings():
     assert protocol_of(TrainConfig.from_protocol("paper", iterations=60).to_dict()) == "custom"
     assert protocol_of({}) == "" and protocol_of(None) == ""
     assert protocol_of(TrainConfig.from_protocol("converged-aug").to_dict()) == "converged-aug"
-    assert set(PROTOCOLS) == {"paper", "converged", "converged-aug"}
+    assert set(PROTOCOLS) == {"paper", "converged", "converged-aug", "converged-12k"}
 
 
 def test_model_label_reads_as_one_name():
@@ -85,6 +85,6 @@ def test_shipped_models_text_counts_medians_per_protocol():
               {"protocol": "paper", "selection": "median test error of the 3 healthy runs (of 3)"},
               {"protocol": "paper", "selection": "seed 0, NOT the cell's median (seed 2, 8.57 %): its weights were not kept"}]
     text = shipped_models_text(models)
-    assert text.startswith("converged: 2 of 2 are their cell's median healthy run; ")
+    assert text.startswith(f"{CONVERGED_TITLE}: 2 of 2 are their cell's median healthy run; ")
     assert "paper protocol: 1 of 2 are their cell's median healthy run, 1 another seed" in text
     assert "seed 0 of" not in text
