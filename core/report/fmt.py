@@ -266,10 +266,15 @@ def _ci(r: dict, key: str, digits: int = 2) -> str:
     return gap(r.get(key), r.get(f"{key}_ci_low"), r.get(f"{key}_ci_high"), digits)
 
 
+CI = "[Holm-step interval]"  # the interval of every table: at the level of the Holm step deciding its test
+
+
 def _tested(r: dict, key: str, digits: int = 2) -> dict:
-    """The three cells of one test: gap [95% CI] (Welch), p raw / Holm, the seed-paired gap."""
-    return {"gap [95% CI]": _ci(r, key, digits), "p raw / Holm": p_pair(r.get(f"{key}_p"), r.get(f"{key}_p_holm")),
-            "paired gap [95% CI]": _ci(r, f"{key}_paired", digits)}
+    """The cells of one test: gap [Holm-step interval] (Welch), p raw / Holm, the unadjusted and the
+    seed-paired 95 % intervals (labelled; they decide nothing)."""
+    return {f"gap {CI}": _ci(r, key, digits), "p raw / Holm": p_pair(r.get(f"{key}_p"), r.get(f"{key}_p_holm")),
+            "gap [unadjusted 95 %]": raw_interval(r, key, digits),
+            "paired gap [unadjusted 95 %]": _ci(r, f"{key}_paired", digits)}
 
 
 def reproduction_tables(summary: dict) -> dict[str, pd.DataFrame]:
@@ -285,11 +290,12 @@ def reproduction_tables(summary: dict) -> dict[str, pd.DataFrame]:
         "data set": dataset_title(r.get("dataset")),
         "RIM error (%)": cell(r, "rim"),
         "parallel LSTMs error (%)": cell(r, "parallel_lstm"),
-        "gap, ours (points) [95% CI]": _ci(r, "gap"),
+        f"gap, ours (points) {CI}": _ci(r, "gap"),
         "p raw / Holm": p_pair(r.get("gap_p"), r.get("gap_p_holm")),
         "verdict": verdict(r.get("verdict")),
         "gap, paper (points)": mean_sd(r.get("paper_gap")),
-        "paired gap [95% CI]": _ci(r, "gap_paired"),
+        "gap [unadjusted 95 %]": raw_interval(r, "gap"),
+        "paired gap [unadjusted 95 %]": _ci(r, "gap_paired"),
         "floors: chance / majority (%)": floors_cell(r),
         "seeds": r.get("seeds"),
     } for r in tables.get("table2") or []]
@@ -300,37 +306,39 @@ def reproduction_tables(summary: dict) -> dict[str, pd.DataFrame]:
             "data set": dataset_title(r.get("dataset")),
             "RIM error (%)": cell(r, "rim"),
             "verdict": verdict(r.get("verdict")),
-            "runner-up, ours": method_title(r.get("runner_up")) if r.get("runner_up") else "n/a",
-            "gap to runner-up, ours (points) [95% CI]": _ci(r, "gap"),
+            f"gap to RMC (runner-up fixed in advance), ours (points) {CI}": _ci(r, "gap"),
             "gap, paper (points)": mean_sd(r.get("paper_gap")),
-            "runner-up, paper": method_title(paper_ru) if paper_ru else "not stated",
+            "runner-up, paper": display_name(paper_ru) if paper_ru else "not stated",
+            "lowest-mean baseline (chosen after seeing the data)":
+                display_name(r.get("runner_up_posthoc")) if r.get("runner_up_posthoc") else "n/a",
         }
         for b in BASELINES:
-            row[f"{method_title(b)} error (%)"] = cell(r, b) if f"{b}_runs" in r else "n/a"
-            row[f"gap {short_method_title(b)} [95% CI], p raw / Holm"] = gap_test(r, f"gap_{b}")
+            row[f"{display_name(b)} error (%)"] = cell(r, b) if f"{b}_runs" in r else "n/a"
+            row[f"gap {display_name(b)} {CI}, p raw / Holm"] = gap_test(r, f"gap_{b}")
         row.update({"RIM lowest (means)": "yes" if r.get("rim_lowest") else "no", "per baseline": r.get("verdict_detail"),
                     "floors: chance / majority (%)": floors_cell(r)})
         t3.append(row)
     t4 = []
     for r in tables.get("table4") or []:
+        post = r.get("runner_up_posthoc")
         row = {
             "data set": dataset_title(r.get("dataset")),
-            "runner-up (noisy)": method_title(r.get("runner_up")) if r.get("runner_up") else "n/a",
-            "growth gap, ours [95% CI]": _ci(r, "growth_gap"),
-            "p raw / Holm (growth)": p_pair(r.get("growth_gap_p"), r.get("growth_gap_p_holm")),
-            "verdict: RIM's error grows less": verdict(r.get("growth_gap_verdict")),
+            f"growth gap to RMC (runner-up fixed in advance) {CI}, p raw / Holm": gap_test(r, "growth_gap"),
+            "verdict: RIM's error grows less than RMC's": verdict(r.get("growth_gap_verdict")),
             "growth gap, paper": mean_sd(r.get("paper_growth_gap")),
-            "noisy gap, ours [95% CI]": _ci(r, "noisy_gap"),
-            "p raw / Holm (noisy)": p_pair(r.get("noisy_gap_p"), r.get("noisy_gap_p_holm")),
-            "verdict: RIM lowest under noise": verdict(r.get("noisy_gap_verdict")),
+            "verdict: RIM lowest under noise": verdict(r.get("noisy_verdict")),
+            "per method (noisy)": r.get("noisy_verdict_detail"),
+            f"growth gap to the parallel LSTMs {CI}, p raw / Holm": gap_test(r, "growth_gap_parallel_lstm"),
+            "verdict: RIM's error grows less than the parallel LSTMs'": verdict(r.get("growth_gap_parallel_lstm_verdict")),
+            "runner-up chosen after seeing the data (lowest noisy error)": display_name(post) if post else "n/a",
+            f"growth gap to it {CI}, p raw / Holm": gap_test(r, "growth_gap_posthoc") if post else "",
         }
         for m in ["rim", "parallel_lstm"] + BASELINES:
             c = cell(r, f"{m}_noisy")
             ch = num(r.get(f"{m}_change"))
             if not c.startswith("n/a") and not math.isnan(ch):
                 c += f" ({ch:+.2f})"
-            row[f"{short_method_title(m)} noisy error (%) (change)"] = c
-        row["paired growth gap [95% CI]"] = _ci(r, "growth_gap_paired")
+            row[f"{display_name(m)} noisy error (%) (change)"] = c
         row["floors: chance / majority (%)"] = floors_cell(r)
         t4.append(row)
     tf = [{
@@ -341,7 +349,7 @@ def reproduction_tables(summary: dict) -> dict[str, pd.DataFrame]:
         "verdict": verdict(r.get("gap_abs_verdict")),
         "healthy runs (RIM, parallel)": f"{health_count(r.get('rim_healthy'), r.get('rim_runs'))}, "
                                         f"{health_count(r.get('parallel_lstm_healthy'), r.get('parallel_lstm_runs'))}",
-        "gap (relative, chosen after seeing the data) [95% CI]": _ci(r, "gap_rel", 3),
+        f"gap (relative, chosen after seeing the data) {CI}": _ci(r, "gap_rel", 3),
         "p raw / Holm (relative)": p_pair(r.get("gap_rel_p"), r.get("gap_rel_p_holm")),
         "verdict (relative, post hoc)": verdict(r.get("gap_rel_verdict")),
         "seeds": r.get("seeds"),
@@ -351,7 +359,7 @@ def reproduction_tables(summary: dict) -> dict[str, pd.DataFrame]:
         "forget bias": f"{num(r.get('forget_bias')):g}",
         "RIM error (%)": cell(r, "rim"),
         "parallel LSTMs error (%)": cell(r, "parallel_lstm"),
-        "gap (parallel − RIM) [95% CI]": _ci(r, "gap"),
+        f"gap (parallel − RIM) {CI}": _ci(r, "gap"),
         "p raw / Holm": p_pair(r.get("gap_p"), r.get("gap_p_holm")),
         "verdict: RIM better": verdict(r.get("verdict")),
         "effect of forget bias 0 on RIM": gap_test(r, "rim_fb_effect") if "rim_fb_effect" in r else "",
@@ -360,27 +368,40 @@ def reproduction_tables(summary: dict) -> dict[str, pd.DataFrame]:
     } for r in tables.get("init_study") or []]
     ta = [{
         "data set": dataset_title(r.get("dataset")),
-        "variant": r.get("variant"),
+        "variant": display_name(r.get("variant")),
         "what it is": r.get("what"),
         "test error (%)": mean_sd(r.get("error"), r.get("sd")) + (
             f" ({health_count(r.get('healthy'), r.get('runs'))})" if r.get("runs") else ""),
-        "gap to RIM [95% CI]": _ci(r, "gap") if "gap" in r else "reference",
-        "p raw / Holm": p_pair(r.get("gap_p"), r.get("gap_p_holm")) if "gap" in r else "",
-        "verdict": r.get("verdict", ""),
+        f"gap to RIM {CI}, p raw / Holm": gap_test(r, "gap") if "gap" in r else "reference",
+        "verdict": r.get("gap_verdict", ""),
         "noisy error (%)": mean_sd(r.get("noisy_error"), r.get("noisy_sd")),
-        "growth gap [95% CI], p raw / Holm": gap_test(r, "growth_gap") if "growth_gap" in r else "",
+        f"growth gap {CI}, p raw / Holm": gap_test(r, "growth_gap") if "growth_gap" in r else "",
+        "floors: chance / majority (%)": floors_cell(r),
         "seeds": r.get("seeds"),
     } for r in tables.get("ablations") or []]
+    tcon = [{
+        "data set": dataset_title(r.get("dataset")),
+        "control": display_name(r.get("control")),
+        "parameters": params(r.get("parameters")),
+        "n seeds (healthy of runs)": f"{r.get('seeds')} ({health_count(r.get('healthy'), r.get('runs'))})",
+        "test error (%)": mean_sd(r.get("error"), r.get("sd")),
+        f"gap to RIM {CI}, p raw / Holm": gap_test(r, "gap") if "gap" in r else "reference",
+        "verdict": verdict(r.get("gap_verdict")) if "gap" in r else "",
+        "equivalence (TOST, margin ±)": (f"{verdict(r.get('equiv_verdict'))} (±{num(r.get('margin')):.2f})"
+                                         if "equiv_verdict" in r else ""),
+        "what it is": r.get("what"),
+        "floors: chance / majority (%)": floors_cell(r),
+    } for r in tables.get("controls") or []]
     tc = [{
         "claim": r.get("claim"),
         "verdict": verdict(r.get("verdict")),
         "paper (points)": mean_sd(r.get("paper")) if r.get("paper") is not None else "",
-        "ours: pooled gap [95% CI], p raw / Holm": gap_test(r, "pooled") if "pooled" in r else "",
+        f"ours: pooled gap {CI}, p raw / Holm": gap_test(r, "pooled") if "pooled" in r else "",
         "detail": r.get("detail"),
     } for r in tables.get("claims") or []]
     return {"table2": pd.DataFrame(t2), "table3": pd.DataFrame(t3), "table4": pd.DataFrame(t4),
             "fluctuation": pd.DataFrame(tf), "init_study": pd.DataFrame(ti), "ablations": pd.DataFrame(ta),
-            "claims": pd.DataFrame(tc)}
+            "controls": pd.DataFrame(tcon), "claims": pd.DataFrame(tc)}
 
 
 RUN_COLUMNS = {  # summary field -> column title (errors become percent)
@@ -414,7 +435,8 @@ def handwriting_table(summary: pd.DataFrame, titles: dict | None = None, referen
     """The generalisation table of ``python -m core.digits generalisation`` (its summary CSV:
     one row per set and method, accuracies as fractions, ``reference`` minus method in
     accuracy fractions) as shown: accuracy in percent, mean ± sd over seeds, the difference in
-    points with its 95 % interval, p raw / Holm, the verdict with its mark (the reference
+    points with its interval at the Holm step's level (each set one family, as the CSV's p_holm) and
+    the unadjusted 95 % one beside it, p raw / Holm, the verdict with its mark (the reference
     reading a set better is "holds", the method reading it better "does not hold"). ``titles``: a set's short name as shown (the half
     measured follows it); ValueError when ``summary`` lacks the CSV's columns."""
     if summary is None or summary.empty:
@@ -423,10 +445,21 @@ def handwriting_table(summary: pd.DataFrame, titles: dict | None = None, referen
     if missing:
         raise ValueError(f"not a generalisation table: no column {', '.join(missing)} "
                          "(rebuild it with `python -m core.digits generalisation`)")
+    from .stats import holm_levels, t_interval, welch_from_summary
+
     rows = []
     records = summary.to_dict("records")
     sets = list(dict.fromkeys(r.get("set") for r in records))
     records.sort(key=lambda r: (sets.index(r.get("set")), r.get("method") != reference))  # the reference first
+    for s in sets:  # the interval at the Holm step's level of each set's family (the CSV's definition)
+        group = [r for r in records if r.get("set") == s]
+        ref = next((r for r in group if r.get("method") == reference), None)
+        tested = [r for r in group if r is not ref and math.isfinite(num(r.get("p")))]
+        for r, lev in zip(tested, holm_levels([num(r.get("p")) for r in tested]), strict=True):
+            w = welch_from_summary(100 * num(ref["mean"]), 100 * num(ref["sd"]), int(num(ref["seeds"])),
+                                   100 * num(r["mean"]), 100 * num(r["sd"]), int(num(r["seeds"])))
+            r["_lo"], r["_hi"] = t_interval(w["diff"], w["se"], w["df"], lev)
+            r["_level"] = lev
     for r in records:
         v = str(r.get("verdict") or "")
         if v.startswith(f"{reference} reads"):
@@ -437,11 +470,13 @@ def handwriting_table(summary: pd.DataFrame, titles: dict | None = None, referen
         tested = r.get("method") != reference and math.isfinite(hundred["rim_minus_method"])
         rows.append({
             "set": f"{(titles or {}).get(r.get('set'), r.get('set'))} ({r.get('half')} half)",
-            "method": method_title(r.get("method")),
+            "method": display_name(r.get("method")),
             "seeds": int(num(r.get("seeds"))) if math.isfinite(num(r.get("seeds"))) else None,
             "accuracy % (mean ± sd)": mean_sd(hundred["mean"], hundred["sd"], 1),
-            f"{short_method_title(reference)} − method, points [95% CI]":
-                gap(hundred["rim_minus_method"], hundred["ci_low"], hundred["ci_high"], 1) if tested else "",
+            f"{short_method_title(reference)} − method, points {CI}":
+                gap(hundred["rim_minus_method"], r.get("_lo"), r.get("_hi"), 1) if tested else "",
+            "level": level_text(r.get("_level")) if tested else "",
+            "unadjusted 95 %": gap(hundred["rim_minus_method"], hundred["ci_low"], hundred["ci_high"], 1) if tested else "",
             "p raw / Holm": p_pair(r.get("p"), r.get("p_holm")) if tested else "",
             "verdict": verdict(v) if tested else "(reference)",
         })
