@@ -221,10 +221,48 @@ def claims_rows(root="results") -> list[dict]:
     return out
 
 
+CLAIMS_FILE = "claims_table.csv"  # results/claims_table.csv: the rows as shown, for the pages (no recomputation)
+
+
+def write_claims(root="results") -> list[dict]:
+    """Compute the claims rows and store them as ``results/claims_table.csv`` and ``.md``."""
+    root = Path(root)
+    rows = claims_rows(root)
+    if rows:
+        pd.DataFrame(rows).to_csv(root / CLAIMS_FILE, index=False)
+        (root / CLAIMS_FILE).with_suffix(".md").write_text(claims_markdown(rows) + "\n")
+    return rows
+
+
+def read_claims(root="results") -> list[dict]:
+    """The stored claims rows (``write_claims``), empty when none are stored."""
+    p = Path(root) / CLAIMS_FILE
+    if not p.is_file():
+        return []
+    df = pd.read_csv(p, dtype=str, keep_default_na=False)
+    return df.to_dict("records")
+
+
 def claims_frame(rows: list[dict]) -> pd.DataFrame:
     """The claims table for a page: the columns of ``CLAIM_COLUMNS``."""
     return pd.DataFrame([{title: r.get(key, "") for key, title in CLAIM_COLUMNS} for r in rows],
                         columns=[t for _, t in CLAIM_COLUMNS])
+
+
+NAME_COLUMNS = ("model", "variant", "control", "runner_up", "runner_up_posthoc", "paper_runner_up", "method", "other")
+
+
+def display_csv(df: pd.DataFrame) -> bytes:
+    """A table as CSV for a reader: data sets and methods by their display names, not internal ones."""
+    out = df.copy()
+    for col in out.columns:
+        if col == "dataset":
+            out[col] = [fmt.dataset_title(v) for v in out[col]]
+        elif col in NAME_COLUMNS:
+            out[col] = [fmt.display_name(v) if isinstance(v, str) and v else v for v in out[col]]
+        elif col in ("baselines", "others", "pooled_sets"):
+            out[col] = [", ".join(fmt.display_name(x) for x in v) if isinstance(v, list) else v for v in out[col]]
+    return out.to_csv(index=False).encode()
 
 
 def _md_cell(v) -> str:

@@ -160,6 +160,10 @@ def run(repo=".", files=None, check: bool = False, results: str = "results") -> 
     repo = Path(repo)
     root = repo / results
     changed, errors = [], []
+    if not check and (root / "converged").is_dir():
+        from .claims import write_claims
+
+        write_claims(root)
     for doc in documents(repo, files):
         text = doc.read_text()
         try:

@@ -424,6 +424,8 @@ def runs_frame(summary: dict) -> pd.DataFrame:
             df[col] = pd.to_numeric(df[col], errors="coerce") * 100
     if "dataset" in df:
         df["dataset"] = [dataset_title(d) for d in df["dataset"]]
+    if "model" in df:
+        df["model"] = [display_name(m) for m in df["model"]]
     return df[[c for c in RUN_COLUMNS if c in df]].rename(columns=RUN_COLUMNS)
 
 
@@ -470,7 +472,7 @@ def handwriting_table(summary: pd.DataFrame, titles: dict | None = None, referen
         tested = r.get("method") != reference and math.isfinite(hundred["rim_minus_method"])
         rows.append({
             "set": f"{(titles or {}).get(r.get('set'), r.get('set'))} ({r.get('half')} half)",
-            "method": display_name(r.get("method")),
+            "method": method_title(r.get("method")),
             "seeds": int(num(r.get("seeds"))) if math.isfinite(num(r.get("seeds"))) else None,
             "accuracy % (mean ± sd)": mean_sd(hundred["mean"], hundred["sd"], 1),
             f"{short_method_title(reference)} − method, points {CI}":

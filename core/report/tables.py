@@ -364,4 +364,8 @@ def write_tables(out: Path, include_unhealthy: bool = False) -> dict:
     summary = finite({"tables": t, "runs": rows, "paper": PAPER, "excluded": excluded_runs(rows, t),
                       "include_unhealthy": include_unhealthy, "floors": {d: floors(d) for d in datasets}})
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    if out.name in ("converged", "paper") and (out.parent / "converged").is_dir():  # the claims of both grids
+        from .claims import write_claims
+
+        write_claims(out.parent)
     return t
