@@ -350,7 +350,7 @@ def controls_table(c: Cells, datasets, t2=None) -> list[dict]:
     return out
 
 
-def init_table(c: Cells, datasets) -> list[dict]:
+def init_table(c: Cells, datasets, t2=None) -> list[dict]:
     """The initialisation study: rim vs parallel LSTMs at forget bias 1 (default) and 0.
 
     gap = parallel − rim (positive: rim better), as in Table 2, at each forget bias; and the
@@ -368,6 +368,8 @@ def init_table(c: Cells, datasets) -> list[dict]:
             c.describe(row, ds, r_name, name="rim")
             c.describe(row, ds, p_name, name="parallel_lstm")
             row.update(compare("gap", pl, rim), **_floor_fields(ds))
+            if fb == 1.0:  # the main grid's comparison: Table 2's test (one comparison, one p)
+                _adopt_from(row, "gap", t2, ds, "gap", "Table 2")
             if fb == 0.0:  # how much the forget bias moves each model (fb0 - fb1)
                 for name, one in (("rim", "rim"), ("parallel_lstm", "parallel_lstm")):
                     row.update(compare(f"{name}_fb_effect", c.values(ds, f"{one}_fb0", "test_error"),

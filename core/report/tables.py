@@ -100,7 +100,8 @@ def build_tables(rows: list[dict], include_unhealthy: bool = False) -> dict:
     datasets = [d for d in DATASET_ORDER if any(r["dataset"] == d for r in rows)]
     c = Cells(rows, include_unhealthy)
     t = {"table2": table2(c, datasets), "table3": table3(c, datasets), "table4": table4(c, datasets),
-         "fluctuation": fluctuation_table(c, datasets), "init_study": init_table(c, datasets)}
+         "fluctuation": fluctuation_table(c, datasets)}
+    t["init_study"] = init_table(c, datasets, t["table2"])
     t["ablations"] = ablation_table(c, datasets, t["table2"], t["table4"])
     t["controls"] = controls_table(c, datasets, t["table2"])
     t["claims"] = claims_table(c, t)
