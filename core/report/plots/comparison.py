@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..floors import floors as dataset_floors
-from ..fmt import dataset_title, method_title, short_method_title
+from ..fmt import dataset_title, display_name, method_title
 from .style import add_floor_lines, empty_figure, method_color, method_order
 
 ERROR_METRICS = {
@@ -63,7 +63,7 @@ def error_bar_figure(rows: list[dict], metric: str = "test_error", *, datasets: 
                 continue
             vals = np.asarray([float(r[metric]) * 100 for r in ok])
             drawn += [float(r[metric]) * 100 for r in done]
-            color, name = method_color(m), method_title(m)
+            color, name = method_color(m), method_title(m) if m in method_order() else display_name(m)
             for group, symbol, label in ((ok, "circle", ""), (bad, "x-thin-open", " (unhealthy: left out)")):
                 if not group:
                     continue
@@ -90,8 +90,8 @@ def error_bar_figure(rows: list[dict], metric: str = "test_error", *, datasets: 
         if floors:
             add_floor_lines(fig, dataset_floors(ds), row=row, col=col)
         _zoom(fig, drawn, dataset_floors(ds) if floors else None, row, col)
-        fig.update_xaxes(tickvals=list(range(len(methods))), ticktext=[short_method_title(m).replace(" ", "<br>") for m in methods],
-                         tickangle=0, range=[-0.6, len(methods) - 0.4], row=row, col=col)
+        fig.update_xaxes(tickvals=list(range(len(methods))), ticktext=[_tick(m) for m in methods],
+                         tickangle=0, range=[-0.6, len(methods) - 0.4], zeroline=False, row=row, col=col)
     for r in range(1, nrows + 1):
         fig.update_yaxes(title_text=ERROR_METRICS[metric].replace(" (%", " (%, mean ± sd", 1), row=r, col=1)
     height = nrows * height_per_row + 110
@@ -101,6 +101,12 @@ def error_bar_figure(rows: list[dict], metric: str = "test_error", *, datasets: 
                       title=f"Final {ERROR_METRICS[metric].split(' (')[0]}: dots = seeds, diamond = mean ± sd"
                       + (" of the healthy runs, dashed = chance / majority class" if floors else ""))
     return fig
+
+
+def _tick(m: str) -> str:
+    """A method's x tick: one word a line; a variant's name broken after its comma."""
+    name = display_name(m)
+    return name.replace(", ", ",<br>") if "," in name else name.replace(" ", "<br>")
 
 
 def _zoom(fig: go.Figure, values: list[float], floors: dict | None, row: int, col: int) -> None:
@@ -113,11 +119,14 @@ def _zoom(fig: go.Figure, values: list[float], floors: dict | None, row: int, co
     pad = max(0.15 * (hi - lo), 0.3)
     lo, hi = max(0.0, lo - pad), hi + pad
     off = []
-    for key, label in (("chance_error", "chance"), ("majority_error", "majority class")):
-        f = (floors or {}).get(key)
-        if f is None or not math.isfinite(f):
+    f = floors or {}
+    same = f.get("chance_error") is not None and f.get("chance_error") == f.get("majority_error")
+    for key, label in ((("chance_error", "chance = majority class"),) if same else
+                       (("chance_error", "chance"), ("majority_error", "majority class"))):
+        v = f.get(key)
+        if v is None or not math.isfinite(v):
             continue
-        y = 100 * f
+        y = 100 * v
         if y <= hi + 0.5 * (hi - lo):
             hi = max(hi, y + pad)
         else:
