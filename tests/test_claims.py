@@ -162,6 +162,9 @@ def test_docs_blocks_rewrite_check_and_refuse_an_unknown_name(tmp_path):
     assert errors and "unknown generated block 'nonsense'" in errors[0] and "doc.md:1" in errors[0]
     doc.write_text("<!-- generated:include:../etc/passwd.md -->\n<!-- /generated:include:../etc/passwd.md -->\n")
     assert "only a Markdown file under results/" in docs.run(tmp_path, ["doc.md"])[1][0]
+    doc.write_text("<!-- generated:include:results/later.md -->\n<!-- /generated:include:results/later.md -->\n")
+    docs.run(tmp_path, ["doc.md"])
+    assert "Not in results/ yet: `results/later.md`" in doc.read_text()
 
 
 def test_every_block_name_renders_from_the_shipped_results(tmp_path):

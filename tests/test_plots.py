@@ -188,6 +188,7 @@ def test_error_bars_zoom_to_the_data_and_name_the_floors_above_it():
     vals = [100 * r["test_error"] for r in rows]
     assert lo <= min(vals) and max(vals) <= hi < 20  # not a 0-90 % axis
     assert any(a.text.startswith("floors above the axis: chance 90.00 %") for a in fig.layout.annotations)
+    assert fig.layout.xaxis.zeroline is False  # no stray vertical line at the first method
 
 
 def floor_lines(fig) -> list[tuple[float, str]]:

@@ -301,32 +301,48 @@ def _sets(groups: dict, key: str) -> str:
     return ", ".join(fmt.dataset_title(d) for d in groups.get(key, []))
 
 
+def _word(v) -> str:
+    """A verdict in running text: "holds", "does not hold", "cannot tell"."""
+    return fmt.verdict(v).split(" ", 1)[-1] if v else "not measured"
+
+
 def answer_text(root="results") -> str:
     """Two or three sentences, computed from the claims rows and the tables behind them."""
-    rows = {r["claim_id"]: r for r in claims_rows(root)}
     _, tc = grid(Path(root) / "converged")
+    claims = {r["claim_id"]: r for r in tc.get("claims") or []}
     out = []
     t2 = {r["dataset"]: r["verdict"] for r in tc.get("table2") or []}
     if t2:
         _, g = verdict_all(t2, [d for d in DATASET_ORDER if d in t2])
-        mean = rows.get("vs_parallel_mean", {})
         s = (f"Trained with {fmt.CONVERGED_TITLE} (5 seeds; 3 on Animals-10), RIM has a measurably lower test "
              f"error than the parallel LSTMs on {_sets(g, 'holds') or 'no set'}")
         if g.get("cannot tell"):
-            s += f" and cannot be told apart from them on {_sets(g, 'cannot tell')}"
+            s += f", cannot be told apart from them on {_sets(g, 'cannot tell')}"
         if g.get("does not hold"):
-            s += f"; the parallel LSTMs are measurably better on {_sets(g, 'does not hold')}"
-        s += (f", so the paper's claim for all four sets is \"{_short(rows['vs_parallel_all']['converged_verdict'])[2:]}\""
-              f" and its average gap ({mean.get('paper', '')} points) is \"{mean.get('converged', 'not measured')[2:]}\".")
-        out.append(s)
-    base = rows.get("vs_baselines_all")
-    if base and base.get("converged_verdict"):
-        out.append(f"Against EntNet, RMC and IndRNN the paper's \"lowest on all four sets\" is "
-                   f"\"{_short(base['converged_verdict'])[2:]}\" ({base['converged'].split('(', 1)[-1].rstrip(')')}).")
+            s += f", and is measurably worse on {_sets(g, 'does not hold')}"
+        s += f"; the paper's claim for all four sets: {_word(claims.get('vs_parallel_all', {}).get('verdict'))}"
+        mean = claims.get("vs_parallel_mean")
+        if mean and math.isfinite(fmt.num(mean.get("pooled"))):
+            s += (f", its average gap ({mean['paper']:.2f} points in the paper): "
+                  f"{fmt.gap(mean['pooled'], mean.get('pooled_ci_low'), mean.get('pooled_ci_high'))} points, "
+                  f"{_word(mean.get('verdict'))}")
+        out.append(s + ".")
+    base = claims.get("vs_baselines_all")
+    if base:
+        out.append(f"Against EntNet, RMC and IndRNN, \"lowest on all four sets\" {_word(base.get('verdict'))} "
+                   f"({base.get('detail')}).")
     ctl = tc.get("controls") or []
     if ctl:
-        out.append(controls_sentence(ctl))
+        out.append(controls_decision(ctl))
     return " ".join(out)
+
+
+def controls_decision(rows: list[dict]) -> str:
+    """The controls' one computed sentence: what they decide (and that nothing else is decided)."""
+    text = controls_sentence(rows)
+    if " What they decide: " not in text:
+        return "The controls of why decide nothing yet beyond their per-set verdicts."
+    return "The controls of why decide: " + text.split(" What they decide: ", 1)[1]
 
 
 def controls_sentence(rows: list[dict]) -> str:
@@ -358,8 +374,10 @@ def controls_sentence(rows: list[dict]) -> str:
         if name == "rim_random":
             eq = [r for r in sel if r.get("equiv_verdict") == EQUIV_WORDS[0]]
             if eq:
-                decided.append("the attention's choice of LSTMs makes no difference larger than the paper's claimed "
-                               "gap on " + ", ".join(fmt.dataset_title(r["dataset"]) for r in eq))
+                decided.append("choosing the active LSTMs at random instead of by attention changes the error by less "
+                               "than the gap the paper claims for the method (TOST, Holm) on "
+                               + ", ".join(f"{fmt.dataset_title(r['dataset'])} (±{r['margin']:.2f}, {r['seeds']} seeds)"
+                                           for r in eq))
     text = "Controls (RIM the reference; Holm over the controls table): " + ". ".join(parts) + "."
     if decided:
         text += " What they decide: " + "; ".join(decided) + "."

@@ -119,7 +119,7 @@ def render(name: str, root: Path) -> str:
         if not rel.startswith("results/") or root.resolve() not in path.parents or path.suffix != ".md":
             raise DocsError(f"include:{rel}: only a Markdown file under results/ can be included")
         if not path.is_file():
-            raise DocsError(f"include:{rel}: no such file")
+            return f"*Not in results/ yet: `{rel}`.*\n"
         return path.read_text().rstrip("\n") + "\n"
     if name not in RENDERERS:
         raise DocsError(f"unknown generated block {name!r}; known: {', '.join(NAMES)}")
