@@ -159,8 +159,8 @@ else:
             "data set": st.column_config.TextColumn("data set", width=110, pinned=True),
             "model": st.column_config.TextColumn("model", width=150, pinned=True),
             "protocol": st.column_config.TextColumn(
-                "protocol", width=95, help="How it was trained: the paper's protocol (1,000 SGD steps), converged "
-                "(Adam until the validation accuracy stops improving), or own settings (a run with other settings)"),
+                "protocol", width=95, help="How it was trained: the paper's protocol (1,000 SGD steps), Adam with a cosine "
+                "schedule for 4,000 iterations (the weights of the best validation accuracy kept), or own settings"),
             "source": st.column_config.TextColumn("source", width=75),
             "owner": st.column_config.TextColumn("owner", width=110),
             "parameters": st.column_config.NumberColumn("params", format="localized", width=70, help="trainable parameters"),

@@ -331,7 +331,7 @@ def test_intro_follows_the_chosen_protocol(home):
     assert "paper's protocol (plain SGD" in intro and "$RIMSCOPE_HOME" not in intro
     at.radio(key="train_protocol").set_value("converged").run()
     intro = at.caption[0].value
-    assert "to convergence" in intro and "Adam" in intro and "paper's protocol" not in intro
+    assert "cosine" in intro and "Adam" in intro and "paper's protocol" not in intro
 
 
 def test_cards_name_their_protocol_keep_their_order_and_stop_says_which_run(home):
