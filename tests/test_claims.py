@@ -182,3 +182,52 @@ def test_repository_documents_are_up_to_date():
     changed, errors = docs.run(REPO, check=True)
     assert not errors, errors
     assert not changed, f"out of date: {changed} (run `python -m core.reproduce docs`)"
+
+
+def _write_run(root: Path, grid: str, ds: str, model: str, seed: int, err: float, iterations: int,
+               best: int | None = None, done: int | None = None) -> None:
+    import json
+
+    p = root / grid / "runs" / ds / f"{model}_s{seed}.json"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps({
+        "dataset": ds, "model": model, "seed": seed, "status": "completed", "protocol": "converged",
+        "metrics": {"test_error": err, "iterations_done": done or iterations, "best_iteration": best or iterations},
+        "train_config": {"iterations": iterations}, "evals": {"iteration": [iterations // 2, done or iterations]},
+        "history": {"loss": [2.5] + [1.0] * 10}}))
+
+
+def test_budget_says_not_yet_run_with_what_exists_then_whether_each_verdict_stays(tmp_path):
+    from core.report import budget
+
+    rng = np.random.default_rng(1)
+    for ds in ("mnist", "fashion_mnist"):
+        for seed in range(3):
+            for m, e in (("rim", 0.015), ("parallel_lstm", 0.030), ("entnet", 0.0152)):
+                _write_run(tmp_path, "converged", ds, m, seed, e + rng.normal(0, 0.0005), 4000,
+                           best=2000 if m == "rim" else None)
+    _write_run(tmp_path, "budget", "mnist", "rim", 0, 0.014, 12000)
+    rows = budget.budget_rows(tmp_path)
+    assert len(rows) == 4 and all(r["at_12000"] == "not yet run" for r in rows)
+    assert "RIM seeds 0; Parallel LSTMs none" in rows[0]["stays"]
+    for ds in ("mnist", "fashion_mnist"):
+        for seed in range(3):
+            for m, e in (("rim", 0.014), ("parallel_lstm", 0.029), ("entnet", 0.0141)):
+                _write_run(tmp_path, "budget", ds, m, seed, e + rng.normal(0, 0.0005), 12000)
+    rows = {(r["dataset"], r["other"]): r for r in budget.budget_rows(tmp_path)}
+    assert rows[("mnist", "parallel_lstm")]["stays"] == "stays"
+    assert rows[("mnist", "parallel_lstm")]["at_12000"] == "holds"
+    assert "Every checked verdict stays" in budget.budget_markdown(tmp_path)
+    facts = budget.stopping_facts(tmp_path / "converged")
+    assert facts["runs"] == 18 and facts["early_stops"] == 0 and facts["best_at_last"] == 12
+
+
+def test_shipped_results_facts_count_the_audited_numbers():
+    from core.report import budget, facts
+
+    s = budget.stopping_facts(RESULTS / "converged", ["mnist", "fashion_mnist", "cifar10"])
+    assert s["runs"] >= 87 and s["early_stops"] == 0
+    h = facts.health_facts(RESULTS / "paper")
+    assert h["runs"] == 118 and h["classes"].get("diverged") == 12 and h["diverged_and_collapsed"] == 5
+    text = facts.facts_markdown(RESULTS, REPO / "pretrained")
+    assert "1,320-image subset" in text and "majority-class floor 82.31 %" in text
