@@ -228,7 +228,7 @@ def test_converged_models_are_the_default_with_a_switch(page_env, fixture_dirs, 
     at = run_page()
     assert not at.exception
     sw = at.sidebar.radio(key="pretrained_protocol")
-    assert sw.value == "converged" and sw.options[0].startswith("converged")
+    assert sw.value == "converged" and sw.options[0].startswith("Adam, cosine, 4,000 iterations")
     assert at.selectbox(key="mech_model_mnist").value == "pretrained:mnist/rim@converged"
     sw.set_value("paper").run()
     assert not at.exception
