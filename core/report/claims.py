@@ -186,7 +186,7 @@ def _control_claims(controls: list[dict]) -> list[dict]:
             parts.append(f"{fmt.dataset_title(r['dataset'])} {fmt.gap(r['gap'], r.get('gap_ci_low'), r.get('gap_ci_high'))}"
                          f", n {r['seeds']}: {r['gap_verdict']}{eq}")
         title = fmt.display_name(name)
-        out.append({"claim_id": f"control_{name}", "claim": f"Ours: RIM has a lower error than {title}",
+        out.append({"claim_id": f"control_{name}", "claim": f"Ours, the controls of why: RIM has a lower error than the control \"{title}\"",
                     "verdict": v, "detail": "; ".join(parts)})
     return out
 
@@ -283,18 +283,30 @@ def claims_markdown(rows: list[dict]) -> str:
     return "\n".join(lines + ["", CLAIMS_NOTE, "", floors_line()])
 
 
-def glance_markdown(rows: list[dict]) -> str:
-    """README's results at a glance: one line per claim, from the same rows."""
-    out = []
+def _glance_cell(verdict_text, row: dict | None) -> str:
+    if not verdict_text:
+        return "not measured"
+    out = fmt.verdict(verdict_text)
+    if row and "pooled" in row and math.isfinite(fmt.num(row.get("pooled"))):
+        out += " " + fmt.gap(row["pooled"], row.get("pooled_ci_low"), row.get("pooled_ci_high"))
+    return out
+
+
+def glance_markdown(rows: list[dict], root="results") -> str:
+    """README's results at a glance: the same rows, compact (verdict marks, pooled gaps with their intervals)."""
+    _, tc = grid(Path(root) / "converged")
+    _, tp = grid(Path(root) / "paper")
+    conv = {r["claim_id"]: r for r in tc.get("claims") or []}
+    pap = {r["claim_id"]: r for r in tp.get("claims") or []}
+    head = ["claim", "paper", fmt.CONVERGED_TITLE, "paper protocol"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        paper = f" (paper: {r['paper']})" if r.get("paper") and r["paper"] != "not in the paper" else ""
-        line = f"- **{fmt.verdict(r.get('converged_verdict') or r.get('paper_verdict'))}** — {r['claim']}{paper}."
-        if r["converged"] != "not measured":
-            line += f" {fmt.CONVERGED_TITLE}: {r['converged']}."
-        if r.get("paper_verdict"):
-            line += f" Paper protocol: {fmt.verdict(r['paper_verdict'])}."
-        out.append(line)
-    return "\n".join(out + ["", CLAIMS_NOTE])
+        lines.append("| " + " | ".join(_md_cell(x) for x in (
+            r["claim"], r.get("paper", ""), _glance_cell(r.get("converged_verdict"), conv.get(r["claim_id"])),
+            _glance_cell(r.get("paper_verdict"), pap.get(r["claim_id"])))) + " |")
+    return "\n".join(lines + ["", "✅ holds, ❌ does not hold (the other method is measurably better), ❔ cannot tell at "
+                              "this number of seeds; an average claim shows its pooled gap in points with the interval "
+                              "at its Holm step's level. The full table, its note and floors: REPRODUCTION.md."])
 
 
 def _sets(groups: dict, key: str) -> str:

@@ -57,7 +57,7 @@ def _claims(root: Path) -> str:
 def _glance(root: Path) -> str:
     from .claims import claims_rows, glance_markdown
 
-    return glance_markdown(claims_rows(root))
+    return glance_markdown(claims_rows(root), root)
 
 
 def _answer(root: Path) -> str:
