@@ -321,14 +321,16 @@ def controls_markdown(rows: list[dict]) -> list[str]:
                      + (f", p {fmt.p_pair(r.get('equiv_p'), r.get('equiv_p_holm'))[2:]}"
                         if math.isfinite(fmt.num(r.get("equiv_p"))) else ""),
                      "" if ref else r.get("equiv_verdict", ""), fmt.floors_cell(r)])
-    out = ["Converged protocol. Gap = control − RIM in test-error points (positive: RIM better). "
+    out = [f"{fmt.CONVERGED_TITLE}. Gap = control − RIM in test-error points (positive: RIM better). "
            "Equivalence: TOST with the margin fixed in code before the controls were tabulated "
            "(`core.report.comparisons.EQUIVALENCE_MARGIN`: the gap the paper claims for the method on that set); "
            "equivalent when the interval (1 − 2 × the Holm step's alpha) lies within ± the margin.", ""]
     out += _md_table(["data set", "control", "what it is", "parameters", "n seeds (healthy)", "test error",
                       "gap [Holm-step interval] (level), p", "unadjusted 95 % interval", "verdict", "margin",
                       "equivalence interval, p raw / Holm", "equivalence", "floors (chance / majority)"], body)
-    return out + ["", _family_note(rows, "difference and equivalence tests"), "", controls_sentence(rows)]
+    return out + ["", _family_note(rows, "difference and equivalence tests") + " The parallel LSTMs' difference test "
+                  "is Table 2's (its family, its p): one comparison, one p wherever it is printed.", "",
+                  controls_sentence(rows)]
 
 
 def controls_sentence(rows: list[dict]) -> str:
