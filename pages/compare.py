@@ -8,7 +8,7 @@ import streamlit as st
 from core.data.datasets import DATASETS
 from core.digits.external import SETS as HANDWRITING_SETS
 from core.grid.export import protocol_text
-from core.report.claims import CLAIMS_NOTE, claims_frame, display_csv, floors_line, read_claims
+from core.report.claims import CLAIMS_NOTE, claims_frame, display_csv, read_claims
 from core.report.floors import floors
 from core.report.fmt import dataset_title as _ds_title
 from core.report.fmt import (
@@ -16,9 +16,10 @@ from core.report.fmt import (
     health_count,
     method_title,
     pct,
-    reproduction_tables,
     runs_frame,
 )
+from core.report.frames import reproduction_tables
+from core.report.markdown import floors_line
 from core.report.paper import DATASET_ORDER, PAPER
 from core.report.plots.comparison import ERROR_METRICS, error_bar_figure
 from core.report.plots.style import method_order
@@ -290,7 +291,7 @@ with tab_tables:
             st.dataframe(claims_frame(claim_rows), hide_index=True, width="stretch",
                          column_config={"claim": st.column_config.TextColumn("claim", width="medium", pinned=True),
                                         "verdict": st.column_config.TextColumn("verdict", width="small", pinned=True)})
-            st.caption(CLAIMS_NOTE + " " + floors_line())
+            st.caption(CLAIMS_NOTE + " " + floors_line(DATASET_ORDER))
             st.download_button("⬇ Claims as CSV", display_csv(claims_frame(claim_rows)), file_name="claims.csv",
                                mime="text/csv", key="cmp_csv_claims")
         st.markdown("Errors in percent, mean ± sd over the healthy seeds (each cell says how many of its runs are "

@@ -12,7 +12,8 @@ import pytest
 
 from core.report import docs, stats
 from core.report.claims import CLAIM_COLUMNS, claims_frame, claims_markdown
-from core.report.comparisons import Cells, controls_table, table2
+from core.report.comparisons import Cells, table2
+from core.report.controls import controls_table
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "results"

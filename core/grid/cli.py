@@ -114,9 +114,11 @@ def main(argv=None) -> int:
                      overrides=overrides, protocol=args.protocol, device=args.device)
         print(f"grid wall time {time.perf_counter() - t0:.0f} s", flush=True)
         write_tables(Path(args.out))
+        _claims(Path(args.out))
         print((Path(args.out) / "tables.md").read_text())
     elif args.cmd == "tables":
         write_tables(Path(args.out), include_unhealthy=args.include_unhealthy)
+        _claims(Path(args.out))
         print((Path(args.out) / "tables.md").read_text())
     else:
         m = export_pretrained(Path(args.out), args.seed, Path(args.dest), args.protocol, args.datasets,
@@ -124,3 +126,10 @@ def main(argv=None) -> int:
         print(f"exported {len(m['models'])} models to {args.dest}")
     return 0
 
+
+def _claims(out: Path) -> None:
+    """After the converged or the paper grid's tables: the claims table of both (core.report.claims)."""
+    if out.name in ("converged", "paper") and (out.parent / "converged").is_dir():
+        from ..report.claims import write_claims
+
+        write_claims(out.parent)

@@ -18,6 +18,7 @@ from pathlib import Path
 from . import fmt
 from .comparisons import Cells, adjust_family, compare
 from .health import HEALTHY
+from .markdown import floors_line, md_table
 from .paper import DATASET_ORDER
 
 BUDGET_SETS = ["mnist", "fashion_mnist"]
@@ -114,9 +115,7 @@ def stopping_facts(path, datasets=None) -> dict:
 
 def budget_markdown(root="results") -> str:
     rows = budget_rows(root)
-    from .tables import _md_table, floors_line
-
-    lines = _md_table(["data set", "comparison", "the table's verdict (4,000, all seeds)", "verdict at 4,000, seeds 0-2", "gap (other − RIM) at 4,000, seeds 0-2",
+    lines = md_table(["data set", "comparison", "the table's verdict (4,000, all seeds)", "verdict at 4,000, seeds 0-2", "gap (other − RIM) at 4,000, seeds 0-2",
                        "verdict at 12,000, seeds 0-2", "gap at 12,000, seeds 0-2", "stays at 12,000?"],
                       [[fmt.dataset_title(r["dataset"]), r["comparison"], r["table_verdict"], r["at_4000"], r["gap_4000"], r["at_12000"],
                         r["gap_12000"], r["stays"]] for r in rows])

@@ -18,9 +18,9 @@ from pathlib import Path
 import pandas as pd
 
 from . import fmt
-from .comparisons import CONTROL_WORDS, EQUIV_WORDS
-from .floors import floors
-from .paper import CONTROLS, DATASET_ORDER, PAPER, controls_for
+from .controls import CONTROL_WORDS, EQUIV_WORDS, controls_decision
+from .markdown import floors_line, md_table
+from .paper import DATASET_ORDER, PAPER
 from .stats import (
     CANNOT_TELL,
     HOLDS,
@@ -144,9 +144,7 @@ def handwriting_markdown(path) -> list[str]:
              fmt.mean_sd(r["accuracy"], r["sd"], 1),
              fmt.gap_test(r, "gap", 1) if "gap" in r else "(reference)",
              fmt.raw_interval(r, "gap", 1) if "gap" in r else "", r.get("gap_verdict", "")] for r in rows]
-    from .tables import _md_table
-
-    return _md_table(["set", "method", "seeds", "accuracy % (mean ± sd)",
+    return md_table(["set", "method", "seeds", "accuracy % (mean ± sd)",
                       "RIM − method, points [Holm-step interval] (level), p raw / Holm", "unadjusted 95 % interval",
                       "verdict"], body) + [
         "", "One Holm family per set (the generalisation table's definition). " + INTERVAL_NOTE
@@ -269,18 +267,12 @@ def _md_cell(v) -> str:
     return str(v).replace("|", "\\|").replace("\n", " ")
 
 
-def floors_line(datasets=DATASET_ORDER) -> str:
-    from .tables import floors_line as line
-
-    return line(list(datasets))
-
-
 def claims_markdown(rows: list[dict]) -> str:
     """The claims table as Markdown, its note and the floors."""
     head = [t for _, t in CLAIM_COLUMNS]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(_md_cell(r.get(k, "")) for k, _ in CLAIM_COLUMNS) + " |" for r in rows]
-    return "\n".join(lines + ["", CLAIMS_NOTE, "", floors_line()])
+    return "\n".join(lines + ["", CLAIMS_NOTE, "", floors_line(DATASET_ORDER)])
 
 
 def _glance_cell(verdict_text, row: dict | None) -> str:
@@ -347,57 +339,3 @@ def answer_text(root="results") -> str:
     if ctl:
         out.append(controls_decision(ctl))
     return " ".join(out)
-
-
-def controls_decision(rows: list[dict]) -> str:
-    """The controls' one computed sentence: what they decide (and that nothing else is decided)."""
-    text = controls_sentence(rows)
-    if " What they decide: " not in text:
-        return "The controls of why decide nothing yet beyond their per-set verdicts."
-    return "The controls of why decide: " + text.split(" What they decide: ", 1)[1]
-
-
-def controls_sentence(rows: list[dict]) -> str:
-    """What the controls decide, from their verdicts and nothing more."""
-    parts, decided = [], []
-    for name in dict.fromkeys(r["control"] for r in rows if r["control"] != "rim"):
-        sel = [r for r in rows if r["control"] == name and "gap_verdict" in r]
-        if not sel:
-            continue
-        by: dict[str, list[str]] = {}
-        for r in sel:
-            word = r["gap_verdict"]
-            if word == CONTROL_WORDS[2]:
-                word = f"no measurable difference at {r['seeds']} seeds"
-            if word.startswith("cannot tell"):
-                word = f"not tested yet ({r['seeds']} seed)"
-            if r.get("equiv_verdict") == EQUIV_WORDS[0]:
-                word += f", equivalent within ±{r['margin']:.2f}"
-            by.setdefault(word, []).append(fmt.dataset_title(r["dataset"]))
-        parts.append(f"{fmt.display_name(name)}: " + "; ".join(f"{w} on {', '.join(ds)}" for w, ds in by.items()))
-        better = [r for r in sel if r["gap_verdict"] == CONTROL_WORDS[0]]
-        if name.startswith("parallel_lstm_h") and better and len(better) == len(sel):
-            decided.append("the parameter count alone does not explain RIM's lead over the parallel LSTMs on "
-                           + ", ".join(fmt.dataset_title(r["dataset"]) for r in better))
-        if name.startswith("parallel_lstm_h") and any(r["gap_verdict"] == CONTROL_WORDS[1] for r in sel):
-            decided.append("parameter-matched parallel LSTMs beat RIM on "
-                           + ", ".join(fmt.dataset_title(r["dataset"]) for r in sel
-                                       if r["gap_verdict"] == CONTROL_WORDS[1]))
-        if name == "rim_random":
-            eq = [r for r in sel if r.get("equiv_verdict") == EQUIV_WORDS[0]]
-            if eq:
-                decided.append("choosing the active LSTMs at random instead of by attention changes the error by less "
-                               "than the gap the paper claims for the method (TOST, Holm) on "
-                               + ", ".join(f"{fmt.dataset_title(r['dataset'])} (±{r['margin']:.2f}, {r['seeds']} seeds)"
-                                           for r in eq))
-    text = "Controls (RIM the reference; Holm over the controls table): " + ". ".join(parts) + "."
-    if decided:
-        text += " What they decide: " + "; ".join(decided) + "."
-    else:
-        text += " They decide nothing yet beyond these verdicts."
-    return text
-
-
-__all__ = ["CLAIM_COLUMNS", "CLAIMS_NOTE", "CONTROLS", "answer_text", "claims_frame", "claims_markdown", "claims_rows",
-           "controls_for", "controls_sentence", "floors", "glance_markdown", "grid", "handwriting_markdown",
-           "handwriting_rows"]

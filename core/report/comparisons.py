@@ -18,11 +18,8 @@ import numpy as np
 from . import fmt
 from .floors import floors
 from .health import HEALTHY
-from .paper import ABLATIONS, BASELINES, DATASET_ORDER, PAPER, VARIANT_NOTES, controls_for
+from .paper import ABLATIONS, BASELINES, DATASET_ORDER, PAPER, VARIANT_NOTES
 from .stats import (
-    CANNOT_TELL,
-    HOLDS,
-    NOT_HOLDS,
     holm,
     holm_levels,
     mean_sd,
@@ -30,7 +27,6 @@ from .stats import (
     pooled_gap,
     pooled_se_df,
     t_interval,
-    tost,
     verdict,
     verdict_all,
     welch_se_df,
@@ -298,56 +294,6 @@ def _adopt_from(row: dict, prefix: str, table, ds: str, source_prefix: str, fami
     src = next((r for r in table or [] if r["dataset"] == ds and f"{source_prefix}_verdict" in r), None)
     if src is not None:
         adopt(row, prefix, src, source_prefix, family)
-
-
-# The equivalence margin of the controls (test-error points), fixed in code before the controls'
-# runs were tabulated: the gap the paper claims for attention over the parallel LSTMs on that set
-# (Table 2). A control "equivalent to RIM" differs from it by less than the effect the paper
-# attributes to the method.
-EQUIVALENCE_MARGIN = dict(PAPER["vs_parallel_gap"])
-CONTROL_WORDS = ("RIM better", "the control better", "no measurable difference at this number of seeds")
-EQUIV_WORDS = ("equivalent within the margin", "not equivalent", "equivalence not shown at this number of seeds")
-
-
-def controls_table(c: Cells, datasets, t2=None) -> list[dict]:
-    """The controls of "why" (converged protocol, RIM the reference): gap = control − RIM in test-error
-    points (positive: RIM better), one Holm family over the table's difference tests and its TOST
-    equivalence tests (margin ``EQUIVALENCE_MARGIN``); the parallel LSTMs' difference test is Table
-    2's (one comparison, one p). Each row: n healthy of all runs, the parameter count of its runs."""
-    out = []
-    for ds in datasets:
-        rim = c.values(ds, "rim", "test_error")
-        names = [n for n in controls_for(ds) if c.health(ds, n)[1]]
-        if not rim or not [n for n in names if n != "parallel_lstm"]:
-            continue
-        margin = EQUIVALENCE_MARGIN.get(ds, math.nan)
-        for name in ["rim"] + names:
-            vals = c.values(ds, name, "test_error")
-            m, s, n = mean_sd(list(vals.values()))
-            params = sorted({r.get("parameters") for r in c.rows if r["dataset"] == ds and r["model"] == name
-                             and r.get("parameters")})
-            row = {"dataset": ds, "control": name, "what": VARIANT_NOTES.get(name, ""), "error": m, "sd": s,
-                   "seeds": n, "parameters": params[len(params) // 2] if params else None,
-                   **dict(zip(("healthy", "runs"), c.health(ds, name), strict=True)), **_floor_fields(ds)}
-            if name != "rim":
-                row.update(compare("gap", vals, rim), margin=margin)
-                row.update(equiv=margin - abs(row["gap"]) if math.isfinite(row["gap"]) else math.nan,
-                           equiv_p=tost(row["gap"], row["gap_se"], row["gap_df"], margin),
-                           equiv_se=row["gap_se"], equiv_df=row["gap_df"])
-                if name == "parallel_lstm":
-                    _adopt_from(row, "gap", t2, ds, "gap", "Table 2")
-            out.append(row)
-    adjust_family(out, ["gap", "equiv"], {"gap": CONTROL_WORDS, "equiv": EQUIV_WORDS})
-    plain = dict(zip((HOLDS, NOT_HOLDS, CANNOT_TELL), CONTROL_WORDS, strict=True))
-    for r in out:
-        if r.get("gap_family"):
-            r["gap_verdict"] = plain.get(r["gap_verdict"], r["gap_verdict"])
-        if "equiv_level" in r:  # TOST at the step's level: the (1 - 2 x step alpha) interval of the gap
-            r["equiv_ci_low"], r["equiv_ci_high"] = t_interval(r["gap"], r["gap_se"], r["gap_df"],
-                                                               1 - 2 * (1 - r["equiv_level"]))
-        if "gap_verdict" in r:
-            r["verdict"] = r["gap_verdict"]
-    return out
 
 
 def init_table(c: Cells, datasets, t2=None) -> list[dict]:

@@ -17,8 +17,6 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from . import fmt
-
 BLOCK = re.compile(r"<!-- generated:(?P<name>[^\s>]+) -->\n(?P<body>.*?)<!-- /generated:(?P=name) -->", re.S)
 OPEN = re.compile(r"<!-- generated:(?P<name>[^\s>]+) -->")
 DEFAULT_DOCS = ["README.md", "REPRODUCTION.md", "docs/*.md"]
@@ -68,7 +66,7 @@ def _answer(root: Path) -> str:
 
 def _controls(root: Path) -> str:
     from .claims import grid
-    from .tables import controls_markdown
+    from .controls import controls_markdown
 
     _, t = grid(root / "converged")
     return "\n".join(controls_markdown(t["controls"])) if t.get("controls") else "No controls in `results/converged` yet."
@@ -190,6 +188,3 @@ def main(args) -> int:
     for d in changed:
         print(f"rewrote {d}")
     return 1 if errors else 0
-
-
-__all__ = ["BLOCK", "DocsError", "NAMES", "RENDERERS", "fmt", "main", "render", "rewrite", "run"]

@@ -32,17 +32,17 @@ from .comparisons import (
     Cells,
     ablation_table,
     claims_table,
-    controls_table,
     fluctuation_table,
     init_table,
     table2,
     table3,
     table4,
 )
+from .controls import controls_markdown, controls_table
 from .floors import floors
 from .health import HEALTHY, health_of
+from .markdown import family_note, floors_line, md_table
 from .paper import ABLATIONS, BASELINES, DATASET_ORDER, INIT_STUDY, PAPER, controls_for
-from .stats import INTERVAL_NOTE
 
 
 def load_results(out: Path) -> list[dict]:
@@ -136,12 +136,6 @@ def _tp(r: dict, key: str, digits: int = 2) -> str:
     return fmt.gap_test(r, key, digits, paired=True)
 
 
-def _family_note(rows: list[dict], what: str = "Welch tests") -> str:
-    m = rows[0].get("holm_m", 0) if rows else 0
-    return (f"One Holm-Bonferroni family: the {m} {what} of this table; p = raw / Holm-adjusted. "
-            + INTERVAL_NOTE + " The seed-paired interval beside it is the unadjusted 95 % one and decides nothing.")
-
-
 def _excluded_md(ex: list[dict], include_unhealthy: bool) -> list[str]:
     if not ex:
         return ["", "Every run of this table is healthy."]
@@ -153,11 +147,6 @@ def _excluded_md(ex: list[dict], include_unhealthy: bool) -> list[str]:
         out.append(f"- {fmt.dataset_title(e['dataset'])} {e['model']} seed {e['seed']} ({err}): {e.get('health')}"
                    + (f": {e['health_reasons']}" if e.get("health_reasons") else ""))
     return out
-
-
-def _md_table(head: list[str], rows: list[list]) -> list[str]:
-    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(map(str, r)) + " |"
-                                                                        for r in rows]
 
 
 def _name(m) -> str:
@@ -179,18 +168,18 @@ def tables_markdown(t: dict, rows: list[dict], include_unhealthy: bool = False) 
            "biggest class (majority). Animals-10 is a small unbalanced real subset (1,320 images): not comparable "
            "with the full data set.", ""]
     out += ["### Table 2: RIM vs parallel LSTMs", ""]
-    out += _md_table(["data set", "RIM", "parallel LSTMs", "gap (ours) [Holm-step interval] (level), p raw / Holm",
+    out += md_table(["data set", "RIM", "parallel LSTMs", "gap (ours) [Holm-step interval] (level), p raw / Holm",
                       "unadjusted 95 % interval", "paired gap [95 %]", "paper's gap", "floors (chance / majority)",
                       "verdict"],
                      [[fmt.dataset_title(r["dataset"]), fmt.cell(r, "rim"), fmt.cell(r, "parallel_lstm"), _t(r, "gap"),
                        fmt.raw_interval(r, "gap"), _tp(r, "gap"), f"{r['paper_gap']:.2f}", fmt.floors_cell(r),
                        r["verdict"]] for r in t["table2"]])
-    out += ["", _family_note(t["table2"])] + _excluded_md(ex["table2"], include_unhealthy)
+    out += ["", family_note(t["table2"])] + _excluded_md(ex["table2"], include_unhealthy)
     out += ["", "### Table 3: RIM vs EntNet, RMC, IndRNN", "",
             "Gap = baseline − RIM for each baseline. RIM has the lowest error on a set only when it holds "
             "against each of the three there. Runner-up: RMC, the paper's named one, fixed in advance; the "
             "lowest-mean baseline beside it was chosen after seeing the data.", ""]
-    out += _md_table(["data set", "RIM"] + [_name(b) for b in BASELINES]
+    out += md_table(["data set", "RIM"] + [_name(b) for b in BASELINES]
                      + [f"gap {_name(b)} [Holm-step interval], p" for b in BASELINES]
                      + ["lowest-mean baseline (chosen after seeing the data)", "paper's gap to its runner-up",
                         "floors (chance / majority)", "verdict"],
@@ -200,7 +189,7 @@ def tables_markdown(t: dict, rows: list[dict], include_unhealthy: bool = False) 
                       + [_name(r["runner_up_posthoc"]) if r["runner_up_posthoc"] else "n/a",
                          f"{r['paper_gap']:.2f}" + (f" ({_name(r['paper_runner_up'])})" if r["paper_runner_up"] else ""),
                          fmt.floors_cell(r), f"{r['verdict']} ({r['verdict_detail']})"] for r in t["table3"]])
-    out += ["", _family_note(t["table3"])] + _excluded_md(ex["table3"], include_unhealthy)
+    out += ["", family_note(t["table3"])] + _excluded_md(ex["table3"], include_unhealthy)
     draws = sorted({r["noise_draws"] for r in rows if r.get("noise_draws")})
     out += ["", f"### Table 4: Gaussian noise (variance 0.01, {'/'.join(map(str, draws)) or '?'} draws per seed)", "",
             "Noisy error (its change from the clean error). Noisy gap = other − RIM on noisy error: RIM is lowest "
@@ -224,13 +213,13 @@ def tables_markdown(t: dict, rows: list[dict], include_unhealthy: bool = False) 
                        _t(r, "growth_gap_parallel_lstm") if "growth_gap_parallel_lstm" in r else "n/a",
                        r.get("growth_gap_parallel_lstm_verdict", "n/a"),
                        f"{r['paper_growth_gap']:.2f}", fmt.floors_cell(r)])
-    out += _md_table(["data set"] + [f"{_name(m)} noisy (change)" for m in ["rim"] + NOISE_OTHERS]
+    out += md_table(["data set"] + [f"{_name(m)} noisy (change)" for m in ["rim"] + NOISE_OTHERS]
                      + [f"noisy gap {_name(m)}, p" for m in NOISE_OTHERS]
                      + ["verdict: RIM lowest under noise", "growth gap RMC (fixed runner-up), p", "verdict (growth, RMC)",
                         "growth gap, runner-up chosen after seeing the data, p", "verdict (growth, post hoc)",
                         "growth gap parallel LSTMs, p", "verdict (growth, parallel LSTMs)", "paper's growth gap",
                         "floors (chance / majority)"], body)
-    out += ["", _family_note(t["table4"])] + _excluded_md(ex["table4"], include_unhealthy)
+    out += ["", family_note(t["table4"])] + _excluded_md(ex["table4"], include_unhealthy)
     if t.get("fluctuation"):
         out += ["", "### Training-loss fluctuation: parallel LSTMs vs RIM", "",
                 f"Second half of training: sd of (batch loss − its centred {FLUCT_WINDOW}-iteration moving "
@@ -248,10 +237,10 @@ def tables_markdown(t: dict, rows: list[dict], include_unhealthy: bool = False) 
                          fmt.mean_sd(r["rim_rel"], r["rim_rel_sd"], digits=3),
                          fmt.mean_sd(r["parallel_lstm_rel"], r["parallel_lstm_rel_sd"], digits=3),
                          _t(r, "gap_rel", 3), r["gap_rel_verdict"]])
-        out += _md_table(["data set", "RIM", "parallel LSTMs", "gap [Holm-step interval], p", "paired gap [95 %]",
+        out += md_table(["data set", "RIM", "parallel LSTMs", "gap [Holm-step interval], p", "paired gap [95 %]",
                           "verdict", "RIM (relative, post hoc)", "parallel LSTMs (relative, post hoc)",
                           "gap (relative, post hoc), p", "verdict (relative, post hoc)"], body)
-        out += ["", _family_note(t["fluctuation"])] + _excluded_md(ex["fluctuation"], include_unhealthy)
+        out += ["", family_note(t["fluctuation"])] + _excluded_md(ex["fluctuation"], include_unhealthy)
     if t.get("init_study"):
         out += ["", "### Initialisation study: forget-gate bias 1 (default) vs 0", "",
                 "Gap = parallel LSTMs − RIM (positive: RIM better). Effect = error at forget bias 0 − at 1.", ""]
@@ -261,10 +250,10 @@ def tables_markdown(t: dict, rows: list[dict], include_unhealthy: bool = False) 
             body.append([fmt.dataset_title(r["dataset"]), f"{r['forget_bias']:g}", fmt.cell(r, "rim"),
                          fmt.cell(r, "parallel_lstm"), _t(r, "gap"), _tp(r, "gap"), r["verdict"], eff[0], eff[1],
                          fmt.floors_cell(r)])
-        out += _md_table(["data set", "forget bias", "RIM", "parallel LSTMs", "gap [Holm-step interval], p",
+        out += md_table(["data set", "forget bias", "RIM", "parallel LSTMs", "gap [Holm-step interval], p",
                           "paired gap [95 %]", "verdict", "effect on RIM, p", "effect on parallel LSTMs, p",
                           "floors (chance / majority)"], body)
-        out += ["", _family_note(t["init_study"])] + _excluded_md(ex["init_study"], include_unhealthy)
+        out += ["", family_note(t["init_study"])] + _excluded_md(ex["init_study"], include_unhealthy)
     if t.get("ablations"):
         out += ["", "### Ablations of the method", "",
                 "Gap = variant − RIM in test-error points (positive: the variant is worse, so what it removes "
@@ -278,10 +267,10 @@ def tables_markdown(t: dict, rows: list[dict], include_unhealthy: bool = False) 
                          _t(r, "gap") if "gap" in r else "(reference)", r.get("gap_verdict", ""),
                          _t(r, "growth_gap") if "growth_gap" in r else "", r.get("growth_gap_verdict", ""),
                          fmt.floors_cell(r)])
-        out += _md_table(["data set", "variant", "what it is", "test error", "noisy error (growth)",
+        out += md_table(["data set", "variant", "what it is", "test error", "noisy error (growth)",
                           "gap to RIM [Holm-step interval], p", "verdict", "growth gap, p", "verdict (growth)",
                           "floors (chance / majority)"], body)
-        out += ["", _family_note(t["ablations"])] + _excluded_md(ex["ablations"], include_unhealthy)
+        out += ["", family_note(t["ablations"])] + _excluded_md(ex["ablations"], include_unhealthy)
     if t.get("controls"):
         out += ["", "### The controls of why", ""] + controls_markdown(t["controls"])
     if t.get("claims"):
@@ -289,55 +278,11 @@ def tables_markdown(t: dict, rows: list[dict], include_unhealthy: bool = False) 
                 "A claim over all four sets holds only when it holds on each set in its table's family, and does not "
                 "hold when it fails measurably on any. An average claim is tested on the pooled gap (the mean of "
                 "the per-set gaps, Welch-Satterthwaite interval); the pooled tests are this table's family.", ""]
-        out += _md_table(["claim", "paper", "ours [Holm-step interval] (level), p raw / Holm", "verdict", "detail"],
+        out += md_table(["claim", "paper", "ours [Holm-step interval] (level), p raw / Holm", "verdict", "detail"],
                          [[r["claim"], f"{r['paper']:.2f}" if "paper" in r else "",
                            _t(r, "pooled") if "pooled" in r else "", r["verdict"], r["detail"]] for r in t["claims"]])
-        out += ["", _family_note(t["claims"], "pooled tests"), "", floors_line(sorted({r["dataset"] for r in rows}))]
+        out += ["", family_note(t["claims"], "pooled tests"), "", floors_line(sorted({r["dataset"] for r in rows}))]
     return "\n".join(out) + "\n"
-
-
-def floors_line(datasets) -> str:
-    """One line of floors: ``"Floors (chance / majority-class error, %): MNIST 90.00 / 88.65; ..."``."""
-    order = [d for d in DATASET_ORDER if d in datasets] + [d for d in datasets if d not in DATASET_ORDER]
-    parts = []
-    for d in order:
-        f = floors(d)
-        if f["classes"]:
-            parts.append(f"{fmt.dataset_title(d)} {100 * f['chance_error']:.2f} / {100 * f['majority_error']:.2f}")
-    return "Floors (chance / majority-class error, %): " + "; ".join(parts) + "." if parts else ""
-
-
-def controls_markdown(rows: list[dict]) -> list[str]:
-    """The controls table (RIM the reference), its family note and its computed sentence."""
-    body = []
-    for r in rows:
-        ref = r["control"] == "rim"
-        body.append([fmt.dataset_title(r["dataset"]), _name(r["control"]), r["what"], fmt.params(r.get("parameters")),
-                     f"{r['seeds']} ({fmt.health_count(r['healthy'], r['runs'])})",
-                     fmt.mean_sd(r["error"], r["sd"]), "(reference)" if ref else _t(r, "gap"),
-                     "" if ref else fmt.raw_interval(r, "gap"), "" if ref else r.get("gap_verdict", ""),
-                     "" if ref else f"±{r['margin']:.2f}",
-                     "" if ref else fmt.gap(r["gap"], r.get("equiv_ci_low"), r.get("equiv_ci_high"))
-                     + (f", p {fmt.p_pair(r.get('equiv_p'), r.get('equiv_p_holm'))[2:]}"
-                        if math.isfinite(fmt.num(r.get("equiv_p"))) else ""),
-                     "" if ref else r.get("equiv_verdict", ""), fmt.floors_cell(r)])
-    out = [f"{fmt.CONVERGED_TITLE}. Gap = control − RIM in test-error points (positive: RIM better). "
-           "Equivalence: TOST with the margin fixed in code before the controls were tabulated "
-           "(`core.report.comparisons.EQUIVALENCE_MARGIN`: the gap the paper claims for the method on that set); "
-           "equivalent when the interval (1 − 2 × the Holm step's alpha) lies within ± the margin.", ""]
-    out += _md_table(["data set", "control", "what it is", "parameters", "n seeds (healthy)", "test error",
-                      "gap [Holm-step interval] (level), p", "unadjusted 95 % interval", "verdict", "margin",
-                      "equivalence interval, p raw / Holm", "equivalence", "floors (chance / majority)"], body)
-    return out + ["", _family_note(rows, "difference and equivalence tests") + " The parallel LSTMs' difference test "
-                  "is Table 2's (its family, its p): one comparison, one p wherever it is printed.", "",
-                  controls_sentence(rows)]
-
-
-def controls_sentence(rows: list[dict]) -> str:
-    """What the controls decide, computed from their verdicts and nothing more."""
-    from .claims import controls_sentence as sentence
-
-    return sentence(rows)
 
 
 def _csv_value(v):
@@ -367,8 +312,4 @@ def write_tables(out: Path, include_unhealthy: bool = False) -> dict:
     summary = finite({"tables": t, "runs": rows, "paper": PAPER, "excluded": excluded_runs(rows, t),
                       "include_unhealthy": include_unhealthy, "floors": {d: floors(d) for d in datasets}})
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
-    if out.name in ("converged", "paper") and (out.parent / "converged").is_dir():  # the claims of both grids
-        from .claims import write_claims
-
-        write_claims(out.parent)
     return t
