@@ -108,6 +108,8 @@ def handwriting_rows(path) -> list[dict]:
     if not p.is_file():
         return []
     df = pd.read_csv(p)
+    if not {"set", "half", "method", "seeds", "mean", "sd"} <= set(df.columns):
+        return []  # not a generalisation table (the page says so)
     out = []
     for s in dict.fromkeys(df["set"]):
         sub = df[df["set"] == s]
@@ -233,10 +235,10 @@ def write_claims(root="results") -> list[dict]:
 
 
 def read_claims(root="results") -> list[dict]:
-    """The stored claims rows (``write_claims``), empty when none are stored."""
+    """The stored claims rows (``write_claims``); computed from the runs when none are stored."""
     p = Path(root) / CLAIMS_FILE
     if not p.is_file():
-        return []
+        return claims_rows(root) if (Path(root) / "converged" / "runs").is_dir() else []
     df = pd.read_csv(p, dtype=str, keep_default_na=False)
     return df.to_dict("records")
 
