@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 from . import fmt
@@ -133,18 +132,9 @@ def budget_markdown(root="results") -> str:
                    f"{len(rows) - len(done)} not yet run.")
     return "\n".join(lines + [
         "", "Seeds 0-2 at both budgets (the 4,000-iteration grid has 5; these verdicts use the seeds both have); "
-        "one Holm family per budget over the comparisons of this table. " + fmt_interval_note(), "",
+        "one Holm family per budget over the comparisons of this table; each interval at the level of the Holm step "
+        "that decides its test (in brackets), so it excludes 0 exactly when the verdict is not \"cannot tell\".", "",
         verdict, "",
         f"Of the {f['runs']} completed runs of the 4,000-iteration grid on MNIST, Fashion-MNIST and CIFAR-10, "
         f"{f['early_stops']} stopped early and {f['best_at_last']} had their best validation accuracy at their last "
         f"evaluation ({by}).", "", floors_line(BUDGET_SETS)])
-
-
-def fmt_interval_note() -> str:
-    from .stats import INTERVAL_NOTE
-
-    return INTERVAL_NOTE
-
-
-def _isnan(v) -> bool:
-    return isinstance(v, float) and math.isnan(v)

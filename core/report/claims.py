@@ -24,7 +24,6 @@ from .paper import DATASET_ORDER, PAPER
 from .stats import (
     CANNOT_TELL,
     HOLDS,
-    INTERVAL_NOTE,
     NOT_HOLDS,
     holm,
     holm_levels,
@@ -41,9 +40,10 @@ CLAIM_COLUMNS = [  # key in a claims row -> column title (pages and documents)
     ("paper_protocol", "paper protocol (SGD 0.1, 1,000 iterations)"),
     ("verdict", "verdict"),
 ]
-CLAIMS_NOTE = (INTERVAL_NOTE + " A claim over several sets holds only when it holds on each, and does not hold when "
-               "another method is measurably better on any. The verdict column is the "
-               f"{fmt.CONVERGED_TITLE} protocol's (5 seeds, 3 on Animals-10); the paper protocol's stands beside it.")
+CLAIMS_NOTE = ("Each interval is at the level of the Holm step that decides its test (in brackets), so it excludes 0 "
+               "exactly when the verdict is holds or does not hold. A claim over several sets holds only when it "
+               "holds on each and does not hold when another method is measurably better on any. Verdict: the "
+               f"{fmt.CONVERGED_TITLE} protocol's (5 seeds, 3 on Animals-10).")
 
 _PAPER_FIGURES = {
     "vs_parallel_all": "gaps " + ", ".join(PAPER["vs_parallel_gap_note"].get(d, f"{PAPER['vs_parallel_gap'][d]:g}")
@@ -82,14 +82,14 @@ def _short(v) -> str:
     return fmt.verdict(v) if v else "not measured"
 
 
-def _claim_cell(r: dict | None) -> str:
+def _claim_cell(r: dict | None, detail: bool = True) -> str:
     """One grid's result of a claim: the verdict, the pooled test or the per-set detail."""
     if r is None:
         return "not measured"
     text = _short(r.get("verdict"))
     if "pooled" in r and math.isfinite(fmt.num(r.get("pooled"))):
         text += f": {fmt.gap_test(r, 'pooled')}"
-    if r.get("detail") and ("pooled" not in r or "missing" in r["detail"]):
+    if detail and r.get("detail") and ("pooled" not in r or "missing" in r["detail"]):
         text += f" ({r['detail']})"
     return text
 
@@ -142,14 +142,13 @@ def handwriting_markdown(path) -> list[str]:
     rows = handwriting_rows(path)
     if not rows:
         return ["No handwriting table yet (`python -m core.digits generalisation`)."]
-    body = [[f"{r['set']} ({r['half']} half)", fmt.display_name(r["method"]), r["seeds"],
+    body = [[f"{r['set']} ({r['half']})", fmt.display_name(r["method"]), r["seeds"],
              fmt.mean_sd(r["accuracy"], r["sd"], 1),
-             fmt.gap_test(r, "gap", 1) if "gap" in r else "(reference)",
-             fmt.raw_interval(r, "gap", 1) if "gap" in r else "", r.get("gap_verdict", "")] for r in rows]
+             fmt.gap_test(r, "gap", 1) if "gap" in r else "(reference)", r.get("gap_verdict", "")] for r in rows]
     return md_table(["set", "method", "seeds", "accuracy % (mean ± sd)",
-                      "RIM − method, points [Holm-step interval] (level), p raw / Holm", "unadjusted 95 % interval",
-                      "verdict"], body) + [
-        "", "One Holm family per set (the generalisation table's definition). " + INTERVAL_NOTE
+                      "RIM − method, points [Holm-step interval] (level), p raw / Holm", "verdict"], body) + [
+        "", "One Holm family per set (the generalisation table's definition); each interval at the level of the Holm "
+        "step that decides its test, so it excludes 0 exactly when the verdict is not \"cannot tell\"."
         + " Chance 10 % on both sets (accuracy; error floors do not apply to an accuracy of other collections)."]
 
 
@@ -182,9 +181,9 @@ def _control_claims(controls: list[dict]) -> list[dict]:
         v, groups = verdict_all(vs, list(vs))
         parts = []
         for r in rows:
-            eq = " (equivalent within ±{:.2f})".format(r["margin"]) if r.get("equiv_verdict") == EQUIV_WORDS[0] else ""
-            parts.append(f"{fmt.dataset_title(r['dataset'])} {fmt.gap(r['gap'], r.get('gap_ci_low'), r.get('gap_ci_high'))}"
-                         f", n {r['seeds']}: {r['gap_verdict']}{eq}")
+            word = {CONTROL_WORDS[2]: "no measurable difference"}.get(r["gap_verdict"], r["gap_verdict"])
+            eq = f", equivalent ±{r['margin']:.2f}" if r.get("equiv_verdict") == EQUIV_WORDS[0] else ""
+            parts.append(f"{fmt.dataset_title(r['dataset'])} {word}{eq}, {r['seeds']} seeds")
         title = fmt.display_name(name)
         out.append({"claim_id": f"control_{name}", "claim": f"Ours, the controls of why: RIM has a lower error than the control \"{title}\"",
                     "verdict": v, "detail": "; ".join(parts)})
@@ -206,7 +205,7 @@ def claims_rows(root="results") -> list[dict]:
     for cid, claim, *_ in CLAIMS:
         c, p = conv.get(cid), pap.get(cid)
         out.append({"claim_id": cid, "claim": claim, "paper": _PAPER_FIGURES.get(cid, ""),
-                    "converged": _claim_cell(c), "paper_protocol": _claim_cell(p),
+                    "converged": _claim_cell(c), "paper_protocol": _claim_cell(p, detail=False),
                     "verdict": _combined(c and c.get("verdict"), p and p.get("verdict")),
                     "converged_verdict": c and c.get("verdict"), "paper_verdict": p and p.get("verdict")})
     hw = _handwriting_claim(root / "converged")

@@ -14,10 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from . import fmt
-from .budget import stopping_facts
 from .floors import floors
 from .health import health_of
-from .paper import DATASET_ORDER
 
 
 def _records(path) -> list[dict]:
@@ -129,13 +127,6 @@ def facts(root="results", pretrained="pretrained") -> list[str]:
     conv = health_facts(root / "converged")
     if conv["runs"]:
         out.append(f"{fmt.CONVERGED_TITLE}: {conv['classes'].get('healthy', 0)} of {conv['runs']} runs healthy.")
-    s = stopping_facts(root / "converged", ["mnist", "fashion_mnist", "cifar10"])
-    if s["runs"]:
-        by = "; ".join(f"{fmt.dataset_title(d)} {v['best_at_last']} of {v['runs']}" for d, v in
-                       sorted(s["by_dataset"].items(), key=lambda kv: DATASET_ORDER.index(kv[0])))
-        out.append(f"{fmt.CONVERGED_TITLE} on MNIST, Fashion-MNIST, CIFAR-10: {s['early_stops']} of {s['runs']} runs "
-                   f"stopped early; {s['best_at_last']} had their best validation accuracy at their last evaluation "
-                   f"({by}).")
     d = data_facts(root / "converged") or data_facts(root / "paper")
     if "animals10" in d:
         a = d["animals10"]

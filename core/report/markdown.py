@@ -6,7 +6,6 @@ from __future__ import annotations
 from . import fmt
 from .floors import floors
 from .paper import DATASET_ORDER
-from .stats import INTERVAL_NOTE
 
 
 def md_table(head: list[str], rows: list[list]) -> list[str]:
@@ -18,8 +17,9 @@ def md_table(head: list[str], rows: list[list]) -> list[str]:
 def family_note(rows: list[dict], what: str = "Welch tests") -> str:
     """The sentence under a table: its Holm family, what the interval is and how the verdict follows."""
     m = rows[0].get("holm_m", 0) if rows else 0
-    return (f"One Holm-Bonferroni family: the {m} {what} of this table; p = raw / Holm-adjusted. "
-            + INTERVAL_NOTE + " The seed-paired interval beside it is the unadjusted 95 % one and decides nothing.")
+    return (f"One Holm-Bonferroni family: the {m} {what} of this table; p = raw / Holm-adjusted. Each interval is at "
+            "the level of the Holm step that decides its test (in brackets), so it excludes 0 exactly when the "
+            "verdict is not \"cannot tell\"; an unadjusted or seed-paired 95 % interval, where shown, decides nothing.")
 
 
 def floors_line(datasets) -> str:
