@@ -1,4 +1,4 @@
-"""THE claims table: one row per claim of the paper (``../shared/METHOD.md``) plus ours beyond it
+"""THE claims table: one row per claim of the paper (``docs/method.md``) plus ours beyond it
 (other people's handwriting, the controls of "why"), from ``results/``.
 
 claim | paper's figure | Adam, cosine, 4,000 iterations | paper protocol | verdict. One column

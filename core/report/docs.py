@@ -210,10 +210,6 @@ def run(repo=".", files=None, check: bool = False, results: str = "results") -> 
     repo = Path(repo)
     root = repo / results
     changed, errors = [], []
-    if not check and (root / "converged").is_dir():
-        from .claims import write_claims
-
-        write_claims(root)
     for doc in documents(repo, files):
         text = doc.read_text()
         try:
@@ -229,7 +225,13 @@ def run(repo=".", files=None, check: bool = False, results: str = "results") -> 
 
 
 def main(args) -> int:
-    """``python -m core.reproduce docs [--check] [FILE ...]``."""
+    """``python -m core.reproduce docs [--check] [FILE ...]`` (without ``--check`` the stored claims
+    table, ``results/claims_table.csv``, is written again too)."""
+    root = Path(args.repo) / args.results
+    if not args.check and (root / "converged").is_dir():
+        from .claims import write_claims
+
+        write_claims(root)
     changed, errors = run(args.repo, args.files or None, args.check, args.results)
     for e in errors:
         print(f"error: {e}")
