@@ -88,11 +88,12 @@ TABLE_INFO = {
 # tables says errors are in percent and gaps in percentage points), so the verdicts fit a laptop
 SHORT_TITLES = {
     "RIM error (%)": "RIM error", "parallel LSTMs error (%)": "parallel LSTMs error",
-    "gap, ours (points) [95% CI]": "gap, ours [95% CI]", "gap, paper (points)": "gap, paper",
+    "gap, ours (points) [Holm-step interval]": "gap, ours [interval]", "gap, paper (points)": "gap, paper",
     "floors: chance / majority (%)": "floors: chance / majority",
-    "gap to runner-up, ours (points) [95% CI]": "gap, ours [95% CI]",
-    "verdict: RIM's error grows less": "verdict: grows less", "verdict: RIM lowest under noise": "verdict: lowest",
-    "gap (parallel − RIM) [95% CI]": "gap [95% CI]", "noisy error (%)": "noisy error",
+    "gap to RMC (runner-up fixed in advance), ours (points) [Holm-step interval]": "gap to RMC (fixed) [interval]",
+    "verdict: RIM's error grows less than RMC's": "verdict: grows less than RMC's",
+    "verdict: RIM lowest under noise": "verdict: lowest",
+    "gap (parallel − RIM) [Holm-step interval]": "gap [interval]", "noisy error (%)": "noisy error",
     "verdict: RIM better": "verdict", "effect of forget bias 0 on RIM": "effect of bias 0 on RIM",
     "effect on parallel LSTMs": "on parallel LSTMs", "test error (%)": "test error",
 }
