@@ -207,9 +207,9 @@ st.title("Train")
 intro = st.empty()  # follows the protocol chosen below
 PROTOCOL_INTROS = {
     "paper": "Train models with the paper's protocol (plain SGD, learning rate 0.1, batch 100, 1,000 iterations).",
-    "converged": "Train models to convergence (Adam with a cosine learning-rate schedule, up to 4,000 iterations, "
+    "converged": "Train models with Adam and a cosine learning-rate schedule (up to 4,000 iterations, "
                  "the best weights on a validation split carved from the training images kept, early stopping).",
-    "converged-aug": "Train models to convergence as above, each training image randomly slanted, thickened or "
+    "converged-aug": "Train models as above (Adam, cosine, 4,000 iterations), each training image randomly slanted, thickened or "
                      "thinned, elastically distorted and binarised (for models that read other people's handwriting).",
 }
 store = RunStore()
@@ -267,8 +267,8 @@ if not 1 <= int(st.session_state.get("train_k_active", 1)) <= clamp_k:
     st.session_state["train_k_active"] = int(_rim["k_active"])
 protocol = st.radio("Protocol", list(PROTOCOLS), horizontal=True, key="train_protocol", on_change=apply_protocol,
                     format_func=lambda p: {"paper": "Paper (SGD 0.1, 1,000 iterations)",
-                                           "converged": "Converged (Adam, cosine, early stopping on a validation split)",
-                                           "converged-aug": "Converged + scan augmentation (slant, stroke width, "
+                                           "converged": "Adam, cosine, 4,000 iterations (best of a validation split)",
+                                           "converged-aug": "Adam, cosine, 4,000 iterations + scan augmentation (slant, stroke width, "
                                                             "elastic, binarisation)"}.get(p, str(p)),
                     help="Sets the settings below to that protocol's; each can still be changed.")
 intro.caption(PROTOCOL_INTROS.get(protocol, "") + " Runs train in background worker processes, one at a time by "

@@ -222,7 +222,7 @@ def test_handwriting_table_formats_points_intervals_and_verdicts_by_the_one_rule
     table = handwriting_table(summarise(per_seed, ["semeion"], ["entnet", "rim", "rmc"]), {"semeion": "Semeion"})
     assert list(table["method"]) == ["RIM (paper's method)", "EntNet", "RMC"]  # the reference first
     assert list(table["accuracy % (mean ± sd)"]) == ["81.0 ± 1.0", "91.0 ± 1.0", "83.3 ± 12.6"]
-    gap = table["RIM − method, points [95% CI]"]
+    gap = table["RIM − method, points [Holm-step interval]"]
     assert gap.iloc[0] == "" and gap.iloc[1].startswith("-10.0 [") and gap.iloc[2].startswith("-2.3 [")
     assert table["verdict"].iloc[1] == "❌ does not hold"
     assert table["verdict"].iloc[2] == "❔ cannot tell"

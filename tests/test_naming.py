@@ -7,7 +7,7 @@ import pytest
 
 from core import catalog
 from core.paths import ROOT
-from core.report.fmt import model_label, source_parts
+from core.report.fmt import CONVERGED_TITLE, model_label, source_parts
 from core.training.config import PROTOCOLS, TrainConfig, protocol_of
 
 
@@ -23,7 +23,7 @@ def test_protocol_of_a_run_follows_its_settings():
 
 
 def test_model_label_reads_as_one_name():
-    assert model_label("rim", "converged", 0, "pretrained") == "RIM (paper's method) · converged · seed 0 (pretrained)"
+    assert model_label("rim", "converged", 0, "pretrained") == "RIM (paper's method) · Adam, cosine, 4,000 iterations · seed 0 (pretrained)"
     assert model_label("parallel_lstm", "paper", 2, "trained", run_id="20261201-184459-b7899b34",
                        stopped_at=1200) == \
         "Parallel LSTMs · paper protocol · seed 2 (trained, run b7899b34, stopped at iteration 1,200)"
@@ -75,7 +75,7 @@ def test_every_shipped_model_and_run_has_a_unique_name(tmp_path):
     # the Train cards: the same method and seed under the two protocols read differently
     cards = [catalog.run_label(r, source="") for r in store.list_runs() if r.status == "queued"]
     assert len(cards) == 2 and len(set(cards)) == 2
-    assert any("· paper protocol ·" in c for c in cards) and any("· converged ·" in c for c in cards)
+    assert any("· paper protocol ·" in c for c in cards) and any("· Adam, cosine, 4,000 iterations ·" in c for c in cards)
 
 
 def test_shipped_models_text_counts_medians_per_protocol():
@@ -86,6 +86,6 @@ def test_shipped_models_text_counts_medians_per_protocol():
               {"protocol": "paper", "selection": "median test error of the 3 healthy runs (of 3)"},
               {"protocol": "paper", "selection": "seed 0, NOT the cell's median (seed 2, 8.57 %): its weights were not kept"}]
     text = shipped_models_text(models)
-    assert text.startswith("converged: 2 of 2 are their cell's median healthy run; ")
+    assert text.startswith(f"{CONVERGED_TITLE}: 2 of 2 are their cell's median healthy run; ")
     assert "paper protocol: 1 of 2 are their cell's median healthy run, 1 another seed" in text
     assert "seed 0 of" not in text

@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from core.report import fmt
-from core.report.fmt import method_title, reproduction_tables, runs_frame
+from core.report.fmt import method_title, runs_frame
+from core.report.frames import reproduction_tables
 from core.report.plots.comparison import ERROR_METRICS, error_bar_figure, parameter_bar_figure
 from core.report.plots.style import method_color, method_order
 from core.report.plots.training import (
@@ -178,7 +179,17 @@ def test_run_curves_figure_three_panels_and_auto_log_for_blown_up_loss():
 # --- errors over seeds --------------------------------------------------------------------------------
 def panel_titles(fig) -> list[str]:
     """The subplot titles (the floor lines' labels are annotations too)."""
-    return [a.text for a in fig.layout.annotations if not a.text.startswith(("chance", "majority"))]
+    return [a.text for a in fig.layout.annotations if not a.text.startswith(("chance", "majority", "floors above"))]
+
+
+def test_error_bars_zoom_to_the_data_and_name_the_floors_above_it():
+    rows = [r for r in summary_rows() if r["dataset"] == "mnist" and r.get("test_error") is not None]
+    fig = error_bar_figure(rows)
+    lo, hi = fig.layout.yaxis.range
+    vals = [100 * r["test_error"] for r in rows]
+    assert lo <= min(vals) and max(vals) <= hi < 20  # not a 0-90 % axis
+    assert any(a.text.startswith("floors above the axis: chance 90.00 %") for a in fig.layout.annotations)
+    assert fig.layout.xaxis.zeroline is False  # no stray vertical line at the first method
 
 
 def floor_lines(fig) -> list[tuple[float, str]]:
@@ -303,7 +314,7 @@ def test_reproduction_tables_from_write_tables(tmp_path):
     write_tables(tmp_path)
     summary = json.loads((tmp_path / "summary.json").read_text())
     t = reproduction_tables(summary)
-    assert set(t) == {"table2", "table3", "table4", "fluctuation", "init_study", "ablations", "claims"}
+    assert set(t) == {"table2", "table3", "table4", "fluctuation", "init_study", "ablations", "controls", "claims"}
     assert t["table2"].loc[0, "RIM error (%)"].endswith("(3 of 3 healthy)")
     assert t["table2"].loc[0, "floors: chance / majority (%)"] == "90.00 / 88.65"
     assert t["table2"].loc[0, "p raw / Holm"].startswith("p ")
@@ -316,9 +327,10 @@ def test_reproduction_tables_from_write_tables(tmp_path):
     assert t2.loc[0, "gap, paper (points)"] == "0.35"
     assert t2.loc[0, "verdict"].startswith("✅")  # RIM 3 points better with sd 0.1: holds
     assert "±" in t2.loc[0, "RIM error (%)"]
-    assert t3.loc[0, "runner-up, ours"] == method_title("rmc") and t3.loc[0, "runner-up, paper"] == method_title("rmc")
+    assert t3.loc[0, "runner-up, paper"] == "RMC"
+    assert t3.loc[0, "lowest-mean baseline (chosen after seeing the data)"] == "RMC"
     assert t3.loc[0, "RIM lowest (means)"] == "yes"
-    assert "verdict: RIM's error grows less" in t4.columns and t4.loc[0, "growth gap, paper"] == "0.35"
+    assert "verdict: RIM's error grows less than RMC's" in t4.columns and t4.loc[0, "growth gap, paper"] == "0.35"
     runs = runs_frame(summary)
     assert len(runs) == 15 and "test error (%)" in runs and "test_error" not in runs
     raw = [r["test_error"] for r in summary["runs"]]

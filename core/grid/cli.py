@@ -6,6 +6,8 @@
     python -m core.reproduce run --seeds 0 1 2 --workers 2 --out results/paper
     # rebuild tables (Markdown, CSV, JSON for the Compare page) from what is there
     python -m core.reproduce tables --out results/paper
+    # rewrite the documents' generated blocks (README, REPRODUCTION, docs/) from results/
+    python -m core.reproduce docs            # --check: fail when one is out of date
     # copy seed 0 of every data set x model into pretrained/ with a manifest
     python -m core.reproduce export-pretrained --out results/paper --seed 0
 
@@ -75,7 +77,16 @@ def main(argv=None) -> int:
     e.add_argument("--protocol", default="paper", choices=list(PROTOCOLS))
     e.add_argument("--datasets", nargs="+", default=None, choices=list(DATASETS),
                    help="only these data sets (e.g. those whose grid is complete)")
+    d = sub.add_parser("docs", help="rewrite the documents' generated blocks from results/ (core.report.docs)")
+    d.add_argument("files", nargs="*", help="documents (default: README.md, REPRODUCTION.md, docs/*.md)")
+    d.add_argument("--check", action="store_true", help="rewrite nothing; exit 1 when a document is out of date")
+    d.add_argument("--repo", default=".", help="the repository root the documents and results/ are in")
+    d.add_argument("--results", default="results", help="the results folder, relative to --repo")
     args = p.parse_args(argv)
+    if args.cmd == "docs":
+        from ..report.docs import main as docs_main
+
+        return docs_main(args)
     if args.cmd == "run":
         from ..errors import ConfigError
 
@@ -105,9 +116,11 @@ def main(argv=None) -> int:
                      overrides=overrides, protocol=args.protocol, device=args.device)
         print(f"grid wall time {time.perf_counter() - t0:.0f} s", flush=True)
         write_tables(Path(args.out))
+        _claims(Path(args.out))
         print((Path(args.out) / "tables.md").read_text())
     elif args.cmd == "tables":
         write_tables(Path(args.out), include_unhealthy=args.include_unhealthy)
+        _claims(Path(args.out))
         print((Path(args.out) / "tables.md").read_text())
     else:
         m = export_pretrained(Path(args.out), args.seed, Path(args.dest), args.protocol, args.datasets,
@@ -115,3 +128,10 @@ def main(argv=None) -> int:
         print(f"exported {len(m['models'])} models to {args.dest}")
     return 0
 
+
+def _claims(out: Path) -> None:
+    """After the converged or the paper grid's tables: the claims table of both (core.report.claims)."""
+    if out.name in ("converged", "paper") and (out.parent / "converged").is_dir():
+        from ..report.claims import write_claims
+
+        write_claims(out.parent)

@@ -14,7 +14,6 @@ import numpy as np
 import pandas as pd
 
 from ..models.registry import get_spec
-from .paper import BASELINES
 
 _VERDICT_MARK = {"holds": "✅", "does not hold": "❌", "cannot tell": "❔"}
 # the verdict as shown in a table cell: the legend above the tables says what each mark means
@@ -76,17 +75,33 @@ def p_pair(p, p_holm) -> str:
     return f"p {p_value(p)} / {p_value(p_holm)}"
 
 
+def level_text(level) -> str:
+    """A confidence level as shown: ``0.9875`` -> ``"98.75 %"``."""
+    f = num(level)
+    return f"{100 * f:.2f}".rstrip("0").rstrip(".") + " %" if math.isfinite(f) else "n/a"
+
+
 def gap_test(r: dict, key: str, digits: int = 2, paired: bool = False) -> str:
-    """A test as one cell: gap [95% CI], p raw / Holm (``paired``: the seed-paired test, with its pairs)."""
+    """A test as one cell: gap [interval at the Holm step's level] (level), p raw / Holm, and the
+    family where the test was decided in another table (``paired``: the seed-paired test, its
+    unadjusted 95 % interval and pairs, no p: it decides nothing)."""
     k = f"{key}_paired" if paired else key
     g = gap(r.get(k), r.get(f"{k}_ci_low"), r.get(f"{k}_ci_high"), digits)
     if g == "n/a":
         return g
-    n = r.get(f"{k}_n")
-    extra = f", {int(n)} pair{'s' if n != 1 else ''}" if paired and n is not None else ""
+    if paired:
+        n = r.get(f"{k}_n")
+        return g + (f", {int(n)} pair{'s' if n != 1 else ''}" if n is not None else "")
     if math.isnan(num(r.get(f"{k}_p"))):  # no test (fewer than 2 seeds): the difference alone
-        return g + extra
-    return f"{g}, {p_pair(r.get(f'{k}_p'), r.get(f'{k}_p_holm'))}{extra}"
+        return g
+    lev = f" ({level_text(r.get(f'{k}_level'))})" if math.isfinite(num(r.get(f"{k}_level"))) else ""
+    fam = f", {r[f'{k}_family']}'s test" if r.get(f"{k}_family") else ""
+    return f"{g}{lev}, {p_pair(r.get(f'{k}_p'), r.get(f'{k}_p_holm'))}{fam}"
+
+
+def raw_interval(r: dict, key: str, digits: int = 2) -> str:
+    """The unadjusted 95 % Welch interval of a test (shown beside, labelled; it decides nothing)."""
+    return gap(r.get(key), r.get(f"{key}_raw_ci_low"), r.get(f"{key}_raw_ci_high"), digits)
 
 
 def health_count(healthy, runs) -> str:
@@ -131,13 +146,33 @@ def method_title(name) -> str:
         return str(name)
 
 
+def display_name(name) -> str:
+    """A model or variant as a reader sees it: ``"rim"`` -> ``"RIM"``, ``"rim_random"`` -> ``"RIM, random
+    selection"``; an unknown name as it is."""
+    from .paper import VARIANT_TITLES
+
+    return VARIANT_TITLES.get(str(name), short_method_title(name))
+
+
 def short_method_title(name) -> str:
     """``"RIM (paper's method)"`` -> ``"RIM"``."""
     return method_title(name).split(" (")[0]
 
 
-PROTOCOL_NAMES = {"paper": "paper protocol", "converged": "converged", "converged-aug": "converged + scan augmentation",
-                  "custom": "own settings"}
+# The converged protocol's name wherever a reader sees it: what it is (Adam, a cosine decay, 4,000
+# iterations, the best validation accuracy kept). "Converged" is earned only by the budget check
+# (results/budget: does anything change at 12,000 iterations?), core.report.budget.
+CONVERGED_TITLE = "Adam, cosine, 4,000 iterations"
+PROTOCOL_NAMES = {"paper": "paper protocol", "converged": CONVERGED_TITLE,
+                  "converged-aug": f"{CONVERGED_TITLE} + scan augmentation",
+                  "converged-12k": "Adam, cosine, 12,000 iterations", "custom": "own settings"}
+
+
+# the sidebar's protocol switch and the Compare page's experiment picker
+PROTOCOL_SWITCH_TITLES = {"converged": f"{CONVERGED_TITLE} (best validation kept)",
+                          "paper": "paper protocol (SGD 0.1, 1,000 iterations)"}
+SCHEDULE_TITLES = {"converged": f"{CONVERGED_TITLE}, best of a validation split",
+                   "paper": "the paper's short schedule (SGD 0.1, 1,000 iterations): paper grid, ablations, init study"}
 
 
 def protocol_title(protocol) -> str:
@@ -221,130 +256,7 @@ def duration(seconds) -> str:
     return f"{s / 86400:.1f} days"
 
 
-# --- display frames of a reproduction summary (``results/<schedule>/summary.json``) --------
-# errors in percent as "mean ± sd", gaps as "+d [lo, hi]" with the paper's number beside
-# ours; the raw numbers stay in the summary's own lists (for CSV downloads)
-
-
-def _ci(r: dict, key: str, digits: int = 2) -> str:
-    return gap(r.get(key), r.get(f"{key}_ci_low"), r.get(f"{key}_ci_high"), digits)
-
-
-def _tested(r: dict, key: str, digits: int = 2) -> dict:
-    """The three cells of one test: gap [95% CI] (Welch), p raw / Holm, the seed-paired gap."""
-    return {"gap [95% CI]": _ci(r, key, digits), "p raw / Holm": p_pair(r.get(f"{key}_p"), r.get(f"{key}_p_holm")),
-            "paired gap [95% CI]": _ci(r, f"{key}_paired", digits)}
-
-
-def reproduction_tables(summary: dict) -> dict[str, pd.DataFrame]:
-    """The reproduction tables as display frames (strings), ours beside the paper's.
-
-    table2: RIM vs parallel LSTMs; table3: RIM vs EntNet/RMC/IndRNN; table4: Gaussian noise;
-    fluctuation: training-loss jitter, parallel LSTMs vs RIM; init_study, ablations and the
-    claims. Each method's cell says how many of its runs are healthy; each row its floors.
-    Missing tables give empty frames.
-    """
-    tables = (summary or {}).get("tables") or {}
-    t2 = [{
-        "data set": dataset_title(r.get("dataset")),
-        "RIM error (%)": cell(r, "rim"),
-        "parallel LSTMs error (%)": cell(r, "parallel_lstm"),
-        "gap, ours (points) [95% CI]": _ci(r, "gap"),
-        "p raw / Holm": p_pair(r.get("gap_p"), r.get("gap_p_holm")),
-        "verdict": verdict(r.get("verdict")),
-        "gap, paper (points)": mean_sd(r.get("paper_gap")),
-        "paired gap [95% CI]": _ci(r, "gap_paired"),
-        "floors: chance / majority (%)": floors_cell(r),
-        "seeds": r.get("seeds"),
-    } for r in tables.get("table2") or []]
-    t3 = []
-    for r in tables.get("table3") or []:
-        paper_ru = r.get("paper_runner_up")
-        row = {
-            "data set": dataset_title(r.get("dataset")),
-            "RIM error (%)": cell(r, "rim"),
-            "verdict": verdict(r.get("verdict")),
-            "runner-up, ours": method_title(r.get("runner_up")) if r.get("runner_up") else "n/a",
-            "gap to runner-up, ours (points) [95% CI]": _ci(r, "gap"),
-            "gap, paper (points)": mean_sd(r.get("paper_gap")),
-            "runner-up, paper": method_title(paper_ru) if paper_ru else "not stated",
-        }
-        for b in BASELINES:
-            row[f"{method_title(b)} error (%)"] = cell(r, b) if f"{b}_runs" in r else "n/a"
-            row[f"gap {short_method_title(b)} [95% CI], p raw / Holm"] = gap_test(r, f"gap_{b}")
-        row.update({"RIM lowest (means)": "yes" if r.get("rim_lowest") else "no", "per baseline": r.get("verdict_detail"),
-                    "floors: chance / majority (%)": floors_cell(r)})
-        t3.append(row)
-    t4 = []
-    for r in tables.get("table4") or []:
-        row = {
-            "data set": dataset_title(r.get("dataset")),
-            "runner-up (noisy)": method_title(r.get("runner_up")) if r.get("runner_up") else "n/a",
-            "growth gap, ours [95% CI]": _ci(r, "growth_gap"),
-            "p raw / Holm (growth)": p_pair(r.get("growth_gap_p"), r.get("growth_gap_p_holm")),
-            "verdict: RIM's error grows less": verdict(r.get("growth_gap_verdict")),
-            "growth gap, paper": mean_sd(r.get("paper_growth_gap")),
-            "noisy gap, ours [95% CI]": _ci(r, "noisy_gap"),
-            "p raw / Holm (noisy)": p_pair(r.get("noisy_gap_p"), r.get("noisy_gap_p_holm")),
-            "verdict: RIM lowest under noise": verdict(r.get("noisy_gap_verdict")),
-        }
-        for m in ["rim", "parallel_lstm"] + BASELINES:
-            c = cell(r, f"{m}_noisy")
-            ch = num(r.get(f"{m}_change"))
-            if not c.startswith("n/a") and not math.isnan(ch):
-                c += f" ({ch:+.2f})"
-            row[f"{short_method_title(m)} noisy error (%) (change)"] = c
-        row["paired growth gap [95% CI]"] = _ci(r, "growth_gap_paired")
-        row["floors: chance / majority (%)"] = floors_cell(r)
-        t4.append(row)
-    tf = [{
-        "data set": dataset_title(r.get("dataset")),
-        "RIM": mean_sd(r.get("rim_abs"), r.get("rim_abs_sd"), 3),
-        "parallel LSTMs": mean_sd(r.get("parallel_lstm_abs"), r.get("parallel_lstm_abs_sd"), 3),
-        **_tested(r, "gap_abs", 3),
-        "verdict": verdict(r.get("gap_abs_verdict")),
-        "healthy runs (RIM, parallel)": f"{health_count(r.get('rim_healthy'), r.get('rim_runs'))}, "
-                                        f"{health_count(r.get('parallel_lstm_healthy'), r.get('parallel_lstm_runs'))}",
-        "gap (relative, chosen after seeing the data) [95% CI]": _ci(r, "gap_rel", 3),
-        "p raw / Holm (relative)": p_pair(r.get("gap_rel_p"), r.get("gap_rel_p_holm")),
-        "verdict (relative, post hoc)": verdict(r.get("gap_rel_verdict")),
-        "seeds": r.get("seeds"),
-    } for r in tables.get("fluctuation") or []]
-    ti = [{
-        "data set": dataset_title(r.get("dataset")),
-        "forget bias": f"{num(r.get('forget_bias')):g}",
-        "RIM error (%)": cell(r, "rim"),
-        "parallel LSTMs error (%)": cell(r, "parallel_lstm"),
-        "gap (parallel − RIM) [95% CI]": _ci(r, "gap"),
-        "p raw / Holm": p_pair(r.get("gap_p"), r.get("gap_p_holm")),
-        "verdict: RIM better": verdict(r.get("verdict")),
-        "effect of forget bias 0 on RIM": gap_test(r, "rim_fb_effect") if "rim_fb_effect" in r else "",
-        "effect on parallel LSTMs": gap_test(r, "parallel_lstm_fb_effect") if "parallel_lstm_fb_effect" in r else "",
-        "seeds": r.get("seeds"),
-    } for r in tables.get("init_study") or []]
-    ta = [{
-        "data set": dataset_title(r.get("dataset")),
-        "variant": r.get("variant"),
-        "what it is": r.get("what"),
-        "test error (%)": mean_sd(r.get("error"), r.get("sd")) + (
-            f" ({health_count(r.get('healthy'), r.get('runs'))})" if r.get("runs") else ""),
-        "gap to RIM [95% CI]": _ci(r, "gap") if "gap" in r else "reference",
-        "p raw / Holm": p_pair(r.get("gap_p"), r.get("gap_p_holm")) if "gap" in r else "",
-        "verdict": r.get("verdict", ""),
-        "noisy error (%)": mean_sd(r.get("noisy_error"), r.get("noisy_sd")),
-        "growth gap [95% CI], p raw / Holm": gap_test(r, "growth_gap") if "growth_gap" in r else "",
-        "seeds": r.get("seeds"),
-    } for r in tables.get("ablations") or []]
-    tc = [{
-        "claim": r.get("claim"),
-        "verdict": verdict(r.get("verdict")),
-        "paper (points)": mean_sd(r.get("paper")) if r.get("paper") is not None else "",
-        "ours: pooled gap [95% CI], p raw / Holm": gap_test(r, "pooled") if "pooled" in r else "",
-        "detail": r.get("detail"),
-    } for r in tables.get("claims") or []]
-    return {"table2": pd.DataFrame(t2), "table3": pd.DataFrame(t3), "table4": pd.DataFrame(t4),
-            "fluctuation": pd.DataFrame(tf), "init_study": pd.DataFrame(ti), "ablations": pd.DataFrame(ta),
-            "claims": pd.DataFrame(tc)}
+CI = "[Holm-step interval]"  # the interval of every table: at the level of the Holm step deciding its test
 
 
 RUN_COLUMNS = {  # summary field -> column title (errors become percent)
@@ -367,6 +279,8 @@ def runs_frame(summary: dict) -> pd.DataFrame:
             df[col] = pd.to_numeric(df[col], errors="coerce") * 100
     if "dataset" in df:
         df["dataset"] = [dataset_title(d) for d in df["dataset"]]
+    if "model" in df:
+        df["model"] = [display_name(m) for m in df["model"]]
     return df[[c for c in RUN_COLUMNS if c in df]].rename(columns=RUN_COLUMNS)
 
 
@@ -378,7 +292,8 @@ def handwriting_table(summary: pd.DataFrame, titles: dict | None = None, referen
     """The generalisation table of ``python -m core.studies.handwriting generalisation`` (its summary CSV:
     one row per set and method, accuracies as fractions, ``reference`` minus method in
     accuracy fractions) as shown: accuracy in percent, mean ± sd over seeds, the difference in
-    points with its 95 % interval, p raw / Holm, the verdict with its mark (the reference
+    points with its interval at the Holm step's level (each set one family, as the CSV's p_holm) and
+    the unadjusted 95 % one beside it, p raw / Holm, the verdict with its mark (the reference
     reading a set better is "holds", the method reading it better "does not hold"). ``titles``: a set's short name as shown (the half
     measured follows it); ValueError when ``summary`` lacks the CSV's columns."""
     if summary is None or summary.empty:
@@ -387,10 +302,21 @@ def handwriting_table(summary: pd.DataFrame, titles: dict | None = None, referen
     if missing:
         raise ValueError(f"not a generalisation table: no column {', '.join(missing)} "
                          "(rebuild it with `python -m core.studies.handwriting generalisation`)")
+    from .stats import holm_levels, t_interval, welch_from_summary
+
     rows = []
     records = summary.to_dict("records")
     sets = list(dict.fromkeys(r.get("set") for r in records))
     records.sort(key=lambda r: (sets.index(r.get("set")), r.get("method") != reference))  # the reference first
+    for s in sets:  # the interval at the Holm step's level of each set's family (the CSV's definition)
+        group = [r for r in records if r.get("set") == s]
+        ref = next((r for r in group if r.get("method") == reference), None)
+        tested = [r for r in group if r is not ref and math.isfinite(num(r.get("p")))]
+        for r, lev in zip(tested, holm_levels([num(r.get("p")) for r in tested]), strict=True):
+            w = welch_from_summary(100 * num(ref["mean"]), 100 * num(ref["sd"]), int(num(ref["seeds"])),
+                                   100 * num(r["mean"]), 100 * num(r["sd"]), int(num(r["seeds"])))
+            r["_lo"], r["_hi"] = t_interval(w["diff"], w["se"], w["df"], lev)
+            r["_level"] = lev
     for r in records:
         v = str(r.get("verdict") or "")
         if v.startswith(f"{reference} reads"):
@@ -404,8 +330,10 @@ def handwriting_table(summary: pd.DataFrame, titles: dict | None = None, referen
             "method": method_title(r.get("method")),
             "seeds": int(num(r.get("seeds"))) if math.isfinite(num(r.get("seeds"))) else None,
             "accuracy % (mean ± sd)": mean_sd(hundred["mean"], hundred["sd"], 1),
-            f"{short_method_title(reference)} − method, points [95% CI]":
-                gap(hundred["rim_minus_method"], hundred["ci_low"], hundred["ci_high"], 1) if tested else "",
+            f"{short_method_title(reference)} − method, points {CI}":
+                gap(hundred["rim_minus_method"], r.get("_lo"), r.get("_hi"), 1) if tested else "",
+            "level": level_text(r.get("_level")) if tested else "",
+            "unadjusted 95 %": gap(hundred["rim_minus_method"], hundred["ci_low"], hundred["ci_high"], 1) if tested else "",
             "p raw / Holm": p_pair(r.get("p"), r.get("p_holm")) if tested else "",
             "verdict": verdict(v) if tested else "(reference)",
         })

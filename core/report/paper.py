@@ -38,6 +38,18 @@ VARIANTS: dict[str, tuple[str, dict]] = {
     "parallel_lstm_h60": ("parallel_lstm", {"hidden_size": 60}),
     "parallel_lstm_6": ("parallel_lstm", {"num_units": 6}),
 }
+# the parameter-matched parallel LSTMs of a data set (by its row width: 28 values or 96)
+PARAM_MATCHED = {"mnist": "parallel_lstm_h81", "fashion_mnist": "parallel_lstm_h81", "cifar10": "parallel_lstm_h60",
+                 "animals10": "parallel_lstm_h60"}
+# the controls of "why" RIM beats the parallel LSTMs, RIM the reference (core.report.comparisons.controls_table)
+CONTROLS = ["parallel_lstm", "PARAM_MATCHED", "parallel_lstm_6", "rim_random", "rim_all", "rim_alpha0"]
+
+
+def controls_for(dataset: str) -> list[str]:
+    """The controls of one data set, its parameter-matched variant in place."""
+    return [PARAM_MATCHED.get(dataset, "parallel_lstm_h81") if n == "PARAM_MATCHED" else n for n in CONTROLS]
+
+
 ABLATIONS = ["rim", "rim_random", "rim_all", "rim_alpha0", "rim_k5", "rim_k6", "parallel_lstm"]
 INIT_STUDY = ["rim", "rim_fb0", "parallel_lstm", "parallel_lstm_fb0"]
 
@@ -54,6 +66,16 @@ VARIANT_NOTES = {
     "parallel_lstm_h81": "4 LSTMs of 81 units: RIM's parameter count on 28-value rows",
     "parallel_lstm_h60": "4 LSTMs of 60 units: RIM's parameter count on 96-value rows",
     "parallel_lstm_6": "6 LSTMs of 32 units (RIM's units), no attention, no communication",
+}
+
+
+# how a variant is named wherever a reader sees it (tables, CSVs, pages); registry models by their title
+VARIANT_TITLES = {
+    "rim_random": "RIM, random selection", "rim_all": "RIM, all 6 active", "rim_alpha0": "RIM, no communication",
+    "rim_k5": "RIM, 5 of 6 active", "rim_k6": "RIM, 6 of 6 active (attention kept)", "rim_fb0": "RIM, forget bias 0",
+    "parallel_lstm_fb0": "Parallel LSTMs, forget bias 0",
+    "parallel_lstm_h81": "Parallel LSTMs 4 × 81 (parameter-matched)",
+    "parallel_lstm_h60": "Parallel LSTMs 4 × 60 (parameter-matched)", "parallel_lstm_6": "Parallel LSTMs 6 × 32",
 }
 
 

@@ -7,7 +7,10 @@
   model the same data order (``core.train``: batch order, validation split and evaluation
   subset come from the seed alone).
 * ``pooled_gap``: the mean of several data sets' gaps with its Welch-Satterthwaite interval.
-* ``holm``: Holm-Bonferroni adjusted p-values of one family of tests.
+* ``holm``: Holm-Bonferroni adjusted p-values of one family of tests; ``holm_levels``: the
+  confidence level of the Holm step that decides each test, and ``t_interval`` the interval at
+  that level, so a printed interval excludes 0 exactly when the verdict rejects (the scheme of
+  every table: ``INTERVAL_NOTE``).
 * ``verdict`` / ``verdict_all``: THE verdict rule, used by every table: a claim holds when its
   family-adjusted test rejects "no difference" with the difference in the claimed direction,
   does not hold when it rejects in the other direction, and cannot be told otherwise; a claim
@@ -142,6 +145,19 @@ def pooled_gap(pairs, level: float = LEVEL) -> tuple[float, float, float, float]
     return est, est - half, est + half, float(2 * _st.t.sf(abs(est) / se, df))
 
 
+def pooled_se_df(pairs) -> tuple[float, float]:
+    """Standard error and Welch-Satterthwaite degrees of freedom of ``pooled_gap``'s estimate."""
+    pairs = [(np.asarray(a, float), np.asarray(b, float)) for a, b in pairs]
+    if not pairs or any(len(a) < 2 or len(b) < 2 for a, b in pairs):
+        return math.nan, math.nan
+    parts = [x.var(ddof=1) / len(x) for a, b in pairs for x in (a, b)]
+    sizes = [len(x) for a, b in pairs for x in (a, b)]
+    if sum(parts) == 0:
+        return 0.0, float(sum(sizes) - 2 * len(pairs))
+    df = sum(parts) ** 2 / sum(v**2 / (n - 1) for v, n in zip(parts, sizes, strict=True))
+    return math.sqrt(sum(parts)) / len(pairs), df
+
+
 def holm(pvalues) -> np.ndarray:
     """Holm-Bonferroni adjusted p-values of one family (NaN ones stay NaN and do not count).
 
@@ -154,6 +170,84 @@ def holm(pvalues) -> np.ndarray:
         running = max(running, min(1.0, (len(ok) - rank) * p[i]))
         out[i] = running
     return out
+
+
+def holm_levels(pvalues, alpha: float = ALPHA) -> np.ndarray:
+    """The confidence level of the Holm step that decides each test of one family (NaN ones: NaN).
+
+    Sorted ascending (rank i from 0, m finite tests), Holm rejects ranks 0..r-1 and stops at the
+    first r with ``p > alpha / (m - r)``. A rejected test is decided at its own step (level
+    ``1 - alpha / (m - i)``), every other at the stopping step (``1 - alpha / (m - r)``). The
+    t-interval of a test at its level excludes 0 exactly when its Holm-adjusted p is below
+    ``alpha``, so interval and verdict never disagree."""
+    p = float_array(pvalues)
+    out = np.full(len(p), math.nan)
+    ok = np.flatnonzero(np.isfinite(p))
+    m = len(ok)
+    order = ok[np.argsort(p[ok], kind="stable")]
+    stop = m
+    for rank, i in enumerate(order):
+        if not p[i] * (m - rank) < alpha:
+            stop = rank
+            break
+    for rank, i in enumerate(order):
+        out[i] = 1.0 - alpha / (m - min(rank, stop))
+    return out
+
+
+def t_interval(diff: float, se: float, df: float, level: float) -> tuple[float, float]:
+    """``diff`` ± t(df) quantile x ``se`` at ``level`` (``se`` 0: the exact difference; NaN when unknown)."""
+    if any(not math.isfinite(float(x)) for x in (diff, se, df, level)):
+        return math.nan, math.nan
+    if se == 0:
+        return float(diff), float(diff)
+    half = float(_st.t.ppf(0.5 + level / 2, df)) * se
+    return float(diff) - half, float(diff) + half
+
+
+def welch_se_df(a, b) -> tuple[float, float]:
+    """Standard error and Welch-Satterthwaite degrees of freedom of mean(a) − mean(b) (NaN below 2 each)."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    if len(a) < 2 or len(b) < 2:
+        return math.nan, math.nan
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    if va + vb == 0:
+        return 0.0, float(len(a) + len(b) - 2)
+    return math.sqrt(va + vb), (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+
+
+def welch_from_summary(m1, s1, n1, m2, s2, n2, level: float = LEVEL) -> dict:
+    """Welch test of mean 1 − mean 2 from means, sample sds and counts: ``diff``, ``se``, ``df``, ``p``,
+    ``ci_low``, ``ci_high`` (NaN where a count is below 2)."""
+    d = float(m1) - float(m2)
+    if min(n1, n2) < 2:
+        return {"diff": d, "se": math.nan, "df": math.nan, "p": math.nan, "ci_low": math.nan, "ci_high": math.nan}
+    va, vb = float(s1) ** 2 / n1, float(s2) ** 2 / n2
+    se = math.sqrt(va + vb)
+    if se == 0:
+        lo, hi = d, d
+        return {"diff": d, "se": 0.0, "df": float(n1 + n2 - 2), "p": 0.0 if d else 1.0, "ci_low": d, "ci_high": d}
+    df = (va + vb) ** 2 / (va**2 / (n1 - 1) + vb**2 / (n2 - 1))
+    lo, hi = t_interval(d, se, df, level)
+    return {"diff": d, "se": se, "df": df, "p": float(2 * _st.t.sf(abs(d) / se, df)), "ci_low": lo, "ci_high": hi}
+
+
+def tost(diff: float, se: float, df: float, margin: float) -> float:
+    """Two one-sided tests of equivalence: the p-value of "|true difference| >= ``margin``"
+    (small: the difference lies within ± margin). NaN when the test cannot be made."""
+    if any(not math.isfinite(float(x)) for x in (diff, se, df, margin)):
+        return math.nan
+    if se == 0:
+        return 0.0 if abs(diff) < margin else 1.0
+    lower = float(_st.t.sf((diff + margin) / se, df))  # H0: diff <= -margin
+    upper = float(_st.t.cdf((diff - margin) / se, df))  # H0: diff >= +margin
+    return max(lower, upper)
+
+
+INTERVAL_NOTE = ("Interval: the t-interval at the confidence level of the Holm step that decides the test (rejected "
+                 "tests: 1 − 0.05/(m − rank); the others: the level where Holm stopped), so it excludes 0 exactly "
+                 "when the Holm-adjusted p is below 0.05 and the verdict follows from it: holds when it lies wholly "
+                 "on the claimed side, does not hold when wholly on the other, cannot tell when it contains 0.")
 
 
 HOLDS, NOT_HOLDS, CANNOT_TELL = "holds", "does not hold (the other method is better)", "cannot tell at this number of seeds"

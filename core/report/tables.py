@@ -28,6 +28,7 @@ import numpy as np
 from ..fileio import finite
 from . import fmt
 from .comparisons import (
+    NOISE_OTHERS,
     Cells,
     ablation_table,
     claims_table,
@@ -37,9 +38,11 @@ from .comparisons import (
     table3,
     table4,
 )
+from .controls import controls_markdown, controls_table
 from .floors import floors
 from .health import HEALTHY, health_of
-from .paper import ABLATIONS, BASELINES, DATASET_ORDER, INIT_STUDY, PAPER
+from .markdown import family_note, floors_line, md_table
+from .paper import ABLATIONS, BASELINES, DATASET_ORDER, INIT_STUDY, PAPER, controls_for
 
 
 def load_results(out: Path) -> list[dict]:
@@ -97,15 +100,18 @@ def build_tables(rows: list[dict], include_unhealthy: bool = False) -> dict:
     datasets = [d for d in DATASET_ORDER if any(r["dataset"] == d for r in rows)]
     c = Cells(rows, include_unhealthy)
     t = {"table2": table2(c, datasets), "table3": table3(c, datasets), "table4": table4(c, datasets),
-         "fluctuation": fluctuation_table(c, datasets), "ablations": ablation_table(c, datasets),
-         "init_study": init_table(c, datasets)}
+         "fluctuation": fluctuation_table(c, datasets)}
+    t["init_study"] = init_table(c, datasets, t["table2"])
+    t["ablations"] = ablation_table(c, datasets, t["table2"], t["table4"])
+    t["controls"] = controls_table(c, datasets, t["table2"])
     t["claims"] = claims_table(c, t)
     return t
 
 
 TABLE_MODELS = {"table2": ["rim", "parallel_lstm"], "table3": ["rim"] + BASELINES,
                 "table4": ["rim", "parallel_lstm"] + BASELINES, "fluctuation": ["rim", "parallel_lstm"],
-                "ablations": ABLATIONS, "init_study": INIT_STUDY}
+                "ablations": ABLATIONS, "init_study": INIT_STUDY,
+                "controls": ["rim"] + list(dict.fromkeys(n for d in DATASET_ORDER for n in controls_for(d)))}
 
 
 def excluded_runs(rows: list[dict], t: dict) -> dict[str, list[dict]]:
@@ -130,13 +136,6 @@ def _tp(r: dict, key: str, digits: int = 2) -> str:
     return fmt.gap_test(r, key, digits, paired=True)
 
 
-def _family_note(rows: list[dict]) -> str:
-    m = rows[0].get("holm_m", 0) if rows else 0
-    return (f"Holm-Bonferroni over the {m} Welch tests of this table (one family; the paired tests are a "
-            "family of their own): p = raw / adjusted; verdicts from the adjusted p (below 0.05: holds or "
-            "does not hold, by the sign of the gap).")
-
-
 def _excluded_md(ex: list[dict], include_unhealthy: bool) -> list[str]:
     if not ex:
         return ["", "Every run of this table is healthy."]
@@ -150,6 +149,10 @@ def _excluded_md(ex: list[dict], include_unhealthy: bool) -> list[str]:
     return out
 
 
+def _name(m) -> str:
+    return fmt.display_name(m)
+
+
 def tables_markdown(t: dict, rows: list[dict], include_unhealthy: bool = False) -> str:
     ex = excluded_runs(rows, t)
     seeds = sorted({r["seed"] for r in rows})
@@ -158,100 +161,127 @@ def tables_markdown(t: dict, rows: list[dict], include_unhealthy: bool = False) 
     out = [f"Test error in percent, mean ± sd over seeds {seeds} ({', '.join(map(str, its))} iterations) of the "
            + ("finished runs, unhealthy ones included" if include_unhealthy else "healthy runs")
            + f" ({len(rows) - n_bad} of {len(rows)} runs healthy; a run is unhealthy when it diverged or collapsed, "
-           "`core.report.health`). Gap = other − RIM (positive: RIM better) with its 95% Welch t-interval and beside it "
-           "the seed-paired t-interval (a seed gives every model the same data order). Floors: the error of "
-           "guessing at random (chance) / of always answering the test set's biggest class (majority). "
-           "Animals-10 is a small unbalanced real subset (1,320 images): not comparable with the full data set.", ""]
-    out += ["### Table 2: RIM vs parallel LSTMs", "",
-            "| data set | RIM | parallel LSTMs | gap (ours) [95% CI], p raw / Holm | paired gap [95% CI] | paper's gap "
-            "| floors (chance / majority) | verdict |", "|---|---|---|---|---|---|---|---|"]
-    for r in t["table2"]:
-        out.append(f"| {r['dataset']} | {fmt.cell(r, 'rim')} | {fmt.cell(r, 'parallel_lstm')} | {_t(r, 'gap')} "
-                   f"| {_tp(r, 'gap')} | {r['paper_gap']:.2f} | {fmt.floors_cell(r)} | {r['verdict']} |")
-    out += ["", _family_note(t["table2"])] + _excluded_md(ex["table2"], include_unhealthy)
+           "`core.report.health`). Gap = other − RIM (positive: RIM better). Each table is one Holm family; its "
+           "intervals are at the level of the Holm step that decides each test, so an interval and its verdict never "
+           "disagree; the seed-paired 95 % interval (a seed gives every model the same data order) stands beside, "
+           "unadjusted. Floors: the error of guessing at random (chance) / of always answering the test set's "
+           "biggest class (majority). Animals-10 is a small unbalanced real subset (1,320 images): not comparable "
+           "with the full data set.", ""]
+    out += ["### Table 2: RIM vs parallel LSTMs", ""]
+    out += md_table(["data set", "RIM", "parallel LSTMs", "gap (ours) [Holm-step interval] (level), p raw / Holm",
+                      "unadjusted 95 % interval", "paired gap [95 %]", "paper's gap", "floors (chance / majority)",
+                      "verdict"],
+                     [[fmt.dataset_title(r["dataset"]), fmt.cell(r, "rim"), fmt.cell(r, "parallel_lstm"), _t(r, "gap"),
+                       fmt.raw_interval(r, "gap"), _tp(r, "gap"), f"{r['paper_gap']:.2f}", fmt.floors_cell(r),
+                       r["verdict"]] for r in t["table2"]])
+    out += ["", family_note(t["table2"])] + _excluded_md(ex["table2"], include_unhealthy)
     out += ["", "### Table 3: RIM vs EntNet, RMC, IndRNN", "",
             "Gap = baseline − RIM for each baseline. RIM has the lowest error on a set only when it holds "
-            "against each of the three there.", "",
-            "| data set | RIM | EntNet | RMC | IndRNN | gap EntNet [95% CI], p | gap RMC [95% CI], p "
-            "| gap IndRNN [95% CI], p | runner-up (ours) | paper's gap | floors (chance / majority) | verdict |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in t["table3"]:
-        paper_ru = f" ({r['paper_runner_up']})" if r["paper_runner_up"] else ""
-        gaps = " | ".join(_t(r, f"gap_{b}") if f"gap_{b}" in r else "n/a" for b in BASELINES)
-        cells = " | ".join(fmt.cell(r, b) if f"{b}_runs" in r else "n/a" for b in BASELINES)
-        out.append(f"| {r['dataset']} | {fmt.cell(r, 'rim')} | {cells} | {gaps} | {r['runner_up'] or 'n/a'} "
-                   f"| {r['paper_gap']:.2f}{paper_ru} | {fmt.floors_cell(r)} | {r['verdict']} ({r['verdict_detail']}) |")
-    out += ["", _family_note(t["table3"])] + _excluded_md(ex["table3"], include_unhealthy)
+            "against each of the three there. Runner-up: RMC, the paper's named one, fixed in advance; the "
+            "lowest-mean baseline beside it was chosen after seeing the data.", ""]
+    out += md_table(["data set", "RIM"] + [_name(b) for b in BASELINES]
+                     + [f"gap {_name(b)} [Holm-step interval], p" for b in BASELINES]
+                     + ["lowest-mean baseline (chosen after seeing the data)", "paper's gap to its runner-up",
+                        "floors (chance / majority)", "verdict"],
+                     [[fmt.dataset_title(r["dataset"]), fmt.cell(r, "rim")]
+                      + [fmt.cell(r, b) if f"{b}_runs" in r else "n/a" for b in BASELINES]
+                      + [_t(r, f"gap_{b}") if f"gap_{b}" in r else "n/a" for b in BASELINES]
+                      + [_name(r["runner_up_posthoc"]) if r["runner_up_posthoc"] else "n/a",
+                         f"{r['paper_gap']:.2f}" + (f" ({_name(r['paper_runner_up'])})" if r["paper_runner_up"] else ""),
+                         fmt.floors_cell(r), f"{r['verdict']} ({r['verdict_detail']})"] for r in t["table3"]])
+    out += ["", family_note(t["table3"])] + _excluded_md(ex["table3"], include_unhealthy)
     draws = sorted({r["noise_draws"] for r in rows if r.get("noise_draws")})
     out += ["", f"### Table 4: Gaussian noise (variance 0.01, {'/'.join(map(str, draws)) or '?'} draws per seed)", "",
-            "| data set | RIM noisy (change) | parallel LSTMs | EntNet | RMC | IndRNN | runner-up | noisy gap [95% CI], p "
-            "| verdict (noisy) | growth gap (runner-up − RIM) [95% CI], p | paired growth gap [95% CI] "
-            "| paper's growth gap | floors (chance / majority) | verdict (growth) |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "Noisy error (its change from the clean error). Noisy gap = other − RIM on noisy error: RIM is lowest "
+            "under noise on a set when it holds against each other method. Growth gap = other's growth − RIM's "
+            "(positive: RIM's error grows less); the runner-up is RMC, fixed in advance; the one with the lowest "
+            "noisy error, chosen after seeing the data, beside it; and the parallel LSTMs (our question: is RIM "
+            "more robust than them?).", ""]
+    body = []
     for r in t["table4"]:
         cells = []
-        for m in ["rim", "parallel_lstm"] + BASELINES:
+        for m in ["rim"] + NOISE_OTHERS:
             ch = r[f"{m}_change"]
             cells.append(fmt.cell(r, f"{m}_noisy") + (f" ({ch:+.2f})" if not math.isnan(ch) else ""))
-        out.append(f"| {r['dataset']} | {' | '.join(cells)} | {r['runner_up']} | {_t(r, 'noisy_gap')} "
-                   f"| {r['noisy_gap_verdict']} | {_t(r, 'growth_gap')} | {_tp(r, 'growth_gap')} "
-                   f"| {r['paper_growth_gap']:.2f} | {fmt.floors_cell(r)} | {r['growth_gap_verdict']} |")
-    out += ["", _family_note(t["table4"])] + _excluded_md(ex["table4"], include_unhealthy)
+        post = r["runner_up_posthoc"]
+        body.append([fmt.dataset_title(r["dataset"])] + cells
+                    + [_t(r, f"noisy_gap_{m}") if f"noisy_gap_{m}" in r else "n/a" for m in NOISE_OTHERS]
+                    + [f"{r['noisy_verdict']} ({r['noisy_verdict_detail']})",
+                       _t(r, "growth_gap") if "growth_gap" in r else "n/a", r.get("growth_gap_verdict", "n/a"),
+                       (f"{_name(post)}: " + _t(r, "growth_gap_posthoc")) if post else "n/a",
+                       r.get("growth_gap_posthoc_verdict", "n/a"),
+                       _t(r, "growth_gap_parallel_lstm") if "growth_gap_parallel_lstm" in r else "n/a",
+                       r.get("growth_gap_parallel_lstm_verdict", "n/a"),
+                       f"{r['paper_growth_gap']:.2f}", fmt.floors_cell(r)])
+    out += md_table(["data set"] + [f"{_name(m)} noisy (change)" for m in ["rim"] + NOISE_OTHERS]
+                     + [f"noisy gap {_name(m)}, p" for m in NOISE_OTHERS]
+                     + ["verdict: RIM lowest under noise", "growth gap RMC (fixed runner-up), p", "verdict (growth, RMC)",
+                        "growth gap, runner-up chosen after seeing the data, p", "verdict (growth, post hoc)",
+                        "growth gap parallel LSTMs, p", "verdict (growth, parallel LSTMs)", "paper's growth gap",
+                        "floors (chance / majority)"], body)
+    out += ["", family_note(t["table4"])] + _excluded_md(ex["table4"], include_unhealthy)
     if t.get("fluctuation"):
         out += ["", "### Training-loss fluctuation: parallel LSTMs vs RIM", "",
                 f"Second half of training: sd of (batch loss − its centred {FLUCT_WINDOW}-iteration moving "
                 "average): the absolute statistic, primary. Divided by the mean of the moving average: the "
                 "relative statistic, **chosen after seeing the data** (it grows whenever a method's loss is "
-                "lower). Gap = parallel LSTMs − RIM (positive: parallel LSTMs fluctuate more, as the paper says).", "",
-                "| data set | RIM | parallel LSTMs | gap [95% CI], p | paired gap [95% CI] | verdict "
-                "| RIM (relative, post hoc) | parallel LSTMs (relative, post hoc) | gap (relative, post hoc) [95% CI], p "
-                "| verdict (relative, post hoc) |", "|---|---|---|---|---|---|---|---|---|---|"]
+                "lower). Gap = parallel LSTMs − RIM (positive: parallel LSTMs fluctuate more, as the paper says). "
+                "A loss statistic: the error floors do not apply.", ""]
+        body = []
         for r in t["fluctuation"]:
             h = (f" ({fmt.health_count(r['rim_healthy'], r['rim_runs'])})",
                  f" ({fmt.health_count(r['parallel_lstm_healthy'], r['parallel_lstm_runs'])})")
-            out.append(
-                f"| {r['dataset']} | {fmt.mean_sd(r['rim_abs'], r['rim_abs_sd'], digits=3)}{h[0]} "
-                f"| {fmt.mean_sd(r['parallel_lstm_abs'], r['parallel_lstm_abs_sd'], digits=3)}{h[1]} "
-                f"| {_t(r, 'gap_abs', 3)} | {_tp(r, 'gap_abs', 3)} | {r['gap_abs_verdict']} "
-                f"| {fmt.mean_sd(r['rim_rel'], r['rim_rel_sd'], digits=3)} "
-                f"| {fmt.mean_sd(r['parallel_lstm_rel'], r['parallel_lstm_rel_sd'], digits=3)} "
-                f"| {_t(r, 'gap_rel', 3)} | {r['gap_rel_verdict']} |")
-        out += ["", _family_note(t["fluctuation"])] + _excluded_md(ex["fluctuation"], include_unhealthy)
+            body.append([fmt.dataset_title(r["dataset"]), fmt.mean_sd(r["rim_abs"], r["rim_abs_sd"], digits=3) + h[0],
+                         fmt.mean_sd(r["parallel_lstm_abs"], r["parallel_lstm_abs_sd"], digits=3) + h[1],
+                         _t(r, "gap_abs", 3), _tp(r, "gap_abs", 3), r["gap_abs_verdict"],
+                         fmt.mean_sd(r["rim_rel"], r["rim_rel_sd"], digits=3),
+                         fmt.mean_sd(r["parallel_lstm_rel"], r["parallel_lstm_rel_sd"], digits=3),
+                         _t(r, "gap_rel", 3), r["gap_rel_verdict"]])
+        out += md_table(["data set", "RIM", "parallel LSTMs", "gap [Holm-step interval], p", "paired gap [95 %]",
+                          "verdict", "RIM (relative, post hoc)", "parallel LSTMs (relative, post hoc)",
+                          "gap (relative, post hoc), p", "verdict (relative, post hoc)"], body)
+        out += ["", family_note(t["fluctuation"])] + _excluded_md(ex["fluctuation"], include_unhealthy)
     if t.get("init_study"):
         out += ["", "### Initialisation study: forget-gate bias 1 (default) vs 0", "",
-                "Gap = parallel LSTMs − RIM (positive: RIM better). Effect = error at forget bias 0 − at 1.", "",
-                "| data set | forget bias | RIM | parallel LSTMs | gap [95% CI], p | paired gap [95% CI] | verdict "
-                "| effect on RIM [95% CI], p | effect on parallel LSTMs [95% CI], p |",
-                "|---|---|---|---|---|---|---|---|---|"]
+                "Gap = parallel LSTMs − RIM (positive: RIM better). Effect = error at forget bias 0 − at 1.", ""]
+        body = []
         for r in t["init_study"]:
             eff = [_t(r, f"{m}_fb_effect") if f"{m}_fb_effect" in r else "" for m in ("rim", "parallel_lstm")]
-            out.append(f"| {r['dataset']} | {r['forget_bias']:g} | {fmt.cell(r, 'rim')} | {fmt.cell(r, 'parallel_lstm')} "
-                       f"| {_t(r, 'gap')} | {_tp(r, 'gap')} | {r['verdict']} | {eff[0]} | {eff[1]} |")
-        out += ["", _family_note(t["init_study"])] + _excluded_md(ex["init_study"], include_unhealthy)
+            body.append([fmt.dataset_title(r["dataset"]), f"{r['forget_bias']:g}", fmt.cell(r, "rim"),
+                         fmt.cell(r, "parallel_lstm"), _t(r, "gap"), _tp(r, "gap"), r["verdict"], eff[0], eff[1],
+                         fmt.floors_cell(r)])
+        out += md_table(["data set", "forget bias", "RIM", "parallel LSTMs", "gap [Holm-step interval], p",
+                          "paired gap [95 %]", "verdict", "effect on RIM, p", "effect on parallel LSTMs, p",
+                          "floors (chance / majority)"], body)
+        out += ["", family_note(t["init_study"])] + _excluded_md(ex["init_study"], include_unhealthy)
     if t.get("ablations"):
         out += ["", "### Ablations of the method", "",
                 "Gap = variant − RIM in test-error points (positive: the variant is worse, so what it removes "
-                "helped); growth = noisy − clean error; growth gap = variant − RIM.", "",
-                "| data set | variant | what it is | test error | noisy error (growth) | gap to RIM [95% CI], p "
-                "| verdict | growth gap [95% CI], p | verdict (growth) |", "|---|---|---|---|---|---|---|---|---|"]
+                "helped); growth = noisy − clean error; growth gap = variant − RIM. The parallel LSTMs' row carries "
+                "Table 2's and Table 4's tests (one comparison, one p).", ""]
+        body = []
         for r in t["ablations"]:
-            gap = _t(r, "gap") if "gap" in r else "(reference)"
-            gg = _t(r, "growth_gap") if "growth_gap" in r else ""
             err = fmt.mean_sd(r["error"], r["sd"]) + f" ({fmt.health_count(r['healthy'], r['runs'])})"
-            out.append(f"| {r['dataset']} | {r['variant']} | {r['what']} | {err} "
-                       f"| {fmt.mean_sd(r['noisy_error'], r['noisy_sd'])} ({r['growth']:+.2f}) | {gap} "
-                       f"| {r.get('verdict', '')} | {gg} | {r.get('growth_gap_verdict', '')} |")
-        out += ["", _family_note(t["ablations"])] + _excluded_md(ex["ablations"], include_unhealthy)
+            body.append([fmt.dataset_title(r["dataset"]), _name(r["variant"]), r["what"], err,
+                         f"{fmt.mean_sd(r['noisy_error'], r['noisy_sd'])} ({r['growth']:+.2f})",
+                         _t(r, "gap") if "gap" in r else "(reference)", r.get("gap_verdict", ""),
+                         _t(r, "growth_gap") if "growth_gap" in r else "", r.get("growth_gap_verdict", ""),
+                         fmt.floors_cell(r)])
+        out += md_table(["data set", "variant", "what it is", "test error", "noisy error (growth)",
+                          "gap to RIM [Holm-step interval], p", "verdict", "growth gap, p", "verdict (growth)",
+                          "floors (chance / majority)"], body)
+        out += ["", family_note(t["ablations"])] + _excluded_md(ex["ablations"], include_unhealthy)
+    if t.get("controls"):
+        out += ["", "### The controls of why", ""] + controls_markdown(t["controls"])
     if t.get("claims"):
         out += ["", "### The paper's claims, one by one (verdicts by the one rule, `core.report.stats.verdict`)", "",
-                "A claim over all four sets holds only when its Holm-adjusted test holds on each set, and does not "
+                "A claim over all four sets holds only when it holds on each set in its table's family, and does not "
                 "hold when it fails measurably on any. An average claim is tested on the pooled gap (the mean of "
-                "the per-set gaps, Welch-Satterthwaite interval); the pooled tests are one family.", "",
-                "| claim | paper | ours [95% CI], p raw / Holm | verdict | detail |", "|---|---|---|---|---|"]
-        for r in t["claims"]:
-            ours = _t(r, "pooled") if "pooled" in r else ""
-            paper = f"{r['paper']:.2f}" if "paper" in r else ""
-            out.append(f"| {r['claim']} | {paper} | {ours} | {r['verdict']} | {r['detail']} |")
+                "the per-set gaps, Welch-Satterthwaite interval); the pooled tests are this table's family.", ""]
+        out += md_table(["claim", "paper", "ours [Holm-step interval] (level), p raw / Holm", "verdict", "detail"],
+                         [[r["claim"], f"{r['paper']:.2f}" if "paper" in r else "",
+                           _t(r, "pooled") if "pooled" in r else "", r["verdict"], r["detail"]] for r in t["claims"]])
+        out += ["", family_note(t["claims"], "pooled tests"), "", floors_line(sorted({r["dataset"] for r in rows}))]
     return "\n".join(out) + "\n"
 
 

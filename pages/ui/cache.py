@@ -25,6 +25,7 @@ from core.data.datasets import DATASETS, LoadedData, load_dataset
 from core.eval import curves
 from core.eval.robustness_points import EvalPoint, fixed_subset, noisy_eval, stretch_eval
 from core.eval.scorer import Scorer
+from core.report.fmt import SCHEDULE_TITLES
 
 from .messages import show_error
 
@@ -32,8 +33,7 @@ torch.set_num_threads(1)  # the server shares 2 cores with training workers
 
 # reproduction outputs under results/ the Compare page offers: folder -> what it holds
 # the first present is the Compare page's default: the converged grid, where runs are stable
-SCHEDULES = {"converged": "converged protocol (Adam, early stopping on validation)",
-             "paper": "the paper's short schedule (1,000 SGD iterations): paper grid, ablations, init study",
+SCHEDULES = {**SCHEDULE_TITLES,
              "unequal_init/paper": "old run, unequal initialisation (paper schedule)",
              "unequal_init/long": "old run, unequal initialisation (longer schedule)",
              "unequal_init/param_matched": "old run, unequal initialisation (parameter-matched baselines)"}

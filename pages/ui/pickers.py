@@ -7,10 +7,10 @@ import streamlit as st
 from core import catalog
 from core.data.datasets import DATASETS
 from core.models.registry import DEFAULT_MODEL, list_models
-from core.report.fmt import dataset_title, method_title
+from core.report.fmt import PROTOCOL_SWITCH_TITLES, dataset_title, method_title
 
 PROTOCOL_KEY = "pretrained_protocol"
-PROTOCOL_TITLES = {"converged": "converged (trained to convergence)", "paper": "paper protocol (1,000 SGD steps)"}
+PROTOCOL_TITLES = PROTOCOL_SWITCH_TITLES
 _PICKER_PREFIXES = ("mech_model_", "mech_cmp_", "rb_cmp_")
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.report.fmt import method_title
+from core.report.claims import CLAIM_COLUMNS
+from core.report.fmt import SCHEDULE_TITLES, method_title
 
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "compare.py")
 
@@ -34,8 +35,7 @@ def test_compare_page_loads_with_curves_errors_tables_and_runs(page_env):
     assert not at.exception and not at.error
     assert [t.label for t in at.tabs] == ["Training curves", "Final errors over seeds", "Paper's claims vs ours", "Runs"]
     assert at.radio(key="cmp_schedule").options == [  # a radio: every experiment one click away
-        "converged protocol (Adam, early stopping on validation)",
-        "the paper's short schedule (1,000 SGD iterations): paper grid, ablations, init study",
+        SCHEDULE_TITLES["converged"], SCHEDULE_TITLES["paper"],
         "old run, unequal initialisation (longer schedule)"]
     assert at.radio(key="cmp_schedule").value == "converged"  # the default: the converged grid
     assert at.selectbox(key="cmp_curves_ds").options == ["MNIST", "Fashion-MNIST"]
@@ -93,7 +93,7 @@ def test_small_multiples_quantity_and_smoothing(page_env):
 
 def test_schedule_toggle_switches_results(page_env):
     at = run_page()
-    assert any("60 iterations" in c.value and "converged protocol" in c.value for c in at.caption)
+    assert any("60 iterations" in c.value and "Adam lr 0.002, cosine" in c.value for c in at.caption)
     at.radio(key="cmp_schedule").set_value("paper").run()
     assert any("40 iterations" in c.value and "SGD lr 0.1" in c.value for c in at.caption)
     at.radio(key="cmp_schedule").set_value("unequal_init/long").run()
@@ -205,7 +205,8 @@ def test_converged_default_shows_health_counts_floors_and_left_out_runs(page_env
     assert indrnn["healthy"] == "2 of 3 healthy" and indrnn["clean seeds"] == 2
     assert indrnn["clean error mean (%)"] < 10  # the collapsed 90 % is not averaged in
     assert indrnn["majority-class error (%)"] == 88.65 and indrnn["chance error (%)"] == 90.0
-    t3 = next(f for f in frames if "gap to runner-up, ours (points) [95% CI]" in f.columns)
+    t3 = next(f for f in frames if "gap to RMC (runner-up fixed in advance), ours (points) [Holm-step interval]"
+              in f.columns)
     assert t3.loc[0, "IndRNN error (%)"].endswith("(2 of 3 healthy)")
     for f in frames:
         if "floors: chance / majority (%)" in f.columns:
@@ -215,8 +216,9 @@ def test_converged_default_shows_health_counts_floors_and_left_out_runs(page_env
     left_out = [e.label for e in at.expander if "unhealthy run" in e.label]
     assert left_out and all(label == "1 unhealthy run left out of the means" for label in left_out)
     claims = next(f for f in frames if "claim" in f.columns)
-    assert claims["verdict"].str.match("^[✅❌❔]").all() and len(claims) == 9
-    assert "The paper's claims, one by one" in [s.value for s in at.subheader]
+    assert list(claims.columns) == [t for _, t in CLAIM_COLUMNS]  # the one claims table (core.report.claims)
+    assert claims["verdict"].str.match("^[✅❌❔]").all() and len(claims) >= 12
+    assert "The paper's claims vs ours" in [s.value for s in at.subheader]
     err = next(f for t, f in figures(at).items() if t.startswith("Final"))
     dashed = [s["y0"] for s in err["layout"]["shapes"] if s.get("line", {}).get("dash") == "dash"]
     assert dashed == pytest.approx([90.0, 88.65, 90.0])  # MNIST: chance and majority; Fashion-MNIST: both 90
@@ -250,7 +252,7 @@ def test_compare_shows_the_handwriting_generalisation_table_when_the_grid_has_on
     assert list(table["set"]) == ["Semeion (odd half)"] * 3 + ["UCI optdigits (odd half)"] * 3
     assert list(table["method"])[:3] == [method_title("rim"), method_title("parallel_lstm"), method_title("indrnn")]
     assert list(table["verdict"])[:3] == ["(reference)", "✅ holds", "✅ holds"]
-    assert table["RIM − method, points [95% CI]"].iloc[2].startswith("+13.")  # 88 - 75, in points
+    assert table["RIM − method, points [Holm-step interval]"].iloc[2].startswith("+13.")  # 88 - 75, in points
     assert "Other handwriting as CSV (all numbers)" in " ".join(b.label for b in at.get("download_button"))
     (results / "converged" / "handwriting.csv").write_text("a,b\n1,2\n")  # someone else's CSV: said, not drawn
     at = run_page()

@@ -282,7 +282,7 @@ def test_every_model_has_its_own_name_and_inspect_opens_the_row(page_env, monkey
     assert not at.exception
     at.selectbox(key="models_ds").set_value("mnist").run()
     df = table(at)
-    assert "protocol" in df.columns and {"paper protocol", "converged"} <= set(df["protocol"])
+    assert "protocol" in df.columns and {"paper protocol", "Adam, cosine, 4,000 iterations"} <= set(df["protocol"])
     options = at.selectbox(key="models_pick").options
     assert len(options) == len(set(options)) == len(df)
     full = {short_method_title(m): method_title(m) for m in ("rim", "parallel_lstm", "entnet", "rmc", "indrnn")}

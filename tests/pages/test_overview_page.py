@@ -92,7 +92,7 @@ def test_overview_counts_add_up_with_the_shipped_models(page_env, monkeypatch):
     assert not at.exception
     loaded = at.dataframe[0].value.set_index("data set")
     cols = [c for c in loaded.columns if c.startswith("pretrained")]
-    assert cols == ["pretrained, converged", "pretrained, paper protocol"]
+    assert cols == ["pretrained, Adam, cosine, 4,000 iterations", "pretrained, paper protocol"]
     total = 0
     for cell in loaded[cols].to_numpy().ravel():
         n, of = map(int, re.fullmatch(r"(\d+) of (\d+)", cell).groups())

@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..floors import floors as dataset_floors
-from ..fmt import dataset_title, method_title, short_method_title
+from ..fmt import dataset_title, display_name, method_title
 from .style import add_floor_lines, empty_figure, method_color, method_order
 
 ERROR_METRICS = {
@@ -51,6 +51,7 @@ def error_bar_figure(rows: list[dict], metric: str = "test_error", *, datasets: 
     rng = np.random.default_rng(0)
     for k, ds in enumerate(datasets):
         row, col = k // cols + 1, k % cols + 1
+        drawn: list[float] = []
         for i, m in enumerate(methods):
             sel = [r for r in usable if r["dataset"] == ds and r["model"] == m]
             done = [r for r in sel if r.get("status", "completed") == "completed" and r.get(metric) is not None
@@ -61,7 +62,8 @@ def error_bar_figure(rows: list[dict], metric: str = "test_error", *, datasets: 
             if not done and not diverged:
                 continue
             vals = np.asarray([float(r[metric]) * 100 for r in ok])
-            color, name = method_color(m), method_title(m)
+            drawn += [float(r[metric]) * 100 for r in done]
+            color, name = method_color(m), method_title(m) if m in method_order() else display_name(m)
             for group, symbol, label in ((ok, "circle", ""), (bad, "x-thin-open", " (unhealthy: left out)")):
                 if not group:
                     continue
@@ -75,6 +77,8 @@ def error_bar_figure(rows: list[dict], metric: str = "test_error", *, datasets: 
                                   "<extra></extra>"), row=row, col=col)
             mean = float(vals.mean()) if len(vals) else math.nan
             sd = float(vals.std(ddof=1)) if len(vals) > 1 else 0.0
+            if len(vals):
+                drawn += [mean - sd, mean + sd]
             note = (f"<br>{diverged} diverged run(s) left out" if diverged else "") + (
                 f"<br>{len(bad)} unhealthy run(s) left out" if bad else "")
             fig.add_trace(go.Scatter(
@@ -85,8 +89,9 @@ def error_bar_figure(rows: list[dict], metric: str = "test_error", *, datasets: 
                                "<extra></extra>")), row=row, col=col)
         if floors:
             add_floor_lines(fig, dataset_floors(ds), row=row, col=col)
-        fig.update_xaxes(tickvals=list(range(len(methods))), ticktext=[short_method_title(m).replace(" ", "<br>") for m in methods],
-                         tickangle=0, range=[-0.6, len(methods) - 0.4], row=row, col=col)
+        _zoom(fig, drawn, dataset_floors(ds) if floors else None, row, col)
+        fig.update_xaxes(tickvals=list(range(len(methods))), ticktext=[_tick(m) for m in methods],
+                         tickangle=0, range=[-0.6, len(methods) - 0.4], zeroline=False, row=row, col=col)
     for r in range(1, nrows + 1):
         fig.update_yaxes(title_text=ERROR_METRICS[metric].replace(" (%", " (%, mean ± sd", 1), row=r, col=1)
     height = nrows * height_per_row + 110
@@ -96,6 +101,43 @@ def error_bar_figure(rows: list[dict], metric: str = "test_error", *, datasets: 
                       title=f"Final {ERROR_METRICS[metric].split(' (')[0]}: dots = seeds, diamond = mean ± sd"
                       + (" of the healthy runs, dashed = chance / majority class" if floors else ""))
     return fig
+
+
+def _tick(m: str) -> str:
+    """A method's x tick: one word a line; a variant's name broken after its comma."""
+    name = display_name(m)
+    return name.replace(", ", ",<br>") if "," in name else name.replace(" ", "<br>")
+
+
+def _zoom(fig: go.Figure, values: list[float], floors: dict | None, row: int, col: int) -> None:
+    """A panel's y axis zoomed to its points (every drawn seed and mean ± sd); a floor far above them
+    is named in the panel instead of stretching the axis (a 0-90 % axis hides every difference)."""
+    v = [x for x in values if math.isfinite(x)]
+    if not v:
+        return
+    lo, hi = min(v), max(v)
+    pad = max(0.15 * (hi - lo), 0.3)
+    lo, hi = max(0.0, lo - pad), hi + pad
+    off = []
+    f = floors or {}
+    same = f.get("chance_error") is not None and f.get("chance_error") == f.get("majority_error")
+    for key, label in ((("chance_error", "chance = majority class"),) if same else
+                       (("chance_error", "chance"), ("majority_error", "majority class"))):
+        v = f.get(key)
+        if v is None or not math.isfinite(v):
+            continue
+        y = 100 * v
+        if y <= hi + 0.5 * (hi - lo):
+            hi = max(hi, y + pad)
+        else:
+            off.append(f"{label} {y:.2f} %")
+    fig.update_yaxes(range=[lo, hi], row=row, col=col)
+    if off:
+        k = (row - 1) * len(fig._grid_ref[0]) + col if fig._grid_ref else 1
+        axis = "" if k == 1 else str(k)
+        fig.add_annotation(text="floors above the axis: " + ", ".join(dict.fromkeys(off)), showarrow=False,
+                           xref=f"x{axis} domain", yref=f"y{axis} domain", x=0.01, y=0.99, xanchor="left",
+                           yanchor="top", font=dict(size=10, color="#666"))
 
 
 def parameter_bar_figure(counts: dict[str, dict[str, int]], height: int = 380) -> go.Figure:

@@ -1,0 +1,140 @@
+"""Is the 4,000-iteration protocol converged? The budget check and the stopping facts.
+
+* ``budget_rows``: for each verdict of Tables 2-3 on MNIST and Fashion-MNIST that the budget grid
+  covers (RIM vs parallel LSTMs, RIM vs EntNet), the verdict at 4,000 iterations
+  (``results/converged``) beside the one at 12,000 (``results/budget``, protocol
+  ``converged-12k``: the same cosine shape over three times the budget, seeds 0-2), and whether
+  it stays; "not yet run" with the runs that exist where a cell is incomplete.
+* ``stopping_facts``: how many runs of a grid stopped early and how many had their best
+  validation accuracy at their last evaluation (a run still improving when the budget ends).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from . import fmt
+from .comparisons import Cells, adjust_family, compare
+from .health import HEALTHY
+from .markdown import floors_line, md_table
+from .paper import DATASET_ORDER
+
+BUDGET_SETS = ["mnist", "fashion_mnist"]
+BUDGET_SEEDS = [0, 1, 2]
+BUDGET_COMPARISONS = [("parallel_lstm", "Table 2: RIM vs parallel LSTMs"), ("entnet", "Table 3: RIM vs EntNet")]
+BUDGET_ITERATIONS = 12000
+
+
+def _cell_runs(rows: list[dict], ds: str, model: str) -> list[dict]:
+    return [r for r in rows if r["dataset"] == ds and r["model"] == model]
+
+
+def _exists(rows: list[dict], ds: str, models) -> str:
+    parts = []
+    for m in models:
+        seeds = sorted(r["seed"] for r in _cell_runs(rows, ds, m) if r.get("status") == "completed")
+        parts.append(f"{fmt.display_name(m)} seeds {', '.join(map(str, seeds))}" if seeds
+                     else f"{fmt.display_name(m)} none")
+    return "; ".join(parts)
+
+
+def _tests(rows: list[dict], seeds=None) -> dict:
+    """(dataset, other) -> the test row of other − RIM, one Holm family over the comparisons given."""
+    c = Cells([r for r in rows if seeds is None or r["seed"] in seeds])
+    out = []
+    for ds in BUDGET_SETS:
+        rim = c.values(ds, "rim", "test_error")
+        for other, _ in BUDGET_COMPARISONS:
+            vals = c.values(ds, other, "test_error")
+            if len(rim) >= 2 and len(vals) >= 2:
+                out.append({"dataset": ds, "other": other, **compare("gap", vals, rim)})
+    adjust_family(out, ["gap"])
+    return {(r["dataset"], r["other"]): r for r in out}
+
+
+def budget_rows(root="results") -> list[dict]:
+    """One row per (data set, comparison): the verdict at 4,000 and at 12,000 iterations on the same
+    seeds (0-2; one Holm family per budget over these comparisons) and whether it stays."""
+    from .claims import grid
+
+    root = Path(root)
+    conv_rows, tc = grid(root / "converged")
+    t2 = {r["dataset"]: r for r in tc.get("table2") or []}
+    t3 = {r["dataset"]: r for r in tc.get("table3") or []}
+    bud_rows, _ = grid(root / "budget")
+    bud_rows = [r for r in bud_rows if r.get("iterations") == BUDGET_ITERATIONS or r.get("protocol") == "converged-12k"]
+    short, long_ = _tests(conv_rows, BUDGET_SEEDS), _tests(bud_rows, BUDGET_SEEDS)
+    out = []
+    for ds in BUDGET_SETS:
+        for other, title in BUDGET_COMPARISONS:
+            a, b = short.get((ds, other)), long_.get((ds, other))
+            complete = all(len([r for r in _cell_runs(bud_rows, ds, m) if r.get("status") == "completed"
+                                and r.get("health", HEALTHY) == HEALTHY and r["seed"] in BUDGET_SEEDS])
+                           == len(BUDGET_SEEDS) for m in ("rim", other))
+            src = t2.get(ds) if other == "parallel_lstm" else t3.get(ds)
+            key = "gap" if other == "parallel_lstm" else f"gap_{other}"
+            row = {"dataset": ds, "comparison": title, "other": other,
+                   "table_verdict": (src or {}).get(f"{key}_verdict", "not measured"),
+                   "at_4000": a["gap_verdict"] if a else "not measured",
+                   "gap_4000": fmt.gap_test(a, "gap") if a else "n/a"}
+            if b is None or not complete:
+                row.update(at_12000="not yet run", gap_12000="n/a", stays="not yet run (exists: "
+                           + _exists(bud_rows, ds, ["rim", other]) + ")")
+            else:
+                row.update(at_12000=b["gap_verdict"], gap_12000=fmt.gap_test(b, "gap"),
+                           stays="stays" if a and a["gap_verdict"] == b["gap_verdict"] else "changes")
+            out.append(row)
+    return out
+
+
+def stopping_facts(path, datasets=None) -> dict:
+    """Counts over a grid's run records: ``runs``, ``early_stops`` (fewer iterations done than
+    configured), ``best_at_last`` (best validation at the last evaluation), each also ``by_dataset``."""
+    out = {"runs": 0, "early_stops": 0, "best_at_last": 0, "by_dataset": {}}
+    for p in sorted((Path(path) / "runs").glob("*/*.json")):
+        try:
+            meta = json.loads(p.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        ds = meta.get("dataset")
+        if not isinstance(meta, dict) or (datasets and ds not in datasets) or meta.get("status") != "completed":
+            continue
+        m, cfg = meta.get("metrics") or {}, meta.get("train_config") or {}
+        done, planned = m.get("iterations_done"), cfg.get("iterations")
+        evals = (meta.get("evals") or {}).get("iteration") or []
+        last = evals[-1] if evals else done
+        d = out["by_dataset"].setdefault(ds, {"runs": 0, "early_stops": 0, "best_at_last": 0})
+        for bucket in (out, d):
+            bucket["runs"] += 1
+            bucket["early_stops"] += int(done is not None and planned is not None and done < planned)
+            bucket["best_at_last"] += int(m.get("best_iteration") is not None and m.get("best_iteration") == last)
+    return out
+
+
+def budget_markdown(root="results") -> str:
+    rows = budget_rows(root)
+    lines = md_table(["data set", "comparison", "the table's verdict (4,000, all seeds)", "verdict at 4,000, seeds 0-2", "gap (other − RIM) at 4,000, seeds 0-2",
+                       "verdict at 12,000, seeds 0-2", "gap at 12,000, seeds 0-2", "stays at 12,000?"],
+                      [[fmt.dataset_title(r["dataset"]), r["comparison"], r["table_verdict"], r["at_4000"], r["gap_4000"], r["at_12000"],
+                        r["gap_12000"], r["stays"]] for r in rows])
+    f = stopping_facts(Path(root) / "converged", ["mnist", "fashion_mnist", "cifar10"])
+    by = "; ".join(f"{fmt.dataset_title(d)} {v['best_at_last']} of {v['runs']}" for d, v in
+                   sorted(f["by_dataset"].items(), key=lambda kv: DATASET_ORDER.index(kv[0])))
+    done = [r for r in rows if r["stays"] in ("stays", "changes")]
+    if not done:
+        verdict = "No verdict is checked yet: the 12,000-iteration runs are not in `results/budget`."
+    elif all(r["stays"] == "stays" for r in rows):
+        verdict = "Every checked verdict stays at 12,000 iterations."
+    else:
+        verdict = (f"{sum(r['stays'] == 'stays' for r in done)} of {len(rows)} verdicts stay, "
+                   f"{sum(r['stays'] == 'changes' for r in done)} change, "
+                   f"{len(rows) - len(done)} not yet run.")
+    return "\n".join(lines + [
+        "", "Seeds 0-2 at both budgets (the 4,000-iteration grid has 5; these verdicts use the seeds both have); "
+        "one Holm family per budget over the comparisons of this table; each interval at the level of the Holm step "
+        "that decides its test (in brackets), so it excludes 0 exactly when the verdict is not \"cannot tell\".", "",
+        verdict, "",
+        f"Of the {f['runs']} completed runs of the 4,000-iteration grid on MNIST, Fashion-MNIST and CIFAR-10, "
+        f"{f['early_stops']} stopped early and {f['best_at_last']} had their best validation accuracy at their last "
+        f"evaluation ({by}).", "", floors_line(BUDGET_SETS)])

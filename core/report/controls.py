@@ -1,0 +1,137 @@
+"""The controls of "why" RIM beats the parallel LSTMs (converged protocol, RIM the reference):
+parameter-matched parallel LSTMs, six parallel LSTMs of 32 and RIM's ablations; one Holm family
+over the table's difference and TOST equivalence tests; its Markdown and its one computed sentence."""
+
+from __future__ import annotations
+
+import math
+
+from . import fmt
+from .comparisons import Cells, _adopt_from, _floor_fields, adjust_family, compare
+from .markdown import family_note, floors_line, md_table
+from .paper import PAPER, VARIANT_NOTES, controls_for
+from .stats import CANNOT_TELL, HOLDS, NOT_HOLDS, mean_sd, t_interval, tost
+
+# The equivalence margin of the controls (test-error points), fixed in code before the controls'
+# runs were tabulated: the gap the paper claims for attention over the parallel LSTMs on that set
+# (Table 2). A control "equivalent to RIM" differs from it by less than the effect the paper
+# attributes to the method.
+EQUIVALENCE_MARGIN = dict(PAPER["vs_parallel_gap"])
+CONTROL_WORDS = ("RIM better", "the control better", "no measurable difference at this number of seeds")
+EQUIV_WORDS = ("equivalent within the margin", "not equivalent", "equivalence not shown at this number of seeds")
+
+
+def controls_table(c: Cells, datasets, t2=None) -> list[dict]:
+    """The controls of "why" (converged protocol, RIM the reference): gap = control − RIM in test-error
+    points (positive: RIM better), one Holm family over the table's difference tests and its TOST
+    equivalence tests (margin ``EQUIVALENCE_MARGIN``); the parallel LSTMs' difference test is Table
+    2's (one comparison, one p). Each row: n healthy of all runs, the parameter count of its runs."""
+    out = []
+    for ds in datasets:
+        rim = c.values(ds, "rim", "test_error")
+        names = [n for n in controls_for(ds) if c.health(ds, n)[1]]
+        if not rim or not [n for n in names if n != "parallel_lstm"]:
+            continue
+        margin = EQUIVALENCE_MARGIN.get(ds, math.nan)
+        for name in ["rim"] + names:
+            vals = c.values(ds, name, "test_error")
+            m, s, n = mean_sd(list(vals.values()))
+            params = sorted({r.get("parameters") for r in c.rows if r["dataset"] == ds and r["model"] == name
+                             and r.get("parameters")})
+            row = {"dataset": ds, "control": name, "what": VARIANT_NOTES.get(name, ""), "error": m, "sd": s,
+                   "seeds": n, "parameters": params[len(params) // 2] if params else None,
+                   **dict(zip(("healthy", "runs"), c.health(ds, name), strict=True)), **_floor_fields(ds)}
+            if name != "rim":
+                row.update(compare("gap", vals, rim), margin=margin)
+                row.update(equiv=margin - abs(row["gap"]) if math.isfinite(row["gap"]) else math.nan,
+                           equiv_p=tost(row["gap"], row["gap_se"], row["gap_df"], margin),
+                           equiv_se=row["gap_se"], equiv_df=row["gap_df"])
+                if name == "parallel_lstm":
+                    _adopt_from(row, "gap", t2, ds, "gap", "Table 2")
+            out.append(row)
+    adjust_family(out, ["gap", "equiv"], {"gap": CONTROL_WORDS, "equiv": EQUIV_WORDS})
+    plain = dict(zip((HOLDS, NOT_HOLDS, CANNOT_TELL), CONTROL_WORDS, strict=True))
+    for r in out:
+        if r.get("gap_family"):
+            r["gap_verdict"] = plain.get(r["gap_verdict"], r["gap_verdict"])
+        if "equiv_level" in r:  # TOST at the step's level: the (1 - 2 x step alpha) interval of the gap
+            r["equiv_ci_low"], r["equiv_ci_high"] = t_interval(r["gap"], r["gap_se"], r["gap_df"],
+                                                               1 - 2 * (1 - r["equiv_level"]))
+        if "gap_verdict" in r:
+            r["verdict"] = r["gap_verdict"]
+    return out
+
+
+def controls_markdown(rows: list[dict]) -> list[str]:
+    """The controls table (RIM the reference), its family note, floors and its computed sentence."""
+    body = []
+    for r in rows:
+        ref = r["control"] == "rim"
+        seeds = f"{r['seeds']}" + ("" if r["healthy"] == r["runs"] else f" ({fmt.health_count(r['healthy'], r['runs'])})")
+        body.append([fmt.dataset_title(r["dataset"]), fmt.display_name(r["control"]), fmt.params(r.get("parameters")),
+                     seeds, fmt.mean_sd(r["error"], r["sd"]), "(reference)" if ref else fmt.gap_test(r, "gap"),
+                     "" if ref else fmt.verdict(r.get("gap_verdict", "")),
+                     "" if ref else f"±{r['margin']:.2f}: " + fmt.gap(r["gap"], r.get("equiv_ci_low"), r.get("equiv_ci_high"))
+                     + (f", p {fmt.p_pair(r.get('equiv_p'), r.get('equiv_p_holm'))[2:]}"
+                        if math.isfinite(fmt.num(r.get("equiv_p"))) else ""),
+                     "" if ref else r.get("equiv_verdict", "")])
+    out = [f"{fmt.CONVERGED_TITLE}. Gap = control − RIM in test-error points (positive: RIM better). Equivalence: "
+           "TOST with the margin fixed in code before the controls were tabulated (`EQUIVALENCE_MARGIN`: the gap the "
+           "paper claims for the method on that set); equivalent when the interval (1 − 2 × the Holm step's alpha) "
+           "lies within ± the margin.", ""]
+    out += md_table(["data set", "control", "parameters", "seeds", "test error", "gap [interval] (level), p raw / Holm",
+                     "verdict", "margin: equivalence interval, p raw / Holm", "equivalence"], body)
+    return out + ["", family_note(rows, "difference and equivalence tests") + " The parallel LSTMs' difference test "
+                  "is Table 2's (its family, its p): one comparison, one p.", "",
+                  floors_line([r["dataset"] for r in rows]), "", controls_decision(rows)]
+
+
+def controls_sentence(rows: list[dict]) -> str:
+    """What the controls decide, from their verdicts and nothing more."""
+    parts, decided = [], []
+    for name in dict.fromkeys(r["control"] for r in rows if r["control"] != "rim"):
+        sel = [r for r in rows if r["control"] == name and "gap_verdict" in r]
+        if not sel:
+            continue
+        by: dict[str, list[str]] = {}
+        for r in sel:
+            word = r["gap_verdict"]
+            if word == CONTROL_WORDS[2]:
+                word = f"no measurable difference at {r['seeds']} seeds"
+            if word.startswith("cannot tell"):
+                word = f"not tested yet ({r['seeds']} seed)"
+            if r.get("equiv_verdict") == EQUIV_WORDS[0]:
+                word += f", equivalent within ±{r['margin']:.2f}"
+            by.setdefault(word, []).append(fmt.dataset_title(r["dataset"]))
+        parts.append(f"{fmt.display_name(name)}: " + "; ".join(f"{w} on {', '.join(ds)}" for w, ds in by.items()))
+        better = [r for r in sel if r["gap_verdict"] == CONTROL_WORDS[0]]
+        if name.startswith("parallel_lstm_h") and better and len(better) == len(sel):
+            decided.append("the parameter count alone does not explain RIM's lead over the parallel LSTMs on "
+                           + ", ".join(fmt.dataset_title(r["dataset"]) for r in better))
+        if name.startswith("parallel_lstm_h") and any(r["gap_verdict"] == CONTROL_WORDS[1] for r in sel):
+            decided.append("parameter-matched parallel LSTMs beat RIM on "
+                           + ", ".join(fmt.dataset_title(r["dataset"]) for r in sel
+                                       if r["gap_verdict"] == CONTROL_WORDS[1]))
+        if name == "rim_random":
+            eq = [r for r in sel if r.get("equiv_verdict") == EQUIV_WORDS[0]]
+            if eq:
+                decided.append("choosing the active LSTMs at random instead of by attention changes the error by less "
+                               "than the gap the paper claims for the method (TOST, Holm) on "
+                               + ", ".join(f"{fmt.dataset_title(r['dataset'])} (±{r['margin']:.2f}, {r['seeds']} seeds)"
+                                           for r in eq))
+    text = "Controls (RIM the reference; Holm over the controls table): " + ". ".join(parts) + "."
+    if decided:
+        text += " What they decide: " + "; ".join(decided) + "."
+    else:
+        text += " They decide nothing yet beyond these verdicts."
+    return text
+
+
+def controls_decision(rows: list[dict]) -> str:
+    """The controls' one computed sentence: what they decide (and that nothing else is decided)."""
+    text = controls_sentence(rows)
+    if " What they decide: " not in text:
+        return "The controls of why decide nothing yet beyond the per-set verdicts above."
+    return "The controls of why decide: " + text.split(" What they decide: ", 1)[1]
+
+

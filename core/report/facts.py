@@ -1,0 +1,213 @@
+"""The computed facts the documents' prose may need: counts, subset sizes, floors, margins.
+
+Each fact is a value with the sentence that says it, computed from ``results/`` (and the shipped
+models' manifest for what a user picks), so no document has to carry a hand-written number.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from . import fmt
+from .floors import floors
+from .health import health_of
+
+
+def _records(path) -> list[dict]:
+    out = []
+    for p in sorted((Path(path) / "runs").glob("*/*.json")):
+        try:
+            meta = json.loads(p.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        if isinstance(meta, dict) and "dataset" in meta:
+            out.append(meta)
+    return out
+
+
+def health_facts(path) -> dict:
+    """Runs of a grid by health class, the unhealthy ones named, and how many predict one class for
+    (nearly) every test image (the largest predicted share at least 99.9 %)."""
+    recs = _records(path)
+    classes: Counter = Counter()
+    named: dict[str, list[str]] = {}
+    one_class = also = 0
+    for m in recs:
+        h = health_of(m)
+        classes[h["health"]] += 1
+        if h["health"] != "healthy":
+            named.setdefault(h["health"], []).append(
+                f"{fmt.dataset_title(m['dataset'])} {fmt.display_name(m.get('variant') or m['model'])} seed {m['seed']}")
+            share = (m.get("health_measures") or {}).get("max_predicted_share")
+            one_class += int(share is not None and share >= 0.999)
+            reasons = " ".join(h["health_reasons"] or [])
+            also += int(h["health"] == "diverged" and ("balanced accuracy" in reasons or "predicted" in reasons))
+    return {"runs": len(recs), "classes": dict(classes), "named": named, "one_class_for_every_image": one_class,
+            "diverged_and_collapsed": also}
+
+
+def failed_markdown(path) -> str:
+    """The paper-protocol runs that diverged or collapsed, named, by class."""
+    f = health_facts(path)
+    bad = sum(v for k, v in f["classes"].items() if k != "healthy")
+    lines = [f"{bad} of {f['runs']} runs are unhealthy: "
+             + ", ".join(f"{v} {k}" for k, v in sorted(f["classes"].items()) if k != "healthy")
+             + f"; {f['one_class_for_every_image']} of them predict one class for (nearly) every test image "
+             "(largest predicted share at least 99.9 %). Each is left out of every mean (`core.report.health`).", ""]
+    for k, names in sorted(f["named"].items()):
+        lines.append(f"- {k} ({len(names)}): " + "; ".join(names))
+    return "\n".join(lines)
+
+
+def handwriting_seed_facts(root) -> dict:
+    """Where the handwriting table's seeds come from: the grid's kept weights (its shipped median per
+    method) and the retrained ones (``handwriting_retrain/runs.csv``)."""
+    root = Path(root)
+    seeds_csv = root / "converged" / "handwriting_seeds.csv"
+    retrain = root / "converged" / "handwriting_retrain" / "runs.csv"
+    per_method: dict[str, int] = Counter()
+    if seeds_csv.is_file():
+        for r in csv.DictReader(seeds_csv.open()):
+            per_method[r["method"]] += 1
+    retrained: dict[str, int] = Counter()
+    if retrain.is_file():
+        for r in csv.DictReader(retrain.open()):
+            retrained[r.get("model")] += 1
+    return {"seeds": dict(per_method), "retrained": dict(retrained)}
+
+
+def shipped_facts(pretrained="pretrained") -> list[dict]:
+    """Every shipped model's error beside its data set's floors, balanced error where its metadata has
+    per-class accuracies."""
+    p = Path(pretrained) / "manifest.json"
+    if not p.is_file():
+        return []
+    out = []
+    for m in json.loads(p.read_text()).get("models", []):
+        f = floors(m["dataset"])
+        bal = None
+        meta_path = Path(pretrained) / str(m.get("metadata", ""))
+        if meta_path.is_file():
+            pca = (json.loads(meta_path.read_text()).get("metrics") or {}).get("per_class_accuracy")
+            if pca:
+                bal = 1.0 - float(np.mean(pca))
+        out.append({"dataset": m["dataset"], "model": m["model"], "protocol": m.get("protocol"), "seed": m.get("seed"),
+                    "test_error": m.get("test_error"), "balanced_error": bal, "chance_error": f["chance_error"],
+                    "majority_error": f["majority_error"]})
+    return out
+
+
+def data_facts(path) -> dict:
+    """Images per data set as the runs recorded them (train incl. validation, test)."""
+    out = {}
+    for m in _records(path):
+        src = m.get("data_source") or {}
+        if m["dataset"] not in out and src.get("n_train") is not None:
+            out[m["dataset"]] = {"train": int(src["n_train"]), "test": int(src.get("n_test") or 0)}
+    return out
+
+
+def facts(root="results", pretrained="pretrained") -> list[str]:
+    """The facts as sentences, one a bullet."""
+    root = Path(root)
+    out = []
+    paper = health_facts(root / "paper")
+    if paper["runs"]:
+        bad = {k: v for k, v in paper["classes"].items() if k != "healthy"}
+        out.append(f"Paper protocol: {sum(bad.values())} of {paper['runs']} runs unhealthy ("
+                   + ", ".join(f"{v} {k}" for k, v in sorted(bad.items())) + f"); {paper['diverged_and_collapsed']} of the "
+                   "diverged also meet a collapse criterion (balanced accuracy not above chance + 2 points, or one class "
+                   f"for over 90 % of the test images); {paper['one_class_for_every_image']} predict one class for "
+                   "(nearly, at least 99.9 %) every test image.")
+    conv = health_facts(root / "converged")
+    if conv["runs"]:
+        out.append(f"{fmt.CONVERGED_TITLE}: {conv['classes'].get('healthy', 0)} of {conv['runs']} runs healthy.")
+    d = data_facts(root / "converged") or data_facts(root / "paper")
+    if "animals10" in d:
+        a = d["animals10"]
+        f = floors("animals10")
+        out.append(f"Animals-10 here is a {a['train'] + a['test']:,}-image subset ({a['train']:,} train incl. "
+                   f"validation, {a['test']} test), unbalanced: majority-class error {100 * f['majority_error']:.2f} %, "
+                   f"chance {100 * f['chance_error']:.2f} %; balanced error (mean of the per-class errors) of "
+                   "guessing or of always answering one class: 90.00 %.")
+    hw = handwriting_seed_facts(root)
+    if hw["seeds"]:
+        n = sorted(set(hw["seeds"].values()))
+        r = sorted(set(hw["retrained"].values()))
+        out.append(f"Handwriting table: {'/'.join(map(str, n))} seeds per method = the grid's kept weights (its "
+                   f"shipped median run) + {'/'.join(map(str, r)) or 0} retrained on another CPU from the grid's "
+                   "settings (`results/converged/handwriting_retrain`).")
+    ship = shipped_facts(pretrained)
+    for proto in ("paper", "converged"):
+        sel = [m for m in ship if m["dataset"] == "animals10" and m["protocol"] == proto]
+        if sel:
+            maj = 100 * sel[0]["majority_error"]
+            above = [m for m in sel if m["test_error"] is not None and 100 * m["test_error"] > maj]
+            out.append(f"Shipped Animals-10 models ({fmt.protocol_title(proto)}): "
+                       + ", ".join(f"{fmt.display_name(m['model'])} {100 * m['test_error']:.1f} %"
+                                   + (f" (balanced {100 * m['balanced_error']:.1f} %)" if m["balanced_error"] is not None
+                                      else "") for m in sel)
+                       + f"; majority-class floor {maj:.2f} %: {len(above)} of {len(sel)} above it"
+                       + (f" ({', '.join(fmt.display_name(m['model']) for m in above)})" if above else "") + ".")
+    sel = selection_fact(root)
+    if sel:
+        out.append(sel)
+    return out
+
+
+def selection_fact(root) -> str:
+    """The median selection margin of the RIM models measured in ``results/*/selection.json``
+    (``python -m core.report.facts selection``), when measured."""
+    out = []
+    for p in sorted(Path(root).glob("*/selection.json")):
+        try:
+            s = json.loads(p.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        q = (s.get("margin_quantiles") or {}).get("0.5")
+        if q is not None:
+            out.append(f"{fmt.protocol_title(s.get('protocol'))} RIM ({fmt.dataset_title(s.get('dataset'))}, seed "
+                       f"{s.get('seed')}, {s.get('images'):,} test images): median selection margin {q:.4f}")
+    return ("Selection margin (4th − 5th ranked attention weight): " + "; ".join(out) + ".") if out else ""
+
+
+def facts_markdown(root="results", pretrained="pretrained") -> str:
+    return "\n".join(f"- {f}" for f in facts(root, pretrained))
+
+
+def measure_selection(root="results", data_dir=None, images: int = 2000) -> list[Path]:
+    """Measure each shipped MNIST RIM's selection (``core.eval.selection``: margins, changes under
+    noise, class information) on a fixed subset of the test split (``fixed_subset`` seed 0, as the
+    Mechanisms page) and store it as ``results/<grid>/selection.json`` (needs torch and the data)."""
+    from ..catalog import load_entry, pretrained_entries
+    from ..data.datasets import load_dataset
+    from ..eval.robustness_points import fixed_subset
+    from ..eval.selection import selection_report
+
+    data = load_dataset("mnist", "test", data_dir=data_dir, download=False, allow_sample=False)
+    idx = fixed_subset(len(data.images), images, seed=0)
+    out = []
+    for entry in pretrained_entries("mnist"):
+        grid_dir = Path(root) / {"converged": "converged", "paper": "paper"}.get(entry.protocol, "")
+        if entry.model != "rim" or entry.protocol not in ("converged", "paper") or not grid_dir.is_dir():
+            continue
+        model, meta = load_entry(entry)
+        rep = selection_report(model, data.images[idx], data.labels[idx]).summary()
+        rep.update(dataset="mnist", protocol=entry.protocol, seed=meta.get("seed"), subset="fixed_subset seed 0")
+        (grid_dir / "selection.json").write_text(json.dumps(rep, indent=1))
+        out.append(grid_dir / "selection.json")
+    return out
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:2] == ["selection"]:
+        print("\n".join(map(str, measure_selection(data_dir=(sys.argv[2:3] or [None])[0]))))
+    else:
+        print(facts_markdown())

@@ -1,0 +1,33 @@
+"""Markdown pieces every generated table shares: a table from rows, the Holm family note under it,
+the floors line."""
+
+from __future__ import annotations
+
+from . import fmt
+from .floors import floors
+from .paper import DATASET_ORDER
+
+
+def md_table(head: list[str], rows: list[list]) -> list[str]:
+    """A Markdown table: a header row and one row per list."""
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(map(str, r)) + " |"
+                                                                        for r in rows]
+
+
+def family_note(rows: list[dict], what: str = "Welch tests") -> str:
+    """The sentence under a table: its Holm family, what the interval is and how the verdict follows."""
+    m = rows[0].get("holm_m", 0) if rows else 0
+    return (f"One Holm-Bonferroni family: the {m} {what} of this table; p = raw / Holm-adjusted. Each interval is at "
+            "the level of the Holm step that decides its test (in brackets), so it excludes 0 exactly when the "
+            "verdict is not \"cannot tell\"; an unadjusted or seed-paired 95 % interval, where shown, decides nothing.")
+
+
+def floors_line(datasets) -> str:
+    """One line of floors: ``"Floors (chance / majority-class error, %): MNIST 90.00 / 88.65; ..."``."""
+    order = [d for d in DATASET_ORDER if d in datasets] + [d for d in datasets if d not in DATASET_ORDER]
+    parts = []
+    for d in order:
+        f = floors(d)
+        if f["classes"]:
+            parts.append(f"{fmt.dataset_title(d)} {100 * f['chance_error']:.2f} / {100 * f['majority_error']:.2f}")
+    return "Floors (chance / majority-class error, %): " + "; ".join(parts) + "." if parts else ""

@@ -1,0 +1,234 @@
+"""The claims table, interval-verdict agreement, the controls, the budget check and the generated
+document blocks (core.report.claims / stats / budget / docs)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from core.report import docs, stats
+from core.report.claims import CLAIM_COLUMNS, claims_frame, claims_markdown
+from core.report.comparisons import Cells, table2
+from core.report.controls import controls_table
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "results"
+
+NEUTRAL = ("cannot tell", "no measurable", "equivalence not shown")
+NEGATIVE = ("does not hold", "the control better", "removing it helps", "forget bias 0 lowers",
+            "the other method reads", "not equivalent")
+
+
+def _kind(verdict: str) -> str:
+    v = verdict.strip().lower()
+    if v.startswith(NEUTRAL):
+        return "neutral"
+    return "negative" if v.startswith(NEGATIVE) else "positive"
+
+
+def contradictions(df: pd.DataFrame) -> list[str]:
+    """Rows where a printed interval and its verdict disagree (every ``X_verdict`` with ``X_ci_low``/
+    ``X_ci_high``; ``verdict`` with ``ci_low``/``ci_high``)."""
+    bad = []
+    for col in df.columns:
+        if not col.endswith("verdict"):
+            continue
+        pre = col[: -len("verdict")]
+        lo, hi = f"{pre}ci_low", f"{pre}ci_high"
+        if lo not in df.columns or hi not in df.columns:
+            continue
+        for i, r in df.iterrows():
+            v = r[col]
+            if not isinstance(v, str) or not v:
+                continue
+            a, b = float(r[lo]), float(r[hi])
+            if math.isnan(a) or math.isnan(b):
+                if _kind(v) != "neutral":
+                    bad.append(f"row {i}: {col} {v!r} without an interval")
+                continue
+            if pre.startswith("equiv"):
+                m = float(r["margin"])
+                inside = -m < a and b < m
+                if inside != (_kind(v) == "positive"):
+                    bad.append(f"row {i}: {col} {v!r} with interval [{a}, {b}] and margin {m}")
+                continue
+            want = "positive" if a > 0 else "negative" if b < 0 else "neutral"
+            if _kind(v) != want:
+                bad.append(f"row {i}: {col} {v!r} beside [{a:+.4f}, {b:+.4f}]")
+    return bad
+
+
+def test_every_results_csv_prints_intervals_that_agree_with_their_verdicts():
+    csvs = [p for p in RESULTS.rglob("*.csv") if "runs" not in p.parent.parts[len(RESULTS.parts):]]
+    checked = 0
+    problems = []
+    for p in csvs:
+        try:
+            df = pd.read_csv(p)
+        except (pd.errors.EmptyDataError, pd.errors.ParserError):
+            continue
+        if any(c.endswith("verdict") for c in df.columns):
+            checked += 1
+        problems += [f"{p.relative_to(REPO)} {b}" for b in contradictions(df)]
+    assert checked >= 10
+    assert not problems, "\n".join(problems)
+
+
+def test_the_walker_catches_a_contradiction():
+    df = pd.DataFrame([{"gap": -0.39, "gap_ci_low": -0.68, "gap_ci_high": -0.10,
+                        "gap_verdict": "cannot tell at this number of seeds"}])
+    assert contradictions(df)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_holm_step_interval_excludes_zero_exactly_when_the_verdict_rejects(seed):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for _ in range(rng.integers(2, 9)):
+        a, b = rng.normal(rng.normal(0, 0.6), 1, 5), rng.normal(0, 1, 5)
+        d, _, _, p = stats.welch_test(a, b)
+        se, df = stats.welch_se_df(a, b)
+        rows.append((d, se, df, p))
+    ps = [r[3] for r in rows]
+    for (d, se, df, _), q, lev in zip(rows, stats.holm(ps), stats.holm_levels(ps), strict=True):
+        lo, hi = stats.t_interval(d, se, df, lev)
+        assert (lo > 0 or hi < 0) == (q < stats.ALPHA)
+        assert stats.verdict(d, q) != stats.CANNOT_TELL or lo <= 0 <= hi
+
+
+def test_holm_levels_are_the_steps_levels():
+    lev = stats.holm_levels([0.001, 0.04, 0.01, float("nan")])
+    # ranks 0, 2, 1 of 3 finite tests; rank 0 rejected (0.003 < 0.05), rank 1 (0.02 < 0.05/2) too,
+    # rank 2 (0.04 > 0.05): stops there
+    assert lev[0] == pytest.approx(1 - 0.05 / 3) and lev[2] == pytest.approx(1 - 0.05 / 2)
+    assert lev[1] == pytest.approx(1 - 0.05 / 1) and math.isnan(lev[3])
+
+
+def test_tost_decides_equivalence_within_the_margin():
+    assert stats.tost(0.01, 0.05, 8, 0.35) < 0.01
+    assert stats.tost(0.30, 0.05, 8, 0.35) > 0.05
+    assert math.isnan(stats.tost(0.1, math.nan, 8, 0.35))
+
+
+def _rows(spec):
+    out = []
+    for model, errs in spec.items():
+        for s, e in enumerate(errs):
+            out.append({"dataset": "mnist", "model": model, "seed": s, "status": "completed", "health": "healthy",
+                        "test_error": e / 100, "parameters": 1000})
+    return out
+
+
+def test_controls_table_reuses_table2_for_the_parallel_lstms_and_counts_seeds():
+    rows = _rows({"rim": [1.5, 1.6, 1.55, 1.5, 1.6], "parallel_lstm": [1.8, 1.75, 1.78, 1.76, 1.74],
+                  "rim_random": [1.52, 1.58, 1.56], "parallel_lstm_h81": [1.3]})
+    c = Cells(rows)
+    t2 = table2(c, ["mnist"])
+    ctl = {r["control"]: r for r in controls_table(c, ["mnist"], t2)}
+    assert ctl["parallel_lstm"]["gap_p_holm"] == t2[0]["gap_p_holm"]  # one comparison, one p
+    assert ctl["parallel_lstm"]["gap_family"] == "Table 2"
+    assert ctl["parallel_lstm"]["gap_verdict"] == "RIM better"
+    assert ctl["rim_random"]["seeds"] == 3 and ctl["parallel_lstm_h81"]["seeds"] == 1
+    assert ctl["parallel_lstm_h81"]["gap_verdict"].startswith("cannot tell (fewer")
+    assert ctl["rim_random"]["margin"] == pytest.approx(0.35)
+    assert not contradictions(pd.DataFrame(list(ctl.values())))
+
+
+def test_claims_frame_and_markdown_share_one_column_spec():
+    rows = [{"claim": "a | b", "paper": "1.39", "converged": "x", "paper_protocol": "y", "verdict": "✅ holds"}]
+    df = claims_frame(rows)
+    assert list(df.columns) == [t for _, t in CLAIM_COLUMNS]
+    md = claims_markdown(rows)
+    assert md.splitlines()[0] == "| " + " | ".join(t for _, t in CLAIM_COLUMNS) + " |"
+    assert "a \\| b" in md and "Floors" in md and "Holm step" in md
+
+
+def test_docs_blocks_rewrite_check_and_refuse_an_unknown_name(tmp_path):
+    doc = tmp_path / "doc.md"
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "note.md").write_text("included text\n")
+    doc.write_text("# x\n<!-- generated:include:results/note.md -->\nold\n<!-- /generated:include:results/note.md -->\n"
+                   "kept\n")
+    changed, errors = docs.run(tmp_path, ["doc.md"], check=True)
+    assert changed and not errors
+    docs.run(tmp_path, ["doc.md"])
+    assert "included text" in doc.read_text() and "kept" in doc.read_text() and "old" not in doc.read_text()
+    assert docs.run(tmp_path, ["doc.md"], check=True) == ([], [])
+    doc.write_text("<!-- generated:nonsense -->\n<!-- /generated:nonsense -->\n")
+    _, errors = docs.run(tmp_path, ["doc.md"])
+    assert errors and "unknown generated block 'nonsense'" in errors[0] and "doc.md:1" in errors[0]
+    doc.write_text("<!-- generated:include:../etc/passwd.md -->\n<!-- /generated:include:../etc/passwd.md -->\n")
+    assert "only a Markdown file under results/" in docs.run(tmp_path, ["doc.md"])[1][0]
+    doc.write_text("<!-- generated:include:results/later.md -->\n<!-- /generated:include:results/later.md -->\n")
+    docs.run(tmp_path, ["doc.md"])
+    assert "Not in results/ yet: `results/later.md`" in doc.read_text()
+
+
+def test_every_block_name_renders_from_the_shipped_results(tmp_path):
+    names = [n for n in docs.RENDERERS]
+    doc = tmp_path / "all.md"
+    doc.write_text("".join(f"<!-- generated:{n} -->\n<!-- /generated:{n} -->\n" for n in names))
+    changed, errors = docs.run(REPO, [str(doc)], results="results")
+    assert not errors and changed
+    text = doc.read_text()
+    assert "Floors (chance / majority-class error, %)" in text and "Holm step" in text
+    assert docs.run(REPO, [str(doc)], check=True) == ([], [])
+
+
+def test_repository_documents_are_up_to_date():
+    changed, errors = docs.run(REPO, check=True)
+    assert not errors, errors
+    assert not changed, f"out of date: {changed} (run `python -m core.reproduce docs`)"
+
+
+def _write_run(root: Path, grid: str, ds: str, model: str, seed: int, err: float, iterations: int,
+               best: int | None = None, done: int | None = None) -> None:
+    import json
+
+    p = root / grid / "runs" / ds / f"{model}_s{seed}.json"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps({
+        "dataset": ds, "model": model, "seed": seed, "status": "completed", "protocol": "converged",
+        "metrics": {"test_error": err, "iterations_done": done or iterations, "best_iteration": best or iterations},
+        "train_config": {"iterations": iterations}, "evals": {"iteration": [iterations // 2, done or iterations]},
+        "history": {"loss": [2.5] + [1.0] * 10}}))
+
+
+def test_budget_says_not_yet_run_with_what_exists_then_whether_each_verdict_stays(tmp_path):
+    from core.report import budget
+
+    rng = np.random.default_rng(1)
+    for ds in ("mnist", "fashion_mnist"):
+        for seed in range(3):
+            for m, e in (("rim", 0.015), ("parallel_lstm", 0.030), ("entnet", 0.0152)):
+                _write_run(tmp_path, "converged", ds, m, seed, e + rng.normal(0, 0.0005), 4000,
+                           best=2000 if m == "rim" else None)
+    _write_run(tmp_path, "budget", "mnist", "rim", 0, 0.014, 12000)
+    rows = budget.budget_rows(tmp_path)
+    assert len(rows) == 4 and all(r["at_12000"] == "not yet run" for r in rows)
+    assert "RIM seeds 0; Parallel LSTMs none" in rows[0]["stays"]
+    for ds in ("mnist", "fashion_mnist"):
+        for seed in range(3):
+            for m, e in (("rim", 0.014), ("parallel_lstm", 0.029), ("entnet", 0.0141)):
+                _write_run(tmp_path, "budget", ds, m, seed, e + rng.normal(0, 0.0005), 12000)
+    rows = {(r["dataset"], r["other"]): r for r in budget.budget_rows(tmp_path)}
+    assert rows[("mnist", "parallel_lstm")]["stays"] == "stays"
+    assert rows[("mnist", "parallel_lstm")]["at_12000"] == "holds"
+    assert "Every checked verdict stays" in budget.budget_markdown(tmp_path)
+    facts = budget.stopping_facts(tmp_path / "converged")
+    assert facts["runs"] == 18 and facts["early_stops"] == 0 and facts["best_at_last"] == 12
+
+
+def test_shipped_results_facts_count_the_audited_numbers():
+    from core.report import budget, facts
+
+    s = budget.stopping_facts(RESULTS / "converged", ["mnist", "fashion_mnist", "cifar10"])
+    assert s["runs"] >= 87 and s["early_stops"] == 0
+    h = facts.health_facts(RESULTS / "paper")
+    assert h["runs"] == 118 and h["classes"].get("diverged") == 12 and h["diverged_and_collapsed"] == 5
+    text = facts.facts_markdown(RESULTS, REPO / "pretrained")
+    assert "1,320-image subset" in text and "majority-class floor 82.31 %" in text
