@@ -185,7 +185,7 @@ def _control_claims(controls: list[dict]) -> list[dict]:
             eq = f", equivalent ±{r['margin']:.2f}" if r.get("equiv_verdict") == EQUIV_WORDS[0] else ""
             parts.append(f"{fmt.dataset_title(r['dataset'])} {word}{eq}, {r['seeds']} seeds")
         title = fmt.display_name(name)
-        out.append({"claim_id": f"control_{name}", "claim": f"Ours, the controls of why: RIM has a lower error than the control \"{title}\"",
+        out.append({"claim_id": f"control_{name}", "claim": f"Ours, why: RIM beats {title}",
                     "verdict": v, "detail": "; ".join(parts)})
     return out
 

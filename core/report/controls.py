@@ -76,8 +76,8 @@ def controls_markdown(rows: list[dict]) -> list[str]:
                         if math.isfinite(fmt.num(r.get("equiv_p"))) else ""),
                      "" if ref else r.get("equiv_verdict", "")])
     out = [f"{fmt.CONVERGED_TITLE}. Gap = control − RIM in test-error points (positive: RIM better). Equivalence: "
-           "TOST with the margin fixed in code before the controls were tabulated (`EQUIVALENCE_MARGIN`: the gap the "
-           "paper claims for the method on that set); equivalent when the interval (1 − 2 × the Holm step's alpha) "
+           "TOST with the margin fixed in code before the controls were tabulated, after RIM's and the parallel "
+           "LSTMs' errors were known (`EQUIVALENCE_MARGIN`: the gap the paper claims for the method on that set); equivalent when the interval (1 − 2 × the Holm step's alpha) "
            "lies within ± the margin.", ""]
     out += md_table(["data set", "control", "parameters", "seeds", "test error", "gap [interval] (level), p raw / Holm",
                      "verdict", "margin: equivalence interval, p raw / Holm", "equivalence"], body)

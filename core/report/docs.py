@@ -143,6 +143,12 @@ def _handwriting(root: Path) -> str:
     return "\n".join(handwriting_markdown(root / "converged"))
 
 
+def _interventions(root: Path) -> str:
+    from .interventions import interventions_markdown
+
+    return interventions_markdown(root)
+
+
 def _facts(root: Path) -> str:
     from .facts import facts_markdown
 
@@ -156,7 +162,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "controls": _controls, "budget": _budget,
     "paper-table2": _compact("paper", "table2"), "paper-table3": _compact("paper", "table3"),
     "paper-table4": _compact("paper", "table4"), "paper-failed": _failed,
-    "handwriting": _handwriting, "facts": _facts,
+    "handwriting": _handwriting, "facts": _facts, "interventions": _interventions,
 }
 NAMES = [*RENDERERS, "include:PATH"]
 
