@@ -162,7 +162,7 @@ def facts(root="results", pretrained="pretrained") -> list[str]:
 
 def selection_fact(root) -> str:
     """The median selection margin of the RIM models measured in ``results/*/selection.json``
-    (``python -m core.report.facts selection``), when measured."""
+    (``python -m core.studies.selection --shipped``), when measured."""
     out = []
     for p in sorted(Path(root).glob("*/selection.json")):
         try:
@@ -180,34 +180,5 @@ def facts_markdown(root="results", pretrained="pretrained") -> str:
     return "\n".join(f"- {f}" for f in facts(root, pretrained))
 
 
-def measure_selection(root="results", data_dir=None, images: int = 2000) -> list[Path]:
-    """Measure each shipped MNIST RIM's selection (``core.eval.selection``: margins, changes under
-    noise, class information) on a fixed subset of the test split (``fixed_subset`` seed 0, as the
-    Mechanisms page) and store it as ``results/<grid>/selection.json`` (needs torch and the data)."""
-    from ..catalog import load_entry, pretrained_entries
-    from ..data.datasets import load_dataset
-    from ..eval.robustness_points import fixed_subset
-    from ..eval.selection import selection_report
-
-    data = load_dataset("mnist", "test", data_dir=data_dir, download=False, allow_sample=False)
-    idx = fixed_subset(len(data.images), images, seed=0)
-    out = []
-    for entry in pretrained_entries("mnist"):
-        grid_dir = Path(root) / {"converged": "converged", "paper": "paper"}.get(entry.protocol, "")
-        if entry.model != "rim" or entry.protocol not in ("converged", "paper") or not grid_dir.is_dir():
-            continue
-        model, meta = load_entry(entry)
-        rep = selection_report(model, data.images[idx], data.labels[idx]).summary()
-        rep.update(dataset="mnist", protocol=entry.protocol, seed=meta.get("seed"), subset="fixed_subset seed 0")
-        (grid_dir / "selection.json").write_text(json.dumps(rep, indent=1))
-        out.append(grid_dir / "selection.json")
-    return out
-
-
 if __name__ == "__main__":
-    import sys
-
-    if sys.argv[1:2] == ["selection"]:
-        print("\n".join(map(str, measure_selection(data_dir=(sys.argv[2:3] or [None])[0]))))
-    else:
-        print(facts_markdown())
+    print(facts_markdown())

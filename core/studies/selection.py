@@ -3,7 +3,34 @@ twin, on the command line (the measurements are core.eval.selection's)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
+
+
+def measure_selection(root="results", data_dir=None, images: int = 2000) -> list[Path]:
+    """Measure each shipped MNIST RIM's selection (``python -m core.studies.selection --shipped``) (``core.eval.selection``: margins, changes under
+    noise, class information) on a fixed subset of the test split (``fixed_subset`` seed 0, as the
+    Mechanisms page) and store it as ``results/<grid>/selection.json`` (needs torch and the data)."""
+    from ..catalog import load_entry, pretrained_entries
+    from ..data.datasets import load_dataset
+    from ..eval.robustness_points import fixed_subset
+    from ..eval.selection import selection_report
+
+    data = load_dataset("mnist", "test", data_dir=data_dir, download=False, allow_sample=False)
+    idx = fixed_subset(len(data.images), images, seed=0)
+    out = []
+    for entry in pretrained_entries("mnist"):
+        grid_dir = Path(root) / {"converged": "converged", "paper": "paper"}.get(entry.protocol, "")
+        if entry.model != "rim" or entry.protocol not in ("converged", "paper") or not grid_dir.is_dir():
+            continue
+        model, meta = load_entry(entry)
+        rep = selection_report(model, data.images[idx], data.labels[idx]).summary()
+        rep.update(dataset="mnist", protocol=entry.protocol, seed=meta.get("seed"), subset="fixed_subset seed 0")
+        (grid_dir / "selection.json").write_text(json.dumps(rep, indent=1))
+        out.append(grid_dir / "selection.json")
+    return out
 
 
 def main(argv=None) -> int:
@@ -20,10 +47,17 @@ def main(argv=None) -> int:
     from ..training.weights import load_weights
 
     p = argparse.ArgumentParser(prog="python -m core.studies.selection", description=main.__doc__)
-    p.add_argument("stem", help="checkpoint path without suffix, e.g. pretrained/mnist/rim")
+    p.add_argument("stem", nargs="?", help="checkpoint path without suffix, e.g. pretrained/mnist/rim")
+    p.add_argument("--shipped", action="store_true",
+                   help="instead: every shipped MNIST RIM, written to results/<grid>/selection.json")
     p.add_argument("--n", type=int, default=2000, help="test images (fixed subset, seed 0)")
     p.add_argument("--data-dir", default=None)
     args = p.parse_args(argv)
+    if args.shipped:
+        print("\n".join(map(str, measure_selection(data_dir=args.data_dir, images=args.n))))
+        return 0
+    if not args.stem:
+        p.error("give a checkpoint stem, or --shipped")
     torch.set_num_threads(1)
     model, meta = load_weights(args.stem)
     data = load_dataset(meta["dataset"], "test", data_dir=args.data_dir)

@@ -55,7 +55,7 @@ def test_overview_counts_pretrained_per_dataset_and_sources(page_env):
     assert metrics["Your runs (trained or uploaded)"] == "0"
     assert metrics["Reproduction results"] == "3 experiments"  # a count: names would not fit the metric
     listed = next(c for c in at.caption if c.value.startswith("Reproduction results"))
-    assert "converged protocol" in listed.value and "longer schedule" in listed.value
+    assert "Adam, cosine, 4,000 iterations" in listed.value and "longer schedule" in listed.value
     assert "results/" not in listed.value  # folders only in the tooltip
     assert all(f"`results/{n}`" in listed.proto.help for n in ("converged", "paper", "unequal_init/long"))
     assert any("Animals-10 here is a small, unbalanced subset" in w.value for w in at.warning)

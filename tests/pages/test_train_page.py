@@ -426,7 +426,8 @@ def test_stopping_message_becomes_what_the_stop_came_to(home):
 
     owner = "7" * 16
     store = RunStore()
-    rid = store.submit(TrainConfig(dataset="mnist", model="rim", iterations=1000, holdout_sample=False), owner=owner)
+    rid = store.submit(TrainConfig(dataset="mnist", model="rim", iterations=1000, holdout_sample=False),
+                       owner=owner_id(user(owner)))
     _running(store, rid, 100)
     at = run_page(owner)
     at.button(key=f"stop_{rid}").click().run()
@@ -455,7 +456,7 @@ def test_a_last_iteration_loss_spike_is_said_with_the_weights_kept(home):
     store = RunStore()
     cfg = TrainConfig(dataset="mnist", model="parallel_lstm", iterations=300, eval_every=50, holdout_sample=False,
                       data_source="sample")
-    spiky, steady = store.submit(cfg, owner=owner), store.submit(cfg, owner=owner)
+    spiky, steady = store.submit(cfg, owner=owner_id(user(owner))), store.submit(cfg, owner=owner_id(user(owner)))
     for rid, accs in ((spiky, (0.70, 0.80, 0.84, 0.85, 0.865, 0.53)), (steady, (0.70, 0.80, 0.84, 0.85, 0.86, 0.855))):
         with open(store.run_dir(rid) / "metrics.jsonl", "w") as f:
             for it, acc in zip(range(50, 301, 50), accs):
