@@ -1,0 +1,134 @@
+"""State that sticks, in a real browser: the sidebar's protocol switch and the models picked on
+Robustness hold across interactions and across pages (``pages.ui.pickers`` owns them).
+
+* choosing "paper protocol" on Mechanisms shows the paper models, and they stay after "Another
+  image", on Robustness, and after a noise step there;
+* a model picked on Robustness is still picked after a visit to another page.
+
+The module uses the session's shared server with the shipped ``pretrained/`` (both protocols);
+without both protocols there is no switch to test, and the tests fail in CI (skip elsewhere).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+
+from tests.browser.test_browser import (
+    _MISSING,
+    INSIDE,
+    SLOW_MS,
+    WAIT_MS,
+    WAIT_S,
+    assert_no_errors,
+    poll,
+    settle,
+)
+
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")]
+
+PAPER = "paper protocol (1,000 SGD steps)"
+
+
+@pytest.fixture(autouse=True)
+def _two_protocols(app_server):
+    manifest = json.loads((app_server["pretrained"] / "manifest.json").read_text())
+    have = {m.get("protocol", "paper") for m in manifest["models"] if m["dataset"] == "mnist"}
+    if not {"paper", "converged"} <= have:
+        msg = f"the server's pretrained models hold the protocols {sorted(have)}: no switch to test"
+        if os.environ.get("CI") == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+
+
+def _goto(page, server: dict, path: str, heading: str, ready) -> None:
+    page.goto(f"{server['url']}/{path}", wait_until="commit", timeout=SLOW_MS)
+    page.locator("h1").filter(has_text=heading).first.wait_for(timeout=SLOW_MS)
+    page.get_by_text(ready).first.wait_for(timeout=SLOW_MS)
+    settle(page, SLOW_MS / 1000)
+
+
+def _nav(page, label: str, ready) -> None:
+    """Another page through the sidebar (the same session, as a person clicks)."""
+    page.locator('[data-testid="stSidebarNav"] a').filter(has_text=label).first.click()
+    page.locator("h1").filter(has_text=label).first.wait_for(timeout=SLOW_MS)
+    page.get_by_text(ready).first.wait_for(timeout=SLOW_MS)
+    settle(page, SLOW_MS / 1000)
+
+
+def _selected(page, key: str) -> str:
+    return page.locator(f".st-key-{key} input").first.input_value()
+
+
+def _protocol_shown(page) -> str:
+    return page.locator('[data-testid="stSidebar"] [role="radiogroup"] input:checked').first.evaluate(
+        "el => el.closest('label').innerText")
+
+
+def _mech_predictions(page) -> str:
+    found = [t for t in page.locator('[data-testid="stCaptionContainer"]').all_inner_texts()
+             if re.search(r"\(pretrained\): \S", t)]
+    return found[0] if found else ""
+
+
+def _rb_models(page) -> str:
+    found = [t for t in page.locator('[data-testid="stCaptionContainer"]').all_inner_texts() if t.startswith("Models: ")]
+    return found[0] if found else ""
+
+
+def _all_paper(text: str) -> bool:
+    return bool(text) and "paper protocol" in text and "converged" not in text
+
+
+def _step_noise(page) -> None:
+    thumb = page.locator('.st-key-rb_strength_gaussian [role="slider"]').first
+    before = thumb.get_attribute("aria-valuenow")
+    thumb.focus()
+    page.keyboard.press("ArrowRight")
+    poll(lambda: thumb.get_attribute("aria-valuenow") != before, WAIT_S, what="the noise slider to move")
+    settle(page)
+
+
+def test_paper_protocol_sticks_across_clicks_and_pages(page, app_server):
+    _goto(page, app_server, "mechanisms", "Mechanisms", INSIDE)
+    assert "converged" in _selected(page, "mech_model_mnist")
+    page.locator('[data-testid="stSidebar"]').get_by_text(PAPER).click()
+    settle(page)
+    poll(lambda: "paper protocol" in _selected(page, "mech_model_mnist"), WAIT_S, what="the paper RIM picked")
+    poll(lambda: _all_paper(_mech_predictions(page)), WAIT_S, what="paper models' predictions")
+
+    page.get_by_role("button", name="Another image").click()
+    settle(page)
+    assert PAPER in _protocol_shown(page)
+    assert "paper protocol" in _selected(page, "mech_model_mnist"), "the model reverted after Another image"
+    assert _all_paper(_mech_predictions(page)), _mech_predictions(page)
+
+    _nav(page, "Robustness", "Error against noise strength")
+    assert PAPER in _protocol_shown(page), "the protocol was lost on another page"
+    assert _all_paper(_rb_models(page)), _rb_models(page)
+    _step_noise(page)
+    assert PAPER in _protocol_shown(page)
+    assert _all_paper(_rb_models(page)), "the models reverted after a noise step: " + _rb_models(page)
+    assert "pretrained_protocol=paper" in page.evaluate("() => location.href")
+    assert_no_errors(page, "the protocol switch")
+
+
+def test_robustness_keeps_the_picked_models_across_pages(page, app_server):
+    _goto(page, app_server, "robustness", "Robustness", "Error against noise strength")
+    page.get_by_text("Models compared: one model per method").first.click()
+    box = page.get_by_role("combobox", name="RIM (paper's method)")
+    box.wait_for(timeout=WAIT_MS)
+    box.click()
+    page.get_by_role("option", name=re.compile(r"^RIM .*paper protocol")).first.click()
+    settle(page)
+    poll(lambda: re.search(r"RIM [^,]*paper protocol", _rb_models(page)), WAIT_S, what="the paper RIM picked")
+    picked = _rb_models(page)
+
+    _nav(page, "Overview", "Where to start")
+    _nav(page, "Robustness", "Error against noise strength")
+    poll(lambda: _rb_models(page) == picked, WAIT_S, what=f"the picked models back ({picked!r}), "
+                                                           f"now {_rb_models(page)!r}")
+    assert_no_errors(page, "Robustness after a visit to Overview")
