@@ -223,17 +223,21 @@ def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
                           lambda m: scorer.curve_noise(m, "gaussian", 0.0), lambda m: scorer.curve_noise(m, kind, strength),
                           f"; one noise draw (seed {SEED}) shared by all models"):
         return
-    src, where = source_parts(data.source)
-    st.caption(f"{scorer.images.shape[0]} test images (fixed subset, seed 0) from the {src}. One noise draw; "
-               "the Compare page reports means over seeds and draws.", help=f"Read from {where}." if where else None)
+    if data is not None:
+        src, where = source_parts(data.source)
+        st.caption(f"{scorer.images.shape[0]} test images (fixed subset, seed 0) from the {src}. One noise draw; "
+                   "the Compare page reports means over seeds and draws.", help=f"Read from {where}." if where else None)
+    else:
+        st.caption(f"Shipped curves: {scorer.n} test images (fixed subset, seed 0), scored when the models were "
+                   "built. One noise draw; the Compare page reports means over seeds and draws.")
 
     # curve
     if param is not None:
         st.subheader("Error against noise strength")
 
         def build():
-            fill([(scorer.curve_noise, (m, kind, s)) for s in GRID for m in models],
-                 f"Scoring {len(models)} models at {len(GRID)} noise levels")
+            fill([(scorer.curve_noise, (m, kind, s)) for s in GRID for m in scorer.models],
+                 f"Scoring {len(scorer.models)} models at {len(GRID)} noise levels")
             lines = _error_lines(scorer, lambda m: scorer.noise_curve(m, kind, GRID))
             return robustness.error_curve_figure(lines, x_title=f"{title} noise {param}",
                                                  reference=PAPER_VAR if kind == "gaussian" else None,
@@ -245,7 +249,7 @@ def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
                    "random (chance) and of always answering the subset's most frequent class (majority class).")
 
     # how a selection mask shifts (the models whose activity is a binary mask)
-    for method in [m for m in models if trace_schema(m).activity_binary]:
+    for method in [m for m in scorer.models if trace_schema(m).activity_binary and scorer.images is not None]:
         _mask_shift(scorer, method, picked, kind, strength, param, level)
 
 
@@ -321,14 +325,14 @@ def stretch_view(dataset: str, data, scorer: Scorer | None, models: dict) -> Non
         _predictions(models, classes, image, stretched, label, key="rb_s_probs", what="stretched", base="original",
                      caption="Prediction per model, original → stretched")
     if not _error_metrics(scorer, dataset, f"Test error at stretch ×{factor:g}", "Scoring the models at this stretch…",
-                          lambda m: scorer.stretch(m, 1.0), lambda m: scorer.stretch(m, factor), "",
+                          lambda m: scorer.curve_stretch(m, 1.0), lambda m: scorer.curve_stretch(m, factor), "",
                           versus="unstretched"):
         return
     st.subheader("Error against stretch factor")
 
     def build():
-        fill([(scorer.curve_stretch, (m, f)) for f in FACTORS for m in models],
-             f"Scoring {len(models)} models at {len(FACTORS)} stretch factors")
+        fill([(scorer.curve_stretch, (m, f)) for f in FACTORS for m in scorer.models],
+             f"Scoring {len(scorer.models)} models at {len(FACTORS)} stretch factors")
         lines = _error_lines(scorer, lambda m: scorer.stretch_curve(m, FACTORS))
         return robustness.error_curve_figure(lines, x_title="vertical stretch factor (1 = training length)",
                                              reference=1.0, reference_label="training length",
@@ -340,6 +344,8 @@ def stretch_view(dataset: str, data, scorer: Scorer | None, models: dict) -> Non
 
 def _floors(scorer: Scorer) -> dict:
     """Chance and majority-class error of the images the scorer scores (dashed lines on the curves)."""
+    if scorer.labels is None:  # the shipped curves alone: the images' classes are not here
+        return {}
     info = DATASETS.get(scorer.key.split("|")[0])  # the key starts with the data set (make_scorer)
     counts = np.bincount(np.asarray(scorer.labels, dtype=np.int64), minlength=len(info.classes) if info else 0)
     return floors_from_counts(counts)
@@ -384,9 +390,20 @@ st.caption("Models: " + ", ".join(f"{e.display}" for e, _ in models.values()) + 
 try:
     data = ui.cache.test_data(dataset)
 except DataUnavailableError as exc:
-    ui.messages.missing_data_note(dataset, exc, "the error curves are off (uploading an image still works)")
     data = None
-scorer = make_scorer(dataset, data, models) if data is not None else None
+    scorer, left_out = ui.cache.shipped_scorer(dataset, models)
+    if scorer is None:
+        ui.messages.missing_data_note(dataset, exc, "the error curves are off (uploading an image still works)")
+    else:
+        ui.messages.missing_data_note(
+            dataset, exc, f"the errors shown are the shipped curves, computed when the models were built on "
+                          f"{scorer.n} test images (fixed subset, seed 0); nothing else can be scored here "
+                          "(uploading an image still works)")
+        if left_out:
+            st.caption("Not in the errors (no shipped curves, no test set to compute them): "
+                       + ", ".join(models[m][0].display for m in left_out) + ".")
+else:
+    scorer = make_scorer(dataset, data, models)
 
 ui.pickers.tab_views("rb_tab", {"Noise": lambda: noise_view(dataset, data, scorer, models),
                         "Stretch (other sequence lengths)": lambda: stretch_view(dataset, data, scorer, models),

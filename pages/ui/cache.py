@@ -259,6 +259,16 @@ def robustness_scorer(dataset: str, data: LoadedData, models: dict) -> Scorer:
                   seed=curves.SEED, noise_fn=_noise_point, stretch_fn=_stretch_point, weights_hash=_weights_hash)
 
 
+def shipped_scorer(dataset: str, models: dict):
+    """Without the test set: ``core.eval.scorer.shipped_only`` over the shipped curves, i.e.
+    ``(ShippedScorer or None, methods without shipped points)``."""
+    from core.eval.scorer import shipped_only
+
+    pre = paths.pretrained_dir()
+    return shipped_only(f"{dataset}|shipped", models, _shipped(str(pre), mtime(pre / curves.FILE)),
+                        seed=curves.SEED, weights_hash=_weights_hash)
+
+
 # --------------------------------------------------------------------------- warm-up
 
 WARMUP: dict = {"state": "not started", "steps": {}, "error": None}  # what the warm-up did, for benches/tests
