@@ -183,7 +183,10 @@ def _timeline(image: np.ndarray, a: ui.pair.Side, b: ui.pair.Side | None, heads:
     return fig, panels
 
 
-def _timestep_view(image: np.ndarray, a: ui.pair.Side, b: ui.pair.Side | None, playing: bool, cache_key: tuple) -> None:
+def _timestep_view(image: np.ndarray, a: ui.pair.Side, b: ui.pair.Side | None, playing: bool, cache_key: tuple,
+                   downloads=None) -> None:
+    """The step slider, the row's panels and the timeline; ``downloads()`` draws the exports
+    under it (here, in the fragment, so what they record is the row shown now)."""
     trace, unit_names, schema = a.trace, a.unit_names, a.schema
     T = image.shape[0]
     t_now = int(st.session_state.get("mech_t", 1))
@@ -221,6 +224,8 @@ def _timestep_view(image: np.ndarray, a: ui.pair.Side, b: ui.pair.Side | None, p
         heads = schema.has(trace, "input_heads") and st.checkbox("Show each input-attention head", key="mech_heads")
     fig, _ = _timeline(image, a, b, heads, cache_key + (heads, b.entry.key if b else None))
     st.plotly_chart(traces.mark_step(fig, t), key="mech_timeline", config=CHART)
+    if downloads is not None:
+        downloads()
 
 
 # --------------------------------------------------------------------------- views
@@ -309,8 +314,7 @@ def one_input_view(dataset: str, entry, model, compared: dict, all_entries: list
         ui.pair.predictions(a, b, classes, label)
     view = st.fragment(run_every=PLAY_SECONDS if playing else None)(_timestep_view)
     cache_key = (entry.key, ui.cache.entry_mtime(entry), image.shape, hash(image.tobytes()))
-    view(image, a, b, playing, cache_key)
-    _downloads(dataset, image, a, b, cache_key, what, label)
+    view(image, a, b, playing, cache_key, lambda: _downloads(dataset, image, a, b, cache_key, what, label))
     here = int(st.session_state["mech_idx"]) if source == "Test image" else None
     ui.pickers.tab_views("mech_more", {
         "Find the same mechanisms elsewhere": lambda: ui.explore.match_view(dataset, entry, model, a.mask, a.unit_names, here),
@@ -331,7 +335,8 @@ def _downloads(dataset: str, image: np.ndarray, a: ui.pair.Side, b: ui.pair.Side
     test_image = st.session_state.get("mech_source") == "Test image"
     where = {"dataset": dataset, "what": what, "true_class": label, "shape": list(image.shape),
              "test_index": st.session_state.get("mech_idx") if test_image else None, "pixels": image}
-    settings = {"timestep": int(st.session_state.get("mech_t", 1)), "heads_shown": heads}
+    settings = {"timestep": int(st.session_state.get("mech_t", 1)), "timestep_means": "image row (1 = top)",
+                "heads_shown": heads}
     ui.export.trace_downloads(fig, panels, [a] if b is None else [a, b], list(DATASETS[dataset].classes), where, settings,
                        name=f"{dataset}_{a.entry.model}_trace", key="mech_dl")
 
