@@ -74,10 +74,12 @@ def selection_view(dataset: str, entry, model, data, n: int) -> None:
     c1.metric("Median selection margin", "n/a" if np.isnan(q[0.5]) else f"{q[0.5]:.3f}",
               help=f"Input-attention weight of the {rep_.k}th-ranked LSTM minus the {rep_.k + 1}th, per row. "
                    "Near 0: the choice hinges on tiny score differences.")
-    c2.metric("Rows whose active set changes under noise", f"{rep_.changed_share * 100:.1f}%",
+    c2.metric("Rows with a changed active set under noise", f"{rep_.changed_share * 100:.1f}%",
               delta=f"{(rep_.changed_share - rnd.changed_share) * 100:+.1f} points vs random selection",
               delta_color="inverse",
-              help=f"Gaussian noise, variance {rep_.noise_var}. The random twin (same weights, k drawn at random) "
+              help=f"Share of (image, row) pairs whose set of active LSTMs differs between the clean and the "
+                   f"noisy image (Gaussian noise, variance {rep_.noise_var}). Not the share of single activations "
+                   "switched, which Robustness shows. The random twin (same weights, k drawn at random) "
                    "is the chance level.")
     c3.metric("Class information in the active set", f"{rep_.information_bits:.3f} bits",
               delta=f"{rep_.information_bits - rep_.chance_bits:+.3f} bits above shuffled labels",
@@ -89,7 +91,8 @@ def selection_view(dataset: str, entry, model, data, n: int) -> None:
                         config=CHART)
         st.caption(f"{(m < 0.01).mean() * 100:.0f}% of rows have a margin below 0.01; quartiles "
                    f"{q[0.25]:.3f} / {q[0.5]:.3f} / {q[0.75]:.3f}. Random twin: {rnd.changed_share * 100:.1f}% "
-                   f"of rows change, {rnd.information_bits:.3f} bits (shuffled labels {rnd.chance_bits:.3f}).")
+                   f"of rows with a changed active set, {rnd.information_bits:.3f} bits (shuffled labels "
+                   f"{rnd.chance_bits:.3f}). On {rep_.images} {ui.explore.images_word(data)}.")
     else:
         st.caption("All LSTMs are active (k = n): there is no selection margin.")
 
@@ -384,8 +387,8 @@ def dataset_view(dataset: str, entry, model, all_entries=()) -> None:
                        data.labels, n, len(info.classes))
     what, short = spec.trace.mean_what, spec.trace.mean_label
     zmin, zmax = spec.trace.value_range
-    st.caption(f"{stats.n} images from the {source_parts(data.source)[0]} (fixed subset, seed 0); model accuracy on them "
-               f"{stats.accuracy * 100:.1f}%. Colour: {what}"
+    st.caption(f"{stats.n} images from the {source_parts(data.source)[0]} (fixed subset, seed 0). Test error of "
+               f"{entry.display}: {ui.explore.error_on_subset(1 - stats.accuracy, stats.n, data, entry)}. Colour: {what}"
                + (", minus the unit's average over all images and rows (red: more than usual)." if relative else "."))
     units = stats.unit_names or [f"unit {i + 1}" for i in range(stats.by_row.shape[1])]
     classes = list(info.classes)
@@ -393,7 +396,8 @@ def dataset_view(dataset: str, entry, model, all_entries=()) -> None:
         z, cb, div = stats.class_deviation(), f"{short} - average", True
     else:
         z, cb, div = stats.by_class, short, False
-    left, right = st.columns(2)
+    # one above the other: the per-class heatmap's numbers need the full width (side by side they overlapped)
+    left, right = st.container(), st.container()
     row_z = stats.by_row - stats.overall[None, :] if relative else stats.by_row
     rows = list(range(1, row_z.shape[0] + 1))
     for col, m, xs, axis, what in ((left, z, classes, "class", "class"), (right, row_z, rows, style.TIMESTEP_AXIS, "row")):
@@ -433,6 +437,7 @@ URL_STATE = {"mech_dataset": str, "mech_model_*": str, "mech_source": str, "mech
 ui.urlstate.restore_from_url(URL_STATE)
 
 st.title("Mechanisms")
+ui.explore.scroll_up_if_opened()
 st.caption("Which of the 6 LSTMs the input attention activates at each image row, what the active ones read "
            "from each other, and whether they specialise by class or row.")
 

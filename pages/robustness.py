@@ -122,7 +122,7 @@ def _prediction_table(rows_clean: list, rows_other: list, classes: list, what: s
         pc, po = int(np.argmax(rc["probs"])), int(np.argmax(ro["probs"]))
         out.append({"model": rc["label"], base: f"{classes[pc]} {rc['probs'][pc] * 100:.0f}%",
                     what: f"{classes[po]} {ro['probs'][po] * 100:.0f}%",
-                    "changed": "yes" if pc != po else ""})
+                    "prediction changed": "yes" if pc != po else ""})
     # a static table: long model and class names wrap instead of being cut at a cell's edge
     st.table(pd.DataFrame(out), hide_index=True)
 
@@ -155,17 +155,50 @@ def _error_metrics(scorer: Scorer | None, dataset: str, heading: str, spinner: s
         points = {m: here_of(m) for m in scorer.models}
     import pandas as pd
 
-    rows = []
+    rows, numbers = [], []
     for method, p in points.items():
         lo, hi = p.interval
         d = (p.error - base[method].error) * 100
-        rows.append({"model": scorer.models[method][0].display, "test error": f"{p.error * 100:.1f}%",
+        entry = scorer.models[method][0]
+        name = entry.display
+        full = (entry.metrics or {}).get("test_error")
+        rows.append({"model": name, f"test error on {p.n:,} {_images_word(scorer)}": f"{p.error * 100:.1f}%",
                      f"change vs {versus}": f"{d:+.1f} points" if round(d, 1) else "±0.0 points",
-                     "95% interval": f"{lo * 100:.1f}-{hi * 100:.1f}%", "images": p.n})
+                     "95% interval": f"{lo * 100:.1f}-{hi * 100:.1f}%",
+                     "clean, full test set": f"{full * 100:.2f}%" if isinstance(full, (int, float)) else "–"})
+        numbers.append({"model": name, "setting": heading.removeprefix("Test error at "),
+                        "test error (%)": round(p.error * 100, 4), f"{versus} error (%)": round(base[method].error * 100, 4),
+                        "95% low (%)": round(lo * 100, 4), "95% high (%)": round(hi * 100, 4), "images": p.n})
     # a static table (not one metric per model): every model's full name fits, nothing is cut
     st.table(pd.DataFrame(rows), hide_index=True)
-    st.caption(f"95% intervals: Wilson, over the {next(iter(points.values())).n} test images{suffix}.")
+    c_note, c_dl = st.columns([4, 1], vertical_alignment="center")
+    c_note.caption(f"95% intervals: Wilson, over the {next(iter(points.values())).n} {_images_word(scorer)}{suffix}. "
+                   "The full-test-set error is the one recorded when the model was trained.")
+    c_dl.download_button("⬇ CSV: this table", pd.DataFrame(numbers).to_csv(index=False).encode(),
+                         file_name=f"{dataset}_test_error_{_slug(heading)}.csv", mime="text/csv",
+                         key=f"rb_dl_table_{versus}", on_click="ignore")
     return True
+
+
+def _images_word(scorer: Scorer) -> str:
+    """"sample images" when the scored images come from the bundled sample, else "test images"."""
+    return "sample images" if "sample" in scorer.key.split("|")[1] else "test images"
+
+
+def _slug(text: str) -> str:
+    import re
+
+    return re.sub(r"[^0-9A-Za-z.]+", "_", text).strip("_").lower()
+
+
+def _lines_csv(lines: list[dict], x_name: str) -> bytes:
+    """The curves' numbers: one row per model and x, errors and 95% intervals in percent."""
+    import pandas as pd
+
+    rows = [{"model": ln["label"], x_name: float(x), "test error (%)": round(float(y) * 100, 4),
+             "95% low (%)": round(float(lo) * 100, 4), "95% high (%)": round(float(hi) * 100, 4)}
+            for ln in lines for x, y, lo, hi in zip(ln["x"], ln["y"], ln["low"], ln["high"])]
+    return pd.DataFrame(rows).to_csv(index=False).encode()
 
 
 # --------------------------------------------------------------------------- noise tab
@@ -225,7 +258,7 @@ def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
         return
     if data is not None:
         src, where = source_parts(data.source)
-        st.caption(f"{scorer.images.shape[0]} test images (fixed subset, seed 0) from the {src}. One noise draw; "
+        st.caption(f"{scorer.images.shape[0]} {_images_word(scorer)} (fixed subset, seed 0) from the {src}. One noise draw; "
                    "the Compare page reports means over seeds and draws.", help=f"Read from {where}." if where else None)
     else:
         st.caption(f"Shipped curves: {scorer.n} test images (fixed subset, seed 0), scored when the models were "
@@ -241,10 +274,13 @@ def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
             lines = _error_lines(scorer, lambda m: scorer.noise_curve(m, kind, GRID))
             return robustness.error_curve_figure(lines, x_title=f"{title} noise {param}",
                                                  reference=PAPER_VAR if kind == "gaussian" else None,
-                                                 reference_label="paper (0.01)", floors=_floors(scorer))
+                                                 reference_label="paper (0.01)", floors=_floors(scorer)), lines
 
-        fig = _memo("_rb_noise_curve", scorer.signature(kind), build)
+        fig, lines = _memo("_rb_noise_curve", scorer.signature(kind), build)
         st.plotly_chart(robustness.mark_current(fig, strength), key="rb_curve", config=CHART)
+        name = f"{dataset}_robustness_{kind}"
+        ui.export.figure_downloads(fig, name, key="rb_dl_curve", extra=[
+            ("⬇ CSV: the curves", lambda: _lines_csv(lines, f"{title} noise {param}"), f"{name}.csv", "text/csv")])
         st.caption("Bands: 95% intervals (Wilson) of each error on this subset. Dashed: the error of guessing at "
                    "random (chance) and of always answering the subset's most frequent class (majority class).")
 
@@ -269,12 +305,14 @@ def _mask_shift(scorer: Scorer, method: str, picked, kind, strength, param, leve
             a_clean = _active(model, entry.key, mt, image)
             a_noisy = _active(model, entry.key, mt, noisy)
             one = activation_change(a_clean, a_noisy)
-            st.metric("Changed on this image", f"{one.fraction * 100:.1f}%",
-                      help="share of (row, LSTM) activations that differ between clean and noisy input")
-        st.metric(f"Changed over {here_pt.n} test images", f"{subset_change.fraction * 100:.1f}%",
-                  help="share of (image, row, LSTM) activations that differ from the clean run")
+            st.metric("Activations switched, this image", f"{one.fraction * 100:.1f}%",
+                      help="Share of (row, LSTM) activations switched on or off between the clean and the noisy "
+                           "input. Not the share of rows whose active set changes (Mechanisms), which counts a row "
+                           "once however many of its LSTMs switch.")
+        st.metric(f"Activations switched, {here_pt.n} {_images_word(scorer)}", f"{subset_change.fraction * 100:.1f}%",
+                  help="Share of (image, row, LSTM) activations switched on or off against the clean run.")
         worst = int(np.argmax(subset_change.per_row)) + 1
-        st.caption(f"Most changes at row {worst} ({subset_change.per_row[worst - 1] * 100:.0f}% of activations).")
+        st.caption(f"Most switches at row {worst} ({subset_change.per_row[worst - 1] * 100:.0f}% of its activations).")
     with c1:
         if picked is not None:
             st.plotly_chart(robustness.mask_shift_figure(a_clean, a_noisy, list(model.unit_names),
@@ -287,8 +325,8 @@ def _mask_shift(scorer: Scorer, method: str, picked, kind, strength, param, leve
             if c.flips is None:
                 return None
             return robustness.error_curve_figure(
-                [{"label": f"{entry.display}: activations changed", "method": method, "x": c.x, "y": c.flips}],
-                x_title=f"noise {param}", y_title="activations changed vs clean (%)",
+                [{"label": f"{entry.display}: activations switched", "method": method, "x": c.x, "y": c.flips}],
+                x_title=f"noise {param}", y_title="activations switched vs clean (%)",
                 reference=PAPER_VAR if kind == "gaussian" else None, reference_label="paper (0.01)", height=280)
 
         fig = _memo("_rb_flip_curve" + suffix, scorer.signature(kind), build)
@@ -336,10 +374,13 @@ def stretch_view(dataset: str, data, scorer: Scorer | None, models: dict) -> Non
         lines = _error_lines(scorer, lambda m: scorer.stretch_curve(m, FACTORS))
         return robustness.error_curve_figure(lines, x_title="vertical stretch factor (1 = training length)",
                                              reference=1.0, reference_label="training length",
-                                             floors=_floors(scorer))
+                                             floors=_floors(scorer)), lines
 
-    fig = _memo("_rb_stretch_curve", scorer.signature("stretch"), build)
+    fig, lines = _memo("_rb_stretch_curve", scorer.signature("stretch"), build)
     st.plotly_chart(robustness.mark_current(fig, factor), key="rb_s_curve", config=CHART)
+    name = f"{dataset}_robustness_stretch"
+    ui.export.figure_downloads(fig, name, key="rb_dl_s_curve", extra=[
+        ("⬇ CSV: the curves", lambda: _lines_csv(lines, "vertical stretch factor"), f"{name}.csv", "text/csv")])
 
 
 def _floors(scorer: Scorer) -> dict:

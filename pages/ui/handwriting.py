@@ -143,9 +143,11 @@ def _link(query: dict) -> None:
     """A link to Mechanisms with ``query`` (a plain URL link when the page is not registered, as
     when this page runs on its own)."""
     try:
-        st.page_link("pages/mechanisms.py", label="Open on Mechanisms", icon="🧩", query_params=query)
+        # a short label: six digits a row leave too little width for "Open on Mechanisms" (it was cut)
+        st.page_link("pages/mechanisms.py", label="Trace", icon="🧩", query_params=query,
+                     help="Open this digit on Mechanisms, with the model's trace row by row")
     except Exception:  # noqa: BLE001 - StreamlitPageNotFoundError outside st.navigation
-        st.markdown(f"[🧩 Open on Mechanisms](mechanisms?{urlencode(query)})")
+        st.markdown(f"[🧩 Trace](mechanisms?{urlencode(query)})")
 
 
 def _numbers_text(numbers: list[int]) -> str:

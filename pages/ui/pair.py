@@ -61,7 +61,7 @@ def predictions(a: Side, b: Side, classes: list, true_class: int | None) -> None
         c = int(np.argmax(s.probs))
         ok = "" if true_class is None else (" ✓" if c == true_class else " ✗")
         col.metric(s.entry.display, f"{classes[c]}{ok}", help=f"probability {s.probs[c] * 100:.1f}%",
-                   delta=f"{s.probs[c] * 100:.0f}% sure", delta_color="off")
+                   delta=f"{s.probs[c] * 100:.0f}% probability", delta_color="off", delta_arrow="off")
     if a.mask is not None and b.mask is not None and np.shape(a.mask) == np.shape(b.mask):
         ch = activation_change(a.mask, b.mask)
         worst = int(np.argmax(ch.per_row)) + 1

@@ -51,10 +51,10 @@ def _goto(page, server: dict, path: str, heading: str, ready) -> None:
     settle(page, SLOW_MS / 1000)
 
 
-def _nav(page, label: str, ready) -> None:
+def _nav(page, label: str, ready, heading: str | None = None) -> None:
     """Another page through the sidebar (the same session, as a person clicks)."""
     page.locator('[data-testid="stSidebarNav"] a').filter(has_text=label).first.click()
-    page.locator("h1").filter(has_text=label).first.wait_for(timeout=SLOW_MS)
+    page.locator("h1").filter(has_text=heading or label).first.wait_for(timeout=SLOW_MS)
     page.get_by_text(ready).first.wait_for(timeout=SLOW_MS)
     settle(page, SLOW_MS / 1000)
 
@@ -84,11 +84,11 @@ def _all_paper(text: str) -> bool:
 
 
 def _step_noise(page) -> None:
-    thumb = page.locator('.st-key-rb_strength_gaussian [role="slider"]').first
-    before = thumb.get_attribute("aria-valuenow")
+    thumb = page.locator('.st-key-rb_strength_gaussian input[type="range"]').first  # the hidden range input
+    before = thumb.input_value()
     thumb.focus()
     page.keyboard.press("ArrowRight")
-    poll(lambda: thumb.get_attribute("aria-valuenow") != before, WAIT_S, what="the noise slider to move")
+    poll(lambda: thumb.input_value() != before, WAIT_S, what="the noise slider to move")
     settle(page)
 
 
@@ -127,7 +127,7 @@ def test_robustness_keeps_the_picked_models_across_pages(page, app_server):
     poll(lambda: re.search(r"RIM [^,]*paper protocol", _rb_models(page)), WAIT_S, what="the paper RIM picked")
     picked = _rb_models(page)
 
-    _nav(page, "Overview", "Where to start")
+    _nav(page, "Overview", "Where to start", heading="RIMscope")
     _nav(page, "Robustness", "Error against noise strength")
     poll(lambda: _rb_models(page) == picked, WAIT_S, what=f"the picked models back ({picked!r}), "
                                                            f"now {_rb_models(page)!r}")
@@ -135,9 +135,9 @@ def test_robustness_keeps_the_picked_models_across_pages(page, app_server):
 
 
 def _pick_step(page, t: int) -> None:
-    thumb = page.locator('.st-key-mech_t [role="slider"]').first
+    thumb = page.locator('.st-key-mech_t input[type="range"]').first  # the slider's hidden range input
     for _ in range(4):  # arrow keys until the slider says t (a rerun may swallow a press)
-        now = int(thumb.get_attribute("aria-valuenow"))
+        now = int(thumb.input_value())
         if now == t:
             break
         thumb.focus()

@@ -62,8 +62,9 @@ def _shipped_cifar(page_env, tmp_path, monkeypatch, skip: str = "") -> dict:
 
 
 def _error_table(at) -> dict:
-    df = next(t.value for t in at.table if "test error" in t.value.columns)
-    return {r["model"]: r for r in df.to_dict("records")}
+    df = next(t.value for t in at.table if any(c.startswith("test error") for c in t.value.columns))
+    col = next(c for c in df.columns if c.startswith("test error"))
+    return {r["model"]: {**r, "test error": r[col], "column": col} for r in df.to_dict("records")}
 
 
 def test_offline_cifar_shows_the_shipped_curves(page_env, tmp_path, monkeypatch):
@@ -75,7 +76,7 @@ def test_offline_cifar_shows_the_shipped_curves(page_env, tmp_path, monkeypatch)
     rows = _error_table(at)
     rim = next(k for k in rows if k.startswith("RIM"))
     assert rows[rim]["test error"] == f"{(errors['rim'] + 0.01) * 100:.1f}%"  # Gaussian 0.01
-    assert rows[rim]["images"] == 500
+    assert rows[rim]["column"] == "test error on 500 test images"
     assert not any(k.startswith("IndRNN") for k in rows)  # no shipped points: left out, and said so
     assert any(c.value.startswith("Not in the errors") and "IndRNN" in c.value for c in at.caption)
     assert "rb_curve" in {getattr(e, "key", None) for e in walk(at.main)}
@@ -90,3 +91,29 @@ def test_without_shipped_points_the_curves_are_off(page_env):
     at = run_page(rb_dataset="cifar10")
     assert not at.exception
     assert any("error curves are off" in w.value for w in at.warning)
+
+
+def _downloads(at) -> dict:
+    """Every download button by its label (AppTest lists them as unknown elements)."""
+    out = {}
+    for e in walk(at.main):
+        proto = getattr(e, "proto", None)
+        if getattr(e, "type", None) == "download_button" or (proto is not None and hasattr(proto, "url")
+                                                               and getattr(proto, "label", "").startswith("⬇")):
+            out[proto.label] = proto
+    return out
+
+
+def test_curves_and_tables_download_as_csv_and_png(page_env):
+    at = run_page()
+    assert not at.exception
+    labels = set(_downloads(at))
+    assert {"⬇ CSV: the curves", "⬇ HTML", "⬇ CSV: this table"} <= labels, labels
+    keys = {getattr(e, "key", None) for e in walk(at.main)}
+    assert {"rb_dl_curve_html", "rb_dl_curve_x0", "rb_dl_table_clean"} <= keys
+    at.session_state["rb_tab"] = "Stretch (other sequence lengths)"
+    at.run()
+    assert not at.exception
+    keys = {getattr(e, "key", None) for e in walk(at.main)}
+    assert {"rb_dl_s_curve_html", "rb_dl_s_curve_x0", "rb_dl_table_unstretched"} <= keys
+
