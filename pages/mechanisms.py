@@ -47,20 +47,8 @@ def _subset_probs(_model, model_key: str, mtime: float, data_key: str, _images, 
     return idx, probs
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
-def _stats(_model, model_key: str, mtime: float, data_key: str, _images, _labels, n: int, num_classes: int):
-    idx = points.fixed_subset(len(_images), n, seed=0)
-    return points.activation_stats(_model, _images[idx], _labels[idx], num_classes)
-
-
-@st.cache_data(max_entries=16, show_spinner=False)
-def _selection(_model, model_key: str, mtime: float, data_key: str, _images, _labels, n: int):
-    """What the attention does (core.eval.selection) for the model and its random-selection twin."""
-    from core.eval import selection
-
-    idx = points.fixed_subset(len(_images), n, seed=0)
-    return (selection.selection_report(_model, _images[idx], _labels[idx]),
-            selection.selection_report(selection.random_twin(_model), _images[idx], _labels[idx]))
+_stats = ui.cache.activation_stats  # shared with the warm-up, which fills it for the default RIM
+_selection = ui.cache.selection_reports
 
 
 def selection_view(dataset: str, entry, model, data, n: int) -> None:
@@ -137,7 +125,8 @@ def _pick_test_image(dataset: str, model, entry, data):
         if len(wrong) == 0:
             st.success(f"{entry.display} classifies all {len(idx)} images of the subset correctly.")
             return None
-        k = st.number_input(f"Mistake number (1 = most confident; {len(wrong)} of {len(idx)} images are wrong)",
+        k = st.number_input(f"Mistake number (1 = most confident; {len(wrong)} of {len(idx):,} "
+                            f"{ui.explore.images_word(data)} are wrong)",
                             1, len(wrong), 1, key="mech_wrong")
         st.session_state["mech_idx"] = int(wrong[int(k) - 1])
     i = st.number_input(f"Test image number (0-{n - 1})", 0, n - 1, key="mech_idx", disabled=how == "Misclassified")

@@ -51,7 +51,25 @@ def panels(a: Side, b: Side | None, heads: bool) -> list[dict]:
     if b is None:
         return pa
     pb = traces.trace_panels(b.trace, b.unit_names, b.schema, heads=heads)
-    return traces.pair_panels(pa, pb, a.entry.display, b.entry.display, a.mask, b.mask)
+    na, nb = short_name(a.entry), short_name(b.entry)
+    if na == nb:  # e.g. two runs of one method and seed: their ids tell them apart
+        na, nb = f"{na} {a.entry.key[-6:]}", f"{nb} {b.entry.key[-6:]}"
+    return traces.pair_panels(pa, pb, na, nb, a.mask, b.mask)
+
+
+def short_name(entry) -> str:
+    """A model in a few words for a subplot title (``"RIM converged s4"``); the full display name
+    is in the picker and the predictions above."""
+    from core.report.fmt import short_method_title
+
+    parts = [short_method_title(entry.model)]
+    if entry.protocol:
+        parts.append("paper" if entry.protocol == "paper" else entry.protocol)
+    if entry.seed is not None:
+        parts.append(f"s{entry.seed}")
+    if entry.source != "pretrained":
+        parts.append("run")
+    return " ".join(parts)
 
 
 def predictions(a: Side, b: Side, classes: list, true_class: int | None) -> None:
