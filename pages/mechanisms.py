@@ -192,8 +192,7 @@ def _timestep_view(image: np.ndarray, a: ui.pair.Side, b: ui.pair.Side | None, p
     c_prev, c_slider, c_next = st.columns([1, 14, 1], vertical_alignment="bottom")
     c_prev.button("◀", key="mech_prev", on_click=step, args=(-1,), help="previous row")
     t = c_slider.slider("Timestep = image row", 1, T, key="mech_t")
-    if st.query_params.get("mech_t") != str(t):  # this view is a fragment: the page's sync_url does not run
-        st.query_params["mech_t"] = str(t)
+    ui.urlstate.write_param(URL_STATE, "mech_t", t)  # this view is a fragment: the page's sync_url does not run
     c_next.button("▶", key="mech_next", on_click=step, args=(1,), help="next row")
 
     c_img, c_comm, c_text = st.columns([2, 4, 3])  # the heatmap wide enough for its numbers at 1280 px

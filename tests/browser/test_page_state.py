@@ -159,3 +159,19 @@ def test_trace_json_records_the_row_shown(page, app_server):
     with open(info.value.path()) as f:
         record = json.load(f)
     assert record["settings"]["timestep"] == 10, record["settings"]
+
+
+def test_a_link_from_another_page_opens_its_view(page, app_server):
+    """Mechanisms first (its default view), then Robustness -> Other handwriting -> "Trace" on a
+    misread digit: Mechanisms must show that digit, though this session has been there before."""
+    _goto(page, app_server, "mechanisms", "Mechanisms", INSIDE)
+    _nav(page, "Robustness", "Error against noise strength")
+    page.get_by_role("tab", name="Other handwriting").click()
+    page.get_by_text(re.compile(r"^Misread digits \(\d+ of \d+\)$")).wait_for(timeout=SLOW_MS)
+    settle(page)
+    link = page.get_by_role("link", name=re.compile(r"Trace$")).first
+    link.scroll_into_view_if_needed()
+    link.click()
+    page.get_by_text(re.compile(r"What the model sees: \w+ digit #\d+")).first.wait_for(timeout=SLOW_MS)
+    settle(page)
+    assert_no_errors(page, "Mechanisms opened from a handwriting digit")

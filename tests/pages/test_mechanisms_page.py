@@ -271,3 +271,23 @@ def test_view_state_lives_in_the_url_and_a_link_restores_it(page_env):
     bad.run()
     assert not bad.exception
     assert bad.selectbox(key="mech_dataset").value == "mnist" and bad.number_input(key="mech_idx").value == 999
+
+
+def test_a_link_from_another_page_opens_its_view_in_the_same_session(page_env):
+    """A link into Mechanisms ("Trace" on a handwriting digit) carries its view in the URL; a
+    session that has been on Mechanisms before must show that view, not its old one; and the
+    URL never undoes what the user then changes on the page."""
+    from core.digits import external as de
+
+    at = run_page()
+    at.number_input(key="mech_idx").set_value(7).run()
+    idx = int(de.load_external("semeion", sample=True).index[4])
+    at.query_params.update({"mech_source": "Other handwriting", "mech_hw_set": "semeion", "mech_hw_idx": str(idx)})
+    at.run()
+    assert not at.exception
+    assert at.radio(key="mech_source").value == "Other handwriting"
+    assert any(f"semeion digit #{idx}" in c.value for c in at.caption)
+    at.radio(key="mech_source").set_value("Test image").run()  # the user's change sticks
+    assert at.radio(key="mech_source").value == "Test image"
+    at.slider(key="mech_t").set_value(5).run()
+    assert at.radio(key="mech_source").value == "Test image"
