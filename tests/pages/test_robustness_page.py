@@ -98,6 +98,9 @@ def test_page_loads_with_the_paper_noise_level(page_env):
     labels = [a["text"] for a in layout["annotations"] if a["text"].startswith(("chance", "majority"))]
     assert dashed[0] == pytest.approx(90.0) and labels[0] == "chance 90.0 %"
     assert len(dashed) == len(labels) == 2 and 0 < dashed[1] < 90  # the sample is not balanced
+    # the two labels apart: chance at the right end, majority class at the left (the curves end near both)
+    floor = {a["text"].split()[0]: a for a in layout["annotations"] if a["text"].startswith(("chance", "majority"))}
+    assert floor["chance"]["x"] == 1 and floor["majority"]["x"] == 0 and floor["majority"]["xanchor"] == "left"
     assert any("Dashed: the error of guessing at random" in c for c in captions(at))
 
 
