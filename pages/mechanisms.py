@@ -421,6 +421,7 @@ def dataset_view(dataset: str, entry, model, all_entries=()) -> None:
 
 URL_STATE = {"mech_dataset": str, "mech_model_*": str, "mech_source": str, "mech_how": str, "mech_idx": int,
              "mech_t": int, "mech_tab": str, "mech_stats_n": int, "pretrained_protocol": str, "mech_with_*": str,
+             "mech_cmp_*": str,
              **ui.explore.URL_STATE, handwriting.MECH_SET: str, handwriting.MECH_IDX: int}
 ui.urlstate.restore_from_url(URL_STATE)
 

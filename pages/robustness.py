@@ -173,7 +173,10 @@ def _error_metrics(scorer: Scorer | None, dataset: str, heading: str, spinner: s
     st.table(pd.DataFrame(rows), hide_index=True)
     c_note, c_dl = st.columns([4, 1], vertical_alignment="center")
     c_note.caption(f"95% intervals: Wilson, over the {next(iter(points.values())).n} {_images_word(scorer)}{suffix}. "
-                   "The full-test-set error is the one recorded when the model was trained.")
+                   "The full-test-set error is the one recorded when the model was trained.",
+                   help="A 95% interval is the range the error would fall in for 95 of 100 other sets of this many "
+                        "images of the same kind: the narrower, the surer the figure. Two models whose intervals "
+                        "overlap much may not differ at all.")
     c_dl.download_button("⬇ CSV: this table", pd.DataFrame(numbers).to_csv(index=False).encode(),
                          file_name=f"{dataset}_test_error_{_slug(heading)}.csv", mime="text/csv",
                          key=f"rb_dl_table_{versus}", on_click="ignore")
@@ -414,7 +417,8 @@ def _data_message(dataset: str) -> str:
 # --------------------------------------------------------------------------- page
 
 URL_STATE = {"rb_dataset": str, "rb_kind": str, "rb_strength_*": float, "rb_tab": str, "rb_img_src": str,
-             "rb_img_idx": int, "rb_factor": float, "pretrained_protocol": str, **HANDWRITING_URL_STATE}
+             "rb_img_idx": int, "rb_factor": float, "pretrained_protocol": str, "rb_cmp_*": str,
+             **HANDWRITING_URL_STATE}
 ui.urlstate.restore_from_url(URL_STATE)
 
 st.title("Robustness")

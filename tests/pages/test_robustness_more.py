@@ -117,3 +117,20 @@ def test_curves_and_tables_download_as_csv_and_png(page_env):
     keys = {getattr(e, "key", None) for e in walk(at.main)}
     assert {"rb_dl_s_curve_html", "rb_dl_s_curve_x0", "rb_dl_table_unstretched"} <= keys
 
+
+
+def test_picked_models_live_in_the_url(page_env, fixture_dirs, tmp_path, monkeypatch):
+    from tests.pages.test_mechanisms_page import _with_converged_rim
+
+    _with_converged_rim(fixture_dirs, tmp_path, monkeypatch)
+    at = run_page()
+    assert at.selectbox(key="rb_cmp_mnist_rim").value == "pretrained:mnist/rim@converged"
+    at.selectbox(key="rb_cmp_mnist_rim").set_value("pretrained:mnist/rim").run()
+    qp = {k: (v[0] if isinstance(v, list) else v) for k, v in dict(at.query_params).items()}
+    assert qp["rb_cmp_mnist_rim"] == "pretrained:mnist/rim"
+    other = AppTest.from_file(PAGE, default_timeout=600)
+    other.query_params.update(qp)
+    other.run()
+    assert not other.exception
+    assert other.selectbox(key="rb_cmp_mnist_rim").value == "pretrained:mnist/rim"
+    assert any("paper protocol" in c.value for c in other.caption if c.value.startswith("Models: RIM"))
