@@ -275,11 +275,10 @@ def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
             fill([(scorer.curve_noise, (m, kind, s)) for s in GRID for m in scorer.models],
                  f"Scoring {len(scorer.models)} models at {len(GRID)} noise levels")
             lines = _error_lines(scorer, lambda m: scorer.noise_curve(m, kind, GRID))
-            return robustness.error_curve_figure(lines, x_title=f"{title} noise {param}",
-                                                 reference=PAPER_VAR if kind == "gaussian" else None,
-                                                 reference_label="paper (0.01)", floors=_floors(scorer)) \
-                .update_annotations(selector=lambda a: str(a.text).startswith("majority"), x=0, xanchor="left",
-                                    yanchor="bottom"), lines
+            fig = robustness.error_curve_figure(lines, x_title=f"{title} noise {param}",
+                                                reference=PAPER_VAR if kind == "gaussian" else None,
+                                                reference_label="paper (0.01)", floors=_floors(scorer))
+            return _labels_apart(fig), lines
 
         fig, lines = _memo("_rb_noise_curve", scorer.signature(kind), build)
         st.plotly_chart(robustness.mark_current(fig, strength), key="rb_curve", config=CHART)
@@ -377,11 +376,10 @@ def stretch_view(dataset: str, data, scorer: Scorer | None, models: dict) -> Non
         fill([(scorer.curve_stretch, (m, f)) for f in FACTORS for m in scorer.models],
              f"Scoring {len(scorer.models)} models at {len(FACTORS)} stretch factors")
         lines = _error_lines(scorer, lambda m: scorer.stretch_curve(m, FACTORS))
-        return robustness.error_curve_figure(lines, x_title="vertical stretch factor (1 = training length)",
-                                             reference=1.0, reference_label="training length",
-                                             floors=_floors(scorer)) \
-            .update_annotations(selector=lambda a: str(a.text).startswith("majority"), x=0, xanchor="left",
-                                yanchor="bottom"), lines
+        fig = robustness.error_curve_figure(lines, x_title="vertical stretch factor (1 = training length)",
+                                            reference=1.0, reference_label="training length",
+                                            floors=_floors(scorer))
+        return _labels_apart(fig), lines
 
     fig, lines = _memo("_rb_stretch_curve", scorer.signature("stretch"), build)
     st.plotly_chart(robustness.mark_current(fig, factor), key="rb_s_curve", config=CHART)
@@ -390,8 +388,13 @@ def stretch_view(dataset: str, data, scorer: Scorer | None, models: dict) -> Non
         ("⬇ CSV: the curves", lambda: _lines_csv(lines, "vertical stretch factor"), f"{name}.csv", "text/csv")])
 
 
-# the curves end near the chance and majority-class errors at the right: the majority-class label
-# goes to the left end, above its line (under the chance label at the right it overlapped both)
+def _labels_apart(fig):
+    """The curves end near the chance and majority-class errors at the right, where both floor
+    labels sat (and overlapped): the majority-class label goes to the left end, above its line."""
+    return fig.update_annotations(selector=lambda a: str(a.text).startswith("majority"), x=0, xanchor="left",
+                                  yanchor="bottom")
+
+
 def _floors(scorer: Scorer) -> dict:
     """Chance and majority-class error of the images the scorer scores (dashed lines on the curves)."""
     if scorer.labels is None:  # the shipped curves alone: the images' classes are not here

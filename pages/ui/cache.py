@@ -349,6 +349,10 @@ def _warm_robustness(dataset: str, kinds=("gaussian",), protocol: str = catalog.
                     scorer.noise(method, kind, s)
 
 
+OTHER_KINDS = ("salt_pepper", "speckle", "poisson")  # the Robustness page's noise kinds after Gaussian
+ALL_KINDS = ("gaussian", *OTHER_KINDS)
+
+
 def _other_protocols(dataset: str) -> list[str]:
     entries, _ = model_entries(dataset)
     return sorted({e.protocol for e in entries if e.source == "pretrained"} - {catalog.DEFAULT_PROTOCOL})
@@ -388,9 +392,10 @@ def _warm() -> None:
              # then what a newcomer does next (issue list "Slow"): the test-set view of Mechanisms, the
              # other noise kinds, the other protocol's models, then the other grey data set
              ("mechanisms set", lambda: _warm_mechanisms_set(dataset)),
-             ("noise kinds", lambda: _warm_robustness(dataset, ("salt_pepper", "speckle", "poisson"))),
-             ("protocols", lambda: [_warm_robustness(dataset, protocol=p) for p in _other_protocols(dataset)]),
-             ("fashion_mnist", lambda: _warm_robustness("fashion_mnist") if "fashion_mnist" in DATASETS else None)]
+             ("noise kinds", lambda: _warm_robustness(dataset, OTHER_KINDS)),
+             ("protocols", lambda: [_warm_robustness(dataset, ALL_KINDS, p) for p in _other_protocols(dataset)]),
+             ("fashion_mnist", lambda: _warm_robustness("fashion_mnist", ALL_KINDS) if "fashion_mnist" in DATASETS
+              else None)]
     WARMUP["state"] = "running"
     for name, fn in steps:
         t0 = time.perf_counter()
