@@ -304,17 +304,18 @@ def _mask_shift(scorer: Scorer, method: str, picked, kind, strength, param, leve
     subset_change = activation_change(clean_pt.activity, here_pt.activity)
     c1, c2 = st.columns([3, 1])
     with c2:
+        st.markdown("**Activations switched**")  # one term, Robustness' own; the labels say on what
         if picked is not None:
             image = picked[0]
             noisy = add_noise(image[None], kind, strength, seed=SEED)[0]
             a_clean = _active(model, entry.key, mt, image)
             a_noisy = _active(model, entry.key, mt, noisy)
             one = activation_change(a_clean, a_noisy)
-            st.metric("Activations switched, this image", f"{one.fraction * 100:.1f}%",
+            st.metric("this image", f"{one.fraction * 100:.1f}%",
                       help="Share of (row, LSTM) activations switched on or off between the clean and the noisy "
                            "input. Not the share of rows whose active set changes (Mechanisms), which counts a row "
                            "once however many of its LSTMs switch.")
-        st.metric(f"Activations switched, {here_pt.n} {_images_word(scorer)}", f"{subset_change.fraction * 100:.1f}%",
+        st.metric(f"{here_pt.n} {_images_word(scorer)}", f"{subset_change.fraction * 100:.1f}%",
                   help="Share of (image, row, LSTM) activations switched on or off against the clean run.")
         worst = int(np.argmax(subset_change.per_row)) + 1
         st.caption(f"Most switches at row {worst} ({subset_change.per_row[worst - 1] * 100:.0f}% of its activations).")

@@ -94,7 +94,7 @@ def _step_noise(page) -> None:
 
 def test_paper_protocol_sticks_across_clicks_and_pages(page, app_server):
     _goto(page, app_server, "mechanisms", "Mechanisms", INSIDE)
-    assert "converged" in _selected(page, "mech_model_mnist")
+    assert "Adam 4k" in _selected(page, "mech_model_mnist")
     page.locator('[data-testid="stSidebar"]').get_by_text(PAPER).click()
     settle(page)
     poll(lambda: "paper protocol" in _selected(page, "mech_model_mnist"), WAIT_S, what="the paper RIM picked")
