@@ -49,6 +49,8 @@ import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 
+from core.report.fmt import PROTOCOL_SWITCH_TITLES
+
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "bench" / "results" / "pages.json"
 CHROMIUM = "/usr/bin/chromium"
@@ -472,7 +474,7 @@ def bench_slow(page, url: str, reps: int) -> dict[str, list[float]]:
         kind = ("Salt & pepper", "Speckle", "Poisson")[i % 3]
         out["noise_kind"].append(timed(page, _pick_option(page, "rb_kind", kind)))
         settle(page)
-        radio = page.locator('[data-testid="stSidebar"]').get_by_text("paper protocol (1,000 SGD steps)")
+        radio = page.locator('[data-testid="stSidebar"]').get_by_text(PROTOCOL_SWITCH_TITLES["paper"])
         out["protocol_switch"].append(timed(page, lambda r=radio: r.click()))
         settle(page)
         page.locator('[data-testid="stSidebar"]').get_by_text("converged (trained to convergence)").click()

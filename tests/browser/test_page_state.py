@@ -17,6 +17,7 @@ import re
 
 import pytest
 
+from core.report.fmt import PROTOCOL_SWITCH_TITLES
 from tests.browser.helpers import (
     BROWSER,
     INSIDE,
@@ -30,7 +31,7 @@ from tests.browser.helpers import (
 
 pytestmark = BROWSER
 
-PAPER = "paper protocol (1,000 SGD steps)"
+PAPER = PROTOCOL_SWITCH_TITLES["paper"]  # the sidebar label
 
 
 @pytest.fixture(autouse=True)
