@@ -5,25 +5,22 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from core.data.datasets import DATASETS
 from core.grid.export import protocol_text
 from core.report.claims import CLAIMS_NOTE, claims_frame, display_csv, read_claims
-from core.report.floors import floors
 from core.report.fmt import dataset_title as _ds_title
 from core.report.fmt import (
     handwriting_table,
-    health_count,
     method_title,
     pct,
     runs_frame,
 )
-from core.report.frames import reproduction_tables
+from core.report.frames import dataset_order, reproduction_tables, spread_frame
 from core.report.markdown import floors_line
 from core.report.paper import DATASET_ORDER, PAPER
 from core.report.plots.comparison import ERROR_METRICS, error_bar_figure
 from core.report.plots.style import method_order
 from core.report.plots.training import curves_overlay, curves_small_multiples
-from core.report.stats import INTERVAL_NOTE, mean_sd
+from core.report.stats import INTERVAL_NOTE
 from core.studies.handwriting.external import SETS as HANDWRITING_SETS
 from pages import ui
 from pages.ui.cache import SCHEDULES, load_curves, load_summary, schedules_available
@@ -114,34 +111,6 @@ def _column_order(df: pd.DataFrame) -> list[str]:
     return first + rest + [c for c in LAST_COLUMNS if c in df.columns]
 
 
-def _ordered(datasets) -> list[str]:
-    order = list(DATASETS)
-    return sorted(set(datasets), key=lambda d: order.index(d) if d in order else len(order))
-
-
-def _spread_table(rows: list[dict]) -> pd.DataFrame:
-    """Mean ± sd (and n) of clean and noisy error per data set and method over the healthy runs,
-    in percent, with each cell's health count and its data set's floors."""
-    out = []
-    for ds in _ordered(r["dataset"] for r in rows):
-        f = floors(ds)
-        for m in method_order():
-            sel = [r for r in rows if r["dataset"] == ds and r["model"] == m]
-            if not sel:
-                continue
-            ok = [r for r in sel if r.get("status") == "completed" and r.get("health", "healthy") == "healthy"]
-            row = {"data set": _ds_title(ds), "method": method_title(m), "healthy": health_count(len(ok), len(sel))}
-            for key, label in (("test_error", "clean"), ("noisy_test_error", "noisy")):
-                m_, sd, n = mean_sd([100 * float(r[key]) for r in ok if r.get(key) is not None])
-                row[f"{label} error mean (%)"] = round(m_, 2) if n else None
-                row[f"{label} error sd (%)"] = round(sd, 2) if n > 1 else None
-                row[f"{label} seeds"] = n
-            row["chance error (%)"] = round(100 * f["chance_error"], 2) if f["classes"] else None
-            row["majority-class error (%)"] = round(100 * f["majority_error"], 2) if f["classes"] else None
-            out.append(row)
-    return pd.DataFrame(out)
-
-
 def _excluded(summary: dict, name: str) -> None:
     """Under a table: the runs it left out (unhealthy), or that it has none."""
     ex = ((summary or {}).get("excluded") or {}).get(name)
@@ -211,7 +180,7 @@ with tab_curves:
     if not curves:
         st.info(f"No training curves under `{out_dir}/runs`. " + reproduce_hint(out_dir))
     else:
-        ds_list = _ordered(curves)
+        ds_list = dataset_order(curves)
         c1, c2, c3 = st.columns([1, 2, 1])
         ui.pickers.keep_valid("cmp_curves_ds", ds_list)
         ds = c1.selectbox("Data set", ds_list, key="cmp_curves_ds", format_func=_ds_title)
@@ -265,7 +234,7 @@ with tab_err:
         fig_err = error_bar_figure([r for r in rows if r.get("model") in base], metric)
         st.plotly_chart(fig_err, width="stretch", key="cmp_fig_err")
         figure_downloads(fig_err, f"{sched}_final_{metric}", key="cmp_dl_err")
-        spread = _spread_table(rows)
+        spread = spread_frame(rows, method_order())
         st.dataframe(spread, hide_index=True, width="stretch", placeholder="–", column_config={
             "data set": st.column_config.TextColumn("data set", width=110, pinned=True),
             "method": st.column_config.TextColumn("method", width=150, pinned=True),

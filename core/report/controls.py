@@ -69,8 +69,8 @@ def controls_markdown(rows: list[dict]) -> list[str]:
         ref = r["control"] == "rim"
         seeds = f"{r['seeds']}" + ("" if r["healthy"] == r["runs"] else f" ({fmt.health_count(r['healthy'], r['runs'])})")
         body.append([fmt.dataset_title(r["dataset"]), fmt.display_name(r["control"]), fmt.params(r.get("parameters")),
-                     seeds, fmt.mean_sd(r["error"], r["sd"]), "(reference)" if ref else fmt.gap_test(r, "gap"),
-                     "" if ref else fmt.verdict(r.get("gap_verdict", "")),
+                     seeds, fmt.mean_sd_text(r["error"], r["sd"]), "(reference)" if ref else fmt.gap_test(r, "gap"),
+                     "" if ref else fmt.marked_verdict(r.get("gap_verdict", "")),
                      "" if ref else f"±{r['margin']:.2f}: " + fmt.gap(r["gap"], r.get("equiv_ci_low"), r.get("equiv_ci_high"))
                      + (f", p {fmt.p_pair(r.get('equiv_p'), r.get('equiv_p_holm'))[2:]}"
                         if math.isfinite(fmt.num(r.get("equiv_p"))) else ""),

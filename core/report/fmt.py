@@ -42,7 +42,7 @@ def pct(v, digits: int = 2) -> str:
     return f"{100 * f:.{digits}f} %" if math.isfinite(f) else "n/a"
 
 
-def mean_sd(m, s=None, digits: int = 2) -> str:
+def mean_sd_text(m, s=None, digits: int = 2) -> str:
     """``"1.23 ± 0.45"`` (the sd left out when missing)."""
     m, s = num(m), num(s)
     if math.isnan(m):
@@ -112,17 +112,17 @@ def health_count(healthy, runs) -> str:
 
 def cell(r: dict, name: str, digits: int = 2) -> str:
     """A method's cell: ``"11.11 ± 1.35 (5 of 5 healthy)"`` from ``name_error``/``_sd``/``_healthy``/``_runs``."""
-    text = mean_sd(r.get(f"{name}_error"), r.get(f"{name}_sd"), digits)
+    text = mean_sd_text(r.get(f"{name}_error"), r.get(f"{name}_sd"), digits)
     h = health_count(r.get(f"{name}_healthy"), r.get(f"{name}_runs"))
     return f"{text} ({h})" if h else text
 
 
 def floors_cell(r: dict) -> str:
     """The data set's chance / majority-class error in percent: ``"90.00 / 82.31"``."""
-    return f"{mean_sd(r.get('chance_error'))} / {mean_sd(r.get('majority_error'))}"
+    return f"{mean_sd_text(r.get('chance_error'))} / {mean_sd_text(r.get('majority_error'))}"
 
 
-def verdict(v) -> str:
+def marked_verdict(v) -> str:
     """A verdict with its mark, shortened for a table cell."""
     v = str(v or "n/a")
     for key, mark in _VERDICT_MARK.items():
@@ -329,13 +329,13 @@ def handwriting_table(summary: pd.DataFrame, titles: dict | None = None, referen
             "set": f"{(titles or {}).get(r.get('set'), r.get('set'))} ({r.get('half')} half)",
             "method": method_title(r.get("method")),
             "seeds": int(num(r.get("seeds"))) if math.isfinite(num(r.get("seeds"))) else None,
-            "accuracy % (mean ± sd)": mean_sd(hundred["mean"], hundred["sd"], 1),
+            "accuracy % (mean ± sd)": mean_sd_text(hundred["mean"], hundred["sd"], 1),
             f"{short_method_title(reference)} − method, points {CI}":
                 gap(hundred["rim_minus_method"], r.get("_lo"), r.get("_hi"), 1) if tested else "",
             "level": level_text(r.get("_level")) if tested else "",
             "unadjusted 95 %": gap(hundred["rim_minus_method"], hundred["ci_low"], hundred["ci_high"], 1) if tested else "",
             "p raw / Holm": p_pair(r.get("p"), r.get("p_holm")) if tested else "",
-            "verdict": verdict(v) if tested else "(reference)",
+            "verdict": marked_verdict(v) if tested else "(reference)",
         })
     return pd.DataFrame(rows)
 

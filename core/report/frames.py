@@ -8,6 +8,9 @@ import math
 
 import pandas as pd
 
+from ..data.datasets import DATASETS
+from .comparisons import Cells
+from .floors import floors
 from .fmt import (
     CI,
     cell,
@@ -17,14 +20,16 @@ from .fmt import (
     gap,
     gap_test,
     health_count,
-    mean_sd,
+    marked_verdict,
+    mean_sd_text,
+    method_title,
     num,
     p_pair,
     params,
     raw_interval,
-    verdict,
 )
 from .paper import BASELINES
+from .stats import mean_sd
 
 # --- display frames of a reproduction summary (``results/<schedule>/summary.json``) --------
 # errors in percent as "mean ± sd", gaps as "+d [lo, hi]" with the paper's number beside
@@ -60,8 +65,8 @@ def reproduction_tables(summary: dict) -> dict[str, pd.DataFrame]:
         "parallel LSTMs error (%)": cell(r, "parallel_lstm"),
         f"gap, ours (points) {CI}": _ci(r, "gap"),
         "p raw / Holm": p_pair(r.get("gap_p"), r.get("gap_p_holm")),
-        "verdict": verdict(r.get("verdict")),
-        "gap, paper (points)": mean_sd(r.get("paper_gap")),
+        "verdict": marked_verdict(r.get("verdict")),
+        "gap, paper (points)": mean_sd_text(r.get("paper_gap")),
         "gap [unadjusted 95 %]": raw_interval(r, "gap"),
         "paired gap [unadjusted 95 %]": _ci(r, "gap_paired"),
         "floors: chance / majority (%)": floors_cell(r),
@@ -73,9 +78,9 @@ def reproduction_tables(summary: dict) -> dict[str, pd.DataFrame]:
         row = {
             "data set": dataset_title(r.get("dataset")),
             "RIM error (%)": cell(r, "rim"),
-            "verdict": verdict(r.get("verdict")),
+            "verdict": marked_verdict(r.get("verdict")),
             f"gap to RMC (runner-up fixed in advance), ours (points) {CI}": _ci(r, "gap"),
-            "gap, paper (points)": mean_sd(r.get("paper_gap")),
+            "gap, paper (points)": mean_sd_text(r.get("paper_gap")),
             "runner-up, paper": display_name(paper_ru) if paper_ru else "not stated",
             "lowest-mean baseline (chosen after seeing the data)":
                 display_name(r.get("runner_up_posthoc")) if r.get("runner_up_posthoc") else "n/a",
@@ -92,12 +97,12 @@ def reproduction_tables(summary: dict) -> dict[str, pd.DataFrame]:
         row = {
             "data set": dataset_title(r.get("dataset")),
             f"growth gap to RMC (runner-up fixed in advance) {CI}, p raw / Holm": gap_test(r, "growth_gap"),
-            "verdict: RIM's error grows less than RMC's": verdict(r.get("growth_gap_verdict")),
-            "growth gap, paper": mean_sd(r.get("paper_growth_gap")),
-            "verdict: RIM lowest under noise": verdict(r.get("noisy_verdict")),
+            "verdict: RIM's error grows less than RMC's": marked_verdict(r.get("growth_gap_verdict")),
+            "growth gap, paper": mean_sd_text(r.get("paper_growth_gap")),
+            "verdict: RIM lowest under noise": marked_verdict(r.get("noisy_verdict")),
             "per method (noisy)": r.get("noisy_verdict_detail"),
             f"growth gap to the parallel LSTMs {CI}, p raw / Holm": gap_test(r, "growth_gap_parallel_lstm"),
-            "verdict: RIM's error grows less than the parallel LSTMs'": verdict(r.get("growth_gap_parallel_lstm_verdict")),
+            "verdict: RIM's error grows less than the parallel LSTMs'": marked_verdict(r.get("growth_gap_parallel_lstm_verdict")),
             "runner-up chosen after seeing the data (lowest noisy error)": display_name(post) if post else "n/a",
             f"growth gap to it {CI}, p raw / Holm": gap_test(r, "growth_gap_posthoc") if post else "",
         }
@@ -111,15 +116,15 @@ def reproduction_tables(summary: dict) -> dict[str, pd.DataFrame]:
         t4.append(row)
     tf = [{
         "data set": dataset_title(r.get("dataset")),
-        "RIM": mean_sd(r.get("rim_abs"), r.get("rim_abs_sd"), 3),
-        "parallel LSTMs": mean_sd(r.get("parallel_lstm_abs"), r.get("parallel_lstm_abs_sd"), 3),
+        "RIM": mean_sd_text(r.get("rim_abs"), r.get("rim_abs_sd"), 3),
+        "parallel LSTMs": mean_sd_text(r.get("parallel_lstm_abs"), r.get("parallel_lstm_abs_sd"), 3),
         **_tested(r, "gap_abs", 3),
-        "verdict": verdict(r.get("gap_abs_verdict")),
+        "verdict": marked_verdict(r.get("gap_abs_verdict")),
         "healthy runs (RIM, parallel)": f"{health_count(r.get('rim_healthy'), r.get('rim_runs'))}, "
                                         f"{health_count(r.get('parallel_lstm_healthy'), r.get('parallel_lstm_runs'))}",
         f"gap (relative, chosen after seeing the data) {CI}": _ci(r, "gap_rel", 3),
         "p raw / Holm (relative)": p_pair(r.get("gap_rel_p"), r.get("gap_rel_p_holm")),
-        "verdict (relative, post hoc)": verdict(r.get("gap_rel_verdict")),
+        "verdict (relative, post hoc)": marked_verdict(r.get("gap_rel_verdict")),
         "seeds": r.get("seeds"),
     } for r in tables.get("fluctuation") or []]
     ti = [{
@@ -129,7 +134,7 @@ def reproduction_tables(summary: dict) -> dict[str, pd.DataFrame]:
         "parallel LSTMs error (%)": cell(r, "parallel_lstm"),
         f"gap (parallel − RIM) {CI}": _ci(r, "gap"),
         "p raw / Holm": p_pair(r.get("gap_p"), r.get("gap_p_holm")),
-        "verdict: RIM better": verdict(r.get("verdict")),
+        "verdict: RIM better": marked_verdict(r.get("verdict")),
         "effect of forget bias 0 on RIM": gap_test(r, "rim_fb_effect") if "rim_fb_effect" in r else "",
         "effect on parallel LSTMs": gap_test(r, "parallel_lstm_fb_effect") if "parallel_lstm_fb_effect" in r else "",
         "seeds": r.get("seeds"),
@@ -138,11 +143,11 @@ def reproduction_tables(summary: dict) -> dict[str, pd.DataFrame]:
         "data set": dataset_title(r.get("dataset")),
         "variant": display_name(r.get("variant")),
         "what it is": r.get("what"),
-        "test error (%)": mean_sd(r.get("error"), r.get("sd")) + (
+        "test error (%)": mean_sd_text(r.get("error"), r.get("sd")) + (
             f" ({health_count(r.get('healthy'), r.get('runs'))})" if r.get("runs") else ""),
         f"gap to RIM {CI}, p raw / Holm": gap_test(r, "gap") if "gap" in r else "reference",
         "verdict": r.get("gap_verdict", ""),
-        "noisy error (%)": mean_sd(r.get("noisy_error"), r.get("noisy_sd")),
+        "noisy error (%)": mean_sd_text(r.get("noisy_error"), r.get("noisy_sd")),
         f"growth gap {CI}, p raw / Holm": gap_test(r, "growth_gap") if "growth_gap" in r else "",
         "floors: chance / majority (%)": floors_cell(r),
         "seeds": r.get("seeds"),
@@ -152,18 +157,18 @@ def reproduction_tables(summary: dict) -> dict[str, pd.DataFrame]:
         "control": display_name(r.get("control")),
         "parameters": params(r.get("parameters")),
         "n seeds (healthy of runs)": f"{r.get('seeds')} ({health_count(r.get('healthy'), r.get('runs'))})",
-        "test error (%)": mean_sd(r.get("error"), r.get("sd")),
+        "test error (%)": mean_sd_text(r.get("error"), r.get("sd")),
         f"gap to RIM {CI}, p raw / Holm": gap_test(r, "gap") if "gap" in r else "reference",
-        "verdict": verdict(r.get("gap_verdict")) if "gap" in r else "",
-        "equivalence (TOST, margin ±)": (f"{verdict(r.get('equiv_verdict'))} (±{num(r.get('margin')):.2f})"
+        "verdict": marked_verdict(r.get("gap_verdict")) if "gap" in r else "",
+        "equivalence (TOST, margin ±)": (f"{marked_verdict(r.get('equiv_verdict'))} (±{num(r.get('margin')):.2f})"
                                          if "equiv_verdict" in r else ""),
         "what it is": r.get("what"),
         "floors: chance / majority (%)": floors_cell(r),
     } for r in tables.get("controls") or []]
     tc = [{
         "claim": r.get("claim"),
-        "verdict": verdict(r.get("verdict")),
-        "paper (points)": mean_sd(r.get("paper")) if r.get("paper") is not None else "",
+        "verdict": marked_verdict(r.get("verdict")),
+        "paper (points)": mean_sd_text(r.get("paper")) if r.get("paper") is not None else "",
         f"ours: pooled gap {CI}, p raw / Holm": gap_test(r, "pooled") if "pooled" in r else "",
         "detail": r.get("detail"),
     } for r in tables.get("claims") or []]
@@ -172,3 +177,33 @@ def reproduction_tables(summary: dict) -> dict[str, pd.DataFrame]:
             "controls": pd.DataFrame(tcon), "claims": pd.DataFrame(tc)}
 
 
+
+
+def dataset_order(datasets) -> list[str]:
+    """The distinct ``datasets`` in the order of ``core.data.datasets.DATASETS``, unknown ones last."""
+    order = list(DATASETS)
+    return sorted(set(datasets), key=lambda d: order.index(d) if d in order else len(order))
+
+
+def spread_frame(rows: list[dict], methods) -> pd.DataFrame:
+    """Mean ± sd (and n) of clean and noisy error per data set and method (in ``methods``' order)
+    over the healthy runs (``Cells``), in percent, with each cell's health count and its data set's
+    floors; one row per cell with runs."""
+    c = Cells(rows)
+    out = []
+    for ds in dataset_order(r["dataset"] for r in rows):
+        f = floors(ds)
+        for m in methods:
+            healthy, runs = c.health(ds, m)
+            if not runs:
+                continue
+            row = {"data set": dataset_title(ds), "method": method_title(m), "healthy": health_count(healthy, runs)}
+            for key, label in (("test_error", "clean"), ("noisy_test_error", "noisy")):
+                mean, sd, n = mean_sd(list(c.values(ds, m, key).values()))
+                row[f"{label} error mean (%)"] = round(mean, 2) if n else None
+                row[f"{label} error sd (%)"] = round(sd, 2) if n > 1 else None
+                row[f"{label} seeds"] = n
+            row["chance error (%)"] = round(100 * f["chance_error"], 2) if f["classes"] else None
+            row["majority-class error (%)"] = round(100 * f["majority_error"], 2) if f["classes"] else None
+            out.append(row)
+    return pd.DataFrame(out)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..fileio import finite
+from ..fileio import json_safe
 from . import fmt
 from .comparisons import (
     NOISE_OTHERS,
@@ -231,11 +231,11 @@ def tables_markdown(t: dict, rows: list[dict], include_unhealthy: bool = False) 
         for r in t["fluctuation"]:
             h = (f" ({fmt.health_count(r['rim_healthy'], r['rim_runs'])})",
                  f" ({fmt.health_count(r['parallel_lstm_healthy'], r['parallel_lstm_runs'])})")
-            body.append([fmt.dataset_title(r["dataset"]), fmt.mean_sd(r["rim_abs"], r["rim_abs_sd"], digits=3) + h[0],
-                         fmt.mean_sd(r["parallel_lstm_abs"], r["parallel_lstm_abs_sd"], digits=3) + h[1],
+            body.append([fmt.dataset_title(r["dataset"]), fmt.mean_sd_text(r["rim_abs"], r["rim_abs_sd"], digits=3) + h[0],
+                         fmt.mean_sd_text(r["parallel_lstm_abs"], r["parallel_lstm_abs_sd"], digits=3) + h[1],
                          _t(r, "gap_abs", 3), _tp(r, "gap_abs", 3), r["gap_abs_verdict"],
-                         fmt.mean_sd(r["rim_rel"], r["rim_rel_sd"], digits=3),
-                         fmt.mean_sd(r["parallel_lstm_rel"], r["parallel_lstm_rel_sd"], digits=3),
+                         fmt.mean_sd_text(r["rim_rel"], r["rim_rel_sd"], digits=3),
+                         fmt.mean_sd_text(r["parallel_lstm_rel"], r["parallel_lstm_rel_sd"], digits=3),
                          _t(r, "gap_rel", 3), r["gap_rel_verdict"]])
         out += md_table(["data set", "RIM", "parallel LSTMs", "gap [Holm-step interval], p", "paired gap [95 %]",
                           "verdict", "RIM (relative, post hoc)", "parallel LSTMs (relative, post hoc)",
@@ -261,9 +261,9 @@ def tables_markdown(t: dict, rows: list[dict], include_unhealthy: bool = False) 
                 "Table 2's and Table 4's tests (one comparison, one p).", ""]
         body = []
         for r in t["ablations"]:
-            err = fmt.mean_sd(r["error"], r["sd"]) + f" ({fmt.health_count(r['healthy'], r['runs'])})"
+            err = fmt.mean_sd_text(r["error"], r["sd"]) + f" ({fmt.health_count(r['healthy'], r['runs'])})"
             body.append([fmt.dataset_title(r["dataset"]), _name(r["variant"]), r["what"], err,
-                         f"{fmt.mean_sd(r['noisy_error'], r['noisy_sd'])} ({r['growth']:+.2f})",
+                         f"{fmt.mean_sd_text(r['noisy_error'], r['noisy_sd'])} ({r['growth']:+.2f})",
                          _t(r, "gap") if "gap" in r else "(reference)", r.get("gap_verdict", ""),
                          _t(r, "growth_gap") if "growth_gap" in r else "", r.get("growth_gap_verdict", ""),
                          fmt.floors_cell(r)])
@@ -309,7 +309,7 @@ def write_tables(out: Path, include_unhealthy: bool = False) -> dict:
             _write_csv(out / f"{name}.csv", table)
     _write_csv(out / "runs.csv", rows)
     datasets = sorted({r["dataset"] for r in rows})
-    summary = finite({"tables": t, "runs": rows, "paper": PAPER, "excluded": excluded_runs(rows, t),
+    summary = json_safe({"tables": t, "runs": rows, "paper": PAPER, "excluded": excluded_runs(rows, t),
                       "include_unhealthy": include_unhealthy, "floors": {d: floors(d) for d in datasets}})
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     return t
