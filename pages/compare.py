@@ -8,13 +8,8 @@ import streamlit as st
 from core.grid.export import protocol_text
 from core.report.claims import CLAIMS_NOTE, claims_frame, display_csv, read_claims
 from core.report.fmt import dataset_title as _ds_title
-from core.report.fmt import (
-    handwriting_table,
-    method_title,
-    pct,
-    runs_frame,
-)
-from core.report.frames import dataset_order, reproduction_tables, spread_frame
+from core.report.fmt import method_title, pct
+from core.report.frames import dataset_order, handwriting_table, reproduction_tables, runs_frame, spread_frame
 from core.report.markdown import floors_line
 from core.report.paper import DATASET_ORDER, PAPER
 from core.report.plots.comparison import ERROR_METRICS, error_bar_figure

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from core.report import fmt
-from core.report.fmt import method_title, runs_frame
-from core.report.frames import reproduction_tables
+from core.report.fmt import method_title
+from core.report.frames import reproduction_tables, runs_frame
 from core.report.plots.comparison import ERROR_METRICS, error_bar_figure, parameter_bar_figure
 from core.report.plots.style import method_color, method_order
 from core.report.plots.training import (
