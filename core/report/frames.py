@@ -9,16 +9,14 @@ import math
 import pandas as pd
 
 from ..data.datasets import DATASETS
+from .columns import TABLES, frame
 from .comparisons import Cells
 from .floors import floors
 from .fmt import (
     CI,
-    cell,
     dataset_title,
     display_name,
-    floors_cell,
     gap,
-    gap_test,
     health_count,
     level_text,
     marked_verdict,
@@ -26,11 +24,8 @@ from .fmt import (
     method_title,
     num,
     p_pair,
-    params,
-    raw_interval,
     short_method_title,
 )
-from .paper import BASELINES
 from .stats import holm_levels, mean_sd, t_interval, welch_from_summary
 
 # --- display frames of a reproduction summary (``results/<schedule>/summary.json``) --------
@@ -38,147 +33,17 @@ from .stats import holm_levels, mean_sd, t_interval, welch_from_summary
 # ours; the raw numbers stay in the summary's own lists (for CSV downloads)
 
 
-def _ci(r: dict, key: str, digits: int = 2) -> str:
-    return gap(r.get(key), r.get(f"{key}_ci_low"), r.get(f"{key}_ci_high"), digits)
-
-
-
-
-def _tested(r: dict, key: str, digits: int = 2) -> dict:
-    """The cells of one test: gap [Holm-step interval] (Welch), p raw / Holm, the unadjusted and the
-    seed-paired 95 % intervals (labelled; they decide nothing)."""
-    return {f"gap {CI}": _ci(r, key, digits), "p raw / Holm": p_pair(r.get(f"{key}_p"), r.get(f"{key}_p_holm")),
-            "gap [unadjusted 95 %]": raw_interval(r, key, digits),
-            "paired gap [unadjusted 95 %]": _ci(r, f"{key}_paired", digits)}
-
-
 def reproduction_tables(summary: dict) -> dict[str, pd.DataFrame]:
-    """The reproduction tables as display frames (strings), ours beside the paper's.
+    """The reproduction tables as display frames (strings), ours beside the paper's, one per
+    column spec of ``core.report.columns.TABLES``.
 
     table2: RIM vs parallel LSTMs; table3: RIM vs EntNet/RMC/IndRNN; table4: Gaussian noise;
-    fluctuation: training-loss jitter, parallel LSTMs vs RIM; init_study, ablations and the
-    claims. Each method's cell says how many of its runs are healthy; each row its floors.
+    fluctuation: training-loss jitter, parallel LSTMs vs RIM; init_study, ablations, controls and
+    the claims. Each method's cell says how many of its runs are healthy; each row its floors.
     Missing tables give empty frames.
     """
     tables = (summary or {}).get("tables") or {}
-    t2 = [{
-        "data set": dataset_title(r.get("dataset")),
-        "RIM error (%)": cell(r, "rim"),
-        "parallel LSTMs error (%)": cell(r, "parallel_lstm"),
-        f"gap, ours (points) {CI}": _ci(r, "gap"),
-        "p raw / Holm": p_pair(r.get("gap_p"), r.get("gap_p_holm")),
-        "verdict": marked_verdict(r.get("verdict")),
-        "gap, paper (points)": mean_sd_text(r.get("paper_gap")),
-        "gap [unadjusted 95 %]": raw_interval(r, "gap"),
-        "paired gap [unadjusted 95 %]": _ci(r, "gap_paired"),
-        "floors: chance / majority (%)": floors_cell(r),
-        "seeds": r.get("seeds"),
-    } for r in tables.get("table2") or []]
-    t3 = []
-    for r in tables.get("table3") or []:
-        paper_ru = r.get("paper_runner_up")
-        row = {
-            "data set": dataset_title(r.get("dataset")),
-            "RIM error (%)": cell(r, "rim"),
-            "verdict": marked_verdict(r.get("verdict")),
-            f"gap to RMC (runner-up fixed in advance), ours (points) {CI}": _ci(r, "gap"),
-            "gap, paper (points)": mean_sd_text(r.get("paper_gap")),
-            "runner-up, paper": display_name(paper_ru) if paper_ru else "not stated",
-            "lowest-mean baseline (chosen after seeing the data)":
-                display_name(r.get("runner_up_posthoc")) if r.get("runner_up_posthoc") else "n/a",
-        }
-        for b in BASELINES:
-            row[f"{display_name(b)} error (%)"] = cell(r, b) if f"{b}_runs" in r else "n/a"
-            row[f"gap {display_name(b)} {CI}, p raw / Holm"] = gap_test(r, f"gap_{b}")
-        row.update({"RIM lowest (means)": "yes" if r.get("rim_lowest") else "no", "per baseline": r.get("verdict_detail"),
-                    "floors: chance / majority (%)": floors_cell(r)})
-        t3.append(row)
-    t4 = []
-    for r in tables.get("table4") or []:
-        post = r.get("runner_up_posthoc")
-        row = {
-            "data set": dataset_title(r.get("dataset")),
-            f"growth gap to RMC (runner-up fixed in advance) {CI}, p raw / Holm": gap_test(r, "growth_gap"),
-            "verdict: RIM's error grows less than RMC's": marked_verdict(r.get("growth_gap_verdict")),
-            "growth gap, paper": mean_sd_text(r.get("paper_growth_gap")),
-            "verdict: RIM lowest under noise": marked_verdict(r.get("noisy_verdict")),
-            "per method (noisy)": r.get("noisy_verdict_detail"),
-            f"growth gap to the parallel LSTMs {CI}, p raw / Holm": gap_test(r, "growth_gap_parallel_lstm"),
-            "verdict: RIM's error grows less than the parallel LSTMs'": marked_verdict(r.get("growth_gap_parallel_lstm_verdict")),
-            "runner-up chosen after seeing the data (lowest noisy error)": display_name(post) if post else "n/a",
-            f"growth gap to it {CI}, p raw / Holm": gap_test(r, "growth_gap_posthoc") if post else "",
-        }
-        for m in ["rim", "parallel_lstm"] + BASELINES:
-            c = cell(r, f"{m}_noisy")
-            ch = num(r.get(f"{m}_change"))
-            if not c.startswith("n/a") and not math.isnan(ch):
-                c += f" ({ch:+.2f})"
-            row[f"{display_name(m)} noisy error (%) (change)"] = c
-        row["floors: chance / majority (%)"] = floors_cell(r)
-        t4.append(row)
-    tf = [{
-        "data set": dataset_title(r.get("dataset")),
-        "RIM": mean_sd_text(r.get("rim_abs"), r.get("rim_abs_sd"), 3),
-        "parallel LSTMs": mean_sd_text(r.get("parallel_lstm_abs"), r.get("parallel_lstm_abs_sd"), 3),
-        **_tested(r, "gap_abs", 3),
-        "verdict": marked_verdict(r.get("gap_abs_verdict")),
-        "healthy runs (RIM, parallel)": f"{health_count(r.get('rim_healthy'), r.get('rim_runs'))}, "
-                                        f"{health_count(r.get('parallel_lstm_healthy'), r.get('parallel_lstm_runs'))}",
-        f"gap (relative, chosen after seeing the data) {CI}": _ci(r, "gap_rel", 3),
-        "p raw / Holm (relative)": p_pair(r.get("gap_rel_p"), r.get("gap_rel_p_holm")),
-        "verdict (relative, post hoc)": marked_verdict(r.get("gap_rel_verdict")),
-        "seeds": r.get("seeds"),
-    } for r in tables.get("fluctuation") or []]
-    ti = [{
-        "data set": dataset_title(r.get("dataset")),
-        "forget bias": f"{num(r.get('forget_bias')):g}",
-        "RIM error (%)": cell(r, "rim"),
-        "parallel LSTMs error (%)": cell(r, "parallel_lstm"),
-        f"gap (parallel − RIM) {CI}": _ci(r, "gap"),
-        "p raw / Holm": p_pair(r.get("gap_p"), r.get("gap_p_holm")),
-        "verdict: RIM better": marked_verdict(r.get("verdict")),
-        "effect of forget bias 0 on RIM": gap_test(r, "rim_fb_effect") if "rim_fb_effect" in r else "",
-        "effect on parallel LSTMs": gap_test(r, "parallel_lstm_fb_effect") if "parallel_lstm_fb_effect" in r else "",
-        "seeds": r.get("seeds"),
-    } for r in tables.get("init_study") or []]
-    ta = [{
-        "data set": dataset_title(r.get("dataset")),
-        "variant": display_name(r.get("variant")),
-        "what it is": r.get("what"),
-        "test error (%)": mean_sd_text(r.get("error"), r.get("sd")) + (
-            f" ({health_count(r.get('healthy'), r.get('runs'))})" if r.get("runs") else ""),
-        f"gap to RIM {CI}, p raw / Holm": gap_test(r, "gap") if "gap" in r else "reference",
-        "verdict": r.get("gap_verdict", ""),
-        "noisy error (%)": mean_sd_text(r.get("noisy_error"), r.get("noisy_sd")),
-        f"growth gap {CI}, p raw / Holm": gap_test(r, "growth_gap") if "growth_gap" in r else "",
-        "floors: chance / majority (%)": floors_cell(r),
-        "seeds": r.get("seeds"),
-    } for r in tables.get("ablations") or []]
-    tcon = [{
-        "data set": dataset_title(r.get("dataset")),
-        "control": display_name(r.get("control")),
-        "parameters": params(r.get("parameters")),
-        "n seeds (healthy of runs)": f"{r.get('seeds')} ({health_count(r.get('healthy'), r.get('runs'))})",
-        "test error (%)": mean_sd_text(r.get("error"), r.get("sd")),
-        f"gap to RIM {CI}, p raw / Holm": gap_test(r, "gap") if "gap" in r else "reference",
-        "verdict": marked_verdict(r.get("gap_verdict")) if "gap" in r else "",
-        "equivalence (TOST, margin ±)": (f"{marked_verdict(r.get('equiv_verdict'))} (±{num(r.get('margin')):.2f})"
-                                         if "equiv_verdict" in r else ""),
-        "what it is": r.get("what"),
-        "floors: chance / majority (%)": floors_cell(r),
-    } for r in tables.get("controls") or []]
-    tc = [{
-        "claim": r.get("claim"),
-        "verdict": marked_verdict(r.get("verdict")),
-        "paper (points)": mean_sd_text(r.get("paper")) if r.get("paper") is not None else "",
-        f"ours: pooled gap {CI}, p raw / Holm": gap_test(r, "pooled") if "pooled" in r else "",
-        "detail": r.get("detail"),
-    } for r in tables.get("claims") or []]
-    return {"table2": pd.DataFrame(t2), "table3": pd.DataFrame(t3), "table4": pd.DataFrame(t4),
-            "fluctuation": pd.DataFrame(tf), "init_study": pd.DataFrame(ti), "ablations": pd.DataFrame(ta),
-            "controls": pd.DataFrame(tcon), "claims": pd.DataFrame(tc)}
-
-
+    return {name: frame(columns, tables.get(name) or []) for name, columns in TABLES.items()}
 
 
 def dataset_order(datasets) -> list[str]:
