@@ -4,6 +4,7 @@ Run from the repository root (needs Chromium and Playwright: ``scripts/install_b
 
     .venv/bin/python -m bench.bench_pages                # about 5-10 min on 2 cores
     .venv/bin/python -m bench.bench_pages --reps 5 --gc on off
+    .venv/bin/python -m bench.bench_pages --sections slow --reps 3 --gc off --out bench/results/pages_slow.json
 
 It starts ``streamlit run app.py`` on a free local port (offline, an empty run store, the
 shipped pretrained models, the bundled MNIST sample unless ``RIMSCOPE_DATA_DIR`` is set) and
@@ -18,7 +19,10 @@ drives headless Chromium through the interactions users repeat:
   mechanisms elsewhere" view (a fresh session; the first one also traces the searched set),
   a step of the block's first row and of the match threshold, opening a match as the current
   input, picking a second model ("Compare with"), the first render of "What each LSTM is for",
-  a step of its noise level (a level not seen before: the set traced again under noise).
+  a step of its noise level (a level not seen before: the set traced again under noise);
+* **slow** (the interactions a newcomer found slow): another noise kind and the protocol switch
+  on Robustness, Fashion-MNIST there, Mechanisms' "Across the test set"; each in a fresh
+  session, after the server's warm-up had ``RIMSCOPE_BENCH_WARM_WAIT_S`` (180) seconds.
 
 Latency = from the input event to the end of the script run it causes, taken from the page
 itself: a MutationObserver time-stamps every change of Streamlit's ``data-test-script-state``
@@ -436,6 +440,53 @@ def bench_explore(page, url: str, reps: int) -> dict[str, list[float]]:
     return out
 
 
+def _pick_option(page, key: str, option: str):
+    """Open selectbox ``key`` (before the clock) and return the action that clicks ``option``."""
+    box = page.locator(f".st-key-{key}").first
+    for _ in range(5):
+        settle(page, 60)
+        box.get_by_role("combobox").click()
+        try:
+            page.get_by_role("option", name=option, exact=True).wait_for(timeout=10_000)
+            break
+        except Exception:  # noqa: BLE001 - closed by a late rerun: open it again
+            page.keyboard.press("Escape")
+    opt = page.get_by_role("option", name=option, exact=True)
+    return lambda: opt.click()
+
+
+def bench_slow(page, url: str, reps: int) -> dict[str, list[float]]:
+    """The interactions a newcomer found slow: another noise kind, the protocol switch, another
+    data set on Robustness, Mechanisms' "Across the test set". The server's warm-up gets
+    ``SLOW_WARM_WAIT_S`` after the first page (it fills the caches these read)."""
+    log(f"Slow list: first page, then {SLOW_WARM_WAIT_S:.0f} s for the warm-up")
+    out: dict[str, list[float]] = {"noise_kind": [], "protocol_switch": [], "robustness_fashion_mnist": [],
+                                   "across_the_test_set": []}
+    page.goto(url + "/robustness", wait_until="commit", timeout=WAIT_MS)
+    page.get_by_text("Error against noise strength").first.wait_for(timeout=WAIT_MS)
+    time.sleep(SLOW_WARM_WAIT_S)
+    for i in range(reps):  # a fresh session each rep: what a newcomer meets
+        page.goto(url + "/robustness", wait_until="commit", timeout=WAIT_MS)
+        page.get_by_text("Error against noise strength").first.wait_for(timeout=WAIT_MS)
+        settle(page)
+        kind = ("Salt & pepper", "Speckle", "Poisson")[i % 3]
+        out["noise_kind"].append(timed(page, _pick_option(page, "rb_kind", kind)))
+        settle(page)
+        radio = page.locator('[data-testid="stSidebar"]').get_by_text("paper protocol (1,000 SGD steps)")
+        out["protocol_switch"].append(timed(page, lambda r=radio: r.click()))
+        settle(page)
+        page.locator('[data-testid="stSidebar"]').get_by_text("converged (trained to convergence)").click()
+        settle(page)
+        out["robustness_fashion_mnist"].append(timed(page, _pick_option(page, "rb_dataset", "Fashion-MNIST")))
+        settle(page)
+        page.goto(url + "/mechanisms", wait_until="commit", timeout=WAIT_MS)
+        page.get_by_text("row by row").first.wait_for(timeout=WAIT_MS)
+        settle(page)
+        tab = page.get_by_role("tab", name="Across the test set")
+        out["across_the_test_set"].append(timed(page, lambda t=tab: t.dispatch_event("click")))
+    return out
+
+
 def _summary(samples: list[float], spans: list[float]) -> dict:
     """``samples``: input event -> end of run; ``spans``: the same runs' running -> notRunning
     (the server's script run as the page sees it; the rest is input, transport and drawing)."""
@@ -453,7 +504,8 @@ def _measured(fn, *args):
     return out, spans
 
 
-SECTIONS = ("timestep", "noise", "drawing", "explore")
+SECTIONS = ("timestep", "noise", "drawing", "explore", "slow")
+SLOW_WARM_WAIT_S = float(os.environ.get("RIMSCOPE_BENCH_WARM_WAIT_S", "180"))  # the warm-up's time after the first page
 
 
 def cpu_profile(reps: int, data_dir: str | None = None) -> dict:
@@ -528,6 +580,9 @@ def run(gc_on: bool, reps: int, sections=SECTIONS) -> dict:
                 if "explore" in sections:
                     for name, samples in bench_explore(page, url, reps).items():
                         res[name] = _summary(samples, [math.nan] * len(samples))  # page-side times only
+                if "slow" in sections:
+                    for name, samples in bench_slow(page, url, reps).items():
+                        res[name] = _summary(samples, [math.nan] * len(samples))  # page-side times only
                 browser.close()
         finally:
             stop_server(proc)
@@ -539,8 +594,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--reps", type=int, default=8, help="measured repetitions per interaction (default 8)")
     ap.add_argument("--gc", nargs="+", choices=["on", "off"], default=["off", "on"],
                     help="Streamlit's after-run garbage collection: off (this app's config), on (default)")
-    ap.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS),
-                    help="which interactions to measure (default: all)")
+    ap.add_argument("--sections", nargs="+", choices=SECTIONS, default=[x for x in SECTIONS if x != "slow"],
+                    help="which interactions to measure (default: all but 'slow', which waits for the warm-up; "
+                         "run it with --sections slow)")
     ap.add_argument("--cpu-profile", action="store_true",
                     help="instead: CPU seconds per Mechanisms view and interaction (AppTest, no browser)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)

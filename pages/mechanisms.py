@@ -48,20 +48,8 @@ def _subset_probs(_model, model_key: str, mtime: float, data_key: str, _images, 
     return idx, probs
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
-def _stats(_model, model_key: str, mtime: float, data_key: str, _images, _labels, n: int, num_classes: int):
-    idx = robustness_points.fixed_subset(len(_images), n, seed=0)
-    return robustness_points.activation_stats(_model, _images[idx], _labels[idx], num_classes)
-
-
-@st.cache_data(max_entries=16, show_spinner=False)
-def _selection(_model, model_key: str, mtime: float, data_key: str, _images, _labels, n: int):
-    """What the attention does (core.eval.selection) for the model and its random-selection twin."""
-    from core.eval import selection
-
-    idx = robustness_points.fixed_subset(len(_images), n, seed=0)
-    return (selection.selection_report(_model, _images[idx], _labels[idx]),
-            selection.selection_report(selection.random_twin(_model), _images[idx], _labels[idx]))
+_stats = ui.cache.activation_stats  # shared with the warm-up, which fills it for the default RIM
+_selection = ui.cache.selection_reports
 
 
 def selection_view(dataset: str, entry, model, data, n: int) -> None:
@@ -75,10 +63,12 @@ def selection_view(dataset: str, entry, model, data, n: int) -> None:
     c1.metric("Median selection margin", "n/a" if np.isnan(q[0.5]) else f"{q[0.5]:.3f}",
               help=f"Input-attention weight of the {rep_.k}th-ranked LSTM minus the {rep_.k + 1}th, per row. "
                    "Near 0: the choice hinges on tiny score differences.")
-    c2.metric("Rows whose active set changes under noise", f"{rep_.changed_share * 100:.1f}%",
+    c2.metric("Rows with a changed active set under noise", f"{rep_.changed_share * 100:.1f}%",
               delta=f"{(rep_.changed_share - rnd.changed_share) * 100:+.1f} points vs random selection",
               delta_color="inverse",
-              help=f"Gaussian noise, variance {rep_.noise_var}. The random twin (same weights, k drawn at random) "
+              help=f"Share of (image, row) pairs whose set of active LSTMs differs between the clean and the "
+                   f"noisy image (Gaussian noise, variance {rep_.noise_var}). Not the share of single activations "
+                   "switched, which Robustness shows. The random twin (same weights, k drawn at random) "
                    "is the chance level.")
     c3.metric("Class information in the active set", f"{rep_.information_bits:.3f} bits",
               delta=f"{rep_.information_bits - rep_.chance_bits:+.3f} bits above shuffled labels",
@@ -90,7 +80,8 @@ def selection_view(dataset: str, entry, model, data, n: int) -> None:
                         config=CHART)
         st.caption(f"{(m < 0.01).mean() * 100:.0f}% of rows have a margin below 0.01; quartiles "
                    f"{q[0.25]:.3f} / {q[0.5]:.3f} / {q[0.75]:.3f}. Random twin: {rnd.changed_share * 100:.1f}% "
-                   f"of rows change, {rnd.information_bits:.3f} bits (shuffled labels {rnd.chance_bits:.3f}).")
+                   f"of rows with a changed active set, {rnd.information_bits:.3f} bits (shuffled labels "
+                   f"{rnd.chance_bits:.3f}). On {rep_.images} {ui.explore.images_word(data)}.")
     else:
         st.caption("All LSTMs are active (k = n): there is no selection margin.")
 
@@ -135,7 +126,8 @@ def _pick_test_image(dataset: str, model, entry, data):
         if len(wrong) == 0:
             st.success(f"{entry.display} classifies all {len(idx)} images of the subset correctly.")
             return None
-        k = st.number_input(f"Mistake number (1 = most confident; {len(wrong)} of {len(idx)} images are wrong)",
+        k = st.number_input(f"Mistake number (1 = most confident; {len(wrong)} of {len(idx):,} "
+                            f"{ui.explore.images_word(data)} are wrong)",
                             1, len(wrong), 1, key="mech_wrong")
         st.session_state["mech_idx"] = int(wrong[int(k) - 1])
     i = st.number_input(f"Test image number (0-{n - 1})", 0, n - 1, key="mech_idx", disabled=how == "Misclassified")
@@ -203,7 +195,10 @@ def _timeline(image: np.ndarray, a: ui.pair.Side, b: ui.pair.Side | None, heads:
     return fig, panels
 
 
-def _timestep_view(image: np.ndarray, a: ui.pair.Side, b: ui.pair.Side | None, playing: bool, cache_key: tuple) -> None:
+def _timestep_view(image: np.ndarray, a: ui.pair.Side, b: ui.pair.Side | None, playing: bool, cache_key: tuple,
+                   downloads=None) -> None:
+    """The step slider, the row's panels and the timeline; ``downloads()`` draws the exports
+    under it (here, in the fragment, so what they record is the row shown now)."""
     trace, unit_names, schema = a.trace, a.unit_names, a.schema
     T = image.shape[0]
     t_now = int(st.session_state.get("mech_t", 1))
@@ -217,8 +212,7 @@ def _timestep_view(image: np.ndarray, a: ui.pair.Side, b: ui.pair.Side | None, p
     c_prev, c_slider, c_next = st.columns([1, 14, 1], vertical_alignment="bottom")
     c_prev.button("◀", key="mech_prev", on_click=step, args=(-1,), help="previous row")
     t = c_slider.slider("Timestep = image row", 1, T, key="mech_t")
-    if st.query_params.get("mech_t") != str(t):  # this view is a fragment: the page's sync_url does not run
-        st.query_params["mech_t"] = str(t)
+    ui.urlstate.write_param(URL_STATE, "mech_t", t)  # this view is a fragment: the page's sync_url does not run
     c_next.button("▶", key="mech_next", on_click=step, args=(1,), help="next row")
 
     c_img, c_comm, c_text = st.columns([2, 4, 3])  # the heatmap wide enough for its numbers at 1280 px
@@ -241,6 +235,8 @@ def _timestep_view(image: np.ndarray, a: ui.pair.Side, b: ui.pair.Side | None, p
         heads = schema.has(trace, "input_heads") and st.checkbox("Show each input-attention head", key="mech_heads")
     fig, _ = _timeline(image, a, b, heads, cache_key + (heads, b.entry.key if b else None))
     st.plotly_chart(traces.mark_step(fig, t), key="mech_timeline", config=CHART)
+    if downloads is not None:
+        downloads()
 
 
 # --------------------------------------------------------------------------- views
@@ -329,8 +325,7 @@ def one_input_view(dataset: str, entry, model, compared: dict, all_entries: list
         ui.pair.predictions(a, b, classes, label)
     view = st.fragment(run_every=PLAY_SECONDS if playing else None)(_timestep_view)
     cache_key = (entry.key, ui.cache.entry_mtime(entry), image.shape, hash(image.tobytes()))
-    view(image, a, b, playing, cache_key)
-    _downloads(dataset, image, a, b, cache_key, what, label)
+    view(image, a, b, playing, cache_key, lambda: _downloads(dataset, image, a, b, cache_key, what, label))
     here = int(st.session_state["mech_idx"]) if source == "Test image" else None
     ui.pickers.tab_views("mech_more", {
         "Find the same mechanisms elsewhere": lambda: ui.explore.match_view(dataset, entry, model, a.mask, a.unit_names, here),
@@ -353,7 +348,8 @@ def _downloads(dataset: str, image: np.ndarray, a: ui.pair.Side, b: ui.pair.Side
     test_image = st.session_state.get("mech_source") == "Test image"
     where = {"dataset": dataset, "what": what, "true_class": label, "shape": list(image.shape),
              "test_index": st.session_state.get("mech_idx") if test_image else None, "pixels": image}
-    settings = {"timestep": int(st.session_state.get("mech_t", 1)), "heads_shown": heads}
+    settings = {"timestep": int(st.session_state.get("mech_t", 1)), "timestep_means": "image row (1 = top)",
+                "heads_shown": heads}
     ui.export.trace_downloads(fig, panels, [a] if b is None else [a, b], list(DATASETS[dataset].classes), where, settings,
                        name=f"{dataset}_{a.entry.model}_trace", key="mech_dl")
 
@@ -402,8 +398,8 @@ def dataset_view(dataset: str, entry, model, all_entries=()) -> None:
                        data.labels, n, len(info.classes))
     what, short = spec.trace.mean_what, spec.trace.mean_label
     zmin, zmax = spec.trace.value_range
-    st.caption(f"{stats.n} images from the {source_parts(data.source)[0]} (fixed subset, seed 0); model accuracy on them "
-               f"{stats.accuracy * 100:.1f}%. Colour: {what}"
+    st.caption(f"{stats.n} images from the {source_parts(data.source)[0]} (fixed subset, seed 0). Test error of "
+               f"{entry.display}: {ui.explore.error_on_subset(1 - stats.accuracy, stats.n, data, entry)}. Colour: {what}"
                + (", minus the unit's average over all images and rows (red: more than usual)." if relative else "."))
     units = stats.unit_names or [f"unit {i + 1}" for i in range(stats.by_row.shape[1])]
     classes = list(info.classes)
@@ -411,7 +407,8 @@ def dataset_view(dataset: str, entry, model, all_entries=()) -> None:
         z, cb, div = stats.class_deviation(), f"{short} - average", True
     else:
         z, cb, div = stats.by_class, short, False
-    left, right = st.columns(2)
+    # one above the other: the per-class heatmap's numbers need the full width (side by side they overlapped)
+    left, right = st.container(), st.container()
     row_z = stats.by_row - stats.overall[None, :] if relative else stats.by_row
     rows = list(range(1, row_z.shape[0] + 1))
     for col, m, xs, axis, what in ((left, z, classes, "class", "class"), (right, row_z, rows, style.TIMESTEP_AXIS, "row")):
@@ -448,11 +445,13 @@ def dataset_view(dataset: str, entry, model, all_entries=()) -> None:
 
 URL_STATE = {"mech_dataset": str, "mech_model_*": str, "mech_source": str, "mech_how": str, "mech_idx": int,
              "mech_t": int, "mech_tab": str, "mech_stats_n": int, "pretrained_protocol": str, "mech_with_*": str,
+             "mech_cmp_*": str,
              **ui.explore.URL_STATE, handwriting.MECH_SET: str, handwriting.MECH_IDX: int,
              **intervene.URL_STATE}
 ui.urlstate.restore_from_url(URL_STATE)
 
 st.title("Mechanisms")
+ui.explore.scroll_up_if_opened()
 st.caption("Which of the 6 LSTMs the input attention activates at each image row, what the active ones read "
            "from each other, and whether they specialise by class or row.")
 

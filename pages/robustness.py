@@ -123,7 +123,7 @@ def _prediction_table(rows_clean: list, rows_other: list, classes: list, what: s
         pc, po = int(np.argmax(rc["probs"])), int(np.argmax(ro["probs"]))
         out.append({"model": rc["label"], base: f"{classes[pc]} {rc['probs'][pc] * 100:.0f}%",
                     what: f"{classes[po]} {ro['probs'][po] * 100:.0f}%",
-                    "changed": "yes" if pc != po else ""})
+                    "prediction changed": "yes" if pc != po else ""})
     # a static table: long model and class names wrap instead of being cut at a cell's edge
     st.table(pd.DataFrame(out), hide_index=True)
 
@@ -156,17 +156,53 @@ def _error_metrics(scorer: Scorer | None, dataset: str, heading: str, spinner: s
         points = {m: here_of(m) for m in scorer.models}
     import pandas as pd
 
-    rows = []
+    rows, numbers = [], []
     for method, p in points.items():
         lo, hi = p.interval
         d = (p.error - base[method].error) * 100
-        rows.append({"model": scorer.models[method][0].display, "test error": f"{p.error * 100:.1f}%",
+        entry = scorer.models[method][0]
+        name = entry.display
+        full = (entry.metrics or {}).get("test_error")
+        rows.append({"model": name, f"test error on {p.n:,} {_images_word(scorer)}": f"{p.error * 100:.1f}%",
                      f"change vs {versus}": f"{d:+.1f} points" if round(d, 1) else "±0.0 points",
-                     "95% interval": f"{lo * 100:.1f}-{hi * 100:.1f}%", "images": p.n})
+                     "95% interval": f"{lo * 100:.1f}-{hi * 100:.1f}%",
+                     "clean, full test set": f"{full * 100:.2f}%" if isinstance(full, (int, float)) else "–"})
+        numbers.append({"model": name, "setting": heading.removeprefix("Test error at "),
+                        "test error (%)": round(p.error * 100, 4), f"{versus} error (%)": round(base[method].error * 100, 4),
+                        "95% low (%)": round(lo * 100, 4), "95% high (%)": round(hi * 100, 4), "images": p.n})
     # a static table (not one metric per model): every model's full name fits, nothing is cut
     st.table(pd.DataFrame(rows), hide_index=True)
-    st.caption(f"95% intervals: Wilson, over the {next(iter(points.values())).n} test images{suffix}.")
+    c_note, c_dl = st.columns([4, 1], vertical_alignment="center")
+    c_note.caption(f"95% intervals: Wilson, over the {next(iter(points.values())).n} {_images_word(scorer)}{suffix}. "
+                   "The full-test-set error is the one recorded when the model was trained.",
+                   help="A 95% interval is the range the error would fall in for 95 of 100 other sets of this many "
+                        "images of the same kind: the narrower, the surer the figure. Two models whose intervals "
+                        "overlap much may not differ at all.")
+    c_dl.download_button("⬇ CSV: this table", pd.DataFrame(numbers).to_csv(index=False).encode(),
+                         file_name=f"{dataset}_test_error_{_slug(heading)}.csv", mime="text/csv",
+                         key=f"rb_dl_table_{versus}", on_click="ignore")
     return True
+
+
+def _images_word(scorer: Scorer) -> str:
+    """"sample images" when the scored images come from the bundled sample, else "test images"."""
+    return "sample images" if "sample" in scorer.key.split("|")[1] else "test images"
+
+
+def _slug(text: str) -> str:
+    import re
+
+    return re.sub(r"[^0-9A-Za-z.]+", "_", text).strip("_").lower()
+
+
+def _lines_csv(lines: list[dict], x_name: str) -> bytes:
+    """The curves' numbers: one row per model and x, errors and 95% intervals in percent."""
+    import pandas as pd
+
+    rows = [{"model": ln["label"], x_name: float(x), "test error (%)": round(float(y) * 100, 4),
+             "95% low (%)": round(float(lo) * 100, 4), "95% high (%)": round(float(hi) * 100, 4)}
+            for ln in lines for x, y, lo, hi in zip(ln["x"], ln["y"], ln["low"], ln["high"])]
+    return pd.DataFrame(rows).to_csv(index=False).encode()
 
 
 # --------------------------------------------------------------------------- noise tab
@@ -224,29 +260,37 @@ def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
                           lambda m: scorer.curve_noise(m, "gaussian", 0.0), lambda m: scorer.curve_noise(m, kind, strength),
                           f"; one noise draw (seed {SEED}) shared by all models"):
         return
-    src, where = source_parts(data.source)
-    st.caption(f"{scorer.images.shape[0]} test images (fixed subset, seed 0) from the {src}. One noise draw; "
-               "the Compare page reports means over seeds and draws.", help=f"Read from {where}." if where else None)
+    if data is not None:
+        src, where = source_parts(data.source)
+        st.caption(f"{scorer.images.shape[0]} {_images_word(scorer)} (fixed subset, seed 0) from the {src}. One noise draw; "
+                   "the Compare page reports means over seeds and draws.", help=f"Read from {where}." if where else None)
+    else:
+        st.caption(f"Shipped curves: {scorer.n} test images (fixed subset, seed 0), scored when the models were "
+                   "built. One noise draw; the Compare page reports means over seeds and draws.")
 
     # curve
     if param is not None:
         st.subheader("Error against noise strength")
 
         def build():
-            compute_points([(scorer.curve_noise, (m, kind, s)) for s in GRID for m in models],
-                 f"Scoring {len(models)} models at {len(GRID)} noise levels")
+            compute_points([(scorer.curve_noise, (m, kind, s)) for s in GRID for m in scorer.models],
+                 f"Scoring {len(scorer.models)} models at {len(GRID)} noise levels")
             lines = _error_lines(scorer, lambda m: scorer.noise_curve(m, kind, GRID))
-            return robustness.error_curve_figure(lines, x_title=f"{title} noise {param}",
-                                                 reference=PAPER_VAR if kind == "gaussian" else None,
-                                                 reference_label="paper (0.01)", floors=_floors(scorer))
+            fig = robustness.error_curve_figure(lines, x_title=f"{title} noise {param}",
+                                                reference=PAPER_VAR if kind == "gaussian" else None,
+                                                reference_label="paper (0.01)", floors=_floors(scorer))
+            return _labels_apart(fig), lines
 
-        fig = _session_memo("_rb_noise_curve", scorer.signature(kind), build)
+        fig, lines = _session_memo("_rb_noise_curve", scorer.signature(kind), build)
         st.plotly_chart(robustness.mark_current(fig, strength), key="rb_curve", config=CHART)
+        name = f"{dataset}_robustness_{kind}"
+        ui.export.figure_downloads(fig, name, key="rb_dl_curve", extra=[
+            ("⬇ CSV: the curves", lambda: _lines_csv(lines, f"{title} noise {param}"), f"{name}.csv", "text/csv")])
         st.caption("Bands: 95% intervals (Wilson) of each error on this subset. Dashed: the error of guessing at "
                    "random (chance) and of always answering the subset's most frequent class (majority class).")
 
     # how a selection mask shifts (the models whose activity is a binary mask)
-    for method in [m for m in models if trace_schema(m).activity_binary]:
+    for method in [m for m in scorer.models if trace_schema(m).activity_binary and scorer.images is not None]:
         _mask_shift(scorer, method, picked, kind, strength, param, level)
 
 
@@ -266,12 +310,14 @@ def _mask_shift(scorer: Scorer, method: str, picked, kind, strength, param, leve
             a_clean = _active(model, entry.key, mt, image)
             a_noisy = _active(model, entry.key, mt, noisy)
             one = activation_change(a_clean, a_noisy)
-            st.metric("Changed on this image", f"{one.fraction * 100:.1f}%",
-                      help="share of (row, LSTM) activations that differ between clean and noisy input")
-        st.metric(f"Changed over {here_pt.n} test images", f"{subset_change.fraction * 100:.1f}%",
-                  help="share of (image, row, LSTM) activations that differ from the clean run")
+            st.metric("Activations switched, this image", f"{one.fraction * 100:.1f}%",
+                      help="Share of (row, LSTM) activations switched on or off between the clean and the noisy "
+                           "input. Not the share of rows whose active set changes (Mechanisms), which counts a row "
+                           "once however many of its LSTMs switch.")
+        st.metric(f"Activations switched, {here_pt.n} {_images_word(scorer)}", f"{subset_change.fraction * 100:.1f}%",
+                  help="Share of (image, row, LSTM) activations switched on or off against the clean run.")
         worst = int(np.argmax(subset_change.per_row)) + 1
-        st.caption(f"Most changes at row {worst} ({subset_change.per_row[worst - 1] * 100:.0f}% of activations).")
+        st.caption(f"Most switches at row {worst} ({subset_change.per_row[worst - 1] * 100:.0f}% of its activations).")
     with c1:
         if picked is not None:
             st.plotly_chart(robustness.mask_shift_figure(a_clean, a_noisy, list(model.unit_names),
@@ -284,8 +330,8 @@ def _mask_shift(scorer: Scorer, method: str, picked, kind, strength, param, leve
             if c.flips is None:
                 return None
             return robustness.error_curve_figure(
-                [{"label": f"{entry.display}: activations changed", "method": method, "x": c.x, "y": c.flips}],
-                x_title=f"noise {param}", y_title="activations changed vs clean (%)",
+                [{"label": f"{entry.display}: activations switched", "method": method, "x": c.x, "y": c.flips}],
+                x_title=f"noise {param}", y_title="activations switched vs clean (%)",
                 reference=PAPER_VAR if kind == "gaussian" else None, reference_label="paper (0.01)", height=280)
 
         fig = _session_memo("_rb_flip_curve" + suffix, scorer.signature(kind), build)
@@ -322,25 +368,38 @@ def stretch_view(dataset: str, data, scorer: Scorer | None, models: dict) -> Non
         _predictions(models, classes, image, stretched, label, key="rb_s_probs", what="stretched", base="original",
                      caption="Prediction per model, original → stretched")
     if not _error_metrics(scorer, dataset, f"Test error at stretch ×{factor:g}", "Scoring the models at this stretch…",
-                          lambda m: scorer.stretch(m, 1.0), lambda m: scorer.stretch(m, factor), "",
+                          lambda m: scorer.curve_stretch(m, 1.0), lambda m: scorer.curve_stretch(m, factor), "",
                           versus="unstretched"):
         return
     st.subheader("Error against stretch factor")
 
     def build():
-        compute_points([(scorer.curve_stretch, (m, f)) for f in FACTORS for m in models],
-             f"Scoring {len(models)} models at {len(FACTORS)} stretch factors")
+        compute_points([(scorer.curve_stretch, (m, f)) for f in FACTORS for m in scorer.models],
+             f"Scoring {len(scorer.models)} models at {len(FACTORS)} stretch factors")
         lines = _error_lines(scorer, lambda m: scorer.stretch_curve(m, FACTORS))
-        return robustness.error_curve_figure(lines, x_title="vertical stretch factor (1 = training length)",
-                                             reference=1.0, reference_label="training length",
-                                             floors=_floors(scorer))
+        fig = robustness.error_curve_figure(lines, x_title="vertical stretch factor (1 = training length)",
+                                            reference=1.0, reference_label="training length",
+                                            floors=_floors(scorer))
+        return _labels_apart(fig), lines
 
-    fig = _session_memo("_rb_stretch_curve", scorer.signature("stretch"), build)
+    fig, lines = _session_memo("_rb_stretch_curve", scorer.signature("stretch"), build)
     st.plotly_chart(robustness.mark_current(fig, factor), key="rb_s_curve", config=CHART)
+    name = f"{dataset}_robustness_stretch"
+    ui.export.figure_downloads(fig, name, key="rb_dl_s_curve", extra=[
+        ("⬇ CSV: the curves", lambda: _lines_csv(lines, "vertical stretch factor"), f"{name}.csv", "text/csv")])
+
+
+def _labels_apart(fig):
+    """The curves end near the chance and majority-class errors at the right, where both floor
+    labels sat (and overlapped): the majority-class label goes to the left end, above its line."""
+    return fig.update_annotations(selector=lambda a: str(a.text).startswith("majority"), x=0, xanchor="left",
+                                  yanchor="bottom")
 
 
 def _floors(scorer: Scorer) -> dict:
     """Chance and majority-class error of the images the scorer scores (dashed lines on the curves)."""
+    if scorer.labels is None:  # the shipped curves alone: the images' classes are not here
+        return {}
     info = DATASETS.get(scorer.key.split("|")[0])  # the key starts with the data set (make_scorer)
     counts = np.bincount(np.asarray(scorer.labels, dtype=np.int64), minlength=len(info.classes) if info else 0)
     return floors_from_counts(counts)
@@ -358,7 +417,8 @@ def _error_lines(scorer: Scorer, curve_of) -> list[dict]:
 # --------------------------------------------------------------------------- page
 
 URL_STATE = {"rb_dataset": str, "rb_kind": str, "rb_strength_*": float, "rb_tab": str, "rb_img_src": str,
-             "rb_img_idx": int, "rb_factor": float, "pretrained_protocol": str, **HANDWRITING_URL_STATE}
+             "rb_img_idx": int, "rb_factor": float, "pretrained_protocol": str, "rb_cmp_*": str,
+             **HANDWRITING_URL_STATE}
 ui.urlstate.restore_from_url(URL_STATE)
 
 st.title("Robustness")
@@ -381,11 +441,22 @@ st.caption("Models: " + ", ".join(f"{e.display}" for e, _ in models.values()) + 
 try:
     data = ui.cache.test_data(dataset)
 except DataUnavailableError as exc:
-    ui.messages.missing_data_note(dataset, exc, "the error curves are off (uploading an image still works)")
     data = None
-for e, _ in models.values():  # a demo run: every model on the images the demo did not train on
-    data = held_out_data(e, data) if data is not None else None
-scorer = make_scorer(dataset, data, models) if data is not None else None
+    scorer, left_out = ui.cache.shipped_scorer(dataset, models)
+    if scorer is None:
+        ui.messages.missing_data_note(dataset, exc, "the error curves are off (uploading an image still works)")
+    else:
+        ui.messages.missing_data_note(
+            dataset, exc, f"the errors shown are the shipped curves, computed when the models were built on "
+                          f"{scorer.n} test images (fixed subset, seed 0); nothing else can be scored here "
+                          "(uploading an image still works)")
+        if left_out:
+            st.caption("Not in the errors (no shipped curves, no test set to compute them): "
+                       + ", ".join(models[m][0].display for m in left_out) + ".")
+else:
+    for e, _ in models.values():  # a demo run: every model on the images the demo did not train on
+        data = held_out_data(e, data)
+    scorer = make_scorer(dataset, data, models)
 
 ui.pickers.tab_views("rb_tab", {"Noise": lambda: noise_view(dataset, data, scorer, models),
                         "Stretch (other sequence lengths)": lambda: stretch_view(dataset, data, scorer, models),

@@ -1,7 +1,7 @@
 """What the results in results/ cost to compute: the training time of every run record, summed.
 
-    .venv/bin/python scripts/compute_cost.py            # print the table
-    .venv/bin/python scripts/compute_cost.py --write    # write results/compute.md (README and
+    .venv/bin/python -m scripts.compute_cost            # print the table
+    .venv/bin/python -m scripts.compute_cost --write    # write results/compute.md (README and
                                                         # REPRODUCTION include it)
 
 Reads ``metrics.train_time_s`` of every run JSON under ``results/<folder>/runs/`` (the training
@@ -63,11 +63,9 @@ def render(folders: dict[str, dict]) -> str:
         total_runs += f["runs"]
         total_s += f["seconds"]
     rows.append(f"| all | {total_runs} | {_hours(total_s)} | | | |")
-    return ("Compute: the training time each run records (`metrics.train_time_s`, the training loop's own "
-            "clock, its periodic validation included), summed per results folder by `python scripts/compute_cost.py`. The runs train on the "
-            "CPU of 2-core x86_64 machines, two runs at a time, often beside other work, so the sums are "
-            "upper bounds of what a quiet machine needs; data loading and the final test evaluation come "
-            "on top.\n\n" + "\n".join(rows) + "\n")
+    return ("Compute: the training time each run records (`metrics.train_time_s`), summed per folder by "
+            "`python -m scripts.compute_cost`; CPU of 2-core x86_64 machines, two runs at a time, often beside "
+            "other work (upper bounds); data loading and the final test evaluation come on top.\n\n" + "\n".join(rows) + "\n")
 
 
 def main(argv: list[str] | None = None) -> None:

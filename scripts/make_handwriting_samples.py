@@ -7,7 +7,7 @@ on), 200 images per set in ascending index order. Keys: ``x`` uint8 [200, H, W] 
 ``y`` int64, ``index`` int64 (position in the full set), ``classes``. The licence and the
 indices are in ``assets/samples/LICENSES.md``.
 
-    python scripts/make_handwriting_samples.py /work/shared/data/handwriting
+    python -m scripts.make_handwriting_samples /work/shared/data/handwriting
 """
 
 from __future__ import annotations

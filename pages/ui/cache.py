@@ -212,6 +212,26 @@ def set_traces(entry: catalog.ModelEntry, model, dataset: str, data: LoadedData,
                        model, data)
 
 
+@st.cache_data(max_entries=32, show_spinner=False)
+def activation_stats(_model, model_key: str, mtime_: float, data_key_: str, _images, _labels, n: int,
+                     num_classes: int):
+    """``core.eval.robustness_points.activation_stats`` on the fixed subset of ``n`` images (seed 0)."""
+    from core.eval import robustness_points as points
+
+    idx = fixed_subset(len(_images), n, seed=0)
+    return points.activation_stats(_model, _images[idx], _labels[idx], num_classes)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def selection_reports(_model, model_key: str, mtime_: float, data_key_: str, _images, _labels, n: int):
+    """What the attention does (core.eval.selection) for the model and its random-selection twin."""
+    from core.eval import selection
+
+    idx = fixed_subset(len(_images), n, seed=0)
+    return (selection.selection_report(_model, _images[idx], _labels[idx]),
+            selection.selection_report(selection.random_twin(_model), _images[idx], _labels[idx]))
+
+
 # --------------------------------------------------------------------------- Robustness scorer
 
 
@@ -257,6 +277,16 @@ def robustness_scorer(dataset: str, data: LoadedData, models: dict) -> Scorer:
                   seed=curves.SEED, noise_fn=_noise_point, stretch_fn=_stretch_point, weights_hash=_weights_hash)
 
 
+def shipped_scorer(dataset: str, models: dict):
+    """Without the test set: ``core.eval.scorer.shipped_only`` over the shipped curves, i.e.
+    ``(ShippedScorer or None, methods without shipped points)``."""
+    from core.eval.scorer import shipped_only
+
+    pre = paths.pretrained_dir()
+    return shipped_only(f"{dataset}|shipped", models, _shipped(str(pre), mtime(pre / curves.FILE)),
+                        seed=curves.SEED, weights_hash=_weights_hash)
+
+
 # --------------------------------------------------------------------------- warm-up
 
 WARMUP: dict = {"state": "not started", "steps": {}, "error": None}  # what the warm-up did, for benches/tests
@@ -270,16 +300,16 @@ def first_run_over() -> None:
     _FIRST_RUN_OVER.set()
 
 
-def default_models(dataset: str) -> dict:
+def default_models(dataset: str, protocol: str = catalog.DEFAULT_PROTOCOL) -> dict:
     """``{method: (entry, model)}``: what a per-model page compares by default (the pretrained
-    model of each method, of the default protocol), loaded through the shared cache."""
+    model of each method, of ``protocol``), loaded through the shared cache."""
     entries, _ = model_entries(dataset)
     by_method: dict[str, list] = {}
     for e in entries:
         by_method.setdefault(e.model, []).append(e)
     out = {}
     for method, cands in by_method.items():
-        entry = catalog.preferred_entry(cands, catalog.DEFAULT_PROTOCOL)
+        entry = catalog.preferred_entry(cands, protocol)
         out[method] = (entry, load_entry_cached(entry)[0])
     return out
 
@@ -298,18 +328,48 @@ def _warm_imports() -> None:
     download_reachable(next(iter(DATASETS)))  # the Train page's probe, cached for a minute
 
 
-def _warm_robustness(dataset: str) -> None:
+def _warm_robustness(dataset: str, kinds=("gaussian",), protocol: str = catalog.DEFAULT_PROTOCOL) -> None:
+    """The Robustness page's points for the default models of ``protocol``: every level of the
+    error curves (mostly shipped points) and of the mask-shift curves (computed), per noise kind."""
     from core.models.registry import trace_schema
 
-    models = default_models(dataset)
+    models = default_models(dataset, protocol)
     scorer = robustness_scorer(dataset, test_data(dataset), models)
-    for method in models:  # the error curve (mostly shipped points) and the clean point
-        for s in curves.GRID:
-            scorer.curve_noise(method, "gaussian", s)
-    for method, (entry, _) in models.items():  # the mask-shift curve: computed points, every level
-        if trace_schema(entry.model).activity_binary:
-            for s in curves.GRID:
-                scorer.noise(method, "gaussian", s)
+    for kind in kinds:
+        levels = (1.0,) if kind == "poisson" else curves.GRID
+        for method in models:
+            for s in levels:
+                scorer.curve_noise(method, kind, s)
+        for method, (entry, _) in models.items():
+            if trace_schema(entry.model).activity_binary:
+                scorer.noise(method, "gaussian", 0.0)
+                for s in levels:
+                    scorer.noise(method, kind, s)
+
+
+OTHER_KINDS = ("salt_pepper", "speckle", "poisson")  # the Robustness page's noise kinds after Gaussian
+ALL_KINDS = ("gaussian", *OTHER_KINDS)
+
+
+def _other_protocols(dataset: str) -> list[str]:
+    entries, _ = model_entries(dataset)
+    return sorted({e.protocol for e in entries if e.source == "pretrained"} - {catalog.DEFAULT_PROTOCOL})
+
+
+def _warm_mechanisms_set(dataset: str) -> None:
+    """Mechanisms' "Across the test set" for the default RIM: the statistics of the default
+    subset (the page's own cache: ``activation_stats`` / ``selection_reports``)."""
+    from core.models.registry import DEFAULT_MODEL
+
+    models = default_models(dataset)
+    if DEFAULT_MODEL not in models:
+        return
+    entry, model = models[DEFAULT_MODEL]
+    data = test_data(dataset)
+    n = 1000  # the page's default size ("Test images")
+    activation_stats(model, entry.key, entry.weights_mtime, data_key(dataset, data), data.images, data.labels, n,
+                     len(DATASETS[dataset].classes))
+    selection_reports(model, entry.key, entry.weights_mtime, data_key(dataset, data), data.images, data.labels, n)
 
 
 def _warm_compare() -> None:
@@ -326,7 +386,14 @@ def _warm() -> None:
     dataset = next(iter(DATASETS))  # every picker's default data set
     steps = [("imports", _warm_imports), ("manifest", manifest), ("models", lambda: default_models(dataset)),
              ("test data", lambda: test_data(dataset)), ("robustness", lambda: _warm_robustness(dataset)),
-             ("compare", _warm_compare)]
+             ("compare", _warm_compare),
+             # then what a newcomer does next (issue list "Slow"): the test-set view of Mechanisms, the
+             # other noise kinds, the other protocol's models, then the other grey data set
+             ("mechanisms set", lambda: _warm_mechanisms_set(dataset)),
+             ("noise kinds", lambda: _warm_robustness(dataset, OTHER_KINDS)),
+             ("protocols", lambda: [_warm_robustness(dataset, ALL_KINDS, p) for p in _other_protocols(dataset)]),
+             ("fashion_mnist", lambda: _warm_robustness("fashion_mnist", ALL_KINDS) if "fashion_mnist" in DATASETS
+              else None)]
     WARMUP["state"] = "running"
     for name, fn in steps:
         t0 = time.perf_counter()

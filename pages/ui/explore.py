@@ -28,9 +28,26 @@ URL_STATE = {"mech_set_n": int, "mech_blk_t1": int, "mech_blk_t2": int, "mech_bl
              "mech_blk_thr": int, "mech_unit": str, "mech_unit_noise": float, "mech_more": str}
 
 
+SCROLL_UP = "_mech_scroll_up"  # set by "Open": the next run starts at the top, at the opened image
+_SCROLL_JS = """<script>(() => {{ /* {n} */
+  const up = () => {{ const m = document.querySelector('[data-testid="stMain"]');
+    if (m) m.scrollTo({{top: 0}}); window.scrollTo(0, 0); }};
+  up(); setTimeout(up, 300); setTimeout(up, 1000);
+}})();</script>"""
+
+
 def open_image(i: int) -> None:
-    """Make test image ``i`` the page's current input (a callback: runs before the widgets)."""
+    """Make test image ``i`` the page's current input (a callback: runs before the widgets); the
+    page then scrolls up to it (``scroll_up_if_opened``)."""
     st.session_state.update(mech_source="Test image", mech_how="Random", mech_idx=int(i))
+    st.session_state[SCROLL_UP] = st.session_state.get(SCROLL_UP, 0) + 1
+
+
+def scroll_up_if_opened() -> None:
+    """After "Open" on a thumbnail: back to the top of the page, where the opened image is shown."""
+    n = st.session_state.pop(SCROLL_UP, None)
+    if n:
+        st.html(_SCROLL_JS.format(n=int(n)), unsafe_allow_javascript=True)
 
 
 def _data(dataset: str):
@@ -104,7 +121,7 @@ def match_view(dataset: str, entry, model, mask, unit_names: list, here: int | N
     hits = found.within(thr)
     classes = list(DATASETS[dataset].classes)
     st.markdown(f"**{hits} of {len(found.order)} images match** rows {t1}-{t2} x {', '.join(chosen)} within "
-                f"{thr} cells (Hamming distance on the block; the current input "
+                f"{thr} {'cell' if thr == 1 else 'cells'} (Hamming distance on the block; the current input "
                 + ("left out)." if len(exclude) else "is not in the set)."))
     items = [(int(traces.indices[p]), f"{classes[traces.labels[p]]} · d={d}", None)
              for p, d in zip(found.order[: min(SHOWN, hits)], found.distance[: min(SHOWN, hits)])]
@@ -130,8 +147,8 @@ def unit_view(dataset: str, entry, model, unit_names: list) -> None:
     with c2:
         traces = _set(dataset, entry, model, data)
     classes = list(DATASETS[dataset].classes)
-    st.markdown(f"**Where {name} is selected most strongly** (highest {traces.score_label} on one row; "
-                "the row is framed)")
+    where = "is selected most strongly" if traces.mask is not None else "is most active"  # no mask: nothing selects
+    st.markdown(f"**Where {name} {where}** (highest {traces.score_label} on one row; the row is framed)")
     items = [(int(traces.indices[p]), f"{classes[traces.labels[p]]}, row {row}: {s:.2f}",
               framed_row(data.images[traces.indices[p]], row, side=112))
              for p, row, s in match.top_rows(traces.score, u, STRIP)]
@@ -158,3 +175,18 @@ def unit_view(dataset: str, entry, model, unit_names: list) -> None:
     st.caption(f"{name}: active in {shift.clean[u] * 100:.1f}% of rows clean, {shift.noisy[u] * 100:.1f}% with "
                f"noise of variance {var:.2f}; {shift.switched_on[u] * 100:.1f}% of its rows switched on and "
                f"{shift.switched_off[u] * 100:.1f}% off ({len(traces)} images x {traces.mask.shape[1]} rows).")
+
+
+def images_word(data) -> str:
+    """What the images of ``data`` are: "sample images" (the bundled sample) or "test images"."""
+    return "sample images" if getattr(data, "is_sample", False) else "test images"
+
+
+def error_on_subset(error: float, n: int, data, entry=None) -> str:
+    """An error measured on ``n`` images, said in the number itself, with the model's recorded
+    full-test-set error beside it when known: ``"2.4 % on 1,000 sample images; full test set 1.57 %"``."""
+    text = f"{error * 100:.1f} % on {n:,} {images_word(data)}"
+    full = (getattr(entry, "metrics", None) or {}).get("test_error")
+    if isinstance(full, (int, float)) and full == full:
+        text += f"; full test set {full * 100:.2f} %"
+    return text

@@ -15,6 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from core.report import fmt
+from core.report.fmt import short_method_title
 from core.studies.handwriting import external as de
 
 from .cache import entry_mtime
@@ -93,16 +94,27 @@ def handwriting_view(dataset: str, models: dict) -> None:
     with st.spinner(f"Sending {len(data.y)} digits through the upload path…"):
         inputs = _inputs(name, data.source, len(data.y), data)
     preds, rows = {}, []
+    title = de.SETS[name].title.split(" (")[0]
+    halves = {w: int(data.half(w).sum()) for w in ("odd", "even")}
     for method, (entry, model) in models.items():
         p = _preds(entry.key, entry_mtime(entry), name, data.source, len(data.y), model, inputs)
         preds[method] = p
         acc = de.half_accuracies(p, data)
-        rows.append({"method": method, "model": entry.display, f"{name}, odd half": fmt.pct(acc["odd"], 1),
-                     f"{name}, even half": fmt.pct(acc["even"], 1), f"{name}, all": fmt.pct(acc["all"], 1),
-                     "MNIST test": _mnist_accuracy(entry)})
+        row = {"model": entry.display}
+        if data.full:
+            row.update({f"{title}: odd half ({halves['odd']} digits)": fmt.pct(acc["odd"], 1),
+                        f"{title}: even half ({halves['even']} digits)": fmt.pct(acc["even"], 1),
+                        f"{title}: all {len(data.y)} digits": fmt.pct(acc["all"], 1)})
+        else:  # the sample is odd-half digits only: one figure, named as the sample it is
+            row[f"{title}: {len(data.y)}-digit sample (odd half)"] = fmt.pct(acc["all"], 1)
+        row["MNIST test set (full)"] = _mnist_accuracy(entry)
+        rows.append(row)
     st.dataframe(pd.DataFrame(rows), hide_index=True)
-    st.caption("Each digit is rendered as dark ink on white paper at "
-               f"{de.RENDER_SIDE} px and read through the Mechanisms upload path (a PNG file).")
+    st.caption("Accuracy: share of digits read right. Each digit is rendered as dark ink on white paper at "
+               f"{de.RENDER_SIDE} px and read through the Mechanisms upload path (a PNG file). The Compare page's "
+               "figures are over seeds and the full sets" + (
+                   "; a 200-digit sample differs from them by a few points by chance alone." if not data.full
+                   else "."))
     _misread_grid(name, data, inputs, preds, models)
 
 
@@ -122,8 +134,8 @@ def _misread_grid(name: str, data: de.ExternalSet, inputs: np.ndarray, preds: di
         for col, item in zip(cols, shown[start : start + GRID_COLUMNS]):
             with col:
                 st.image(upscaled(data.x[item["row"]], 84), caption=f"#{item['index']}, true {item['true']}")
-                st.caption(" · ".join(f"{m}: **{d}**" if d != item["true"] else f"{m}: {d}"
-                                      for m, d in item["said"].items()))
+                st.caption(" · ".join(f"{short_method_title(m)}: **{d}**" if d != item["true"]
+                                      else f"{short_method_title(m)}: {d}" for m, d in item["said"].items()))
                 _link(mechanisms_link(name, item["index"], first))
 
 
@@ -131,9 +143,21 @@ def _link(query: dict) -> None:
     """A link to Mechanisms with ``query`` (a plain URL link when the page is not registered, as
     when this page runs on its own)."""
     try:
-        st.page_link("pages/mechanisms.py", label="Open on Mechanisms", icon="🧩", query_params=query)
+        # a short label: six digits a row leave too little width for "Open on Mechanisms" (it was cut)
+        st.page_link("pages/mechanisms.py", label="Trace", icon="🧩", query_params=query,
+                     help="Open this digit on Mechanisms, with the model's trace row by row")
     except Exception:  # noqa: BLE001 - StreamlitPageNotFoundError outside st.navigation
-        st.markdown(f"[🧩 Open on Mechanisms](mechanisms?{urlencode(query)})")
+        st.markdown(f"[🧩 Trace](mechanisms?{urlencode(query)})")
+
+
+def _numbers_text(numbers: list[int]) -> str:
+    """``"200 digits: odd numbers 1-559"`` or ``"1593 digits: 0-1592"``."""
+    lo, hi = numbers[0], numbers[-1]
+    if len(numbers) == hi - lo + 1:
+        return f"{len(numbers)} digits: {lo}-{hi}"
+    if all(n % 2 for n in numbers):
+        return f"{len(numbers)} digits: odd numbers between {lo} and {hi}"
+    return f"{len(numbers)} digits between {lo} and {hi}"
 
 
 def mechanisms_input():
@@ -148,14 +172,27 @@ def mechanisms_input():
     name = data.name
     if not data.full:
         st.caption("The bundled sample. " + de.where_to_put(name))
-    lo, hi = int(data.index.min()), int(data.index.max())
-    st.session_state.setdefault(MECH_IDX, lo)
-    if de.find_row(data, st.session_state[MECH_IDX]) is None:  # a number the loaded set lacks
-        st.session_state[MECH_IDX] = int(data.index[0])
-    idx = int(st.number_input(f"Digit number in the set ({lo}-{hi})", lo, hi, key=MECH_IDX))
+    numbers = sorted(int(i) for i in data.index)
+    st.session_state.setdefault(MECH_IDX, numbers[0])
+    asked = st.session_state[MECH_IDX]
+    if asked not in numbers:  # a number the loaded set lacks (an even one in the sample, a typo in a link)
+        try:
+            near = min(numbers, key=lambda n: (abs(n - int(asked)), n))
+        except (TypeError, ValueError):
+            near = numbers[0]
+        st.session_state[MECH_IDX] = near
+        st.caption(f"Digit #{asked} is not in the {data.source}; shown is the nearest it holds, #{near}.")
+    def step(d: int) -> None:
+        i = numbers.index(st.session_state[MECH_IDX]) if st.session_state.get(MECH_IDX) in numbers else 0
+        st.session_state[MECH_IDX] = numbers[(i + d) % len(numbers)]
+
+    c_prev, c_box, c_next = st.columns([1, 8, 1], vertical_alignment="bottom")
+    c_prev.button("◀", key="mech_hw_prev", on_click=step, args=(-1,), help="the previous digit of the set")
+    idx = int(c_box.selectbox(f"Digit number in the set ({_numbers_text(numbers)})", numbers, key=MECH_IDX,
+                              help="The digit's position in the full set. The bundled sample holds only "
+                                   "odd-numbered digits (the half never used to tune the upload path)."
+                              if not data.full else "The digit's position in the full set."))
+    c_next.button("▶", key="mech_hw_next", on_click=step, args=(1,), help="the next digit of the set")
     row = de.find_row(data, idx)
-    if row is None:
-        st.warning(f"Digit {idx} is not in {data.source}; the sample holds only some numbers.")
-        return None
     prepared = prepare_upload(de.upload_bytes(data.x[row]), "mnist")
     return prepared, int(data.y[row]), f"{name} digit #{idx} (uploaded as a {de.RENDER_SIDE} px PNG)"

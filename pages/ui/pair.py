@@ -51,7 +51,25 @@ def panels(a: Side, b: Side | None, heads: bool) -> list[dict]:
     if b is None:
         return pa
     pb = traces.trace_panels(b.trace, b.unit_names, b.schema, heads=heads)
-    return traces.pair_panels(pa, pb, a.entry.display, b.entry.display, a.mask, b.mask)
+    na, nb = short_name(a.entry), short_name(b.entry)
+    if na == nb:  # e.g. two runs of one method and seed: their ids tell them apart
+        na, nb = f"{na} {a.entry.key[-6:]}", f"{nb} {b.entry.key[-6:]}"
+    return traces.pair_panels(pa, pb, na, nb, a.mask, b.mask)
+
+
+def short_name(entry) -> str:
+    """A model in a few words for a subplot title (``"RIM converged s4"``); the full display name
+    is in the picker and the predictions above."""
+    from core.report.fmt import short_method_title
+
+    parts = [short_method_title(entry.model)]
+    if entry.protocol:
+        parts.append("paper" if entry.protocol == "paper" else entry.protocol)
+    if entry.seed is not None:
+        parts.append(f"s{entry.seed}")
+    if entry.source != "pretrained":
+        parts.append("run")
+    return " ".join(parts)
 
 
 def predictions(a: Side, b: Side, classes: list, true_class: int | None) -> None:
@@ -61,7 +79,7 @@ def predictions(a: Side, b: Side, classes: list, true_class: int | None) -> None
         c = int(np.argmax(s.probs))
         ok = "" if true_class is None else (" ✓" if c == true_class else " ✗")
         col.metric(s.entry.display, f"{classes[c]}{ok}", help=f"probability {s.probs[c] * 100:.1f}%",
-                   delta=f"{s.probs[c] * 100:.0f}% sure", delta_color="off")
+                   delta=f"{s.probs[c] * 100:.0f}% probability", delta_color="off", delta_arrow="off")
     if a.mask is not None and b.mask is not None and np.shape(a.mask) == np.shape(b.mask):
         ch = activation_change(a.mask, b.mask)
         worst = int(np.argmax(ch.per_row)) + 1

@@ -45,13 +45,54 @@ def dataset_picker(key: str = "dataset", label: str = "Data set") -> str:
     return st.selectbox(label, names, key=key, format_func=dataset_title)
 
 
+# --------------------------------------------------------------------------- the picks' one owner
+#
+# Streamlit drops a widget's value when a script run does not draw the widget (another page, a
+# closed tab), and a widget whose key was deleted keeps showing (and sending back) its old value
+# in the browser. So the protocol and every model pick live here, in one plain session-state
+# dict that no widget owns; each picker's widget is seeded from it when the widget has no value
+# and writes its choice back. The URL holds the same values (pages' ``URL_STATE``), so a reload
+# or a shared link restores them.
+
+PICKS_KEY = "_rimscope_picks"  # {"protocol": str, "models": {"<data set>/<slot>": entry key}}
+
+
+def _picks() -> dict:
+    picks = st.session_state.get(PICKS_KEY)
+    if not isinstance(picks, dict):
+        picks = {"protocol": None, "models": {}}
+        st.session_state[PICKS_KEY] = picks
+    return picks
+
+
 def chosen_protocol() -> str:
-    return st.session_state.get(PROTOCOL_KEY, catalog.DEFAULT_PROTOCOL)
+    """The pretrained models' protocol every page uses (the sidebar switch's value)."""
+    return _picks().get("protocol") or st.session_state.get(PROTOCOL_KEY) or catalog.DEFAULT_PROTOCOL
+
+
+def picked(dataset: str, slot: str) -> str | None:
+    """The entry key picked for ``slot`` (a method, or ``"main"``) of ``dataset``, if any."""
+    return _picks()["models"].get(f"{dataset}/{slot}")
+
+
+def remember(dataset: str, slot: str, entry_key: str) -> None:
+    _picks()["models"][f"{dataset}/{slot}"] = entry_key
+
+
+def _seed(key: str, options: list, stored, default) -> None:
+    """Give widget ``key`` a value before it is drawn: its own (if valid), else the stored pick,
+    else ``default``. Set through session state, so the browser shows exactly this value."""
+    if st.session_state.get(key) in options:
+        return
+    st.session_state[key] = stored if stored in options else default
 
 
 def _protocol_changed() -> None:
+    picks = _picks()
+    picks["protocol"] = st.session_state.get(PROTOCOL_KEY)
+    picks["models"].clear()  # every picker falls back to the new protocol's pretrained models
     for k in [k for k in st.session_state if str(k).startswith(_PICKER_PREFIXES)]:
-        del st.session_state[k]  # the pickers fall back to the new protocol's pretrained models
+        del st.session_state[k]
 
 
 def protocol_switch(entries: list[catalog.ModelEntry]) -> str:
@@ -61,8 +102,11 @@ def protocol_switch(entries: list[catalog.ModelEntry]) -> str:
     if len(have) < 2:
         return have[0] if have else chosen_protocol()
     first = catalog.DEFAULT_PROTOCOL
-    if st.session_state.get(PROTOCOL_KEY) not in have:
-        st.session_state[PROTOCOL_KEY] = first if first in have else have[0]
+    picks = _picks()
+    if st.session_state.get(PROTOCOL_KEY) in have:  # the widget's (or the URL's) value
+        picks["protocol"] = st.session_state[PROTOCOL_KEY]
+    _seed(PROTOCOL_KEY, have, picks.get("protocol"), first if first in have else have[0])
+    picks["protocol"] = st.session_state[PROTOCOL_KEY]
     return st.sidebar.radio("Pretrained models", sorted(have, key=lambda p: p != first), key=PROTOCOL_KEY,
                             format_func=lambda p: PROTOCOL_TITLES.get(p, p), on_change=_protocol_changed,
                             help="Which shipped models the pages pick by default. Converged: Adam until the "
@@ -91,14 +135,15 @@ def entries_or_stop(dataset: str) -> list[catalog.ModelEntry]:
 
 def main_model_picker(all_entries: list[catalog.ModelEntry], key: str, prefer: str = DEFAULT_MODEL,
                       label: str = "Model") -> catalog.ModelEntry:
-    """A selectbox over ``all_entries``; the default is the pretrained ``prefer`` model."""
+    """A selectbox over ``all_entries``; the default is the pretrained ``prefer`` model. The pick
+    is kept per data set (``picked(dataset, "main")``) across pages and reruns."""
     preferred = [e for e in all_entries if e.model == prefer]
     default = _preferred(preferred) if preferred else all_entries[0]
-    if st.session_state.get(key) not in [e.key for e in all_entries]:
-        st.session_state.pop(key, None)
     by_key = {e.key: e for e in all_entries}
-    chosen = st.selectbox(label, list(by_key), index=list(by_key).index(default.key), key=key,
-                          format_func=lambda k: by_key[k].display)
+    dataset = all_entries[0].dataset
+    _seed(key, list(by_key), picked(dataset, "main"), default.key)
+    chosen = st.selectbox(label, list(by_key), key=key, format_func=lambda k: by_key[k].display)
+    remember(dataset, "main", chosen)
     return by_key[chosen]
 
 
@@ -122,14 +167,14 @@ def method_models_picker(all_entries: list[catalog.ModelEntry], key_prefix: str,
                 continue
             key = f"{key_prefix}_{method}"
             keys = [e.key for e in cands]
-            if st.session_state.get(key) not in keys:
-                st.session_state.pop(key, None)
-            default = _preferred(cands).key
+            dataset = cands[0].dataset
             if len(cands) == 1:
                 chosen[method] = cands[0]
                 st.caption(f"{cands[0].display}: the only one of its method")
                 continue
-            k = st.selectbox(method_title(method), keys, index=keys.index(default), key=key,
+            _seed(key, keys, picked(dataset, method), _preferred(cands).key)
+            k = st.selectbox(method_title(method), keys, key=key,
                              format_func=lambda kk, c=cands: next(e.display for e in c if e.key == kk))
+            remember(dataset, method, k)
             chosen[method] = next(e for e in cands if e.key == k)
     return chosen

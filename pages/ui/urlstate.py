@@ -36,23 +36,29 @@ def _url_type(spec: dict, key: str):
     return next((t for k, t in spec.items() if k.endswith("*") and key.startswith(k[:-1])), None)
 
 
+def _written_key(spec: dict) -> str:
+    return "_url_written_" + "|".join(sorted(spec))
+
+
+def _url_now(spec: dict) -> dict[str, str]:
+    return {k: str(st.query_params[k]) for k in st.query_params if _url_type(spec, k) is not None}
+
+
 def restore_from_url(spec: dict) -> None:
-    """Widget values from the URL for a fresh session (a reload, a shared link).
+    """Widget values from the URL when it holds something this page did not write: a fresh
+    session (a reload, a shared link) or a link from another page of this session (e.g.
+    "Trace" on a handwriting digit opens Mechanisms with that digit).
 
     ``spec``: widget key -> type (``str``, ``int``, ``float``); a key ending in ``*`` matches
-    every key with that prefix (e.g. ``mech_model_*``). Only keys the session does not have
-    yet are taken, so the URL never overrides what the user does in this session; values that
-    do not parse are ignored (the widget keeps its default). Runs once per session and page."""
-    flag = "_url_restored_" + "|".join(sorted(spec))
-    if st.session_state.get(flag):
-        return  # once per session and page: later the session's own choices rule
-    st.session_state[flag] = True
-    for key in st.query_params:
-        typ = _url_type(spec, key)
-        if typ is None or key in st.session_state:
+    every key with that prefix (e.g. ``mech_model_*``). Only the values that differ from what
+    this page last wrote (``sync_url``) are taken, so the URL never undoes what the user does on
+    the page; values that do not parse are ignored (the widget keeps its default)."""
+    written = st.session_state.get(_written_key(spec), {})
+    for key, text in _url_now(spec).items():
+        if written.get(key) == text or _url_text(st.session_state.get(key)) == text:
             continue
         try:
-            st.session_state[key] = typ(st.query_params[key])
+            st.session_state[key] = _url_type(spec, key)(st.query_params[key])
         except (TypeError, ValueError):
             pass
 
@@ -66,6 +72,15 @@ def sync_url(spec: dict) -> None:
     for key, value in want.items():
         if st.query_params.get(key) != value:
             st.query_params[key] = value
+    st.session_state[_written_key(spec)] = _url_now(spec)
+
+
+def write_param(spec: dict, key: str, value) -> None:
+    """One value into the URL outside ``sync_url`` (a fragment's rerun), kept as this page's own."""
+    text = _url_text(value)
+    if text is not None and st.query_params.get(key) != text:
+        st.query_params[key] = text
+    st.session_state.setdefault(_written_key(spec), {})[key] = text
 
 
 def session_owner() -> str:

@@ -6,7 +6,7 @@ redrawn to 2.2 px, refitted, mass-centred). Here the training images (not the va
 test images) are replaced by ``prepare_digit(image, invert=False)`` of themselves, then the
 converged protocol trains as usual (``core.training.cli.main``, in this process).
 
-    RIMSCOPE_DATA_DIR=<data> OMP_NUM_THREADS=1 python scripts/pilots/canon_train.py <cache.npz> \
+    RIMSCOPE_DATA_DIR=<data> OMP_NUM_THREADS=1 python -m scripts.pilots.canon_train <cache.npz> \
         --protocol converged --model entnet --seed 3 --out <dir>
 """
 from __future__ import annotations

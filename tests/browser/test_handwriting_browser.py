@@ -31,7 +31,7 @@ def test_other_handwriting_view_opens_a_misread_digit_on_mechanisms(page, app_se
     assert_no_errors(page, "Robustness, Other handwriting")
     full_screenshot(page, screenshot, "robustness-handwriting")
 
-    link = page.get_by_role("link", name=re.compile("Open on Mechanisms")).first
+    link = page.get_by_role("link", name=re.compile(r"Trace$")).first  # "🧩 Trace": open on Mechanisms
     link.scroll_into_view_if_needed()
     link.click()
     page.get_by_text(INSIDE).first.wait_for(timeout=SLOW_MS)

@@ -55,6 +55,10 @@ def test_find_view_counts_matches_like_core_and_follows_the_threshold(page_env):
     assert thr.max == 5 * 6 and thr.value == 3
     hits, total = _match_line(at)
     assert total == 999  # the sample without the current image
+    at.slider(key="mech_blk_thr").set_value(1).run()
+    assert "within 1 cell (" in next(m.value for m in at.markdown if "images match**" in m.value)
+    at.slider(key="mech_blk_thr").set_value(3).run()
+    hits, total = _match_line(at)
     assert hits == _expected(page_env, 5, 12, 16, tuple(range(6)), 3)
     assert "mech_match_hist" in _charts(at)
     assert len([b for b in at.button if b.key.startswith("mech_match_")]) == min(24, hits)
@@ -88,6 +92,10 @@ def test_a_match_opens_as_the_current_input_in_one_click_and_the_url_follows(pag
     assert dict(at.query_params)["mech_idx"] in (str(target), [str(target)])
     # the new input is now the query: it is left out of its own matches
     assert not any(b.key == f"mech_match_{target}" for b in at.button)
+    # and the page scrolls back up to it (once: the next run does not jump)
+    assert [h for h in at.get("html") if "scrollTo" in h.proto.body]
+    at.slider(key="mech_t").set_value(4).run()
+    assert not [h for h in at.get("html") if "scrollTo" in h.proto.body]
 
 
 def test_a_link_restores_the_block(page_env):
@@ -127,7 +135,9 @@ def test_models_without_a_mask_explain_and_still_show_their_units(page_env):
     at = run_page(mech_model_mnist="pretrained:mnist/parallel_lstm", mech_more=UNITS)
     assert not at.exception
     assert "mech_unit_profile" in _charts(at) and "mech_unit_shift" not in _charts(at)
-    assert "hidden-state norm" in " ".join(m.value for m in at.markdown)
+    text = " ".join(m.value for m in at.markdown)
+    assert "hidden-state norm" in text
+    assert "selected" not in text and "**Where LSTM 1 is most active**" in text  # parallel LSTMs select nothing
 
 
 def test_compare_with_a_second_model(page_env, fixture_dirs, tmp_path, monkeypatch):
@@ -140,10 +150,17 @@ def test_compare_with_a_second_model(page_env, fixture_dirs, tmp_path, monkeypat
     labels = [m.label for m in at.metric]
     conv, paper = "RIM (paper's method) · Adam, cosine, 4,000 iterations · seed 0 (pretrained)", "RIM (paper's method) · paper protocol · seed 0 (pretrained)"
     assert labels[:3] == [conv, paper, "Mask cells that differ"]  # the one display name of each model
+    from streamlit.proto.Metric_pb2 import Metric
+
+    for m in at.metric[:2]:  # the model's probability, without an arrow (it is not a change)
+        assert m.delta.endswith("% probability") and m.proto.direction == Metric.MetricDirection.NONE
     assert any(m.value.startswith(f"*{paper}*: Active:") for m in at.markdown)
     spec = json.loads(next(e for e in _walk(at.main) if getattr(e, "key", None) == "mech_timeline").proto.spec)
     titles = [a["text"] for a in spec["layout"]["annotations"]]
     diff = next(t for t in titles if t.startswith("where the masks differ"))
+    # short subplot titles (the full names are in the pickers above): no "(pretrained)" in each
+    assert any(t.startswith("RIM converged s0: ") for t in titles) and any(t.startswith("RIM paper s0: ") for t in titles)
+    assert not any("(pretrained)" in t for t in titles), titles
     share = float(next(m.value for m in at.metric if m.label == "Mask cells that differ").rstrip("%"))
     n_diff = int(re.search(r"\((\d+) of 168 cells\)", diff).group(1))
     assert abs(n_diff / 168 * 100 - share) < 0.06

@@ -130,6 +130,10 @@ def test_dataset_view_shows_class_and_row_heatmaps(page_env):
     assert at.select_slider(key="mech_stats_n").value == 1000
     cap = next(c.value for c in at.caption if "fixed subset, seed 0" in c.value)
     assert "1000 images from the bundled sample (fixed subset" in cap and "fraction of rows active" in cap
+    # an estimate on a subset says so in the number, with the full test set's figure beside it
+    import re
+
+    assert re.search(r"Test error of RIM [^:]*: \d+\.\d % on 1,000 sample images; full test set 3\.12 %", cap), cap
     charts = {getattr(e, "key", None) for e in _walk(at.main)}
     assert {"mech_stats_class", "mech_stats_row"} <= charts
     assert len(at.dataframe) == 1 and len(at.dataframe[0].value) == 6  # one row per LSTM
@@ -144,11 +148,11 @@ def test_dataset_view_measures_the_selection(page_env):
     at = run_page(mech_tab="Across the test set")
     assert not at.exception
     labels = {m.label: m for m in at.metric}
-    assert {"Median selection margin", "Rows whose active set changes under noise",
+    assert {"Median selection margin", "Rows with a changed active set under noise",
             "Class information in the active set"} <= set(labels)
-    share = float(labels["Rows whose active set changes under noise"].value.rstrip("%"))
+    share = float(labels["Rows with a changed active set under noise"].value.rstrip("%"))
     assert 0.0 <= share <= 100.0
-    assert "vs random selection" in labels["Rows whose active set changes under noise"].delta
+    assert "vs random selection" in labels["Rows with a changed active set under noise"].delta
     assert any(getattr(e, "key", None) == "mech_margin_hist" for e in _walk(at.main))
     assert any("Random twin" in c.value for c in at.caption)
     # a model without a selection shows none of it
@@ -267,3 +271,23 @@ def test_view_state_lives_in_the_url_and_a_link_restores_it(page_env):
     bad.run()
     assert not bad.exception
     assert bad.selectbox(key="mech_dataset").value == "mnist" and bad.number_input(key="mech_idx").value == 999
+
+
+def test_a_link_from_another_page_opens_its_view_in_the_same_session(page_env):
+    """A link into Mechanisms ("Trace" on a handwriting digit) carries its view in the URL; a
+    session that has been on Mechanisms before must show that view, not its old one; and the
+    URL never undoes what the user then changes on the page."""
+    from core.studies.handwriting import external as de
+
+    at = run_page()
+    at.number_input(key="mech_idx").set_value(7).run()
+    idx = int(de.load_external("semeion", sample=True).index[4])
+    at.query_params.update({"mech_source": "Other handwriting", "mech_hw_set": "semeion", "mech_hw_idx": str(idx)})
+    at.run()
+    assert not at.exception
+    assert at.radio(key="mech_source").value == "Other handwriting"
+    assert any(f"semeion digit #{idx}" in c.value for c in at.caption)
+    at.radio(key="mech_source").set_value("Test image").run()  # the user's change sticks
+    assert at.radio(key="mech_source").value == "Test image"
+    at.slider(key="mech_t").set_value(5).run()
+    assert at.radio(key="mech_source").value == "Test image"

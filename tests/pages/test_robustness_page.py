@@ -40,8 +40,9 @@ def tables(at: AppTest) -> list:
 
 def error_rows(at: AppTest) -> dict[str, dict]:
     """The test-error table's rows by model name."""
-    df = next(t for t in tables(at) if "test error" in t.columns)
-    return {r["model"]: r for r in df.to_dict("records")}
+    df = next(t for t in tables(at) if any(c.startswith("test error") for c in t.columns))
+    col = next(c for c in df.columns if c.startswith("test error"))
+    return {r["model"]: {**r, "test error": r[col]} for r in df.to_dict("records")}
 
 
 def metrics(at: AppTest) -> dict[str, str]:
@@ -77,11 +78,15 @@ def test_page_loads_with_the_paper_noise_level(page_env):
     m = metrics(at)
     assert set(METHODS) <= set(m)
     assert all(m[k].endswith("%") for k in METHODS)
-    assert "Changed over 100 test images" in m and "Changed on this image" in m
+    assert "Activations switched, 100 sample images" in m and "Activations switched, this image" in m
+    # the subset is in the number's name, the full test set beside it (one name per number)
+    df = next(t for t in tables(at) if "clean, full test set" in t.columns)
+    assert "test error on 100 sample images" in df.columns
+    assert df["clean, full test set"].iloc[0] == "3.12%"  # the fixture's MNIST rim records 0.0312
     assert {"rb_probs", "rb_curve", "rb_mask", "rb_flips"} <= chart_keys(at)
     assert "noisy: Gaussian variance 0.01 (seed 0)" in captions(at) and "clean: sample image #0 (training image #0 of the original set)" in captions(at)
-    assert any("100 test images (fixed subset, seed 0) from the bundled sample" in c.value for c in at.caption)
-    predictions = next(t for t in tables(at) if "changed" in t.columns)
+    assert any("100 sample images (fixed subset, seed 0) from the bundled sample" in c.value for c in at.caption)
+    predictions = next(t for t in tables(at) if "prediction changed" in t.columns)
     assert list(predictions["model"]) == list(METHODS)
     assert not at.dataframe  # static tables only: a grid cell cuts long names ("elephant (", "stre…")
     # the error curve's floors: chance and the most frequent class of the scored images
@@ -93,6 +98,9 @@ def test_page_loads_with_the_paper_noise_level(page_env):
     labels = [a["text"] for a in layout["annotations"] if a["text"].startswith(("chance", "majority"))]
     assert dashed[0] == pytest.approx(90.0) and labels[0] == "chance 90.0 %"
     assert len(dashed) == len(labels) == 2 and 0 < dashed[1] < 90  # the sample is not balanced
+    # the two labels apart: chance at the right end, majority class at the left (the curves end near both)
+    floor = {a["text"].split()[0]: a for a in layout["annotations"] if a["text"].startswith(("chance", "majority"))}
+    assert floor["chance"]["x"] == 1 and floor["majority"]["x"] == 0 and floor["majority"]["xanchor"] == "left"
     assert any("Dashed: the error of guessing at random" in c for c in captions(at))
 
 
@@ -104,7 +112,7 @@ def test_moving_the_noise_slider_changes_the_errors(page_env):
     after = metrics(at)
     assert after != before
     assert [after[k] for k in METHODS] != [before[k] for k in METHODS]
-    changed = lambda m: float(m["Changed over 100 test images"].rstrip("%"))  # noqa: E731
+    changed = lambda m: float(m["Activations switched, 100 sample images"].rstrip("%"))  # noqa: E731
     assert changed(after) > changed(before) > 0
     assert any("Test error at Gaussian variance 0.20" in h.value for h in at.subheader)
     # back to the paper's value with the button
@@ -120,7 +128,7 @@ def test_zero_noise_equals_clean(page_env):
     rows = error_rows(at)
     assert set(METHODS) <= set(rows)
     assert all(rows[k]["change vs clean"] == "±0.0 points" for k in METHODS)
-    assert metrics(at)["Changed over 100 test images"] == "0.0%"
+    assert metrics(at)["Activations switched, 100 sample images"] == "0.0%"
 
 
 def test_other_noise_kinds(page_env):

@@ -23,7 +23,8 @@ def cache(page_env, monkeypatch):
 def test_the_warmup_fills_the_caches_the_robustness_page_reads(cache, monkeypatch):
     cache._warm()
     assert cache.WARMUP["state"] == "done" and cache.WARMUP["error"] is None, cache.WARMUP
-    assert set(cache.WARMUP["steps"]) == {"imports", "manifest", "models", "test data", "robustness", "compare"}
+    assert set(cache.WARMUP["steps"]) == {"imports", "manifest", "models", "test data", "robustness", "compare",
+                                          "mechanisms set", "noise kinds", "protocols", "fashion_mnist"}
     calls = []
     real = cache.noisy_eval
     monkeypatch.setattr(cache, "noisy_eval", lambda *a, **k: calls.append(a[3:5]) or real(*a, **k))
@@ -33,8 +34,34 @@ def test_the_warmup_fills_the_caches_the_robustness_page_reads(cache, monkeypatc
     for s in curves.GRID:  # the page's default view: the mask-shift curve of the RIM
         scorer.noise("rim", "gaussian", s)
     assert calls == []  # every point came from the warm cache
-    scorer.noise("rim", "speckle", 0.05)  # not warmed: computed now
-    assert calls == [("speckle", 0.05)]
+    for kind in ("salt_pepper", "speckle"):  # another noise kind: warmed too (the page's mask-shift curve)
+        for s in curves.GRID:
+            scorer.noise("rim", kind, s)
+    scorer.noise("rim", "poisson", 1.0)
+    assert calls == []
+    scorer.noise("rim", "speckle", 0.055)  # not a level of the page: computed now
+    assert calls == [("speckle", 0.055)]
+
+
+def test_the_warmup_fills_the_mechanisms_set_statistics(cache, monkeypatch):
+    cache.activation_stats.clear()
+    cache.selection_reports.clear()
+    cache._warm()
+    assert cache.WARMUP["error"] is None, cache.WARMUP
+    from core.eval import robustness_points as points
+    from core.eval import selection
+
+    def boom(*a, **k):
+        raise AssertionError("computed again: the warm-up did not fill the page's cache")
+
+    monkeypatch.setattr(points, "activation_stats", boom)
+    monkeypatch.setattr(selection, "selection_report", boom)
+    entry, model = cache.default_models("mnist")["rim"]
+    data = cache.test_data("mnist")
+    key = cache.data_key("mnist", data)
+    stats = cache.activation_stats(model, entry.key, entry.weights_mtime, key, data.images, data.labels, 1000, 10)
+    rep, twin = cache.selection_reports(model, entry.key, entry.weights_mtime, key, data.images, data.labels, 1000)
+    assert stats.n == 1000 and rep.images == 1000
 
 
 def test_the_warmup_waits_for_the_first_page(cache, monkeypatch):
