@@ -391,9 +391,9 @@ def stretch_view(dataset: str, data, scorer: Scorer | None, models: dict) -> Non
 
 def _labels_apart(fig):
     """The curves end near the chance and majority-class errors at the right, where both floor
-    labels sat (and overlapped): the majority-class label goes to the left end, above its line."""
-    return fig.update_annotations(selector=lambda a: str(a.text).startswith("majority"), x=0, xanchor="left",
-                                  yanchor="bottom")
+    labels sat (and overlapped): the majority-class label goes under its line, the chance label
+    stays above its own (the left end holds the labels of the paper's and the current noise level)."""
+    return fig.update_annotations(selector=lambda a: str(a.text).startswith("majority"), yanchor="top")
 
 
 def _floors(scorer: Scorer) -> dict:

@@ -167,6 +167,11 @@ PROTOCOL_NAMES = {"paper": "paper protocol", "converged": CONVERGED_TITLE,
                   "converged-12k": "Adam, cosine, 12,000 iterations", "custom": "own settings"}
 
 
+# the protocol inside a model's one display name (pickers, legends, cards): short enough for a
+# picker at 1280 px; the sidebar and the glossary spell it out
+PROTOCOL_SHORT = {"converged": "Adam 4k", "converged-aug": "Adam 4k + scan", "converged-12k": "Adam 12k"}
+
+
 # the sidebar's protocol switch and the Compare page's experiment picker
 PROTOCOL_SWITCH_TITLES = {"converged": f"{CONVERGED_TITLE} (best validation kept)",
                           "paper": "paper protocol (SGD 0.1, 1,000 iterations)"}
@@ -203,14 +208,15 @@ def model_label(model, protocol="", seed=None, source="pretrained", run_id="", d
                 stopped_at=None) -> str:
     """The one display name of a model: method, protocol, seed and where it comes from.
 
-    ``"RIM (paper's method) · converged · seed 0 (pretrained)"``; a run adds its short id
+    ``"RIM (paper's method) · Adam 4k · seed 0 (pretrained)"`` (Adam 4k: Adam, cosine, 4,000
+    iterations); a run adds its short id
     (``"... (trained, run b7899b34)"``), ``dataset`` puts the data set first. Every picker,
     table, legend, metric and card shows a model by this name, so two models never share one
     (pretrained: one per data set, method, protocol and seed; runs: their id).
     """
     parts = [method_title(model)]
     if protocol:
-        parts.append(protocol_title(protocol))
+        parts.append(PROTOCOL_SHORT.get(str(protocol), protocol_title(protocol)))
     if seed is not None:
         parts.append(f"seed {seed}")
     where = [str(source)] if source else []

@@ -52,7 +52,7 @@ PAGE_READY_TEXT = {
     "compare": None,  # depends on the reproduction results present; the heading is enough
 }
 INSIDE = PAGE_READY_TEXT["mechanisms"]  # the per-row view under a prediction
-PREDICTION = re.compile(r"\): \S.* \(\d+%\)")  # "RIM (paper's method) · converged · seed 0 (pretrained): 7 (10%) · ..."
+PREDICTION = re.compile(r"\): \S.* \(\d+%\)")  # "RIM (paper's method) · Adam 4k · seed 0 (pretrained): 7 (10%) · ..."
 
 
 
@@ -198,3 +198,16 @@ def press_slider(page, label: str, key: str, times: int = 1, tries: int = 3) -> 
                 slider_thumb(page, label).focus()
                 page.keyboard.press(k)
     settle(page)
+
+
+def choose_input(page, label: str) -> None:
+    page.locator('[data-testid="stRadio"]').filter(has_text="Input").first.get_by_text(label, exact=True).click()
+
+
+def drawing_canvas(page):
+    """The drawing surface of streamlit-drawable-canvas: in an iframe (v1 component) or in the
+    page's (shadow) DOM (bidirectional component, as in streamlit-drawable-canvas 0.13)."""
+    frames = page.locator("iframe[title*='canvas' i]")
+    if frames.count():
+        return page.frame_locator("iframe[title*='canvas' i]").first.locator("canvas.upper-canvas, canvas").last
+    return page.locator("canvas.upper-canvas").first

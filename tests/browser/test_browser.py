@@ -29,7 +29,9 @@ from tests.browser.helpers import (
     WAIT_MS,
     WAIT_S,
     assert_no_errors,
+    choose_input,
     current_url,
+    drawing_canvas,
     full_screenshot,
     open_page,
     poll,
@@ -77,19 +79,6 @@ def test_sidebar_links(page, app_server):
 # ------------------------------------------------------------------------------ Mechanisms
 
 
-def _choose_input(page, label: str) -> None:
-    page.locator('[data-testid="stRadio"]').filter(has_text="Input").first.get_by_text(label, exact=True).click()
-
-
-def _canvas(page):
-    """The drawing surface of streamlit-drawable-canvas: in an iframe (v1 component) or in the
-    page's (shadow) DOM (bidirectional component, as in streamlit-drawable-canvas 0.13)."""
-    frames = page.locator("iframe[title*='canvas' i]")
-    if frames.count():
-        return page.frame_locator("iframe[title*='canvas' i]").first.locator("canvas.upper-canvas, canvas").last
-    return page.locator("canvas.upper-canvas").first
-
-
 def _expect_prediction(page, screenshot, what: str, shot: str) -> None:
     """After an input: the model's view of ``what``, every method's prediction, the per-row
     view, no error on the page; then a screenshot named ``shot``."""
@@ -106,9 +95,9 @@ def _expect_prediction(page, screenshot, what: str, shot: str) -> None:
 def test_mechanisms_draw_digit(page, app_server, screenshot):
     open_page(page, app_server, "mechanisms")
     page.get_by_text(INSIDE).first.wait_for(timeout=SLOW_MS)
-    _choose_input(page, "Draw")
+    choose_input(page, "Draw")
     page.get_by_text("The canvas is empty").wait_for(timeout=WAIT_MS)
-    canvas = _canvas(page)
+    canvas = drawing_canvas(page)
     canvas.wait_for(timeout=WAIT_MS)
     canvas.scroll_into_view_if_needed()
     box = poll(stable_box(canvas), WAIT_S, what="the canvas to be laid out")
@@ -133,7 +122,7 @@ def test_mechanisms_upload_image(page, app_server, screenshot, tmp_path):
 
     open_page(page, app_server, "mechanisms")
     page.get_by_text(INSIDE).first.wait_for(timeout=SLOW_MS)
-    _choose_input(page, "Upload")
+    choose_input(page, "Upload")
     uploader = page.locator('[data-testid="stFileUploader"]').first
     uploader.wait_for(timeout=WAIT_MS)
     uploader.locator('input[type="file"]').set_input_files(str(png))

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.browser.test_browser import (
-    _MISSING,
+from tests.browser.helpers import (
+    BROWSER,
     SLOW_MS,
     WAIT_S,
     _log_tail,
@@ -25,7 +25,7 @@ from tests.browser.test_browser import (
     settle,
 )
 
-pytestmark = [pytest.mark.browser, pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")]
+pytestmark = BROWSER
 PREDICTION = re.compile(r"Prediction: original (.+?) \([\d.]+%\) → after the intervention (.+?) \([\d.]+%\) — (\w+)")
 
 

@@ -17,8 +17,8 @@ import re
 
 import pytest
 
-from tests.browser.test_browser import (
-    _MISSING,
+from tests.browser.helpers import (
+    BROWSER,
     INSIDE,
     SLOW_MS,
     WAIT_MS,
@@ -28,7 +28,7 @@ from tests.browser.test_browser import (
     settle,
 )
 
-pytestmark = [pytest.mark.browser, pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")]
+pytestmark = BROWSER
 
 PAPER = "paper protocol (1,000 SGD steps)"
 

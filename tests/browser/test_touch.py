@@ -15,22 +15,22 @@ import time
 import pytest
 
 from tests.browser.conftest import SHOTS_DIR
-from tests.browser.test_browser import (
-    _MISSING,
+from tests.browser.helpers import (
+    BROWSER,
     INSIDE,
     PREDICTION,
     SLOW_MS,
     WAIT_MS,
     WAIT_S,
-    _canvas,
-    _choose_input,
     assert_no_errors,
+    choose_input,
+    drawing_canvas,
     open_page,
     poll,
     settle,
 )
 
-pytestmark = [pytest.mark.browser, pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")]
+pytestmark = BROWSER
 
 PHONE = {"viewport": {"width": 390, "height": 844}, "has_touch": True, "is_mobile": True, "device_scale_factor": 2}
 ONE = [(150, 40), (150, 250)]  # a "1"
@@ -59,7 +59,7 @@ def phone(browser, app_server):
 
 def _touch_stroke(page, cdp, points: list[tuple[int, int]]) -> None:
     """One finger stroke through ``points`` (canvas pixels, 280 x 280) as touch events."""
-    canvas = _canvas(page)
+    canvas = drawing_canvas(page)
     canvas.scroll_into_view_if_needed()
     box = canvas.bounding_box()
     assert box and box["width"] > 100, f"canvas box {box}"
@@ -92,10 +92,10 @@ def test_draw_undo_clear_and_redraw_by_touch(phone, app_server):
     cdp = page.context.new_cdp_session(page)
     open_page(page, app_server, "mechanisms")
     page.get_by_text(INSIDE).first.wait_for(timeout=SLOW_MS)
-    _choose_input(page, "Draw")
+    choose_input(page, "Draw")
     page.get_by_text("The canvas is empty").wait_for()
     page.get_by_text("Draw with your finger or the mouse").first.wait_for()
-    _canvas(page).wait_for()
+    drawing_canvas(page).wait_for()
     time.sleep(1.0)  # the canvas's handlers attach after it appears
     # the buttons are there without any hover, disabled while there is nothing to undo or clear
     for key in ("mech_canvas_undo", "mech_canvas_clear"):

@@ -148,7 +148,7 @@ def test_compare_with_a_second_model(page_env, fixture_dirs, tmp_path, monkeypat
     picker.set_value("pretrained:mnist/rim").run()  # RIM, paper protocol, beside the converged one
     assert not at.exception
     labels = [m.label for m in at.metric]
-    conv, paper = "RIM (paper's method) · Adam, cosine, 4,000 iterations · seed 0 (pretrained)", "RIM (paper's method) · paper protocol · seed 0 (pretrained)"
+    conv, paper = "RIM (paper's method) · Adam 4k · seed 0 (pretrained)", "RIM (paper's method) · paper protocol · seed 0 (pretrained)"
     assert labels[:3] == [conv, paper, "Mask cells that differ"]  # the one display name of each model
     from streamlit.proto.Metric_pb2 import Metric
 

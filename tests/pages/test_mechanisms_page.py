@@ -244,7 +244,7 @@ def test_mask_statistics_side_by_side_for_both_protocols(page_env, fixture_dirs,
     at = run_page(mech_tab="Across the test set")
     assert not at.exception
     table = next(d.value for d in at.dataframe if "LSTM 1" in d.value.columns)
-    assert list(table.index) == ["RIM (paper's method) · Adam, cosine, 4,000 iterations · seed 0 (pretrained)",
+    assert list(table.index) == ["RIM (paper's method) · Adam 4k · seed 0 (pretrained)",
                                  "RIM (paper's method) · paper protocol · seed 0 (pretrained)"]
     assert ((table.to_numpy() >= 0) & (table.to_numpy() <= 1)).all()
     assert abs(table.to_numpy().sum(axis=1) - 4).max() < 1e-6  # 4 of 6 active in every row

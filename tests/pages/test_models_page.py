@@ -286,8 +286,12 @@ def test_every_model_has_its_own_name_and_inspect_opens_the_row(page_env, monkey
     options = at.selectbox(key="models_pick").options
     assert len(options) == len(set(options)) == len(df)
     full = {short_method_title(m): method_title(m) for m in ("rim", "parallel_lstm", "entnet", "rmc", "indrnn")}
+    from core.report.fmt import PROTOCOL_SHORT, protocol_title
+
+    in_name = {protocol_title(p): short for p, short in PROTOCOL_SHORT.items()}  # the table spells it out
     for row in df.to_dict("records"):
-        name = f"{row['data set']} · {full[row['model']]} · {row['protocol']} · seed {row['seed']} ({row['source']})"
+        protocol = in_name.get(row["protocol"], row["protocol"])
+        name = f"{row['data set']} · {full[row['model']]} · {protocol} · seed {row['seed']} ({row['source']})"
         assert name in options, name
         at.selectbox(key="models_pick").select_index(options.index(name)).run()
         assert metric(at, "Clean test error") == f"{row['clean error (%)']:.2f} %", name

@@ -359,7 +359,7 @@ def test_cards_name_their_protocol_keep_their_order_and_stop_says_which_run(home
     assert len(cards) == 2
     # creation order, and the two protocols of one method and seed read differently
     assert "· paper protocol · seed 0" in cards[0] and paper[-8:] in cards[0]
-    assert "· Adam, cosine, 4,000 iterations · seed 0" in cards[1] and conv[-8:] in cards[1]
+    assert "· Adam 4k · seed 0" in cards[1] and conv[-8:] in cards[1]
     # the older run finishes: the cards keep their places (not re-sorted by state)
     store._set_status(paper, status="completed", iteration=1000)
     at.run()
@@ -369,7 +369,7 @@ def test_cards_name_their_protocol_keep_their_order_and_stop_says_which_run(home
     assert not at.exception
     assert RunStore().get(conv).status == "stopped" and RunStore().get(paper).status == "completed"
     said = " ".join(s.value for s in at.success)
-    assert f"Stopped RIM (paper's method) · Adam, cosine, 4,000 iterations · seed 0 (run {conv[-8:]}) before it started." in said
+    assert f"Stopped RIM (paper's method) · Adam 4k · seed 0 (run {conv[-8:]}) before it started." in said
 
 
 def test_held_out_sentence_says_why_without_nested_brackets_or_paths(home, monkeypatch):
