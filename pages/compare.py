@@ -19,7 +19,7 @@ from core.report.plots.training import curves_overlay, curves_small_multiples
 from core.report.stats import INTERVAL_NOTE
 from core.studies.handwriting.external import SETS as HANDWRITING_SETS
 from pages import ui
-from pages.ui.cache import SCHEDULES, load_curves, load_summary, schedules_available
+from pages.ui.cache import RESULT_FOLDERS, load_curves, load_summary, result_folders
 from pages.ui.export import figure_downloads
 from pages.ui.messages import reproduce_hint
 
@@ -132,11 +132,11 @@ def pick_experiment(available: dict) -> str:
     """The experiment (a results folder) to show: a radio when there are several."""
     names = list(available)
     if len(names) == 1:
-        st.caption(f"Showing the {SCHEDULES.get(names[0], names[0])}.", help=f"Read from `results/{names[0]}`.")
+        st.caption(f"Showing the {RESULT_FOLDERS.get(names[0], names[0])}.", help=f"Read from `results/{names[0]}`.")
         return names[0]
     ui.pickers.keep_valid("cmp_schedule", names)
     return st.radio("Experiment", names, key="cmp_schedule", horizontal=True,
-                    format_func=lambda n: SCHEDULES.get(n, n),
+                    format_func=lambda n: RESULT_FOLDERS.get(n, n),
                     help="The converged grid (first) trains every method until its validation accuracy stops "
                          "improving; the paper's short schedule stops after 1,000 SGD iterations, where many "
                          "runs have not converged. Folders: " + ", ".join(f"`results/{n}`" for n in names) + ".")
@@ -331,7 +331,7 @@ def runs_tab(sched: str, out_dir, summary: dict | None) -> None:
 
 ui.urlstate.restore_from_url(URL_STATE)
 st.title("Compare the methods")
-available = schedules_available()
+available = result_folders()
 if not available:
     st.info("No reproduction results yet: this page reads `results/paper/summary.json` and the runs beside it. "
             + reproduce_hint("results/paper"))

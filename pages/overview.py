@@ -11,7 +11,7 @@ from core.paths import ROOT
 from core.report.fmt import method_title, protocol_title, shipped_models_text
 from core.report.plots.comparison import INPUT_SHAPES, parameter_bar_figure
 from core.report.plots.style import method_color
-from pages.ui.cache import SCHEDULES, entry_metadata, manifest, model_entries, schedules_available
+from pages.ui.cache import RESULT_FOLDERS, entry_metadata, manifest, model_entries, result_folders
 from pages.ui.messages import show_error
 
 DIAGRAM = ROOT / "assets" / "diagram.svg"
@@ -157,8 +157,8 @@ def sizes_and_colours(counts: dict) -> None:
                     "parallel LSTMs (six LSTMs plus two attentions). Keep this in mind when reading the comparisons. "
                     "EntNet, RMC and IndRNN are sized to be in the same range as the parallel LSTMs."
                     + (" Baselines trained at RIM's parameter count, in an older run with the unequal initialisation, "
-                       f"are on the Compare page as the experiment \"{SCHEDULES[PARAM_MATCHED]}\"."
-                       if PARAM_MATCHED in schedules_available() else "")
+                       f"are on the Compare page as the experiment \"{RESULT_FOLDERS[PARAM_MATCHED]}\"."
+                       if PARAM_MATCHED in result_folders() else "")
                 )
 
 
@@ -232,11 +232,11 @@ def loaded_summary(man: dict, pretrained_by_ds: dict, protocols: list[str], own:
               help=f"{n_pre} = the sum of the table's pretrained columns: one model per data set, method and protocol"
                    + (f" ({', '.join(protocol_title(p) for p in protocols)})" if protocols else "") + ".")
     m2.metric("Your runs (trained or uploaded)", len(own))
-    sched = schedules_available()
+    sched = result_folders()
     m3.metric("Reproduction results", f"{len(sched)} experiment{'s' if len(sched) != 1 else ''}" if sched else "none yet",
               help="Reproduction outputs (the results folder); the Compare page shows each.")
     if sched:
-        st.caption("Reproduction results, on the Compare page: " + "; ".join(SCHEDULES.get(n, n) for n in sched) + ".",
+        st.caption("Reproduction results, on the Compare page: " + "; ".join(RESULT_FOLDERS.get(n, n) for n in sched) + ".",
                    help="Folders: " + ", ".join(f"`results/{name}`" for name in sched))
     if not man["models"]:
         st.info("No pretrained models are installed yet. They are produced by "

@@ -10,8 +10,6 @@ from __future__ import annotations
 import math
 import re
 
-import numpy as np
-
 from ..models.registry import get_spec
 
 _VERDICT_MARK = {"holds": "✅", "does not hold": "❌", "cannot tell": "❔"}
@@ -262,17 +260,3 @@ def duration(seconds) -> str:
 
 
 CI = "[Holm-step interval]"  # the interval of every table: at the level of the Holm step deciding its test
-
-
-def step_text(trace: dict, unit_names: list, schema, t: int, T: int) -> str:
-    """What one step of a trace did, in words (``schema``: the model's ``TraceSchema``)."""
-    if schema.has(trace, "mask") and schema.has(trace, "input_attention"):
-        act = schema.get(trace, "mask")[t - 1] > 0.5
-        w = schema.get(trace, "input_attention")[t - 1]
-        on = ", ".join(f"{unit_names[i]} ({w[i]:.2f})" for i in np.flatnonzero(act))
-        off = ", ".join(f"{unit_names[i]} ({w[i]:.2f})" for i in np.flatnonzero(~act))
-        return (f"**Step {t} of {T}** (image row {t}). Active: {on}. Inactive (state kept): {off}. "
-                "Numbers: input-attention weight on the row.")
-    vals = trace["activity"][t - 1]
-    parts = ", ".join(f"{u} {v:.2f}" for u, v in zip(unit_names, vals))
-    return f"**Step {t} of {T}** (image row {t}). {schema.activity_label}: {parts}."
