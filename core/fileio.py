@@ -57,22 +57,22 @@ def os_error_reason(exc: OSError) -> str:
     return f"{hint} ({detail})" if hint else detail
 
 
-def finite(obj):
+def json_safe(obj):
     """``obj`` as strict-JSON data: NaN/inf -> None, numpy/torch scalars -> Python numbers,
     arrays -> lists, tuples -> lists, keys -> str; recurses into dicts and lists."""
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
     if isinstance(obj, dict):
-        return {str(k): finite(v) for k, v in obj.items()}
+        return {str(k): json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [finite(v) for v in obj]
+        return [json_safe(v) for v in obj]
     if isinstance(obj, (str, bytes, bool, int)) or obj is None:
         return obj
     if hasattr(obj, "tolist") and getattr(obj, "ndim", 0):  # an array
-        return finite(obj.tolist())
+        return json_safe(obj.tolist())
     if hasattr(obj, "item"):  # a numpy or torch scalar
         try:
-            return finite(obj.item())
+            return json_safe(obj.item())
         except (TypeError, ValueError):
             return str(obj)
     return obj
@@ -80,7 +80,7 @@ def finite(obj):
 
 def json_bytes(obj, indent: int | None = 1) -> bytes:
     """Strict JSON of ``obj`` after :func:`finite`."""
-    return json.dumps(finite(obj), indent=indent, allow_nan=False).encode()
+    return json.dumps(json_safe(obj), indent=indent, allow_nan=False).encode()
 
 
 def write_json(path: Path, obj, mkdir: bool = True) -> None:

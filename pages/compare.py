@@ -5,28 +5,21 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from core.data.datasets import DATASETS
 from core.grid.export import protocol_text
 from core.report.claims import CLAIMS_NOTE, claims_frame, display_csv, read_claims
-from core.report.floors import floors
+from core.report.comparisons import Cells
 from core.report.fmt import dataset_title as _ds_title
-from core.report.fmt import (
-    handwriting_table,
-    health_count,
-    method_title,
-    pct,
-    runs_frame,
-)
-from core.report.frames import reproduction_tables
+from core.report.fmt import method_title, pct
+from core.report.frames import dataset_order, handwriting_table, reproduction_tables, runs_frame, spread_frame
 from core.report.markdown import floors_line
 from core.report.paper import DATASET_ORDER, PAPER
 from core.report.plots.comparison import ERROR_METRICS, error_bar_figure
 from core.report.plots.style import method_order
 from core.report.plots.training import curves_overlay, curves_small_multiples
-from core.report.stats import INTERVAL_NOTE, mean_sd
+from core.report.stats import INTERVAL_NOTE
 from core.studies.handwriting.external import SETS as HANDWRITING_SETS
 from pages import ui
-from pages.ui.cache import SCHEDULES, load_curves, load_summary, schedules_available
+from pages.ui.cache import RESULT_FOLDERS, load_curves, load_summary, result_folders
 from pages.ui.export import figure_downloads
 from pages.ui.messages import reproduce_hint
 
@@ -114,34 +107,6 @@ def _column_order(df: pd.DataFrame) -> list[str]:
     return first + rest + [c for c in LAST_COLUMNS if c in df.columns]
 
 
-def _ordered(datasets) -> list[str]:
-    order = list(DATASETS)
-    return sorted(set(datasets), key=lambda d: order.index(d) if d in order else len(order))
-
-
-def _spread_table(rows: list[dict]) -> pd.DataFrame:
-    """Mean ± sd (and n) of clean and noisy error per data set and method over the healthy runs,
-    in percent, with each cell's health count and its data set's floors."""
-    out = []
-    for ds in _ordered(r["dataset"] for r in rows):
-        f = floors(ds)
-        for m in method_order():
-            sel = [r for r in rows if r["dataset"] == ds and r["model"] == m]
-            if not sel:
-                continue
-            ok = [r for r in sel if r.get("status") == "completed" and r.get("health", "healthy") == "healthy"]
-            row = {"data set": _ds_title(ds), "method": method_title(m), "healthy": health_count(len(ok), len(sel))}
-            for key, label in (("test_error", "clean"), ("noisy_test_error", "noisy")):
-                m_, sd, n = mean_sd([100 * float(r[key]) for r in ok if r.get(key) is not None])
-                row[f"{label} error mean (%)"] = round(m_, 2) if n else None
-                row[f"{label} error sd (%)"] = round(sd, 2) if n > 1 else None
-                row[f"{label} seeds"] = n
-            row["chance error (%)"] = round(100 * f["chance_error"], 2) if f["classes"] else None
-            row["majority-class error (%)"] = round(100 * f["majority_error"], 2) if f["classes"] else None
-            out.append(row)
-    return pd.DataFrame(out)
-
-
 def _excluded(summary: dict, name: str) -> None:
     """Under a table: the runs it left out (unhealthy), or that it has none."""
     ex = ((summary or {}).get("excluded") or {}).get(name)
@@ -160,39 +125,33 @@ def _excluded(summary: dict, name: str) -> None:
 
 
 URL_STATE = {"cmp_schedule": str, "cmp_curves_ds": str, "cmp_tab": str, "cmp_err_metric": str, "cmp_sm_metric": str}
-ui.urlstate.restore_from_url(URL_STATE)
+TABS = ["Training curves", "Final errors over seeds", "Paper's claims vs ours", "Runs"]
 
-st.title("Compare the methods")
 
-available = schedules_available()
-if not available:
-    st.info("No reproduction results yet: this page reads `results/paper/summary.json` and the runs beside it. "
-            + reproduce_hint("results/paper"))
-    st.stop()
-
-names = list(available)
-if len(names) > 1:
+def pick_experiment(available: dict) -> str:
+    """The experiment (a results folder) to show: a radio when there are several."""
+    names = list(available)
+    if len(names) == 1:
+        st.caption(f"Showing the {RESULT_FOLDERS.get(names[0], names[0])}.", help=f"Read from `results/{names[0]}`.")
+        return names[0]
     ui.pickers.keep_valid("cmp_schedule", names)
-    sched = st.radio("Experiment", names, key="cmp_schedule", horizontal=True,
-                     format_func=lambda n: SCHEDULES.get(n, n),
-                     help="The converged grid (first) trains every method until its validation accuracy stops "
-                          "improving; the paper's short schedule stops after 1,000 SGD iterations, where many "
-                          "runs have not converged. Folders: " + ", ".join(f"`results/{n}`" for n in names) + ".")
-else:
-    sched = names[0]
-    st.caption(f"Showing the {SCHEDULES.get(sched, sched)}.", help=f"Read from `results/{sched}`.")
-out_dir = available[sched]
-summary = load_summary(out_dir)
-curves = load_curves(out_dir)
-rows = (summary or {}).get("runs") or []
-if summary is None:
-    st.warning(f"`{out_dir}/summary.json` is missing or unreadable, so the final errors and tables are not shown. "
-               f"Rebuild it from the runs with `python -m core.reproduce tables --out {out_dir}`.")
-else:
+    return st.radio("Experiment", names, key="cmp_schedule", horizontal=True,
+                    format_func=lambda n: RESULT_FOLDERS.get(n, n),
+                    help="The converged grid (first) trains every method until its validation accuracy stops "
+                         "improving; the paper's short schedule stops after 1,000 SGD iterations, where many "
+                         "runs have not converged. Folders: " + ", ".join(f"`results/{n}`" for n in names) + ".")
+
+
+def grid_caption(sched: str, out_dir, summary: dict | None, rows: list[dict]) -> None:
+    """Seeds, iterations, protocol and how many runs are healthy; or that the summary is missing."""
+    if summary is None:
+        st.warning(f"`{out_dir}/summary.json` is missing or unreadable, so the final errors and tables are not shown. "
+                   f"Rebuild it from the runs with `python -m core.reproduce tables --out {out_dir}`.")
+        return
     seeds = sorted({r.get("seed") for r in rows if r.get("seed") is not None})
     its = sorted({r.get("iterations") for r in rows if r.get("iterations")})
     protocols = sorted({r.get("protocol") or ("converged" if sched == "converged" else "paper") for r in rows})
-    healthy = sum(1 for r in rows if r.get("status") == "completed" and r.get("health", "healthy") == "healthy")
+    healthy = len(Cells(rows).use)  # completed and healthy (core.report.health)
     st.caption(f"{len(rows)} runs · seeds {', '.join(map(str, seeds)) or 'none'} · "
                f"{', '.join(f'{i:,}' for i in its) or '?'} iterations at most · "
                f"{'; '.join(protocol_text(p).rsplit(' (', 1)[0] for p in protocols)}. "
@@ -202,16 +161,13 @@ else:
                "points, or one class for over 90 % of the test images) are left out of every mean and listed "
                "under each table.")
 
-TABS = ["Training curves", "Final errors over seeds", "Paper's claims vs ours", "Runs"]
-ui.pickers.keep_valid("cmp_tab", TABS)
-tab_curves, tab_err, tab_tables, tab_runs = st.tabs(TABS, key="cmp_tab", on_change="rerun")
 
-# ---- curves ----------------------------------------------------------------------------------
-with tab_curves:
+def curves_tab(sched: str, out_dir, curves: dict) -> None:
+    """Training curves of one data set: every method overlaid, then one panel per method."""
     if not curves:
         st.info(f"No training curves under `{out_dir}/runs`. " + reproduce_hint(out_dir))
     else:
-        ds_list = _ordered(curves)
+        ds_list = dataset_order(curves)
         c1, c2, c3 = st.columns([1, 2, 1])
         ui.pickers.keep_valid("cmp_curves_ds", ds_list)
         ds = c1.selectbox("Data set", ds_list, key="cmp_curves_ds", format_func=_ds_title)
@@ -253,8 +209,9 @@ with tab_curves:
         st.caption("The paper notes that the parallel LSTMs' training loss fluctuates more than RIM's: compare the "
                    "raw loss (smoothing 0) of the two panels.")
 
-# ---- final errors --------------------------------------------------------------------------------
-with tab_err:
+
+def errors_tab(sched: str, out_dir, rows: list[dict]) -> None:
+    """Final errors over seeds: the bar chart, then mean ± sd per data set and method."""
     if not rows:
         st.info("No finished runs in the summary. " + reproduce_hint(out_dir))
     else:
@@ -265,7 +222,7 @@ with tab_err:
         fig_err = error_bar_figure([r for r in rows if r.get("model") in base], metric)
         st.plotly_chart(fig_err, width="stretch", key="cmp_fig_err")
         figure_downloads(fig_err, f"{sched}_final_{metric}", key="cmp_dl_err")
-        spread = _spread_table(rows)
+        spread = spread_frame(rows, method_order())
         st.dataframe(spread, hide_index=True, width="stretch", placeholder="–", column_config={
             "data set": st.column_config.TextColumn("data set", width=110, pinned=True),
             "method": st.column_config.TextColumn("method", width=150, pinned=True),
@@ -279,66 +236,83 @@ with tab_err:
                    + (" Ablation and initialisation variants are compared in their tables under *Paper's claims vs "
                       "ours*." if any(r.get("model") not in base for r in rows) else ""))
 
-# ---- tables --------------------------------------------------------------------------------------
-with tab_tables:
+
+def claims_table(sched: str, out_dir) -> None:
+    """The paper's claims vs ours, one row per claim (the main grids only)."""
+    claim_rows = read_claims(out_dir.parent) if sched in ("converged", "paper") else []
+    if claim_rows:
+        st.subheader("The paper's claims vs ours")
+        st.dataframe(claims_frame(claim_rows), hide_index=True, width="stretch",
+                     column_config={"claim": st.column_config.TextColumn("claim", width="medium", pinned=True),
+                                    "verdict": st.column_config.TextColumn("verdict", width="small", pinned=True)})
+        st.caption(CLAIMS_NOTE + " " + floors_line(DATASET_ORDER))
+        st.download_button("⬇ Claims as CSV", display_csv(claims_frame(claim_rows)), file_name="claims.csv",
+                           mime="text/csv", key="cmp_csv_claims")
+
+
+def reproduction_tables_view(sched: str, summary: dict) -> None:
+    """The paper's Tables 2-4 and our further tables, each with its caption, CSV and excluded runs."""
+    frames = reproduction_tables(summary)
+    raw = summary.get("tables") or {}
+    st.markdown("Errors in percent, mean ± sd over the healthy seeds (each cell says how many of its runs are "
+                "healthy); gaps in percentage points. **p raw / Holm**: each table is one family of tests, "
+                "Holm-Bonferroni adjusted. " + INTERVAL_NOTE + " The unadjusted and the seed-paired 95 % "
+                "intervals stand beside it, labelled; they decide nothing. **Verdict**: ✅ holds, ❌ does not "
+                "hold, ❔ cannot tell at this number of seeds (*< 2 seeds*: no test yet). **Floors**: the error "
+                "of guessing at random / of always answering the test set's biggest class.")
+    for name, (title, claim) in TABLE_INFO.items():
+        st.subheader(title)
+        st.caption(claim)
+        df = frames[name]
+        if df.empty:
+            st.info("Not enough runs for this table yet (it needs RIM and the compared methods on a data set).")
+            continue
+        st.dataframe(df, hide_index=True, width="stretch", column_order=_column_order(df),
+                     column_config=_table_config(df))
+        st.download_button(f"⬇ {name} as CSV (all numbers)", display_csv(pd.DataFrame(raw.get(name) or [])),
+                           file_name=f"{sched}_{name}.csv", mime="text/csv", key=f"cmp_csv_{name}")
+        _excluded(summary, name)
+
+
+def handwriting_view(sched: str, out_dir) -> None:
+    """Beyond the paper: how the grid's MNIST models read other people's handwriting."""
+    handwriting = ui.cache.load_handwriting(out_dir)
+    if handwriting is not None:
+        st.subheader("Beyond the paper: other people's handwriting")
+        st.caption("Does the method generalise better to other people's handwriting? Every seed of the MNIST "
+                   "models of this grid reads two real collections from outside MNIST (Semeion, UCI optdigits; "
+                   "never trained on, the upload path tuned on their even-indexed half only) through the "
+                   "Mechanisms upload path; accuracy on the odd half, mean ± sd over seeds; RIM minus each "
+                   "method with its Welch interval at the level of the Holm step that decides it (each set one "
+                   "family), the unadjusted 95 % interval beside it; verdict: ✅ RIM reads the set "
+                   "better, ❌ the other method does, ❔ cannot tell. Chance is 10 %. Seeds whose grid weights "
+                   "were not kept (only each cell's shipped median is) were trained again from the grid's settings "
+                   "(docs/handwriting.md says where and how close). "
+                   "Robustness → *Other handwriting* shows the misread digits.")
+        try:
+            table = handwriting_table(handwriting, {k: v.title.split(' (')[0] for k, v in HANDWRITING_SETS.items()})
+        except ValueError as exc:
+            st.warning(f"`{out_dir}/handwriting.csv` is {exc}.")
+        else:
+            st.dataframe(table, hide_index=True, width="stretch")
+        st.download_button("⬇ Other handwriting as CSV (all numbers)", handwriting.to_csv(index=False).encode(),
+                           file_name=f"{sched}_handwriting.csv", mime="text/csv", key="cmp_csv_handwriting")
+
+
+def tables_tab(sched: str, out_dir, summary: dict | None, rows: list[dict]) -> None:
+    """The paper's claims vs ours: the claims, the tables, other handwriting."""
     if summary is None:
         st.info(f"No summary to show. Rebuild it with `python -m core.reproduce tables --out {out_dir}`.")
-    else:
-        frames = reproduction_tables(summary)
-        raw = summary.get("tables") or {}
-        claim_rows = read_claims(out_dir.parent) if sched in ("converged", "paper") else []
-        if claim_rows:
-            st.subheader("The paper's claims vs ours")
-            st.dataframe(claims_frame(claim_rows), hide_index=True, width="stretch",
-                         column_config={"claim": st.column_config.TextColumn("claim", width="medium", pinned=True),
-                                        "verdict": st.column_config.TextColumn("verdict", width="small", pinned=True)})
-            st.caption(CLAIMS_NOTE + " " + floors_line(DATASET_ORDER))
-            st.download_button("⬇ Claims as CSV", display_csv(claims_frame(claim_rows)), file_name="claims.csv",
-                               mime="text/csv", key="cmp_csv_claims")
-        st.markdown("Errors in percent, mean ± sd over the healthy seeds (each cell says how many of its runs are "
-                    "healthy); gaps in percentage points. **p raw / Holm**: each table is one family of tests, "
-                    "Holm-Bonferroni adjusted. " + INTERVAL_NOTE + " The unadjusted and the seed-paired 95 % "
-                    "intervals stand beside it, labelled; they decide nothing. **Verdict**: ✅ holds, ❌ does not "
-                    "hold, ❔ cannot tell at this number of seeds (*< 2 seeds*: no test yet). **Floors**: the error "
-                    "of guessing at random / of always answering the test set's biggest class.")
-        for name, (title, claim) in TABLE_INFO.items():
-            st.subheader(title)
-            st.caption(claim)
-            df = frames[name]
-            if df.empty:
-                st.info("Not enough runs for this table yet (it needs RIM and the compared methods on a data set).")
-                continue
-            st.dataframe(df, hide_index=True, width="stretch", column_order=_column_order(df),
-                         column_config=_table_config(df))
-            st.download_button(f"⬇ {name} as CSV (all numbers)", display_csv(pd.DataFrame(raw.get(name) or [])),
-                               file_name=f"{sched}_{name}.csv", mime="text/csv", key=f"cmp_csv_{name}")
-            _excluded(summary, name)
-        if any(r.get("dataset") == "animals10" for r in rows):
-            st.caption("Animals-10 here is a small, unbalanced subset: its numbers are not comparable with the paper's.")
-        handwriting = ui.cache.load_handwriting(out_dir)
-        if handwriting is not None:
-            st.subheader("Beyond the paper: other people's handwriting")
-            st.caption("Does the method generalise better to other people's handwriting? Every seed of the MNIST "
-                       "models of this grid reads two real collections from outside MNIST (Semeion, UCI optdigits; "
-                       "never trained on, the upload path tuned on their even-indexed half only) through the "
-                       "Mechanisms upload path; accuracy on the odd half, mean ± sd over seeds; RIM minus each "
-                       "method with its Welch interval at the level of the Holm step that decides it (each set one "
-                       "family), the unadjusted 95 % interval beside it; verdict: ✅ RIM reads the set "
-                       "better, ❌ the other method does, ❔ cannot tell. Chance is 10 %. Seeds whose grid weights "
-                       "were not kept (only each cell's shipped median is) were trained again from the grid's settings "
-                       "(docs/handwriting.md says where and how close). "
-                       "Robustness → *Other handwriting* shows the misread digits.")
-            try:
-                table = handwriting_table(handwriting, {k: v.title.split(' (')[0] for k, v in HANDWRITING_SETS.items()})
-            except ValueError as exc:
-                st.warning(f"`{out_dir}/handwriting.csv` is {exc}.")
-            else:
-                st.dataframe(table, hide_index=True, width="stretch")
-            st.download_button("⬇ Other handwriting as CSV (all numbers)", handwriting.to_csv(index=False).encode(),
-                               file_name=f"{sched}_handwriting.csv", mime="text/csv", key="cmp_csv_handwriting")
+        return
+    claims_table(sched, out_dir)
+    reproduction_tables_view(sched, summary)
+    if any(r.get("dataset") == "animals10" for r in rows):
+        st.caption("Animals-10 here is a small, unbalanced subset: its numbers are not comparable with the paper's.")
+    handwriting_view(sched, out_dir)
 
-# ---- runs ----------------------------------------------------------------------------------------
-with tab_runs:
+
+def runs_tab(sched: str, out_dir, summary: dict | None) -> None:
+    """Every run of the grid, one row each, and its CSV."""
     df_runs = runs_frame(summary or {})
     if df_runs.empty:
         st.info("No runs recorded. " + reproduce_hint(out_dir))
@@ -353,4 +327,28 @@ with tab_runs:
                "model or variant": st.column_config.TextColumn("model or variant", pinned=True)})
         st.download_button("⬇ Runs as CSV", df_runs.to_csv(index=False).encode(), file_name=f"{sched}_runs.csv",
                            mime="text/csv", key="cmp_csv_runs")
+
+
+ui.urlstate.restore_from_url(URL_STATE)
+st.title("Compare the methods")
+available = result_folders()
+if not available:
+    st.info("No reproduction results yet: this page reads `results/paper/summary.json` and the runs beside it. "
+            + reproduce_hint("results/paper"))
+    st.stop()
+sched = pick_experiment(available)
+out_dir = available[sched]
+summary = load_summary(out_dir)
+rows = (summary or {}).get("runs") or []
+grid_caption(sched, out_dir, summary, rows)
+ui.pickers.keep_valid("cmp_tab", TABS)
+tab_curves, tab_err, tab_tables, tab_runs = st.tabs(TABS, key="cmp_tab", on_change="rerun")
+with tab_curves:
+    curves_tab(sched, out_dir, load_curves(out_dir))
+with tab_err:
+    errors_tab(sched, out_dir, rows)
+with tab_tables:
+    tables_tab(sched, out_dir, summary, rows)
+with tab_runs:
+    runs_tab(sched, out_dir, summary)
 ui.urlstate.sync_url(URL_STATE)

@@ -10,7 +10,6 @@ from core.data.datasets import DATASETS
 from core.errors import DataUnavailableError, InputImageError
 from core.eval import robustness_points
 from core.models.registry import get_spec
-from core.report import fmt
 from core.report.export import matrix_csv
 from core.report.fmt import source_parts
 from core.report.plots import style, traces
@@ -227,9 +226,9 @@ def _timestep_view(image: np.ndarray, a: ui.pair.Side, b: ui.pair.Side | None, p
                                                        unit_names, row_title="reader"),
                                file_name=f"comm_attention_row{t}.csv", mime="text/csv")
     with c_text:
-        st.markdown(fmt.step_text(trace, unit_names, schema, t, T))
+        st.markdown(traces.step_text(trace, unit_names, schema, t, T))
         if b is not None:
-            st.markdown(f"*{b.entry.display}*: " + fmt.step_text(b.trace, b.unit_names, b.schema, t, T).split(". ", 1)[1])
+            st.markdown(f"*{b.entry.display}*: " + traces.step_text(b.trace, b.unit_names, b.schema, t, T).split(". ", 1)[1])
         if schema.step_note:
             st.caption(schema.step_note)
         heads = schema.has(trace, "input_heads") and st.checkbox("Show each input-attention head", key="mech_heads")
@@ -242,74 +241,83 @@ def _timestep_view(image: np.ndarray, a: ui.pair.Side, b: ui.pair.Side | None, p
 # --------------------------------------------------------------------------- views
 
 
-def one_input_view(dataset: str, entry, model, compared: dict, all_entries: list) -> None:
-    info = DATASETS[dataset]
-    grey = info.channels == 1
+def input_source(dataset: str) -> str:
+    """The input's source: a test image, a drawing (grey data sets), an upload or, for MNIST, other
+    people's handwriting."""
+    grey = DATASETS[dataset].channels == 1
     sources = ["Test image", "Draw", "Upload"] if grey else ["Test image", "Upload"]
     if dataset == "mnist":
         sources.append("Other handwriting")
     ui.pickers.keep_valid("mech_source", sources)
-    source = st.radio("Input", sources, horizontal=True, key="mech_source",
-                      help=None if grey else "Drawing is offered for the grey data sets (MNIST, Fashion-MNIST).")
+    return st.radio("Input", sources, horizontal=True, key="mech_source",
+                    help=None if grey else "Drawing is offered for the grey data sets (MNIST, Fashion-MNIST).")
 
+
+def input_panel(dataset: str, entry, model, source: str) -> tuple:
+    """The input from ``source`` and what the model sees of it: (image, true label or None, the
+    prepared upload or None, what it is), image None while there is no usable one."""
     image = label = prepared = None
     what = ""
-    left, right = st.columns([2, 3])
-    with left:
-        if source == "Test image":
-            try:
-                data = ui.cache.test_data(dataset)
-            except DataUnavailableError as exc:
-                ui.messages.missing_data_note(dataset, exc, "there are no test images to pick (uploading or drawing "
-                                                       "an image still works)")
-                data = None
-            if data is not None:
-                picked = _pick_test_image(dataset, model, entry, data)
-                if picked is not None:
-                    image, label, prepared, what = picked
-        elif source == "Draw":
-            prepared = _drawn_image(dataset)
-            what = "your drawing"
-        elif source == "Other handwriting":
-            picked = handwriting.mechanisms_input()
+    if source == "Test image":
+        try:
+            data = ui.cache.test_data(dataset)
+        except DataUnavailableError as exc:
+            ui.messages.missing_data_note(dataset, exc, "there are no test images to pick (uploading or drawing "
+                                                   "an image still works)")
+            data = None
+        if data is not None:
+            picked = _pick_test_image(dataset, model, entry, data)
             if picked is not None:
-                prepared, label, what = picked
+                image, label, prepared, what = picked
+    elif source == "Draw":
+        prepared = _drawn_image(dataset)
+        what = "your drawing"
+    elif source == "Other handwriting":
+        picked = handwriting.mechanisms_input()
+        if picked is not None:
+            prepared, label, what = picked
+    else:
+        prepared = _uploaded_image(dataset)
+        what = "your image"
+    if prepared is not None:
+        image = ui.upload.usable_array(prepared, show_steps=True)
+    return image, label, prepared, what
+
+
+def predictions_panel(dataset: str, entry, model, compared: dict, image: np.ndarray, label, prepared,
+                      what: str) -> None:
+    """What the model sees and what each compared model predicts for it; the upload's preprocessing."""
+    info = DATASETS[dataset]
+    classes = list(info.classes)
+    rows = []
+    for method, e in compared.items():
+        loaded = model if e.key == entry.key else ui.cache.load_or_report(e)
+        if loaded is None:
+            continue
+        if e.key == entry.key:  # the chosen model's trace holds its probabilities too
+            p = _trace(model, entry.key, ui.cache.entry_mtime(entry), image)[0]
         else:
-            prepared = _uploaded_image(dataset)
-            what = "your image"
-        if prepared is not None:
-            image = ui.upload.usable_array(prepared, show_steps=True)
-            if image is None:
-                return
-    if image is None:
-        return
+            p = _proba(loaded[0], e.key, ui.cache.entry_mtime(e), image)
+        rows.append({"label": e.display, "method": method, "probs": p})
+    c_img, c_pred = st.columns([1, 2])
+    with c_img:
+        st.image(ui.upload.upscaled(image))
+        st.caption(f"What the model sees: {what}, {info.image_shape[0]}x{info.image_shape[1]}"
+                   + ("" if info.channels == 1 else " RGB") + (f", true class {classes[label]}" if label is not None else ""))
+    with c_pred:
+        st.plotly_chart(traces.probability_figure(rows, classes, true_class=label, height=300),
+                        key="mech_probs", config=CHART)
+    if rows:
+        st.caption(" · ".join(f"{r['label']}: **{classes[int(np.argmax(r['probs']))]}** "
+                              f"({np.max(r['probs']) * 100:.0f}%)" for r in rows))
+    if prepared is not None:
+        ui.upload.show_preprocessing(prepared)
 
+
+def trace_panel(dataset: str, entry, model, all_entries: list, image: np.ndarray, label, what: str,
+                source: str) -> None:
+    """Inside the model, row by row (another model beside it on request), then the set-wide views."""
     classes = list(DATASETS[dataset].classes)
-    with right:
-        rows = []
-        for method, e in compared.items():
-            loaded = model if e.key == entry.key else ui.cache.load_or_report(e)
-            if loaded is None:
-                continue
-            if e.key == entry.key:  # the chosen model's trace holds its probabilities too
-                p = _trace(model, entry.key, ui.cache.entry_mtime(entry), image)[0]
-            else:
-                p = _proba(loaded[0], e.key, ui.cache.entry_mtime(e), image)
-            rows.append({"label": e.display, "method": method, "probs": p})
-        c_img, c_pred = st.columns([1, 2])
-        with c_img:
-            st.image(ui.upload.upscaled(image))
-            st.caption(f"What the model sees: {what}, {info.image_shape[0]}x{info.image_shape[1]}"
-                       + ("" if grey else " RGB") + (f", true class {classes[label]}" if label is not None else ""))
-        with c_pred:
-            st.plotly_chart(traces.probability_figure(rows, classes, true_class=label, height=300),
-                            key="mech_probs", config=CHART)
-        if rows:
-            st.caption(" · ".join(f"{r['label']}: **{classes[int(np.argmax(r['probs']))]}** "
-                                  f"({np.max(r['probs']) * 100:.0f}%)" for r in rows))
-        if prepared is not None:
-            ui.upload.show_preprocessing(prepared)
-
     a = _side(entry, model, image)
     st.subheader(f"Inside {entry.display}, row by row")
     if a.schema.mask is None:
@@ -332,6 +340,19 @@ def one_input_view(dataset: str, entry, model, compared: dict, all_entries: list
         "What each LSTM is for": lambda: ui.explore.unit_view(dataset, entry, model, a.unit_names),
         "Intervene": lambda: intervene.intervene_view(entry, model, image, a.unit_names, classes),
         "Which pixels drive it": lambda: intervene.attribution_view(entry, model, image, a.unit_names, classes)})
+
+
+def one_input_view(dataset: str, entry, model, compared: dict, all_entries: list) -> None:
+    """One input through the models: the input (left), the predictions (right), the trace below."""
+    source = input_source(dataset)
+    left, right = st.columns([2, 3])
+    with left:
+        image, label, prepared, what = input_panel(dataset, entry, model, source)
+    if image is None:
+        return
+    with right:
+        predictions_panel(dataset, entry, model, compared, image, label, prepared, what)
+    trace_panel(dataset, entry, model, all_entries, image, label, what, source)
 
 
 def _side(entry, model, image: np.ndarray) -> ui.pair.Side:

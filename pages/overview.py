@@ -11,7 +11,7 @@ from core.paths import ROOT
 from core.report.fmt import method_title, protocol_title, shipped_models_text
 from core.report.plots.comparison import INPUT_SHAPES, parameter_bar_figure
 from core.report.plots.style import method_color
-from pages.ui.cache import SCHEDULES, entry_metadata, manifest, model_entries, schedules_available
+from pages.ui.cache import RESULT_FOLDERS, entry_metadata, manifest, model_entries, result_folders
 from pages.ui.messages import show_error
 
 DIAGRAM = ROOT / "assets" / "diagram.svg"
@@ -55,25 +55,15 @@ def _sources(dataset: str) -> dict[str, bool]:
     return available_sources(dataset)
 
 
-st.title("RIMscope")
-st.markdown(
-    "Does a set of **small LSTMs that take turns** generalise better than plain parallel LSTMs? "
-    "The paper studied here (2021, *a method for improving generalization of neural networks based on "
-    "multi-head attention*, a close relative of Recurrent Independent Mechanisms) says yes: on MNIST, "
-    "Fashion-MNIST, CIFAR-10 and Animals-10, read **one image row per timestep**, its method has a lower "
-    "test error than parallel LSTMs, EntNet, RMC and IndRNN, and its error grows less under Gaussian noise. "
-    "RIMscope lets you look inside the models and measures those claims with several seeds."
-)
+LINKS = [
+    ("pages/compare.py", "Compare", "📊", "the paper's claims against our measurements: curves, errors over seeds, tables"),
+    ("pages/mechanisms.py", "Mechanisms", "🧩", "which LSTMs switch on for each row of an image, and who reads from whom"),
+    ("pages/robustness.py", "Robustness", "🌫️", "how each method's error grows with noise"),
+    ("pages/models.py", "Models", "📦", "every pretrained model and your runs: curves, downloads, uploads"),
+    ("pages/train.py", "Train", "🏋️", "train a model yourself with the paper's protocol"),
+]
 
-# ---- the method --------------------------------------------------------------------------
-st.header("How the method works")
-if DIAGRAM.is_file():
-    st.image(str(DIAGRAM), width="stretch")
-else:
-    st.info("The diagram (assets/diagram.svg) is missing from this installation.")
-with st.expander("The six steps in words", expanded=False):
-    st.markdown(
-        """
+SIX_STEPS = """
 1. **Read a row.** An image `[C, H, W]` scaled to [0, 1] is read row by row: `T = H` timesteps, each one
    row flattened to `W·C` numbers (28 for MNIST/Fashion-MNIST, 96 for 32x32 RGB). The row is encoded,
    `e_t = W_e x_t + b_e`, *before* attention, so an all-black row does not look like "no input".
@@ -90,169 +80,232 @@ with st.expander("The six steps in words", expanded=False):
 6. **Output.** After the last row, the six hidden states are concatenated and a fully connected layer
    gives the 10 logits.
 """
+
+
+def intro() -> None:
+    """The question, the paper's answer and what RIMscope does about it."""
+    st.markdown(
+        "Does a set of **small LSTMs that take turns** generalise better than plain parallel LSTMs? "
+        "The paper studied here (2021, *a method for improving generalization of neural networks based on "
+        "multi-head attention*, a close relative of Recurrent Independent Mechanisms) says yes: on MNIST, "
+        "Fashion-MNIST, CIFAR-10 and Animals-10, read **one image row per timestep**, its method has a lower "
+        "test error than parallel LSTMs, EntNet, RMC and IndRNN, and its error grows less under Gaussian noise. "
+        "RIMscope lets you look inside the models and measures those claims with several seeds."
     )
 
-# ---- the five methods ----------------------------------------------------------------------
-st.header("The five methods")
-try:
-    counts = _parameter_counts()
-except Exception as exc:  # a model that fails to build must not hide the rest of the page
-    counts = {}
-    show_error(exc, "Could not count parameters")
-rows = []
-for name in list_models():
-    spec = get_spec(name)
-    row = {"method": method_title(name)}
-    for label, per_model in counts.items():
-        row[f"parameters, input {label.split(' (')[0]}"] = per_model.get(name)
-    row["what it is"] = spec.description
-    row["initialisation"] = spec.init
-    rows.append(row)
-methods_df = pd.DataFrame(rows)
-# a static table: its long descriptions wrap instead of being cut at the cell's edge
-st.table(methods_df.style.format(lambda v: f"{int(v):,}" if pd.notna(v) else "n/a",
-                                 subset=[c for c in methods_df.columns if c.startswith("parameters")]),
-         hide_index=True)
-st.caption("Every LSTM-style forget gate (RIM's LSTMs, the parallel LSTMs, RMC's memory gate) starts from the same "
-           f"forget-gate bias ({config_fields(DEFAULT_MODEL).get('forget_bias')}); LSTM weights are drawn as PyTorch's "
-           "own LSTM draws them. Other differences and their reasons are listed in docs/method.md.",
-           help="docs/method.md, section \"Differences between the methods\"; the setting is `forget_bias`.")
-c1, c2 = st.columns([3, 2])
-with c1:
-    if counts:
-        st.plotly_chart(parameter_bar_figure(counts), width="stretch", key="param_bars")
-with c2:
-    legend = " ".join(
-        f"<span style='color:{method_color(m)};font-size:1.3em'>■</span> {method_title(m)}&nbsp;&nbsp;"
-        for m in list_models())
-    st.markdown(legend, unsafe_allow_html=True)
-    st.caption("These colours stand for the same method on every page.")
-    if counts:
-        first = next(iter(counts.values()))
-        if first.get("rim") and first.get("parallel_lstm"):
-            ratio = first["rim"] / first["parallel_lstm"]
-            st.markdown(
-                f"The paper matches RIM with parallel LSTMs by **neuron count** (4 LSTMs x 32 units, as many as "
-                f"RIM's 4 active ones), not by parameters: here RIM has **{ratio:.1f}x the parameters** of the "
-                "parallel LSTMs (six LSTMs plus two attentions). Keep this in mind when reading the comparisons. "
-                "EntNet, RMC and IndRNN are sized to be in the same range as the parallel LSTMs."
-                + (" Baselines trained at RIM's parameter count, in an older run with the unequal initialisation, "
-                   f"are on the Compare page as the experiment \"{SCHEDULES[PARAM_MATCHED]}\"."
-                   if PARAM_MATCHED in schedules_available() else "")
-            )
-st.markdown("**Knobs of the paper's method (defaults used everywhere here)**")
-knobs = [{"setting": RIM_KNOBS.get(k, (k, ""))[0], "default": str(v), "meaning": RIM_KNOBS.get(k, (k, ""))[1]}
-         for k, v in config_fields(DEFAULT_MODEL).items() if k not in ("input_dim", "num_classes")]
-st.table(pd.DataFrame(knobs), hide_index=True)  # wraps the longer meanings
-with st.expander("Details: the settings' names in the code"):
-    st.caption("For checkpoints' metadata (config) and the command line's model overrides.")
-    st.table(pd.DataFrame([{"setting": RIM_KNOBS.get(k, (k, ""))[0], "name in the code": k}
-                           for k in config_fields(DEFAULT_MODEL) if k not in ("input_dim", "num_classes")]),
+
+def how_it_works() -> None:
+    """The diagram and the six steps in words."""
+    if DIAGRAM.is_file():
+        st.image(str(DIAGRAM), width="stretch")
+    else:
+        st.info("The diagram (assets/diagram.svg) is missing from this installation.")
+    with st.expander("The six steps in words", expanded=False):
+        st.markdown(SIX_STEPS)
+
+
+def parameter_counts_or_none() -> dict:
+    """Each method's parameter count per input shape ({} when a model fails to build, said so)."""
+    try:
+        return _parameter_counts()
+    except Exception as exc:  # a model that fails to build must not hide the rest of the page
+        show_error(exc, "Could not count parameters")
+        return {}
+
+
+def methods_table(counts: dict) -> None:
+    """One row per method: its parameters per input shape, what it is, how it starts."""
+    rows = []
+    for name in list_models():
+        spec = get_spec(name)
+        row = {"method": method_title(name)}
+        for label, per_model in counts.items():
+            row[f"parameters, input {label.split(' (')[0]}"] = per_model.get(name)
+        row["what it is"] = spec.description
+        row["initialisation"] = spec.init
+        rows.append(row)
+    methods_df = pd.DataFrame(rows)
+    # a static table: its long descriptions wrap instead of being cut at the cell's edge
+    st.table(methods_df.style.format(lambda v: f"{int(v):,}" if pd.notna(v) else "n/a",
+                                     subset=[c for c in methods_df.columns if c.startswith("parameters")]),
              hide_index=True)
+    st.caption("Every LSTM-style forget gate (RIM's LSTMs, the parallel LSTMs, RMC's memory gate) starts from the same "
+               f"forget-gate bias ({config_fields(DEFAULT_MODEL).get('forget_bias')}); LSTM weights are drawn as PyTorch's "
+               "own LSTM draws them. Other differences and their reasons are listed in docs/method.md.",
+               help="docs/method.md, section \"Differences between the methods\"; the setting is `forget_bias`.")
 
-# ---- what is loaded ------------------------------------------------------------------------
-st.header("What is loaded")
-entries, problems = model_entries()
-for p in problems:
-    st.warning(p)
-man = manifest()
-# pretrained models per data set and protocol: one per method each, so "5 of 5 methods" per protocol
-pretrained_by_ds: dict[str, dict[str, set]] = {}
-for m in man["models"]:
-    if isinstance(m, dict) and m.get("dataset"):
-        pretrained_by_ds.setdefault(m["dataset"], {}).setdefault(str(m.get("protocol") or "paper"), set()).add(
-            (str(m.get("model")), m.get("seed")))
-protocols = sorted({p for by in pretrained_by_ds.values() for p in by}, key=lambda p: (p != "converged", p))
-own = [e for e in entries if e.source != "pretrained"]
-check_sources = st.toggle("Check which data sources are available (looks for the test files)", value=True,
-                          key="check_sources")
-loaded = []
-for ds, info in DATASETS.items():
-    row = {"data set": info.title}
-    for proto in protocols:
-        have = pretrained_by_ds.get(ds, {}).get(proto, set())
-        methods = {m for m, _ in have}
-        row[f"pretrained, {protocol_title(proto)}"] = (f"{len(have)} ({len(methods)} of {len(list_models())})"
-                                                      if len(have) != len(methods) else f"{len(have)} of {len(list_models())}")
-    row["your runs"] = sum(1 for e in own if e.dataset == ds)
-    if check_sources:
-        try:
-            avail = _sources(ds)
-        except Exception as exc:
-            avail = {}
-            st.warning(f"Could not check the data sources of {info.title}: {exc}")
-        for src in SOURCES:
-            row[SOURCE_NAMES.get(src, src)] = "✅" if avail.get(src) else "—"
-    loaded.append(row)
-# every column its width and a short header, together within the 820 px a 1280 px window leaves the
-# page (nothing cut); the full names are in each header's tooltip
-loaded_df = pd.DataFrame(loaded)
-config = {"data set": st.column_config.TextColumn("data set", width=110),
-          "your runs": st.column_config.NumberColumn("your runs", width=75, help="Your runs (trained or uploaded) "
-                                                     "with weights, on this data set")}
-for p in protocols:
-    short = "paper" if p == "paper" else protocol_title(p)
-    config[f"pretrained, {protocol_title(p)}"] = st.column_config.TextColumn(
-        f"shipped, {short}", width=130,
-        help=f"Shipped models trained with the {protocol_title(p)}: how many of the {len(list_models())} methods")
-for src, (label, width, what) in LOADED_SOURCES.items():
-    config[SOURCE_NAMES.get(src, src)] = st.column_config.TextColumn(label, width=width, help=what)
-st.dataframe(loaded_df, hide_index=True, width="content", column_config=config)
-m1, m2, m3 = st.columns(3)
-n_pre = sum(len(v) for by in pretrained_by_ds.values() for v in by.values())
-m1.metric("Pretrained models", n_pre,
-          help=f"{n_pre} = the sum of the table's pretrained columns: one model per data set, method and protocol"
-               + (f" ({', '.join(protocol_title(p) for p in protocols)})" if protocols else "") + ".")
-m2.metric("Your runs (trained or uploaded)", len(own))
-sched = schedules_available()
-m3.metric("Reproduction results", f"{len(sched)} experiment{'s' if len(sched) != 1 else ''}" if sched else "none yet",
-          help="Reproduction outputs (the results folder); the Compare page shows each.")
-if sched:
-    st.caption("Reproduction results, on the Compare page: " + "; ".join(SCHEDULES.get(n, n) for n in sched) + ".",
-               help="Folders: " + ", ".join(f"`results/{name}`" for name in sched))
-if not man["models"]:
-    st.info("No pretrained models are installed yet. They are produced by "
-            "`python -m core.reproduce run --seeds 0` followed by `python -m core.reproduce export-pretrained "
-            "--seed 0` (writes `pretrained/manifest.json`).")
-elif man.get("protocols") or man.get("protocol"):
-    protos = man.get("protocols") or {"paper": man["protocol"]}
-    st.caption("Pretrained models, per data set and method: " + shipped_models_text(man["models"]) + ". Protocols: "
-               + "; ".join(f"{protocol_title(name)}: {text}" for name, text in protos.items()) + ".")
-st.caption("Data sources, in the order they are tried: an npz folder, an "
-           "image folder (Animals-10), torchvision's cache or download (MNIST, Fashion-MNIST, CIFAR-10), and a "
-           "bundled sample of 1,000 images each so the per-image pages work offline (MNIST: training images that every "
-           "shipped MNIST model left out of its training; Fashion-MNIST: test images).",
-           help="The npz folder is `$RIMSCOPE_DATA_DIR` or `./data`, with `<data set>/train.npz` and `test.npz`.")
 
-# Animals-10: say honestly what it is here.
-animals = next((e for e in entries if e.dataset == "animals10" and e.source == "pretrained"), None)
-meta = entry_metadata(animals) if animals else None
-sizes = ""
-if meta and isinstance(meta.get("data_source"), dict):
-    dsrc = meta["data_source"]
-    if dsrc.get("n_train") and dsrc.get("n_test"):
-        sizes = f" ({dsrc['n_train']:,} training and {dsrc['n_test']:,} test images in the pretrained runs)"
-st.warning(
-    f"**Animals-10 here is a small, unbalanced subset**{sizes}, not the full Kaggle set of about 26,000 photos; "
-    "its classes have very different sizes, and images are resized to 32x32. Errors on it are noisy and are "
-    "not comparable with the paper's Animals-10 numbers.",
-    icon="⚠️",
-)
+def sizes_and_colours(counts: dict) -> None:
+    """The parameter bars, the method colours and what the parameter ratio means for the comparisons."""
+    c1, c2 = st.columns([3, 2])
+    with c1:
+        if counts:
+            st.plotly_chart(parameter_bar_figure(counts), width="stretch", key="param_bars")
+    with c2:
+        legend = " ".join(
+            f"<span style='color:{method_color(m)};font-size:1.3em'>■</span> {method_title(m)}&nbsp;&nbsp;"
+            for m in list_models())
+        st.markdown(legend, unsafe_allow_html=True)
+        st.caption("These colours stand for the same method on every page.")
+        if counts:
+            first = next(iter(counts.values()))
+            if first.get("rim") and first.get("parallel_lstm"):
+                ratio = first["rim"] / first["parallel_lstm"]
+                st.markdown(
+                    f"The paper matches RIM with parallel LSTMs by **neuron count** (4 LSTMs x 32 units, as many as "
+                    f"RIM's 4 active ones), not by parameters: here RIM has **{ratio:.1f}x the parameters** of the "
+                    "parallel LSTMs (six LSTMs plus two attentions). Keep this in mind when reading the comparisons. "
+                    "EntNet, RMC and IndRNN are sized to be in the same range as the parallel LSTMs."
+                    + (" Baselines trained at RIM's parameter count, in an older run with the unequal initialisation, "
+                       f"are on the Compare page as the experiment \"{RESULT_FOLDERS[PARAM_MATCHED]}\"."
+                       if PARAM_MATCHED in result_folders() else "")
+                )
 
-# ---- where to start ------------------------------------------------------------------------
-st.header("Where to start")
-LINKS = [
-    ("pages/compare.py", "Compare", "📊", "the paper's claims against our measurements: curves, errors over seeds, tables"),
-    ("pages/mechanisms.py", "Mechanisms", "🧩", "which LSTMs switch on for each row of an image, and who reads from whom"),
-    ("pages/robustness.py", "Robustness", "🌫️", "how each method's error grows with noise"),
-    ("pages/models.py", "Models", "📦", "every pretrained model and your runs: curves, downloads, uploads"),
-    ("pages/train.py", "Train", "🏋️", "train a model yourself with the paper's protocol"),
-]
-cols = st.columns(len(LINKS))
-for col, (path, label, icon, what) in zip(cols, LINKS):
-    with col:
-        try:
-            st.page_link(path, label=label, icon=icon)
-        except Exception:  # page not registered (e.g. this file run on its own)
-            st.markdown(f"{icon} **{label}**")
-        st.caption(what)
+
+def knobs_table() -> None:
+    """RIM's settings in plain words with their defaults; their names in the code on request."""
+    st.markdown("**Knobs of the paper's method (defaults used everywhere here)**")
+    knobs = [{"setting": RIM_KNOBS.get(k, (k, ""))[0], "default": str(v), "meaning": RIM_KNOBS.get(k, (k, ""))[1]}
+             for k, v in config_fields(DEFAULT_MODEL).items() if k not in ("input_dim", "num_classes")]
+    st.table(pd.DataFrame(knobs), hide_index=True)  # wraps the longer meanings
+    with st.expander("Details: the settings' names in the code"):
+        st.caption("For checkpoints' metadata (config) and the command line's model overrides.")
+        st.table(pd.DataFrame([{"setting": RIM_KNOBS.get(k, (k, ""))[0], "name in the code": k}
+                               for k in config_fields(DEFAULT_MODEL) if k not in ("input_dim", "num_classes")]),
+                 hide_index=True)
+
+
+def pretrained_by_dataset(man: dict) -> dict[str, dict[str, set]]:
+    """Data set -> protocol -> the shipped (model, seed) pairs of the manifest."""
+    # pretrained models per data set and protocol: one per method each, so "5 of 5 methods" per protocol
+    out: dict[str, dict[str, set]] = {}
+    for m in man["models"]:
+        if isinstance(m, dict) and m.get("dataset"):
+            out.setdefault(m["dataset"], {}).setdefault(str(m.get("protocol") or "paper"), set()).add(
+                (str(m.get("model")), m.get("seed")))
+    return out
+
+
+def loaded_table(pretrained_by_ds: dict, protocols: list[str], own: list) -> None:
+    """Per data set: the shipped models per protocol, the user's runs and (on request) the data sources found."""
+    check_sources = st.toggle("Check which data sources are available (looks for the test files)", value=True,
+                              key="check_sources")
+    loaded = []
+    for ds, info in DATASETS.items():
+        row = {"data set": info.title}
+        for proto in protocols:
+            have = pretrained_by_ds.get(ds, {}).get(proto, set())
+            methods = {m for m, _ in have}
+            row[f"pretrained, {protocol_title(proto)}"] = (f"{len(have)} ({len(methods)} of {len(list_models())})"
+                                                          if len(have) != len(methods) else f"{len(have)} of {len(list_models())}")
+        row["your runs"] = sum(1 for e in own if e.dataset == ds)
+        if check_sources:
+            try:
+                avail = _sources(ds)
+            except Exception as exc:
+                avail = {}
+                st.warning(f"Could not check the data sources of {info.title}: {exc}")
+            for src in SOURCES:
+                row[SOURCE_NAMES.get(src, src)] = "✅" if avail.get(src) else "—"
+        loaded.append(row)
+    # every column its width and a short header, together within the 820 px a 1280 px window leaves the
+    # page (nothing cut); the full names are in each header's tooltip
+    loaded_df = pd.DataFrame(loaded)
+    config = {"data set": st.column_config.TextColumn("data set", width=110),
+              "your runs": st.column_config.NumberColumn("your runs", width=75, help="Your runs (trained or uploaded) "
+                                                         "with weights, on this data set")}
+    for p in protocols:
+        short = "paper" if p == "paper" else protocol_title(p)
+        config[f"pretrained, {protocol_title(p)}"] = st.column_config.TextColumn(
+            f"shipped, {short}", width=130,
+            help=f"Shipped models trained with the {protocol_title(p)}: how many of the {len(list_models())} methods")
+    for src, (label, width, what) in LOADED_SOURCES.items():
+        config[SOURCE_NAMES.get(src, src)] = st.column_config.TextColumn(label, width=width, help=what)
+    st.dataframe(loaded_df, hide_index=True, width="content", column_config=config)
+
+
+def loaded_summary(man: dict, pretrained_by_ds: dict, protocols: list[str], own: list) -> None:
+    """How many shipped models, own runs and reproduction results; where the data comes from."""
+    m1, m2, m3 = st.columns(3)
+    n_pre = sum(len(v) for by in pretrained_by_ds.values() for v in by.values())
+    m1.metric("Pretrained models", n_pre,
+              help=f"{n_pre} = the sum of the table's pretrained columns: one model per data set, method and protocol"
+                   + (f" ({', '.join(protocol_title(p) for p in protocols)})" if protocols else "") + ".")
+    m2.metric("Your runs (trained or uploaded)", len(own))
+    sched = result_folders()
+    m3.metric("Reproduction results", f"{len(sched)} experiment{'s' if len(sched) != 1 else ''}" if sched else "none yet",
+              help="Reproduction outputs (the results folder); the Compare page shows each.")
+    if sched:
+        st.caption("Reproduction results, on the Compare page: " + "; ".join(RESULT_FOLDERS.get(n, n) for n in sched) + ".",
+                   help="Folders: " + ", ".join(f"`results/{name}`" for name in sched))
+    if not man["models"]:
+        st.info("No pretrained models are installed yet. They are produced by "
+                "`python -m core.reproduce run --seeds 0` followed by `python -m core.reproduce export-pretrained "
+                "--seed 0` (writes `pretrained/manifest.json`).")
+    elif man.get("protocols") or man.get("protocol"):
+        protos = man.get("protocols") or {"paper": man["protocol"]}
+        st.caption("Pretrained models, per data set and method: " + shipped_models_text(man["models"]) + ". Protocols: "
+                   + "; ".join(f"{protocol_title(name)}: {text}" for name, text in protos.items()) + ".")
+    st.caption("Data sources, in the order they are tried: an npz folder, an "
+               "image folder (Animals-10), torchvision's cache or download (MNIST, Fashion-MNIST, CIFAR-10), and a "
+               "bundled sample of 1,000 images each so the per-image pages work offline (MNIST: training images that every "
+               "shipped MNIST model left out of its training; Fashion-MNIST: test images).",
+               help="The npz folder is `$RIMSCOPE_DATA_DIR` or `./data`, with `<data set>/train.npz` and `test.npz`.")
+
+
+def animals_note(entries: list) -> None:
+    """Animals-10: say honestly what it is here."""
+    animals = next((e for e in entries if e.dataset == "animals10" and e.source == "pretrained"), None)
+    meta = entry_metadata(animals) if animals else None
+    sizes = ""
+    if meta and isinstance(meta.get("data_source"), dict):
+        dsrc = meta["data_source"]
+        if dsrc.get("n_train") and dsrc.get("n_test"):
+            sizes = f" ({dsrc['n_train']:,} training and {dsrc['n_test']:,} test images in the pretrained runs)"
+    st.warning(
+        f"**Animals-10 here is a small, unbalanced subset**{sizes}, not the full Kaggle set of about 26,000 photos; "
+        "its classes have very different sizes, and images are resized to 32x32. Errors on it are noisy and are "
+        "not comparable with the paper's Animals-10 numbers.",
+        icon="⚠️",
+    )
+
+
+def what_is_loaded() -> None:
+    """The models and data this installation has."""
+    st.header("What is loaded")
+    entries, problems = model_entries()
+    for p in problems:
+        st.warning(p)
+    man = manifest()
+    pretrained_by_ds = pretrained_by_dataset(man)
+    protocols = sorted({p for by in pretrained_by_ds.values() for p in by}, key=lambda p: (p != "converged", p))
+    own = [e for e in entries if e.source != "pretrained"]
+    loaded_table(pretrained_by_ds, protocols, own)
+    loaded_summary(man, pretrained_by_ds, protocols, own)
+    animals_note(entries)
+
+
+def where_to_start() -> None:
+    """A link to each page with what it shows."""
+    st.header("Where to start")
+    cols = st.columns(len(LINKS))
+    for col, (path, label, icon, what) in zip(cols, LINKS):
+        with col:
+            try:
+                st.page_link(path, label=label, icon=icon)
+            except Exception:  # page not registered (e.g. this file run on its own)
+                st.markdown(f"{icon} **{label}**")
+            st.caption(what)
+
+
+st.title("RIMscope")
+intro()
+st.header("How the method works")
+how_it_works()
+st.header("The five methods")
+counts = parameter_counts_or_none()
+methods_table(counts)
+sizes_and_colours(counts)
+knobs_table()
+what_is_loaded()
+where_to_start()

@@ -208,9 +208,9 @@ def _lines_csv(lines: list[dict], x_name: str) -> bytes:
 # --------------------------------------------------------------------------- noise tab
 
 
-def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
-    info = DATASETS[dataset]
-    classes = list(info.classes)
+def noise_picker() -> tuple[str, float, str, str | None, str]:
+    """The noise kind and strength (a button back to the paper's test): (kind, strength, title,
+    the strength's name or None, the level in words)."""
     c_kind, c_level, c_btn = st.columns([1, 3, 1], vertical_alignment="bottom")
     ui.pickers.keep_valid("rb_kind", list(NOISES))
     kind = c_kind.selectbox("Noise", list(NOISES), key="rb_kind", format_func=lambda k: NOISES[k][0])
@@ -236,8 +236,12 @@ def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
         c_btn.button("Paper's test", key="rb_paper", on_click=to_paper,
                      help="Back to the paper's noise test: Gaussian, variance 0.01")
     level = f"{title} {param} {strength:.2f}" if param else title
+    return kind, strength, title, param, level
 
-    # one image, clean and noisy
+
+def noise_image(dataset: str, data, models: dict, kind: str, strength: float, level: str):
+    """One image, clean and noisy, and each model's prediction on both; returns the picked image."""
+    classes = list(DATASETS[dataset].classes)
     st.subheader("One image")
     left, right = st.columns([1, 2])
     with left:
@@ -254,7 +258,35 @@ def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
         _predictions(models, classes, image, noisy, label, key="rb_probs", what="noisy", base="clean",
                      caption="Prediction per model, clean → noisy" + (f" (true class: {classes[label]})"
                                                                       if label is not None else ""))
+    return picked
 
+
+def noise_curve(dataset: str, scorer: Scorer, kind: str, strength: float, title: str, param: str) -> None:
+    """Each model's error against the noise strength, this strength marked."""
+    st.subheader("Error against noise strength")
+
+    def build():
+        compute_points([(scorer.curve_noise, (m, kind, s)) for s in GRID for m in scorer.models],
+             f"Scoring {len(scorer.models)} models at {len(GRID)} noise levels")
+        lines = _error_lines(scorer, lambda m: scorer.noise_curve(m, kind, GRID))
+        fig = robustness.error_curve_figure(lines, x_title=f"{title} noise {param}",
+                                            reference=PAPER_VAR if kind == "gaussian" else None,
+                                            reference_label="paper (0.01)", floors=_floors(scorer))
+        return _labels_apart(fig), lines
+
+    fig, lines = _session_memo("_rb_noise_curve", scorer.signature(kind), build)
+    st.plotly_chart(robustness.mark_current(fig, strength), key="rb_curve", config=CHART)
+    name = f"{dataset}_robustness_{kind}"
+    ui.export.figure_downloads(fig, name, key="rb_dl_curve", extra=[
+        ("⬇ CSV: the curves", lambda: _lines_csv(lines, f"{title} noise {param}"), f"{name}.csv", "text/csv")])
+    st.caption("Bands: 95% intervals (Wilson) of each error on this subset. Dashed: the error of guessing at "
+               "random (chance) and of always answering the subset's most frequent class (majority class).")
+
+
+def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
+    """The noise tab: the noise, one image, the test error at this level, the curve, the mask shift."""
+    kind, strength, title, param, level = noise_picker()
+    picked = noise_image(dataset, data, models, kind, strength, level)
     # test error at this level (shipped points where possible)
     if not _error_metrics(scorer, dataset, f"Test error at {level}", "Scoring the models at this noise level…",
                           lambda m: scorer.curve_noise(m, "gaussian", 0.0), lambda m: scorer.curve_noise(m, kind, strength),
@@ -267,28 +299,8 @@ def noise_view(dataset: str, data, scorer: Scorer | None, models: dict) -> None:
     else:
         st.caption(f"Shipped curves: {scorer.n} test images (fixed subset, seed 0), scored when the models were "
                    "built. One noise draw; the Compare page reports means over seeds and draws.")
-
-    # curve
     if param is not None:
-        st.subheader("Error against noise strength")
-
-        def build():
-            compute_points([(scorer.curve_noise, (m, kind, s)) for s in GRID for m in scorer.models],
-                 f"Scoring {len(scorer.models)} models at {len(GRID)} noise levels")
-            lines = _error_lines(scorer, lambda m: scorer.noise_curve(m, kind, GRID))
-            fig = robustness.error_curve_figure(lines, x_title=f"{title} noise {param}",
-                                                reference=PAPER_VAR if kind == "gaussian" else None,
-                                                reference_label="paper (0.01)", floors=_floors(scorer))
-            return _labels_apart(fig), lines
-
-        fig, lines = _session_memo("_rb_noise_curve", scorer.signature(kind), build)
-        st.plotly_chart(robustness.mark_current(fig, strength), key="rb_curve", config=CHART)
-        name = f"{dataset}_robustness_{kind}"
-        ui.export.figure_downloads(fig, name, key="rb_dl_curve", extra=[
-            ("⬇ CSV: the curves", lambda: _lines_csv(lines, f"{title} noise {param}"), f"{name}.csv", "text/csv")])
-        st.caption("Bands: 95% intervals (Wilson) of each error on this subset. Dashed: the error of guessing at "
-                   "random (chance) and of always answering the subset's most frequent class (majority class).")
-
+        noise_curve(dataset, scorer, kind, strength, title, param)
     # how a selection mask shifts (the models whose activity is a binary mask)
     for method in [m for m in scorer.models if trace_schema(m).activity_binary and scorer.images is not None]:
         _mask_shift(scorer, method, picked, kind, strength, param, level)

@@ -16,6 +16,7 @@ from core.data.datasets import DATASETS, how_to_get
 from core.data.plan import SAMPLE_TRAIN, DataPlan, training_data_plan
 from core.errors import ConfigError, DataUnavailableError, RimscopeError
 from core.models.registry import DEFAULT_MODEL, config_fields, list_models
+from core.models.rim import SELECTIONS
 from core.paths import pretrained_dir, runs_root
 from core.report import fmt
 from core.report.fmt import dataset_title, method_title, short_run_id, source_parts
@@ -23,8 +24,18 @@ from core.report.plots.training import has_points, live_runs_figure
 from core.runs.progress import kept_weights, progress_text, stop_outcome
 from core.runs.schema import RESUMABLE, RunInfo
 from core.runs.store import RunStore
-from core.training.config import AUGMENTS, OPTIMIZERS, PROTOCOLS, SCHEDULES, TrainConfig, parse_seeds
-from pages.ui.auth import current_viewer, sign_in_prompt
+from core.training.config import (
+    AUGMENTS,
+    CLASS_WEIGHTINGS,
+    DEVICES,
+    OPTIMIZERS,
+    PROTOCOLS,
+    SCHEDULES,
+    TrainConfig,
+    configs_from_form,
+    parse_seeds,
+)
+from pages.ui.auth import Viewer, current_viewer, sign_in_prompt
 from pages.ui.cache import mtime
 from pages.ui.messages import details, show_error
 from pages.ui.pickers import dataset_picker, keep_valid
@@ -203,8 +214,6 @@ def runs_table(runs: list[RunInfo]) -> None:
 
 
 # ---------------------------------------------------------------------------------------
-st.title("Train")
-intro = st.empty()  # follows the protocol chosen below
 PROTOCOL_INTROS = {
     "paper": "Train models with the paper's protocol (plain SGD, learning rate 0.1, batch 100, 1,000 iterations).",
     "converged": "Train models with Adam and a cosine learning-rate schedule (up to 4,000 iterations, "
@@ -212,17 +221,24 @@ PROTOCOL_INTROS = {
     "converged-aug": "Train models as above (Adam, cosine, 4,000 iterations), each training image randomly slanted, thickened or "
                      "thinned, elastically distorted and binarised (for models that read other people's handwriting).",
 }
-store = RunStore()
-owner = session_owner()
-viewer = current_viewer()
-store.pump()
-
-st.subheader("Set up")
+PROTOCOL_TITLES = {"paper": "Paper (SGD 0.1, 1,000 iterations)",
+                   "converged": "Adam, cosine, 4,000 iterations (best of a validation split)",
+                   "converged-aug": "Adam, cosine, 4,000 iterations + scan augmentation (slant, stroke width, "
+                                    "elastic, binarisation)"}
 # form field -> TrainConfig field; a protocol writes its values into these
 PROTOCOL_FORM = {"train_iterations": "iterations", "train_batch": "batch_size", "train_optimizer": "optimizer",
                  "train_lr": "lr", "train_momentum": "momentum", "train_schedule": "schedule",
                  "train_val": "val_images", "train_patience": "patience", "train_eval_every": "eval_every",
                  "train_wd": "weight_decay", "train_step_every": "step_every", "train_step_gamma": "step_gamma"}
+# every setting of the form lives in the URL: a reload keeps it, a link shares it
+URL_STATE = {"train_protocol": str, "train_dataset": str, "train_models": url_list, "train_seeds": str,
+             "train_iterations": int, "train_batch": int, "train_optimizer": str, "train_lr": float,
+             "train_momentum": float, "train_schedule": str, "train_val": int, "train_patience": int,
+             "train_clip_on": url_bool, "train_clip": float, "train_eval_every": int, "train_weighting": str,
+             "train_holdout": url_bool, "train_eval_n": int, "train_noise_var": float, "train_noise_draws": int,
+             "train_wd": float, "train_step_every": int, "train_step_gamma": float, "train_device": str,
+             "train_data_dir": str, "train_forget_bias": float, "train_selection": str, "train_k_active": int,
+             "train_alpha": float, "train_demo": url_bool, "train_augment": str}
 
 
 def apply_protocol(only_missing: bool = False) -> None:
@@ -236,235 +252,253 @@ def apply_protocol(only_missing: bool = False) -> None:
             st.session_state[key] = v
 
 
-# every setting of the form lives in the URL: a reload keeps it, a link shares it
-URL_STATE = {"train_protocol": str, "train_dataset": str, "train_models": url_list, "train_seeds": str,
-             "train_iterations": int, "train_batch": int, "train_optimizer": str, "train_lr": float,
-             "train_momentum": float, "train_schedule": str, "train_val": int, "train_patience": int,
-             "train_clip_on": url_bool, "train_clip": float, "train_eval_every": int, "train_weighting": str,
-             "train_holdout": url_bool, "train_eval_n": int, "train_noise_var": float, "train_noise_draws": int,
-             "train_wd": float, "train_step_every": int, "train_step_gamma": float, "train_device": str,
-             "train_data_dir": str, "train_forget_bias": float, "train_selection": str, "train_k_active": int,
-             "train_alpha": float, "train_demo": url_bool, "train_augment": str}
-restore_from_url(URL_STATE)
-for key, options in (("train_protocol", list(PROTOCOLS)), ("train_optimizer", OPTIMIZERS),
-                     ("train_schedule", SCHEDULES), ("train_augment", AUGMENTS),
-                     ("train_device", ["auto", "cpu", "cuda"]),
-                     ("train_weighting", ["auto", "none", "balanced"]),
-                     ("train_selection", ["attention", "random", "all"])):
-    keep_valid(key, options)
-if "train_models" in st.session_state:
-    st.session_state["train_models"] = [m for m in st.session_state["train_models"] if m in list_models()]
-if any(k not in st.session_state for k in PROTOCOL_FORM):
-    apply_protocol(only_missing=True)
-_rim = config_fields(DEFAULT_MODEL)
-for key, default in {"train_models": ["rim", "parallel_lstm"], "train_seeds": "0", "train_holdout": True,
-                     "train_eval_n": 1000, "train_noise_var": 0.01, "train_noise_draws": 3, "train_data_dir": "",
-                     "train_forget_bias": float(_rim["forget_bias"]), "train_k_active": int(_rim["k_active"]),
-                     "train_alpha": float(_rim["alpha"]), "train_augment": "none"}.items():
-    st.session_state.setdefault(key, default)  # defaults here, not in the widgets (the URL may set them)
-clamp_k = int(_rim["num_units"])
-if not 1 <= int(st.session_state.get("train_k_active", 1)) <= clamp_k:
-    st.session_state["train_k_active"] = int(_rim["k_active"])
-protocol = st.radio("Protocol", list(PROTOCOLS), horizontal=True, key="train_protocol", on_change=apply_protocol,
-                    format_func=lambda p: {"paper": "Paper (SGD 0.1, 1,000 iterations)",
-                                           "converged": "Adam, cosine, 4,000 iterations (best of a validation split)",
-                                           "converged-aug": "Adam, cosine, 4,000 iterations + scan augmentation (slant, stroke width, "
-                                                            "elastic, binarisation)"}.get(p, str(p)),
-                    help="Sets the settings below to that protocol's; each can still be changed.")
-intro.caption(PROTOCOL_INTROS.get(protocol, "") + " Runs train in background worker processes, one at a time by "
-              "default, and keep going when you close or reload the page; they are kept in your run store. "
-              "Completed runs appear on the Models page, and so do runs stopped early, marked as such.",
-              help=f"The run store is the folder `{runs_root()}` (set `RIMSCOPE_HOME` to move it).")
-r1, r2, r3 = st.columns([1, 3, 1])  # the models box gets the width its full names need
-with r1:
-    dataset = dataset_picker(key="train_dataset")
-models = r2.multiselect("Models", list_models(), format_func=method_title,
-                        key="train_models", help="One run per model and seed.")
-seeds_text = r3.text_input("Seeds", key="train_seeds", help="e.g. 0, or 0,1,2, or 0-4")
-c1, c2, c3 = st.columns(3)
-with c1:
-    iterations = st.number_input("Iterations", step=100, key="train_iterations",
-                                 help="optimiser steps (paper: 1,000)")
-    batch_size = st.number_input("Batch size", step=10, key="train_batch",
-                                 help="images per step (paper: 100)")
-    optimizer = st.selectbox("Optimiser", OPTIMIZERS, key="train_optimizer", format_func={"sgd": "SGD", "adam": "Adam"}.get)
-    lr = st.number_input("Learning rate", step=0.001, format="%.4f", key="train_lr",
-                         help="paper: SGD with 0.1")
-with c2:
-    momentum = st.number_input("Momentum (SGD)", step=0.1, format="%.2f",
-                               key="train_momentum", disabled=optimizer != "sgd",
-                               help="0 = the paper's plain SGD")
-    schedule = st.selectbox("Learning-rate schedule", SCHEDULES, key="train_schedule",
-                            format_func={"none": "constant", "cosine": "cosine to 0", "step": "step decay"}.get)
-    val_images = st.number_input("Validation images (from the training data)",
-                                 step=1000, min_value=0, key="train_val",
-                                 help="Held out from training; the weights with the best validation accuracy are "
-                                      "kept. Never the test set.")
-    patience = st.number_input("Early stop after evaluations without improvement",
-                               min_value=0, key="train_patience", disabled=not val_images,
-                               help="0 = never stop early")
-with c3:
-    clip_on = st.checkbox("Clip gradients", key="train_clip_on",
-                          help="Limit the global gradient norm (the paper does not clip)")
-    grad_clip = st.number_input("Max gradient norm", step=0.5,
-                                key="train_clip", disabled=not clip_on)
-    eval_every = st.number_input("Test accuracy every (iterations)", step=50,
-                                 key="train_eval_every")
-    class_weighting = st.selectbox("Class weighting", ["auto", "none", "balanced"], key="train_weighting",
-                                   help="auto = balanced loss weights when the classes are unbalanced")
-    augment = st.selectbox("Augmentation (training images)", AUGMENTS, key="train_augment",
-                           format_func=lambda a: {"none": "none", "affine": "small random affine", "scan": "scan-like (slant, stroke width, elastic, binarisation)"}.get(a, str(a)),
-                           help="affine: each training image is rotated (up to 10°), shifted (up to 2 px), scaled "
-                                "(0.9-1.1) and sheared a little, drawn from the run's own seed. Validation and test "
-                                "images are never changed.")
-    holdout = True
-    if dataset == "mnist":
-        holdout = st.checkbox("Hold out the bundled sample", key="train_holdout",
-                              help="Leave out MNIST training images 0 to 9,999: the bundled 1,000-image sample "
-                                   "that the per-image pages show was cut from them, so no model has trained on it")
-
-with st.expander("More settings"):
-    m1, m2, m3 = st.columns(3)
-    eval_samples = m1.number_input("Test subset size (live accuracy)", step=100, key="train_eval_n")
-    noise_var = m2.number_input("Noise variance (final noisy test)", step=0.01, format="%.3f",
-                                key="train_noise_var")
-    noise_draws = m3.number_input("Noise draws", step=1, key="train_noise_draws")
-    o1, o2, o3 = st.columns(3)
-    weight_decay = o1.number_input("Weight decay", step=0.0001, format="%.5f",
-                                   key="train_wd")
-    step_every = o2.number_input("Step decay: every (iterations)", min_value=1,
-                                 key="train_step_every", disabled=schedule != "step")
-    step_gamma = o3.number_input("Step decay: factor", step=0.05, format="%.3f",
-                                 key="train_step_gamma", disabled=schedule != "step")
-    d1, _ = st.columns([1, 2])
-    device = d1.selectbox("Device", ["auto", "cpu", "cuda"], key="train_device",
-                          help="auto = CUDA when torch sees a GPU on the server, else CPU. Nothing needs a GPU.")
-    label = st.text_input("Label (optional)", "", max_chars=100, key="train_label")
-    data_dir = st.text_input("Data folder (optional)", key="train_data_dir",
-                             help="A folder with <data set>/train.npz and test.npz; default: $RIMSCOPE_DATA_DIR "
-                                  "or ./data, then torchvision").strip()
-
-with st.expander("Initialisation and ablations"):
-    st.caption("Every LSTM forget gate of every method starts from the same bias; the ablations remove one part of "
-               "the paper's method (they apply to RIM only).")
-    a1, a2, a3, a4 = st.columns(4)
-    forget_bias = a1.number_input("Forget-gate bias", step=0.5,
-                                  key="train_forget_bias", help="RIM, parallel LSTMs and RMC; default 1 for all")
-    selection = a2.selectbox("RIM: who is active", ["attention", "random", "all"], key="train_selection",
-                             format_func={"attention": "attention (paper)", "random": "random k (ablation)",
-                                          "all": "all (ablation)"}.get,
-                             help="attention: the input attention picks the k active LSTMs (the paper); random: k "
-                                  "drawn at random each row (ablation); all: every LSTM active (ablation)")
-    k_active = a3.number_input("RIM: active LSTMs k", min_value=1,
-                               max_value=int(_rim["num_units"]), key="train_k_active")
-    alpha = a4.number_input("RIM: communication share alpha", step=0.05,
-                            format="%.3f", key="train_alpha", help="0 = ablation: no communication")
+def restore_form(rim: dict) -> None:
+    """The form's values from the URL, each kept only when valid, the rest from the protocol and the
+    defaults (set here, not in the widgets, since the URL may set them); ``rim``: RIM's config fields."""
+    restore_from_url(URL_STATE)
+    for key, options in (("train_protocol", list(PROTOCOLS)), ("train_optimizer", OPTIMIZERS),
+                         ("train_schedule", SCHEDULES), ("train_augment", AUGMENTS), ("train_device", DEVICES),
+                         ("train_weighting", CLASS_WEIGHTINGS), ("train_selection", SELECTIONS)):
+        keep_valid(key, options)
+    if "train_models" in st.session_state:
+        st.session_state["train_models"] = [m for m in st.session_state["train_models"] if m in list_models()]
+    if any(k not in st.session_state for k in PROTOCOL_FORM):
+        apply_protocol(only_missing=True)
+    for key, default in {"train_models": ["rim", "parallel_lstm"], "train_seeds": "0", "train_holdout": True,
+                         "train_eval_n": 1000, "train_noise_var": 0.01, "train_noise_draws": 3, "train_data_dir": "",
+                         "train_forget_bias": float(rim["forget_bias"]), "train_k_active": int(rim["k_active"]),
+                         "train_alpha": float(rim["alpha"]), "train_augment": "none"}.items():
+        st.session_state.setdefault(key, default)
+    if not 1 <= int(st.session_state.get("train_k_active", 1)) <= int(rim["num_units"]):
+        st.session_state["train_k_active"] = int(rim["k_active"])
 
 
-def model_overrides(model: str) -> dict:
-    """The settings above that this model has, where they differ from its defaults."""
-    fields = config_fields(model)
-    wanted = {"forget_bias": float(forget_bias), "selection": selection, "k_active": int(k_active),
-              "alpha": float(alpha)}
-    return {k: v for k, v in wanted.items() if k in fields and fields[k] != v}
+def protocol_picker(intro) -> None:
+    """The protocol radio, and the page's introduction (in ``intro``, above) that follows it."""
+    protocol = st.radio("Protocol", list(PROTOCOLS), horizontal=True, key="train_protocol", on_change=apply_protocol,
+                        format_func=lambda p: PROTOCOL_TITLES.get(p, str(p)),
+                        help="Sets the settings below to that protocol's; each can still be changed.")
+    intro.caption(PROTOCOL_INTROS.get(protocol, "") + " Runs train in background worker processes, one at a time by "
+                  "default, and keep going when you close or reload the page; they are kept in your run store. "
+                  "Completed runs appear on the Models page, and so do runs stopped early, marked as such.",
+                  help=f"The run store is the folder `{runs_root()}` (set `RIMSCOPE_HOME` to move it).")
 
 
-plan, data_ok, demo = None, True, False
-try:
-    plan = training_data_plan(dataset, data_dir or None, holdout_sample=holdout)
-    n_txt = f" · {plan.n_train:,} training images" if plan.n_train is not None else ""
-    src, where = source_parts(plan.source)
-    st.caption(f"Training data: {src}{n_txt}." + (f" {plan.note[:1].upper()}{plan.note[1:]}." if plan.note else ""),
-               help=f"Read from {where}." if where else None)
-except DataUnavailableError as exc:
-    data_ok = False
-    say = st.info if st.session_state.get("train_demo") and dataset in SAMPLE_DATASETS else st.error
-    # the plain "not found" message names the ways to get the data, which the list below gives:
-    # say it once; any other reason (a damaged file, a failed download) is shown as it is
-    not_found = str(exc).startswith(f"No {DATASETS[dataset].title} train data found.")
-    say(f"No training data for {DATASETS[dataset].title} here" + ("." if not_found else f": {exc}"))
-    details(exc.detail)
-    st.markdown("Training needs the full training set. Ways to get it:  \n" + "\n".join(
-        f"- {w}" for w in how_to_get(dataset)) + "\n- or type a folder under *More settings → Data folder*.")
-    if dataset in SAMPLE_DATASETS:
-        demo = st.checkbox(f"Train a quick demo on the bundled {DATASETS[dataset].title} sample instead "
-                           f"({SAMPLE_TRAIN} images to train, 200 to test; not comparable with full-data runs)",
-                           key="train_demo")
-        if demo:
-            data_ok, plan = True, DataPlan("bundled sample (demo)", SAMPLE_TRAIN, "")
-            st.caption(f"Training data: bundled sample (demo) · {SAMPLE_TRAIN} training images, 200 test images "
-                       "(held apart, fixed); its numbers are not comparable with full-data runs.")
-except RimscopeError as exc:
-    data_ok = False
-    show_error(exc, "Training data")
+def training_fields(form: dict) -> None:
+    """The three columns of training settings into ``form`` (TrainConfig field names)."""
+    c1, c2, c3 = st.columns(3)
+    with c1:
+        form["iterations"] = st.number_input("Iterations", step=100, key="train_iterations",
+                                             help="optimiser steps (paper: 1,000)")
+        form["batch_size"] = st.number_input("Batch size", step=10, key="train_batch",
+                                             help="images per step (paper: 100)")
+        form["optimizer"] = st.selectbox("Optimiser", OPTIMIZERS, key="train_optimizer",
+                                         format_func={"sgd": "SGD", "adam": "Adam"}.get)
+        form["lr"] = st.number_input("Learning rate", step=0.001, format="%.4f", key="train_lr",
+                                     help="paper: SGD with 0.1")
+    with c2:
+        form["momentum"] = st.number_input("Momentum (SGD)", step=0.1, format="%.2f", key="train_momentum",
+                                           disabled=form["optimizer"] != "sgd", help="0 = the paper's plain SGD")
+        form["schedule"] = st.selectbox("Learning-rate schedule", SCHEDULES, key="train_schedule",
+                                        format_func={"none": "constant", "cosine": "cosine to 0",
+                                                     "step": "step decay"}.get)
+        form["val_images"] = st.number_input("Validation images (from the training data)",
+                                             step=1000, min_value=0, key="train_val",
+                                             help="Held out from training; the weights with the best validation "
+                                                  "accuracy are kept. Never the test set.")
+        form["patience"] = st.number_input("Early stop after evaluations without improvement",
+                                           min_value=0, key="train_patience", disabled=not form["val_images"],
+                                           help="0 = never stop early")
+    with c3:
+        form["clip_on"] = st.checkbox("Clip gradients", key="train_clip_on",
+                                      help="Limit the global gradient norm (the paper does not clip)")
+        form["grad_clip"] = st.number_input("Max gradient norm", step=0.5, key="train_clip",
+                                            disabled=not form["clip_on"])
+        form["eval_every"] = st.number_input("Test accuracy every (iterations)", step=50, key="train_eval_every")
+        form["class_weighting"] = st.selectbox(
+            "Class weighting", CLASS_WEIGHTINGS, key="train_weighting",
+            help="auto = balanced loss weights when the classes are unbalanced")
+        form["augment"] = st.selectbox(
+            "Augmentation (training images)", AUGMENTS, key="train_augment",
+            format_func=lambda a: {"none": "none", "affine": "small random affine",
+                                   "scan": "scan-like (slant, stroke width, elastic, binarisation)"}.get(a, str(a)),
+            help="affine: each training image is rotated (up to 10°), shifted (up to 2 px), scaled "
+                 "(0.9-1.1) and sheared a little, drawn from the run's own seed. Validation and test "
+                 "images are never changed.")
+        form["holdout_sample"] = True
+        if form["dataset"] == "mnist":
+            form["holdout_sample"] = st.checkbox(
+                "Hold out the bundled sample", key="train_holdout",
+                help="Leave out MNIST training images 0 to 9,999: the bundled 1,000-image sample "
+                     "that the per-image pages show was cut from them, so no model has trained on it")
 
-errors: list[str] = []
-configs: list[TrainConfig] = []
-if not models:
-    errors.append("Pick at least one model.")
-try:
-    seeds = parse_seeds(seeds_text)
-except ConfigError as exc:
-    errors.append(str(exc))
-    seeds = []
-if len(models) * len(seeds) > MAX_RUNS_PER_START:
-    errors.append(f"That is {len(models) * len(seeds)} runs; start at most {MAX_RUNS_PER_START} at once.")
-elif models and seeds:
-    for m in models:
-        for s in seeds:
-            cfg = TrainConfig(dataset=dataset, model=m, seed=s, iterations=int(iterations), batch_size=int(batch_size),
-                              lr=float(lr), momentum=float(momentum) if optimizer == "sgd" else 0.0,
-                              optimizer=optimizer, weight_decay=float(weight_decay), schedule=schedule,
-                              step_every=int(step_every), step_gamma=float(step_gamma), val_images=int(val_images),
-                              patience=int(patience) if val_images else 0,
-                              grad_clip=float(grad_clip) if clip_on else None,
-                              eval_every=int(eval_every), eval_samples=int(eval_samples),
-                              class_weighting=class_weighting, holdout_sample=bool(holdout),
-                              noise_var=float(noise_var), noise_draws=int(noise_draws), device=device,
-                              data_source="sample" if demo else "auto", augment=augment,
-                              model_overrides=model_overrides(m))
-            try:
-                cfg.validate(n_train=plan.n_train if plan else None)
-            except ConfigError as exc:
-                errors.extend(str(exc).splitlines())  # every problem, each once
-                continue
-            configs.append(cfg)
-if errors:
-    configs = []
-for e in dict.fromkeys(errors):
-    st.error(e)
-if configs:
+
+def more_settings(form: dict) -> tuple[str, str]:
+    """The "More settings" expander into ``form``; returns the run label and the data folder."""
+    with st.expander("More settings"):
+        m1, m2, m3 = st.columns(3)
+        form["eval_samples"] = m1.number_input("Test subset size (live accuracy)", step=100, key="train_eval_n")
+        form["noise_var"] = m2.number_input("Noise variance (final noisy test)", step=0.01, format="%.3f",
+                                            key="train_noise_var")
+        form["noise_draws"] = m3.number_input("Noise draws", step=1, key="train_noise_draws")
+        o1, o2, o3 = st.columns(3)
+        form["weight_decay"] = o1.number_input("Weight decay", step=0.0001, format="%.5f", key="train_wd")
+        form["step_every"] = o2.number_input("Step decay: every (iterations)", min_value=1,
+                                             key="train_step_every", disabled=form["schedule"] != "step")
+        form["step_gamma"] = o3.number_input("Step decay: factor", step=0.05, format="%.3f",
+                                             key="train_step_gamma", disabled=form["schedule"] != "step")
+        d1, _ = st.columns([1, 2])
+        form["device"] = d1.selectbox("Device", DEVICES, key="train_device",
+                                      help="auto = CUDA when torch sees a GPU on the server, else CPU. "
+                                           "Nothing needs a GPU.")
+        label = st.text_input("Label (optional)", "", max_chars=100, key="train_label")
+        data_dir = st.text_input("Data folder (optional)", key="train_data_dir",
+                                 help="A folder with <data set>/train.npz and test.npz; default: $RIMSCOPE_DATA_DIR "
+                                      "or ./data, then torchvision").strip()
+    return label, data_dir
+
+
+def model_settings(form: dict, rim: dict) -> None:
+    """The "Initialisation and ablations" expander into ``form`` (``FORM_MODEL_SETTINGS``)."""
+    with st.expander("Initialisation and ablations"):
+        st.caption("Every LSTM forget gate of every method starts from the same bias; the ablations remove one part "
+                   "of the paper's method (they apply to RIM only).")
+        a1, a2, a3, a4 = st.columns(4)
+        form["forget_bias"] = a1.number_input("Forget-gate bias", step=0.5, key="train_forget_bias",
+                                              help="RIM, parallel LSTMs and RMC; default 1 for all")
+        form["selection"] = a2.selectbox(
+            "RIM: who is active", SELECTIONS, key="train_selection",
+            format_func={"attention": "attention (paper)", "random": "random k (ablation)",
+                         "all": "all (ablation)"}.get,
+            help="attention: the input attention picks the k active LSTMs (the paper); random: k "
+                 "drawn at random each row (ablation); all: every LSTM active (ablation)")
+        form["k_active"] = a3.number_input("RIM: active LSTMs k", min_value=1, max_value=int(rim["num_units"]),
+                                           key="train_k_active")
+        form["alpha"] = a4.number_input("RIM: communication share alpha", step=0.05, format="%.3f",
+                                        key="train_alpha", help="0 = ablation: no communication")
+
+
+def data_plan(dataset: str, data_dir: str, holdout: bool) -> tuple[DataPlan | None, bool, bool]:
+    """Where the training data comes from, said under the form: (plan, data found, demo on the
+    bundled sample); without the data, the ways to get it and, where a sample is bundled, the demo."""
+    plan, data_ok, demo = None, True, False
+    try:
+        plan = training_data_plan(dataset, data_dir or None, holdout_sample=holdout)
+        n_txt = f" · {plan.n_train:,} training images" if plan.n_train is not None else ""
+        src, where = source_parts(plan.source)
+        st.caption(f"Training data: {src}{n_txt}." + (f" {plan.note[:1].upper()}{plan.note[1:]}." if plan.note else ""),
+                   help=f"Read from {where}." if where else None)
+    except DataUnavailableError as exc:
+        data_ok = False
+        say = st.info if st.session_state.get("train_demo") and dataset in SAMPLE_DATASETS else st.error
+        # the plain "not found" message names the ways to get the data, which the list below gives:
+        # say it once; any other reason (a damaged file, a failed download) is shown as it is
+        not_found = str(exc).startswith(f"No {DATASETS[dataset].title} train data found.")
+        say(f"No training data for {DATASETS[dataset].title} here" + ("." if not_found else f": {exc}"))
+        details(exc.detail)
+        st.markdown("Training needs the full training set. Ways to get it:  \n" + "\n".join(
+            f"- {w}" for w in how_to_get(dataset)) + "\n- or type a folder under *More settings → Data folder*.")
+        if dataset in SAMPLE_DATASETS:
+            demo = st.checkbox(f"Train a quick demo on the bundled {DATASETS[dataset].title} sample instead "
+                               f"({SAMPLE_TRAIN} images to train, 200 to test; not comparable with full-data runs)",
+                               key="train_demo")
+            if demo:
+                data_ok, plan = True, DataPlan("bundled sample (demo)", SAMPLE_TRAIN, "")
+                st.caption(f"Training data: bundled sample (demo) · {SAMPLE_TRAIN} training images, 200 test images "
+                           "(held apart, fixed); its numbers are not comparable with full-data runs.")
+    except RimscopeError as exc:
+        data_ok = False
+        show_error(exc, "Training data")
+    return plan, data_ok, demo
+
+
+def run_configs(form: dict, models: list[str], seeds_text: str, plan: DataPlan | None) -> tuple[list, list[str]]:
+    """The validated configs of the runs the form asks for (``core.training.config.configs_from_form``)
+    and every problem, each shown once."""
+    errors: list[str] = []
+    configs: list[TrainConfig] = []
+    if not models:
+        errors.append("Pick at least one model.")
+    try:
+        seeds = parse_seeds(seeds_text)
+    except ConfigError as exc:
+        errors.append(str(exc))
+        seeds = []
+    if len(models) * len(seeds) > MAX_RUNS_PER_START:
+        errors.append(f"That is {len(models) * len(seeds)} runs; start at most {MAX_RUNS_PER_START} at once.")
+    elif models and seeds:
+        configs, problems = configs_from_form(form, models, seeds, n_train=plan.n_train if plan else None)
+        errors += problems
+    if errors:
+        configs = []
+    for e in dict.fromkeys(errors):
+        st.error(e)
+    return configs, errors
+
+
+def time_estimate(store: RunStore, configs: list[TrainConfig]) -> None:
+    """Each model's estimated training time, from the speeds measured for the shipped weights."""
     by_source: dict[str, list[str]] = {}  # where a speed was measured -> "RIM about 83 s", ...
-    for m in dict.fromkeys(c.model for c in configs):
-        rate = _speed(m, dataset, len(store.list_runs()), str(pretrained_dir()),
+    for cfg in {c.model: c for c in configs}.values():
+        rate = _speed(cfg.model, cfg.dataset, len(store.list_runs()), str(pretrained_dir()),
                       mtime(pretrained_dir() / "manifest.json"))
         if rate is not None:
-            by_source.setdefault(rate[1], []).append(f"{method_title(m)} about {fmt.duration(rate[0] * int(iterations))}")
+            by_source.setdefault(rate[1], []).append(
+                f"{method_title(cfg.model)} about {fmt.duration(rate[0] * cfg.iterations)}")
     if by_source:
         est = "; ".join(f"{', '.join(times)} (measured on {source})" for source, times in by_source.items())
         st.caption(f"Estimated training time per run: {est}. Periodic and final evaluations come on top; "
                    "runs beyond the worker limit wait in the queue.")
 
-n_runs = len(configs)
-sign_in_prompt("start runs", key="train_sign_in")
-if st.button(f"Start {n_runs} run{'s' if n_runs != 1 else ''}" if n_runs else "Start", type="primary", key="train_start",
-             disabled=bool(errors) or not data_ok or not n_runs or not viewer.may_start) and viewer.may_start:
-    try:
-        ids = [store.submit(cfg, owner=owner, label=label, data_dir=data_dir or None) for cfg in configs]
-        store.pump()
-        st.success(f"Queued {len(ids)} run{'s' if len(ids) != 1 else ''}; "
-                   f"{store.max_concurrent} train{'s' if store.max_concurrent == 1 else ''} at a time.")
-        if store.max_concurrent == 0:
-            st.warning("The training queue is paused on this server (it allows no worker at the moment); the runs "
-                       "wait until workers are allowed again.")
-    except RimscopeError as exc:
-        show_error(exc, "Could not start")
 
-active_now = any(r.active for r in store.list_runs())
+def start_button(store: RunStore, viewer: Viewer, owner: str, configs: list[TrainConfig], blocked: bool, label: str,
+                 data_dir: str) -> None:
+    """Sign-in, then the Start button: queues ``configs`` for ``owner`` (disabled when ``blocked`` or
+    there is none)."""
+    n_runs = len(configs)
+    sign_in_prompt("start runs", key="train_sign_in")
+    if st.button(f"Start {n_runs} run{'s' if n_runs != 1 else ''}" if n_runs else "Start", type="primary",
+                 key="train_start", disabled=blocked or not n_runs or not viewer.may_start) and viewer.may_start:
+        try:
+            ids = [store.submit(cfg, owner=owner, label=label, data_dir=data_dir or None) for cfg in configs]
+            store.pump()
+            st.success(f"Queued {len(ids)} run{'s' if len(ids) != 1 else ''}; "
+                       f"{store.max_concurrent} train{'s' if store.max_concurrent == 1 else ''} at a time.")
+            if store.max_concurrent == 0:
+                st.warning("The training queue is paused on this server (it allows no worker at the moment); the "
+                           "runs wait until workers are allowed again.")
+        except RimscopeError as exc:
+            show_error(exc, "Could not start")
 
 
-@st.fragment(run_every=REFRESH_S if active_now else None)
-def live_view() -> None:
+def set_up(store: RunStore, viewer: Viewer, owner: str) -> None:
+    """The Set up section: protocol, data set, models, seeds and every setting, then Start."""
+    intro = st.empty()  # follows the protocol chosen below
+    st.subheader("Set up")
+    rim = config_fields(DEFAULT_MODEL)
+    restore_form(rim)
+    protocol_picker(intro)
+    r1, r2, r3 = st.columns([1, 3, 1])  # the models box gets the width its full names need
+    form: dict = {}
+    with r1:
+        form["dataset"] = dataset_picker(key="train_dataset")
+    models = r2.multiselect("Models", list_models(), format_func=method_title,
+                            key="train_models", help="One run per model and seed.")
+    seeds_text = r3.text_input("Seeds", key="train_seeds", help="e.g. 0, or 0,1,2, or 0-4")
+    training_fields(form)
+    label, data_dir = more_settings(form)
+    model_settings(form, rim)
+    plan, data_ok, form["demo"] = data_plan(form["dataset"], data_dir, form["holdout_sample"])
+    configs, errors = run_configs(form, models, seeds_text, plan)
+    if configs:
+        time_estimate(store, configs)
+    start_button(store, viewer, owner, configs, bool(errors) or not data_ok, label, data_dir)
+
+
+def live_view(viewer: Viewer, active_now: bool) -> None:
+    """Your runs (cards, then a table of the older ones) and, with sign-in, the others' runs. A
+    fragment (see the end of the page): it redraws itself every ``REFRESH_S`` while a run is
+    ``active_now``, and the whole page when that changes."""
     fstore = RunStore()
     fstore.pump()
     runs = fstore.list_runs()
@@ -498,5 +532,11 @@ def live_view() -> None:
                 show_runs(fstore, live, editable=False, key="others")
 
 
+st.title("Train")
+store = RunStore()
+owner, viewer = session_owner(), current_viewer()
+store.pump()
+set_up(store, viewer, owner)
 sync_url(URL_STATE)  # before the live view, which reruns itself while runs are active
-live_view()
+active_now = any(r.active for r in store.list_runs())
+st.fragment(live_view, run_every=REFRESH_S if active_now else None)(viewer, active_now)

@@ -212,7 +212,7 @@ def test_generalisation_table_per_seed_and_rim_against_the_others(tmp_path):
 def test_handwriting_table_formats_points_intervals_and_verdicts_by_the_one_rule():
     import pandas as pd
 
-    from core.report.fmt import handwriting_table
+    from core.report.frames import handwriting_table
     from core.studies.handwriting.external import summarise
 
     per_seed = pd.DataFrame([{"method": m, "seed": s, "semeion": acc}

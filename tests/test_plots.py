@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from core.report import fmt
-from core.report.fmt import method_title, runs_frame
-from core.report.frames import reproduction_tables
+from core.report.fmt import method_title
+from core.report.frames import reproduction_tables, runs_frame
 from core.report.plots.comparison import ERROR_METRICS, error_bar_figure, parameter_bar_figure
 from core.report.plots.style import method_color, method_order
 from core.report.plots.training import (
@@ -286,12 +286,12 @@ def test_parameter_bars_grouped_by_input_coloured_by_method():
 
 # --- tables ---------------------------------------------------------------------------------------------
 def test_formatters():
-    assert fmt.mean_sd(1.234, 0.5) == "1.23 ± 0.50"
-    assert fmt.mean_sd(1.234, None) == "1.23" and fmt.mean_sd(None) == "n/a"
+    assert fmt.mean_sd_text(1.234, 0.5) == "1.23 ± 0.50"
+    assert fmt.mean_sd_text(1.234, None) == "1.23" and fmt.mean_sd_text(None) == "n/a"
     assert fmt.gap(0.5, -0.1, 1.1) == "+0.50 [-0.10, +1.10]" and fmt.gap(0.5) == "+0.50"
-    assert fmt.verdict("holds").startswith("✅")
-    assert fmt.verdict("does not hold (the other method is better)").startswith("❌")
-    assert fmt.verdict("cannot tell at this number of seeds").startswith("❔")
+    assert fmt.marked_verdict("holds").startswith("✅")
+    assert fmt.marked_verdict("does not hold (the other method is better)").startswith("❌")
+    assert fmt.marked_verdict("cannot tell at this number of seeds").startswith("❔")
 
 
 def test_reproduction_tables_from_write_tables(tmp_path):

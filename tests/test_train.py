@@ -486,3 +486,32 @@ def test_cli_diverged_run_saves_nothing(npz_dir, tmp_path, capsys):
     assert cli.main(args) == 3
     assert "DIVERGED" in capsys.readouterr().err
     assert not out.with_suffix(".safetensors").exists() and not out.with_suffix(".json").exists()
+
+
+FORM = dict(dataset="mnist", iterations=500.0, batch_size=50, optimizer="adam", lr=0.002, momentum=0.9,
+            schedule="cosine", val_images=0, patience=4, clip_on=False, grad_clip=1.0, eval_every=100,
+            class_weighting="auto", augment="none", holdout_sample=True, eval_samples=1000, noise_var=0.01,
+            noise_draws=3, weight_decay=0.0, step_every=1000, step_gamma=0.1, device="cpu", demo=True,
+            forget_bias=1.0, selection="random", k_active=4, alpha=0.5)
+
+
+def test_config_from_form_follows_the_form():
+    """The Train form's values become a TrainConfig: momentum only for SGD, patience only with a
+    validation split, no clipping unless asked, the demo on the sample, and each model only the
+    settings it has that differ from its defaults."""
+    rim = config.config_from_form(FORM, "rim", 3)
+    assert (rim.model, rim.seed, rim.iterations, rim.optimizer, rim.device) == ("rim", 3, 500, "adam", "cpu")
+    assert rim.momentum == 0.0 and rim.patience == 0 and rim.grad_clip is None and rim.data_source == "sample"
+    assert rim.model_overrides == {"selection": "random", "alpha": 0.5}
+    assert config.config_from_form(FORM, "parallel_lstm", 0).model_overrides == {}
+    sgd = config.config_from_form({**FORM, "optimizer": "sgd", "val_images": 100, "clip_on": True, "demo": False},
+                                  "rim", 0)
+    assert sgd.momentum == 0.9 and sgd.patience == 4 and sgd.grad_clip == 1.0 and sgd.data_source == "auto"
+
+
+def test_configs_from_form_validates_every_run():
+    configs, problems = config.configs_from_form(FORM, ["rim", "parallel_lstm"], [0, 1])
+    assert problems == [] and [(c.model, c.seed) for c in configs] == [
+        ("rim", 0), ("rim", 1), ("parallel_lstm", 0), ("parallel_lstm", 1)]
+    configs, problems = config.configs_from_form({**FORM, "lr": 0.0}, ["rim", "parallel_lstm"], [0, 1])
+    assert configs == [] and problems == ["Learning rate must be a number in (0, 10]."]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..fileio import finite
+from ..fileio import json_safe
 from ..report.health import HEALTHY, health_of
 from ..training.config import PROTOCOLS
 
@@ -145,5 +145,5 @@ def export_pretrained(out: Path, seed: int | str, dest: Path, protocol: str = "p
             "holdout": meta["data_source"].get("note", ""),
         })
     dest.mkdir(parents=True, exist_ok=True)
-    (dest / "manifest.json").write_text(json.dumps(finite(manifest), indent=1))
+    (dest / "manifest.json").write_text(json.dumps(json_safe(manifest), indent=1))
     return manifest

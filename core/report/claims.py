@@ -79,7 +79,7 @@ def grid(path) -> tuple[list[dict], dict]:
 
 
 def _short(v) -> str:
-    return fmt.verdict(v) if v else "not measured"
+    return fmt.marked_verdict(v) if v else "not measured"
 
 
 def _claim_cell(r: dict | None, detail: bool = True) -> str:
@@ -143,7 +143,7 @@ def handwriting_markdown(path) -> list[str]:
     if not rows:
         return ["No handwriting table yet (`python -m core.digits generalisation`)."]
     body = [[f"{r['set']} ({r['half']})", fmt.display_name(r["method"]), r["seeds"],
-             fmt.mean_sd(r["accuracy"], r["sd"], 1),
+             fmt.mean_sd_text(r["accuracy"], r["sd"], 1),
              fmt.gap_test(r, "gap", 1) if "gap" in r else "(reference)", r.get("gap_verdict", "")] for r in rows]
     return md_table(["set", "method", "seeds", "accuracy % (mean ± sd)",
                       "RIM − method, points [Holm-step interval] (level), p raw / Holm", "verdict"], body) + [
@@ -279,7 +279,7 @@ def claims_markdown(rows: list[dict]) -> str:
 def _glance_cell(verdict_text, row: dict | None) -> str:
     if not verdict_text:
         return "not measured"
-    out = fmt.verdict(verdict_text)
+    out = fmt.marked_verdict(verdict_text)
     if row and "pooled" in row and math.isfinite(fmt.num(row.get("pooled"))):
         out += " " + fmt.gap(row["pooled"], row.get("pooled_ci_low"), row.get("pooled_ci_high"))
     return out
@@ -308,7 +308,7 @@ def _sets(groups: dict, key: str) -> str:
 
 def _word(v) -> str:
     """A verdict in running text: "holds", "does not hold", "cannot tell"."""
-    return fmt.verdict(v).split(" ", 1)[-1] if v else "not measured"
+    return fmt.marked_verdict(v).split(" ", 1)[-1] if v else "not measured"
 
 
 def answer_text(root="results") -> str:

@@ -7,8 +7,9 @@ from __future__ import annotations
 import math
 
 from . import fmt
+from .columns import TABLES, markdown
 from .comparisons import Cells, _adopt_from, _floor_fields, adjust_family, compare
-from .markdown import family_note, floors_line, md_table
+from .markdown import family_note, floors_line
 from .paper import PAPER, VARIANT_NOTES, controls_for
 from .stats import CANNOT_TELL, HOLDS, NOT_HOLDS, mean_sd, t_interval, tost
 
@@ -64,23 +65,11 @@ def controls_table(c: Cells, datasets, t2=None) -> list[dict]:
 
 def controls_markdown(rows: list[dict]) -> list[str]:
     """The controls table (RIM the reference), its family note, floors and its computed sentence."""
-    body = []
-    for r in rows:
-        ref = r["control"] == "rim"
-        seeds = f"{r['seeds']}" + ("" if r["healthy"] == r["runs"] else f" ({fmt.health_count(r['healthy'], r['runs'])})")
-        body.append([fmt.dataset_title(r["dataset"]), fmt.display_name(r["control"]), fmt.params(r.get("parameters")),
-                     seeds, fmt.mean_sd(r["error"], r["sd"]), "(reference)" if ref else fmt.gap_test(r, "gap"),
-                     "" if ref else fmt.verdict(r.get("gap_verdict", "")),
-                     "" if ref else f"±{r['margin']:.2f}: " + fmt.gap(r["gap"], r.get("equiv_ci_low"), r.get("equiv_ci_high"))
-                     + (f", p {fmt.p_pair(r.get('equiv_p'), r.get('equiv_p_holm'))[2:]}"
-                        if math.isfinite(fmt.num(r.get("equiv_p"))) else ""),
-                     "" if ref else r.get("equiv_verdict", "")])
     out = [f"{fmt.CONVERGED_TITLE}. Gap = control − RIM in test-error points (positive: RIM better). Equivalence: "
            "TOST with the margin fixed in code before the controls were tabulated, after RIM's and the parallel "
            "LSTMs' errors were known (`EQUIVALENCE_MARGIN`: the gap the paper claims for the method on that set); equivalent when the interval (1 − 2 × the Holm step's alpha) "
            "lies within ± the margin.", ""]
-    out += md_table(["data set", "control", "parameters", "seeds", "test error", "gap [interval] (level), p raw / Holm",
-                     "verdict", "margin: equivalence interval, p raw / Holm", "equivalence"], body)
+    out += markdown(TABLES["controls"], rows)
     return out + ["", family_note(rows, "difference and equivalence tests") + " The parallel LSTMs' difference test "
                   "is Table 2's (its family, its p): one comparison, one p.", "",
                   floors_line([r["dataset"] for r in rows]), "", controls_decision(rows)]

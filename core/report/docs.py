@@ -33,7 +33,7 @@ class DocsError(Exception):
 
 def _cell(r: dict, name: str, digits: int = 2) -> str:
     """``"1.55 ± 0.09 (5)"``: mean ± sd and healthy seeds, ``"k of n"`` where runs were left out."""
-    text = fmt.mean_sd(r.get(f"{name}_error"), r.get(f"{name}_sd"), digits)
+    text = fmt.mean_sd_text(r.get(f"{name}_error"), r.get(f"{name}_sd"), digits)
     h, n = fmt.num(r.get(f"{name}_healthy")), fmt.num(r.get(f"{name}_runs"))
     if not math.isfinite(n) or n == 0:
         return text
@@ -61,7 +61,7 @@ def _compact(grid: str, name: str) -> Callable[[Path], str]:
         if not tab:
             return f"No {name} in `results/{grid}` yet."
         ex = len(excluded_runs(rows, t).get(name) or [])
-        v, g, ds = fmt.verdict, fmt.gap_test, fmt.dataset_title
+        v, g, ds = fmt.marked_verdict, fmt.gap_test, fmt.dataset_title
         if name == "table2":
             head = ["data set", "RIM", "parallel LSTMs", "gap [interval] (level), p raw / Holm", "paper", "verdict"]
             body = [[ds(r["dataset"]), _cell(r, "rim"), _cell(r, "parallel_lstm"), g(r, "gap"),
@@ -87,8 +87,8 @@ def _compact(grid: str, name: str) -> Callable[[Path], str]:
         else:
             head = ["data set", "RIM", "parallel LSTMs", "gap, p", "verdict", "gap (relative, post hoc), p",
                     "verdict (post hoc)"]
-            body = [[ds(r["dataset"]), fmt.mean_sd(r["rim_abs"], r["rim_abs_sd"], 3),
-                     fmt.mean_sd(r["parallel_lstm_abs"], r["parallel_lstm_abs_sd"], 3), g(r, "gap_abs", 3),
+            body = [[ds(r["dataset"]), fmt.mean_sd_text(r["rim_abs"], r["rim_abs_sd"], 3),
+                     fmt.mean_sd_text(r["parallel_lstm_abs"], r["parallel_lstm_abs_sd"], 3), g(r, "gap_abs", 3),
                      v(r["gap_abs_verdict"]), g(r, "gap_rel", 3), v(r["gap_rel_verdict"])] for r in tab]
             return "\n".join(md_table(head, body) + ["", "Batch-loss jitter around its 51-iteration moving average, "
                                                       "second half of training (gap = parallel − RIM). " + _foot(tab, 0)

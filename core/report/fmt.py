@@ -10,9 +10,6 @@ from __future__ import annotations
 import math
 import re
 
-import numpy as np
-import pandas as pd
-
 from ..models.registry import get_spec
 
 _VERDICT_MARK = {"holds": "✅", "does not hold": "❌", "cannot tell": "❔"}
@@ -42,7 +39,7 @@ def pct(v, digits: int = 2) -> str:
     return f"{100 * f:.{digits}f} %" if math.isfinite(f) else "n/a"
 
 
-def mean_sd(m, s=None, digits: int = 2) -> str:
+def mean_sd_text(m, s=None, digits: int = 2) -> str:
     """``"1.23 ± 0.45"`` (the sd left out when missing)."""
     m, s = num(m), num(s)
     if math.isnan(m):
@@ -112,17 +109,17 @@ def health_count(healthy, runs) -> str:
 
 def cell(r: dict, name: str, digits: int = 2) -> str:
     """A method's cell: ``"11.11 ± 1.35 (5 of 5 healthy)"`` from ``name_error``/``_sd``/``_healthy``/``_runs``."""
-    text = mean_sd(r.get(f"{name}_error"), r.get(f"{name}_sd"), digits)
+    text = mean_sd_text(r.get(f"{name}_error"), r.get(f"{name}_sd"), digits)
     h = health_count(r.get(f"{name}_healthy"), r.get(f"{name}_runs"))
     return f"{text} ({h})" if h else text
 
 
 def floors_cell(r: dict) -> str:
     """The data set's chance / majority-class error in percent: ``"90.00 / 82.31"``."""
-    return f"{mean_sd(r.get('chance_error'))} / {mean_sd(r.get('majority_error'))}"
+    return f"{mean_sd_text(r.get('chance_error'))} / {mean_sd_text(r.get('majority_error'))}"
 
 
-def verdict(v) -> str:
+def marked_verdict(v) -> str:
     """A verdict with its mark, shortened for a table cell."""
     v = str(v or "n/a")
     for key, mark in _VERDICT_MARK.items():
@@ -263,98 +260,3 @@ def duration(seconds) -> str:
 
 
 CI = "[Holm-step interval]"  # the interval of every table: at the level of the Holm step deciding its test
-
-
-RUN_COLUMNS = {  # summary field -> column title (errors become percent)
-    "dataset": "data set", "model": "model or variant", "seed": "seed", "status": "status", "health": "health",
-    "test_error": "test error (%)", "noisy_test_error": "noisy test error (%)", "noise_draws": "noise draws",
-    "iterations": "iterations", "train_time_s": "training time (s)", "parameters": "parameters",
-    "loss_fluct": "loss fluctuation", "loss_fluct_rel": "loss fluctuation (relative)",
-    "health_reasons": "why unhealthy",
-}
-
-
-def runs_frame(summary: dict) -> pd.DataFrame:
-    """The per-run rows of a summary with readable column titles; errors in percent."""
-    rows = (summary or {}).get("runs") or []
-    df = pd.DataFrame(rows)
-    if df.empty:
-        return df
-    for col in ("test_error", "noisy_test_error"):
-        if col in df:
-            df[col] = pd.to_numeric(df[col], errors="coerce") * 100
-    if "dataset" in df:
-        df["dataset"] = [dataset_title(d) for d in df["dataset"]]
-    if "model" in df:
-        df["model"] = [display_name(m) for m in df["model"]]
-    return df[[c for c in RUN_COLUMNS if c in df]].rename(columns=RUN_COLUMNS)
-
-
-HANDWRITING_COLUMNS = ("set", "half", "method", "seeds", "mean", "sd", "rim_minus_method", "ci_low", "ci_high",
-                       "p", "p_holm", "verdict")  # what `python -m core.studies.handwriting generalisation` writes
-
-
-def handwriting_table(summary: pd.DataFrame, titles: dict | None = None, reference: str = "rim") -> pd.DataFrame:
-    """The generalisation table of ``python -m core.studies.handwriting generalisation`` (its summary CSV:
-    one row per set and method, accuracies as fractions, ``reference`` minus method in
-    accuracy fractions) as shown: accuracy in percent, mean ± sd over seeds, the difference in
-    points with its interval at the Holm step's level (each set one family, as the CSV's p_holm) and
-    the unadjusted 95 % one beside it, p raw / Holm, the verdict with its mark (the reference
-    reading a set better is "holds", the method reading it better "does not hold"). ``titles``: a set's short name as shown (the half
-    measured follows it); ValueError when ``summary`` lacks the CSV's columns."""
-    if summary is None or summary.empty:
-        return pd.DataFrame()
-    missing = [c for c in HANDWRITING_COLUMNS if c not in summary.columns]
-    if missing:
-        raise ValueError(f"not a generalisation table: no column {', '.join(missing)} "
-                         "(rebuild it with `python -m core.studies.handwriting generalisation`)")
-    from .stats import holm_levels, t_interval, welch_from_summary
-
-    rows = []
-    records = summary.to_dict("records")
-    sets = list(dict.fromkeys(r.get("set") for r in records))
-    records.sort(key=lambda r: (sets.index(r.get("set")), r.get("method") != reference))  # the reference first
-    for s in sets:  # the interval at the Holm step's level of each set's family (the CSV's definition)
-        group = [r for r in records if r.get("set") == s]
-        ref = next((r for r in group if r.get("method") == reference), None)
-        tested = [r for r in group if r is not ref and math.isfinite(num(r.get("p")))]
-        for r, lev in zip(tested, holm_levels([num(r.get("p")) for r in tested]), strict=True):
-            w = welch_from_summary(100 * num(ref["mean"]), 100 * num(ref["sd"]), int(num(ref["seeds"])),
-                                   100 * num(r["mean"]), 100 * num(r["sd"]), int(num(r["seeds"])))
-            r["_lo"], r["_hi"] = t_interval(w["diff"], w["se"], w["df"], lev)
-            r["_level"] = lev
-    for r in records:
-        v = str(r.get("verdict") or "")
-        if v.startswith(f"{reference} reads"):
-            v = "holds"  # the claim of the table: the reference reads the set better
-        elif v.endswith("reads it better"):
-            v = "does not hold"
-        hundred = {k: 100 * num(r.get(k)) for k in ("mean", "sd", "rim_minus_method", "ci_low", "ci_high")}
-        tested = r.get("method") != reference and math.isfinite(hundred["rim_minus_method"])
-        rows.append({
-            "set": f"{(titles or {}).get(r.get('set'), r.get('set'))} ({r.get('half')} half)",
-            "method": method_title(r.get("method")),
-            "seeds": int(num(r.get("seeds"))) if math.isfinite(num(r.get("seeds"))) else None,
-            "accuracy % (mean ± sd)": mean_sd(hundred["mean"], hundred["sd"], 1),
-            f"{short_method_title(reference)} − method, points {CI}":
-                gap(hundred["rim_minus_method"], r.get("_lo"), r.get("_hi"), 1) if tested else "",
-            "level": level_text(r.get("_level")) if tested else "",
-            "unadjusted 95 %": gap(hundred["rim_minus_method"], hundred["ci_low"], hundred["ci_high"], 1) if tested else "",
-            "p raw / Holm": p_pair(r.get("p"), r.get("p_holm")) if tested else "",
-            "verdict": verdict(v) if tested else "(reference)",
-        })
-    return pd.DataFrame(rows)
-
-
-def step_text(trace: dict, unit_names: list, schema, t: int, T: int) -> str:
-    """What one step of a trace did, in words (``schema``: the model's ``TraceSchema``)."""
-    if schema.has(trace, "mask") and schema.has(trace, "input_attention"):
-        act = schema.get(trace, "mask")[t - 1] > 0.5
-        w = schema.get(trace, "input_attention")[t - 1]
-        on = ", ".join(f"{unit_names[i]} ({w[i]:.2f})" for i in np.flatnonzero(act))
-        off = ", ".join(f"{unit_names[i]} ({w[i]:.2f})" for i in np.flatnonzero(~act))
-        return (f"**Step {t} of {T}** (image row {t}). Active: {on}. Inactive (state kept): {off}. "
-                "Numbers: input-attention weight on the row.")
-    vals = trace["activity"][t - 1]
-    parts = ", ".join(f"{u} {v:.2f}" for u, v in zip(unit_names, vals))
-    return f"**Step {t} of {T}** (image row {t}). {schema.activity_label}: {parts}."

@@ -25,10 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..fileio import finite
+from ..fileio import json_safe
 from . import fmt
+from .columns import TABLES, markdown
 from .comparisons import (
-    NOISE_OTHERS,
     Cells,
     ablation_table,
     claims_table,
@@ -41,7 +41,7 @@ from .comparisons import (
 from .controls import controls_markdown, controls_table
 from .floors import floors
 from .health import HEALTHY, health_of
-from .markdown import family_note, floors_line, md_table
+from .markdown import family_note, floors_line
 from .paper import ABLATIONS, BASELINES, DATASET_ORDER, INIT_STUDY, PAPER, controls_for
 
 
@@ -128,14 +128,6 @@ def excluded_runs(rows: list[dict], t: dict) -> dict[str, list[dict]]:
     return out
 
 
-def _t(r: dict, key: str, digits: int = 2) -> str:
-    return fmt.gap_test(r, key, digits)
-
-
-def _tp(r: dict, key: str, digits: int = 2) -> str:
-    return fmt.gap_test(r, key, digits, paired=True)
-
-
 def _excluded_md(ex: list[dict], include_unhealthy: bool) -> list[str]:
     if not ex:
         return ["", "Every run of this table is healthy."]
@@ -147,10 +139,6 @@ def _excluded_md(ex: list[dict], include_unhealthy: bool) -> list[str]:
         out.append(f"- {fmt.dataset_title(e['dataset'])} {e['model']} seed {e['seed']} ({err}): {e.get('health')}"
                    + (f": {e['health_reasons']}" if e.get("health_reasons") else ""))
     return out
-
-
-def _name(m) -> str:
-    return fmt.display_name(m)
 
 
 def tables_markdown(t: dict, rows: list[dict], include_unhealthy: bool = False) -> str:
@@ -168,27 +156,13 @@ def tables_markdown(t: dict, rows: list[dict], include_unhealthy: bool = False) 
            "biggest class (majority). Animals-10 is a small unbalanced real subset (1,320 images): not comparable "
            "with the full data set.", ""]
     out += ["### Table 2: RIM vs parallel LSTMs", ""]
-    out += md_table(["data set", "RIM", "parallel LSTMs", "gap (ours) [Holm-step interval] (level), p raw / Holm",
-                      "unadjusted 95 % interval", "paired gap [95 %]", "paper's gap", "floors (chance / majority)",
-                      "verdict"],
-                     [[fmt.dataset_title(r["dataset"]), fmt.cell(r, "rim"), fmt.cell(r, "parallel_lstm"), _t(r, "gap"),
-                       fmt.raw_interval(r, "gap"), _tp(r, "gap"), f"{r['paper_gap']:.2f}", fmt.floors_cell(r),
-                       r["verdict"]] for r in t["table2"]])
+    out += markdown(TABLES["table2"], t["table2"])
     out += ["", family_note(t["table2"])] + _excluded_md(ex["table2"], include_unhealthy)
     out += ["", "### Table 3: RIM vs EntNet, RMC, IndRNN", "",
             "Gap = baseline − RIM for each baseline. RIM has the lowest error on a set only when it holds "
             "against each of the three there. Runner-up: RMC, the paper's named one, fixed in advance; the "
             "lowest-mean baseline beside it was chosen after seeing the data.", ""]
-    out += md_table(["data set", "RIM"] + [_name(b) for b in BASELINES]
-                     + [f"gap {_name(b)} [Holm-step interval], p" for b in BASELINES]
-                     + ["lowest-mean baseline (chosen after seeing the data)", "paper's gap to its runner-up",
-                        "floors (chance / majority)", "verdict"],
-                     [[fmt.dataset_title(r["dataset"]), fmt.cell(r, "rim")]
-                      + [fmt.cell(r, b) if f"{b}_runs" in r else "n/a" for b in BASELINES]
-                      + [_t(r, f"gap_{b}") if f"gap_{b}" in r else "n/a" for b in BASELINES]
-                      + [_name(r["runner_up_posthoc"]) if r["runner_up_posthoc"] else "n/a",
-                         f"{r['paper_gap']:.2f}" + (f" ({_name(r['paper_runner_up'])})" if r["paper_runner_up"] else ""),
-                         fmt.floors_cell(r), f"{r['verdict']} ({r['verdict_detail']})"] for r in t["table3"]])
+    out += markdown(TABLES["table3"], t["table3"])
     out += ["", family_note(t["table3"])] + _excluded_md(ex["table3"], include_unhealthy)
     draws = sorted({r["noise_draws"] for r in rows if r.get("noise_draws")})
     out += ["", f"### Table 4: Gaussian noise (variance 0.01, {'/'.join(map(str, draws)) or '?'} draws per seed)", "",
@@ -197,28 +171,7 @@ def tables_markdown(t: dict, rows: list[dict], include_unhealthy: bool = False) 
             "(positive: RIM's error grows less); the runner-up is RMC, fixed in advance; the one with the lowest "
             "noisy error, chosen after seeing the data, beside it; and the parallel LSTMs (our question: is RIM "
             "more robust than them?).", ""]
-    body = []
-    for r in t["table4"]:
-        cells = []
-        for m in ["rim"] + NOISE_OTHERS:
-            ch = r[f"{m}_change"]
-            cells.append(fmt.cell(r, f"{m}_noisy") + (f" ({ch:+.2f})" if not math.isnan(ch) else ""))
-        post = r["runner_up_posthoc"]
-        body.append([fmt.dataset_title(r["dataset"])] + cells
-                    + [_t(r, f"noisy_gap_{m}") if f"noisy_gap_{m}" in r else "n/a" for m in NOISE_OTHERS]
-                    + [f"{r['noisy_verdict']} ({r['noisy_verdict_detail']})",
-                       _t(r, "growth_gap") if "growth_gap" in r else "n/a", r.get("growth_gap_verdict", "n/a"),
-                       (f"{_name(post)}: " + _t(r, "growth_gap_posthoc")) if post else "n/a",
-                       r.get("growth_gap_posthoc_verdict", "n/a"),
-                       _t(r, "growth_gap_parallel_lstm") if "growth_gap_parallel_lstm" in r else "n/a",
-                       r.get("growth_gap_parallel_lstm_verdict", "n/a"),
-                       f"{r['paper_growth_gap']:.2f}", fmt.floors_cell(r)])
-    out += md_table(["data set"] + [f"{_name(m)} noisy (change)" for m in ["rim"] + NOISE_OTHERS]
-                     + [f"noisy gap {_name(m)}, p" for m in NOISE_OTHERS]
-                     + ["verdict: RIM lowest under noise", "growth gap RMC (fixed runner-up), p", "verdict (growth, RMC)",
-                        "growth gap, runner-up chosen after seeing the data, p", "verdict (growth, post hoc)",
-                        "growth gap parallel LSTMs, p", "verdict (growth, parallel LSTMs)", "paper's growth gap",
-                        "floors (chance / majority)"], body)
+    out += markdown(TABLES["table4"], t["table4"])
     out += ["", family_note(t["table4"])] + _excluded_md(ex["table4"], include_unhealthy)
     if t.get("fluctuation"):
         out += ["", "### Training-loss fluctuation: parallel LSTMs vs RIM", "",
@@ -227,49 +180,19 @@ def tables_markdown(t: dict, rows: list[dict], include_unhealthy: bool = False) 
                 "relative statistic, **chosen after seeing the data** (it grows whenever a method's loss is "
                 "lower). Gap = parallel LSTMs − RIM (positive: parallel LSTMs fluctuate more, as the paper says). "
                 "A loss statistic: the error floors do not apply.", ""]
-        body = []
-        for r in t["fluctuation"]:
-            h = (f" ({fmt.health_count(r['rim_healthy'], r['rim_runs'])})",
-                 f" ({fmt.health_count(r['parallel_lstm_healthy'], r['parallel_lstm_runs'])})")
-            body.append([fmt.dataset_title(r["dataset"]), fmt.mean_sd(r["rim_abs"], r["rim_abs_sd"], digits=3) + h[0],
-                         fmt.mean_sd(r["parallel_lstm_abs"], r["parallel_lstm_abs_sd"], digits=3) + h[1],
-                         _t(r, "gap_abs", 3), _tp(r, "gap_abs", 3), r["gap_abs_verdict"],
-                         fmt.mean_sd(r["rim_rel"], r["rim_rel_sd"], digits=3),
-                         fmt.mean_sd(r["parallel_lstm_rel"], r["parallel_lstm_rel_sd"], digits=3),
-                         _t(r, "gap_rel", 3), r["gap_rel_verdict"]])
-        out += md_table(["data set", "RIM", "parallel LSTMs", "gap [Holm-step interval], p", "paired gap [95 %]",
-                          "verdict", "RIM (relative, post hoc)", "parallel LSTMs (relative, post hoc)",
-                          "gap (relative, post hoc), p", "verdict (relative, post hoc)"], body)
+        out += markdown(TABLES["fluctuation"], t["fluctuation"])
         out += ["", family_note(t["fluctuation"])] + _excluded_md(ex["fluctuation"], include_unhealthy)
     if t.get("init_study"):
         out += ["", "### Initialisation study: forget-gate bias 1 (default) vs 0", "",
                 "Gap = parallel LSTMs − RIM (positive: RIM better). Effect = error at forget bias 0 − at 1.", ""]
-        body = []
-        for r in t["init_study"]:
-            eff = [_t(r, f"{m}_fb_effect") if f"{m}_fb_effect" in r else "" for m in ("rim", "parallel_lstm")]
-            body.append([fmt.dataset_title(r["dataset"]), f"{r['forget_bias']:g}", fmt.cell(r, "rim"),
-                         fmt.cell(r, "parallel_lstm"), _t(r, "gap"), _tp(r, "gap"), r["verdict"], eff[0], eff[1],
-                         fmt.floors_cell(r)])
-        out += md_table(["data set", "forget bias", "RIM", "parallel LSTMs", "gap [Holm-step interval], p",
-                          "paired gap [95 %]", "verdict", "effect on RIM, p", "effect on parallel LSTMs, p",
-                          "floors (chance / majority)"], body)
+        out += markdown(TABLES["init_study"], t["init_study"])
         out += ["", family_note(t["init_study"])] + _excluded_md(ex["init_study"], include_unhealthy)
     if t.get("ablations"):
         out += ["", "### Ablations of the method", "",
                 "Gap = variant − RIM in test-error points (positive: the variant is worse, so what it removes "
                 "helped); growth = noisy − clean error; growth gap = variant − RIM. The parallel LSTMs' row carries "
                 "Table 2's and Table 4's tests (one comparison, one p).", ""]
-        body = []
-        for r in t["ablations"]:
-            err = fmt.mean_sd(r["error"], r["sd"]) + f" ({fmt.health_count(r['healthy'], r['runs'])})"
-            body.append([fmt.dataset_title(r["dataset"]), _name(r["variant"]), r["what"], err,
-                         f"{fmt.mean_sd(r['noisy_error'], r['noisy_sd'])} ({r['growth']:+.2f})",
-                         _t(r, "gap") if "gap" in r else "(reference)", r.get("gap_verdict", ""),
-                         _t(r, "growth_gap") if "growth_gap" in r else "", r.get("growth_gap_verdict", ""),
-                         fmt.floors_cell(r)])
-        out += md_table(["data set", "variant", "what it is", "test error", "noisy error (growth)",
-                          "gap to RIM [Holm-step interval], p", "verdict", "growth gap, p", "verdict (growth)",
-                          "floors (chance / majority)"], body)
+        out += markdown(TABLES["ablations"], t["ablations"])
         out += ["", family_note(t["ablations"])] + _excluded_md(ex["ablations"], include_unhealthy)
     if t.get("controls"):
         out += ["", "### The controls of why", ""] + controls_markdown(t["controls"])
@@ -278,9 +201,7 @@ def tables_markdown(t: dict, rows: list[dict], include_unhealthy: bool = False) 
                 "A claim over all four sets holds only when it holds on each set in its table's family, and does not "
                 "hold when it fails measurably on any. An average claim is tested on the pooled gap (the mean of "
                 "the per-set gaps, Welch-Satterthwaite interval); the pooled tests are this table's family.", ""]
-        out += md_table(["claim", "paper", "ours [Holm-step interval] (level), p raw / Holm", "verdict", "detail"],
-                         [[r["claim"], f"{r['paper']:.2f}" if "paper" in r else "",
-                           _t(r, "pooled") if "pooled" in r else "", r["verdict"], r["detail"]] for r in t["claims"]])
+        out += markdown(TABLES["claims"], t["claims"])
         out += ["", family_note(t["claims"], "pooled tests"), "", floors_line(sorted({r["dataset"] for r in rows}))]
     return "\n".join(out) + "\n"
 
@@ -309,7 +230,7 @@ def write_tables(out: Path, include_unhealthy: bool = False) -> dict:
             _write_csv(out / f"{name}.csv", table)
     _write_csv(out / "runs.csv", rows)
     datasets = sorted({r["dataset"] for r in rows})
-    summary = finite({"tables": t, "runs": rows, "paper": PAPER, "excluded": excluded_runs(rows, t),
+    summary = json_safe({"tables": t, "runs": rows, "paper": PAPER, "excluded": excluded_runs(rows, t),
                       "include_unhealthy": include_unhealthy, "floors": {d: floors(d) for d in datasets}})
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     return t

@@ -13,7 +13,7 @@ import json
 import threading
 from pathlib import Path
 
-from ..fileio import atomic_write_bytes, finite
+from ..fileio import atomic_write_bytes, json_safe
 
 KINDS = ("iter", "eval")  # the events that are metrics (a "checkpoint" event is not one)
 METRIC_KEYS = ("iteration", "loss", "batch_acc", "eval_iteration", "test_acc", "test_loss")
@@ -29,7 +29,7 @@ class MetricsWriter:
         self._f = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
 
     def write(self, event: dict) -> dict:
-        line = finite(dict(event))
+        line = json_safe(dict(event))
         self._f.write(json.dumps(line, allow_nan=False) + "\n")
         self._f.flush()
         return line

@@ -18,7 +18,7 @@ import typing
 from dataclasses import dataclass, field
 
 from ..errors import RimscopeError
-from ..fileio import finite
+from ..fileio import json_safe
 
 STATUSES = ("queued", "running", "completed", "stopped", "diverged", "interrupted", "failed", "uploaded")
 ACTIVE = ("queued", "running")
@@ -83,7 +83,7 @@ def scalars(metrics) -> dict:
     """The scalar entries of a metrics dict (for status.json and RunInfo)."""
     if not isinstance(metrics, dict):
         return {}
-    return {str(k): finite(v) for k, v in metrics.items()
+    return {str(k): json_safe(v) for k, v in metrics.items()
             if isinstance(v, (int, float, str, bool)) or v is None}
 
 
@@ -117,7 +117,7 @@ class _Document:
                       if f.name in doc and _fits(doc[f.name], hints[f.name])})
 
     def to_dict(self) -> dict:
-        return finite(dataclasses.asdict(self))
+        return json_safe(dataclasses.asdict(self))
 
     def update(self, **changes) -> _Document:
         names = {f.name for f in dataclasses.fields(self)}

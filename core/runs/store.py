@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from .. import paths
 from ..errors import ConfigError
-from ..fileio import atomic_write_bytes, finite, read_json, write_json
+from ..fileio import atomic_write_bytes, json_safe, read_json, write_json
 from .events import forget, read_metrics_file
 from .queue import QueueMixin, forget_child, worker_alive
 from .schema import (
@@ -216,7 +216,7 @@ class RunStore(QueueMixin):
             return self._create(
                 RunConfig(kind="upload", dataset=meta_doc["dataset"], model=meta_doc["model"],
                           seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
-                          owner=clean_text(owner, 100), label=clean_text(label), train_config=finite(tc)),
+                          owner=clean_text(owner, 100), label=clean_text(label), train_config=json_safe(tc)),
                 RunStatus(status="uploaded", total=0, message="uploaded checkpoint", metrics=metrics,
                           finished=now_iso()),
                 files={WEIGHTS_STEM + ".safetensors": bytes(weights), WEIGHTS_STEM + ".json": bytes(meta)})

@@ -19,13 +19,14 @@ from dataclasses import dataclass, field
 
 from ..data.datasets import DATASETS
 from ..errors import ConfigError
-from ..models.registry import list_models, make_config
+from ..models.registry import config_fields, list_models, make_config
 
 MAX_ITERATIONS = 1_000_000
 MAX_EVAL_SAMPLES = 100_000  # larger than any test split here
 MAX_NOISE_DRAWS = 100  # each draw is one pass over the test set
 OPTIMIZERS = ("sgd", "adam")
 DEVICES = ("auto", "cpu", "cuda")
+CLASS_WEIGHTINGS = ("auto", "none", "balanced")
 
 
 def resolve_device(name: str):
@@ -189,7 +190,7 @@ FIELD_CHECKS: tuple[tuple[str, Callable[[object], bool], str], ...] = (
     ("eval_every", lambda v: _whole(v) and v >= 1, "Evaluate-every must be at least 1 iteration."),
     ("eval_samples", lambda v: _whole(v) and 1 <= v <= MAX_EVAL_SAMPLES,
      f"Evaluation samples (the live test subset) must be between 1 and {MAX_EVAL_SAMPLES:,}."),
-    ("class_weighting", lambda v: v in ("none", "balanced", "auto"),
+    ("class_weighting", lambda v: v in CLASS_WEIGHTINGS,
      "Class weighting must be 'none', 'balanced' or 'auto'."),
     ("noise_var", lambda v: _finite(v) and 0 <= v <= 1, "Noise variance must be in [0, 1]."),
     ("noise_draws", lambda v: _whole(v) and 0 <= v <= MAX_NOISE_DRAWS,
@@ -239,6 +240,56 @@ def _cross_field_problems(cfg: TrainConfig, n_train: int | None) -> list[str]:
         except ConfigError as exc:
             bad.append(str(exc))
     return bad
+
+
+# the model settings the Train form offers (RIM's choice of active LSTMs, the LSTMs' forget bias);
+# a model gets those its config has, where they differ from its defaults
+FORM_MODEL_SETTINGS = ("forget_bias", "selection", "k_active", "alpha")
+
+
+def model_overrides(model: str, settings: dict) -> dict:
+    """The ``settings`` (``FORM_MODEL_SETTINGS``) that ``model`` has, where they differ from its defaults."""
+    fields = config_fields(model)
+    return {k: v for k, v in settings.items() if k in FORM_MODEL_SETTINGS and k in fields and fields[k] != v}
+
+
+def config_from_form(form: dict, model: str, seed: int) -> TrainConfig:
+    """One run's config from the Train form's values: ``form`` holds TrainConfig fields by name
+    (numbers as the widgets give them) and ``clip_on`` (clip at ``grad_clip`` or not), ``demo``
+    (train on the bundled sample) and the model settings ``FORM_MODEL_SETTINGS``. Momentum counts
+    for SGD only, patience only with a validation split. Not validated: see :func:`configs_from_form`."""
+    val_images = int(form["val_images"])
+    return TrainConfig(
+        dataset=form["dataset"], model=model, seed=int(seed), iterations=int(form["iterations"]),
+        batch_size=int(form["batch_size"]), lr=float(form["lr"]),
+        momentum=float(form["momentum"]) if form["optimizer"] == "sgd" else 0.0, optimizer=form["optimizer"],
+        weight_decay=float(form["weight_decay"]), schedule=form["schedule"], step_every=int(form["step_every"]),
+        step_gamma=float(form["step_gamma"]), val_images=val_images,
+        patience=int(form["patience"]) if val_images else 0,
+        grad_clip=float(form["grad_clip"]) if form.get("clip_on") else None,
+        eval_every=int(form["eval_every"]), eval_samples=int(form["eval_samples"]),
+        class_weighting=form["class_weighting"], holdout_sample=bool(form["holdout_sample"]),
+        noise_var=float(form["noise_var"]), noise_draws=int(form["noise_draws"]), device=form["device"],
+        data_source="sample" if form.get("demo") else "auto", augment=form["augment"],
+        model_overrides=model_overrides(model, {
+            "forget_bias": float(form["forget_bias"]), "selection": form["selection"],
+            "k_active": int(form["k_active"]), "alpha": float(form["alpha"])}))
+
+
+def configs_from_form(form: dict, models: list[str], seeds: list[int],
+                      n_train: int | None = None) -> tuple[list[TrainConfig], list[str]]:
+    """One validated config per model and seed (:func:`config_from_form`), and every problem,
+    each once; with any problem, no config."""
+    configs, problems = [], []
+    for m in models:
+        for s in seeds:
+            cfg = config_from_form(form, m, s)
+            try:
+                configs.append(cfg.validate(n_train=n_train))
+            except ConfigError as exc:
+                problems.extend(str(exc).splitlines())
+    problems = list(dict.fromkeys(problems))
+    return ([] if problems else configs), problems
 
 
 def parse_seeds(text: str, limit: int = 20) -> list[int]:
@@ -316,7 +367,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grad-clip", type=float, default=None, help="clip the global gradient norm to this value (default: off)")
     p.add_argument("--eval-every", type=int, default=None, help=f"test accuracy on a fixed subset every N iterations (default {d.eval_every})")
     p.add_argument("--eval-samples", type=int, default=None, help=f"size of that test subset (default {d.eval_samples})")
-    p.add_argument("--class-weighting", default=None, choices=["none", "balanced", "auto"],
+    p.add_argument("--class-weighting", default=None, choices=list(CLASS_WEIGHTINGS),
                    help=f"class-weighted loss; auto = balanced when the classes are unbalanced (default {d.class_weighting})")
     p.add_argument("--no-holdout-sample", action="store_true",
                    help="MNIST: also train on images 0..9,999 (by default they are held out because the bundled sample comes from them)")

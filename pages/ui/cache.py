@@ -31,9 +31,9 @@ from .messages import show_error
 
 torch.set_num_threads(1)  # the server shares 2 cores with training workers
 
-# reproduction outputs under results/ the Compare page offers: folder -> what it holds
+# reproduction outputs under results/ the Compare page offers: result folder -> what it holds
 # the first present is the Compare page's default: the converged grid, where runs are stable
-SCHEDULES = {**SCHEDULE_TITLES,
+RESULT_FOLDERS = {**SCHEDULE_TITLES,
              "unequal_init/paper": "old run, unequal initialisation (paper schedule)",
              "unequal_init/long": "old run, unequal initialisation (longer schedule)",
              "unequal_init/param_matched": "old run, unequal initialisation (parameter-matched baselines)"}
@@ -146,11 +146,11 @@ def manifest() -> dict:
     return _manifest(str(p), mtime(p))
 
 
-def schedules_available() -> dict[str, Path]:
+def result_folders() -> dict[str, Path]:
     """Reproduction outputs present, e.g. ``{"paper": results/paper, "long": results/long}``."""
     root = paths.results_dir()
     out = {}
-    for name in SCHEDULES:
+    for name in RESULT_FOLDERS:
         d = root / name
         if (d / "summary.json").is_file() or any((d / "runs").glob("*/*.json")):
             out[name] = d
@@ -373,7 +373,7 @@ def _warm_mechanisms_set(dataset: str) -> None:
 
 
 def _warm_compare() -> None:
-    for out_dir in schedules_available().values():
+    for out_dir in result_folders().values():
         load_summary(out_dir)
         load_curves(out_dir)
 

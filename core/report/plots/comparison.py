@@ -54,39 +54,7 @@ def error_bar_figure(rows: list[dict], metric: str = "test_error", *, datasets: 
         drawn: list[float] = []
         for i, m in enumerate(methods):
             sel = [r for r in usable if r["dataset"] == ds and r["model"] == m]
-            done = [r for r in sel if r.get("status", "completed") == "completed" and r.get(metric) is not None
-                    and math.isfinite(float(r[metric]))]
-            bad = [r for r in done if not include_unhealthy and r.get("health", "healthy") != "healthy"]
-            ok = [r for r in done if r not in bad]
-            diverged = len(sel) - len(done)
-            if not done and not diverged:
-                continue
-            vals = np.asarray([float(r[metric]) * 100 for r in ok])
-            drawn += [float(r[metric]) * 100 for r in done]
-            color, name = method_color(m), method_title(m) if m in method_order() else display_name(m)
-            for group, symbol, label in ((ok, "circle", ""), (bad, "x-thin-open", " (unhealthy: left out)")):
-                if not group:
-                    continue
-                fig.add_trace(go.Scatter(
-                    x=i - 0.12 + rng.uniform(-0.05, 0.05, len(group)), y=[float(r[metric]) * 100 for r in group],
-                    mode="markers", marker=dict(color=color, size=7, opacity=0.6 if not label else 0.9, symbol=symbol,
-                                                line=dict(width=0 if not label else 1.5, color=color)),
-                    name=name, legendgroup=m, showlegend=False,
-                    customdata=[[r.get("seed"), r.get("health") or "not classified"] for r in group],
-                    hovertemplate=f"{name}<br>seed %{{customdata[0]}}<br>%{{y:.2f}} %<br>%{{customdata[1]}}{label}"
-                                  "<extra></extra>"), row=row, col=col)
-            mean = float(vals.mean()) if len(vals) else math.nan
-            sd = float(vals.std(ddof=1)) if len(vals) > 1 else 0.0
-            if len(vals):
-                drawn += [mean - sd, mean + sd]
-            note = (f"<br>{diverged} diverged run(s) left out" if diverged else "") + (
-                f"<br>{len(bad)} unhealthy run(s) left out" if bad else "")
-            fig.add_trace(go.Scatter(
-                x=[i + 0.12], y=[mean], mode="markers", name=name, legendgroup=m, showlegend=k == 0,
-                marker=dict(color=color, size=11, symbol="diamond", line=dict(color="black", width=0.5)),
-                error_y=dict(type="data", array=[sd], visible=True, color=color, thickness=2, width=6),
-                hovertemplate=(f"{name}<br>mean %{{y:.2f}} % ± {sd:.2f} (sd, {len(vals)} seeds){note}"
-                               "<extra></extra>")), row=row, col=col)
+            drawn += _method_points(fig, sel, m, i, metric, include_unhealthy, rng, legend=k == 0, row=row, col=col)
         if floors:
             add_floor_lines(fig, dataset_floors(ds), row=row, col=col)
         _zoom(fig, drawn, dataset_floors(ds) if floors else None, row, col)
@@ -101,6 +69,47 @@ def error_bar_figure(rows: list[dict], metric: str = "test_error", *, datasets: 
                       title=f"Final {ERROR_METRICS[metric].split(' (')[0]}: dots = seeds, diamond = mean ± sd"
                       + (" of the healthy runs, dashed = chance / majority class" if floors else ""))
     return fig
+
+
+def _method_points(fig: go.Figure, sel: list[dict], m: str, i: int, metric: str, include_unhealthy: bool,
+                   rng: np.random.Generator, *, legend: bool, row: int, col: int) -> list[float]:
+    """One method's runs in one panel of :func:`error_bar_figure` at x = ``i``: a dot per seed
+    (a cross when unhealthy) and the mean ± sd of the counted ones; returns the values drawn
+    (for the panel's zoom), none when the method has no run there."""
+    done = [r for r in sel if r.get("status", "completed") == "completed" and r.get(metric) is not None
+            and math.isfinite(float(r[metric]))]
+    bad = [r for r in done if not include_unhealthy and r.get("health", "healthy") != "healthy"]
+    ok = [r for r in done if r not in bad]
+    diverged = len(sel) - len(done)
+    if not done and not diverged:
+        return []
+    vals = np.asarray([float(r[metric]) * 100 for r in ok])
+    drawn = [float(r[metric]) * 100 for r in done]
+    color, name = method_color(m), method_title(m) if m in method_order() else display_name(m)
+    for group, symbol, label in ((ok, "circle", ""), (bad, "x-thin-open", " (unhealthy: left out)")):
+        if not group:
+            continue
+        fig.add_trace(go.Scatter(
+            x=i - 0.12 + rng.uniform(-0.05, 0.05, len(group)), y=[float(r[metric]) * 100 for r in group],
+            mode="markers", marker=dict(color=color, size=7, opacity=0.6 if not label else 0.9, symbol=symbol,
+                                        line=dict(width=0 if not label else 1.5, color=color)),
+            name=name, legendgroup=m, showlegend=False,
+            customdata=[[r.get("seed"), r.get("health") or "not classified"] for r in group],
+            hovertemplate=f"{name}<br>seed %{{customdata[0]}}<br>%{{y:.2f}} %<br>%{{customdata[1]}}{label}"
+                          "<extra></extra>"), row=row, col=col)
+    mean = float(vals.mean()) if len(vals) else math.nan
+    sd = float(vals.std(ddof=1)) if len(vals) > 1 else 0.0
+    if len(vals):
+        drawn += [mean - sd, mean + sd]
+    note = (f"<br>{diverged} diverged run(s) left out" if diverged else "") + (
+        f"<br>{len(bad)} unhealthy run(s) left out" if bad else "")
+    fig.add_trace(go.Scatter(
+        x=[i + 0.12], y=[mean], mode="markers", name=name, legendgroup=m, showlegend=legend,
+        marker=dict(color=color, size=11, symbol="diamond", line=dict(color="black", width=0.5)),
+        error_y=dict(type="data", array=[sd], visible=True, color=color, thickness=2, width=6),
+        hovertemplate=(f"{name}<br>mean %{{y:.2f}} % ± {sd:.2f} (sd, {len(vals)} seeds){note}"
+                       "<extra></extra>")), row=row, col=col)
+    return drawn
 
 
 def _tick(m: str) -> str:

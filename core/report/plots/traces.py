@@ -260,3 +260,17 @@ def margin_histogram(margins: np.ndarray, k: int, images: int, model: str) -> go
                       xaxis_title=f"attention weight of LSTM ranked {k} − ranked {k + 1}",
                       yaxis_title="rows", margin=dict(l=10, r=10, t=40, b=10))
     return fig
+
+
+def step_text(trace: dict, unit_names: list, schema: TraceSchema, t: int, T: int) -> str:
+    """What one step of a trace did, in words, beside the step's figures (``schema``: the model's ``TraceSchema``)."""
+    if schema.has(trace, "mask") and schema.has(trace, "input_attention"):
+        act = schema.get(trace, "mask")[t - 1] > 0.5
+        w = schema.get(trace, "input_attention")[t - 1]
+        on = ", ".join(f"{unit_names[i]} ({w[i]:.2f})" for i in np.flatnonzero(act))
+        off = ", ".join(f"{unit_names[i]} ({w[i]:.2f})" for i in np.flatnonzero(~act))
+        return (f"**Step {t} of {T}** (image row {t}). Active: {on}. Inactive (state kept): {off}. "
+                "Numbers: input-attention weight on the row.")
+    vals = trace["activity"][t - 1]
+    parts = ", ".join(f"{u} {v:.2f}" for u, v in zip(unit_names, vals))
+    return f"**Step {t} of {T}** (image row {t}). {schema.activity_label}: {parts}."
