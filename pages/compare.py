@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from core.grid.export import protocol_text
-from core.report.claims import CLAIMS_NOTE, claims_frame, display_csv, read_claims
+from core.report.claims import CLAIMS_NOTE, GLANCE_LEGEND, claims_frame, display_csv, glance_frame, read_claims
 from core.report.comparisons import Cells
 from core.report.fmt import dataset_title as _ds_title
 from core.report.fmt import method_title, pct
@@ -242,10 +242,16 @@ def claims_table(sched: str, out_dir) -> None:
     claim_rows = read_claims(out_dir.parent) if sched in ("converged", "paper") else []
     if claim_rows:
         st.subheader("The paper's claims vs ours")
-        st.dataframe(claims_frame(claim_rows), hide_index=True, width="stretch",
-                     column_config={"claim": st.column_config.TextColumn("claim", width="medium", pinned=True),
-                                    "verdict": st.column_config.TextColumn("verdict", width="small", pinned=True)})
-        st.caption(CLAIMS_NOTE + " " + floors_line(DATASET_ORDER))
+        # the same table as README and REPRODUCTION.md (core.report.claims.glance_frame)
+        st.dataframe(glance_frame(claim_rows, out_dir.parent), hide_index=True, width="stretch",
+                     column_config={"claim": st.column_config.TextColumn("claim", width="medium", pinned=True)})
+        st.caption(GLANCE_LEGEND.replace(" Per set, with p values: the tables of REPRODUCTION.md.", "") + " "
+                   + floors_line(DATASET_ORDER))
+        with st.expander("In detail: per-set verdicts, intervals and p values"):
+            st.dataframe(claims_frame(claim_rows), hide_index=True, width="stretch",
+                         column_config={"claim": st.column_config.TextColumn("claim", width="medium", pinned=True),
+                                        "verdict": st.column_config.TextColumn("verdict", width="small", pinned=True)})
+            st.caption(CLAIMS_NOTE)
         st.download_button("⬇ Claims as CSV", display_csv(claims_frame(claim_rows)), file_name="claims.csv",
                            mime="text/csv", key="cmp_csv_claims")
 

@@ -232,3 +232,15 @@ def test_shipped_results_facts_count_the_audited_numbers():
     assert h["runs"] == 118 and h["classes"].get("diverged") == 12 and h["diverged_and_collapsed"] == 5
     text = facts.facts_markdown(RESULTS, REPO / "pretrained")
     assert "1,320-image subset" in text and "majority-class floor 82.31 %" in text
+
+
+def test_readme_and_reproduction_show_one_claims_table():
+    """README and REPRODUCTION.md carry the same generated claims table (Compare shows its frame)."""
+    import re
+
+    from core.paths import ROOT
+
+    block = re.compile(r"<!-- generated:glance -->\n(.*?)<!-- /generated:glance -->", re.S)
+    readme, report = (block.search((ROOT / f).read_text()) for f in ("README.md", "REPRODUCTION.md"))
+    assert readme and report and readme.group(1) == report.group(1)
+    assert "| claim | paper |" in readme.group(1)

@@ -285,21 +285,30 @@ def _glance_cell(verdict_text, row: dict | None) -> str:
     return out
 
 
-def glance_markdown(rows: list[dict], root="results") -> str:
-    """README's results at a glance: the same rows, compact (verdict marks, pooled gaps with their intervals)."""
+GLANCE_LEGEND = ("✅ holds, ❌ does not hold (the other method is measurably better), ❔ cannot tell at this number "
+                 "of seeds; an average claim shows its pooled gap in points, its interval at the Holm step's level "
+                 "(so interval and verdict agree). Per set, with p values: the tables of REPRODUCTION.md.")
+
+
+def glance_frame(rows: list[dict], root="results") -> pd.DataFrame:
+    """The claims table as README, REPRODUCTION.md and Compare show it: one row per claim, the
+    verdict under each protocol with the pooled gap of an average claim."""
     _, tc = grid(Path(root) / "converged")
     _, tp = grid(Path(root) / "paper")
     conv = {r["claim_id"]: r for r in tc.get("claims") or []}
     pap = {r["claim_id"]: r for r in tp.get("claims") or []}
-    head = ["claim", "paper", fmt.CONVERGED_TITLE, "paper protocol"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in rows:
-        lines.append("| " + " | ".join(_md_cell(x) for x in (
-            r["claim"], r.get("paper", ""), _glance_cell(r.get("converged_verdict"), conv.get(r["claim_id"])),
-            _glance_cell(r.get("paper_verdict"), pap.get(r["claim_id"])))) + " |")
-    return "\n".join(lines + ["", "✅ holds, ❌ does not hold (the other method is measurably better), ❔ cannot tell at "
-                              "this number of seeds; an average claim shows its pooled gap in points with the interval "
-                              "at its Holm step's level. The full table, its note and floors: REPRODUCTION.md."])
+    return pd.DataFrame([{"claim": r["claim"], "paper": r.get("paper", ""),
+                          fmt.CONVERGED_TITLE: _glance_cell(r.get("converged_verdict"), conv.get(r["claim_id"])),
+                          "paper protocol": _glance_cell(r.get("paper_verdict"), pap.get(r["claim_id"]))}
+                         for r in rows], columns=["claim", "paper", fmt.CONVERGED_TITLE, "paper protocol"])
+
+
+def glance_markdown(rows: list[dict], root="results") -> str:
+    """``glance_frame`` as Markdown, with its legend and the floors."""
+    df = glance_frame(rows, root)
+    lines = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
+    lines += ["| " + " | ".join(_md_cell(x) for x in rec) + " |" for rec in df.itertuples(index=False)]
+    return "\n".join(lines + ["", GLANCE_LEGEND + " " + floors_line(DATASET_ORDER)])
 
 
 def _sets(groups: dict, key: str) -> str:

@@ -11,7 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.report.claims import CLAIM_COLUMNS
-from core.report.fmt import SCHEDULE_TITLES, method_title
+from core.report.fmt import CONVERGED_TITLE, SCHEDULE_TITLES, method_title
 
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "compare.py")
 
@@ -215,9 +215,13 @@ def test_converged_default_shows_health_counts_floors_and_left_out_runs(page_env
     assert all(f["p raw / Holm"].str.startswith("p ").all() for f in frames if "p raw / Holm" in f.columns)
     left_out = [e.label for e in at.expander if "unhealthy run" in e.label]
     assert left_out and all(label == "1 unhealthy run left out of the means" for label in left_out)
-    claims = next(f for f in frames if "claim" in f.columns)
+    shown = [f for f in frames if "claim" in f.columns]
+    # first the table README and REPRODUCTION.md show (core.report.claims.glance_frame), then its detail
+    assert list(shown[0].columns) == ["claim", "paper", CONVERGED_TITLE, "paper protocol"]
+    assert shown[0][CONVERGED_TITLE].str.match("^([✅❌❔]|not measured)").all() and len(shown[0]) >= 12
+    claims = shown[1]
     assert list(claims.columns) == [t for _, t in CLAIM_COLUMNS]  # the one claims table (core.report.claims)
-    assert claims["verdict"].str.match("^[✅❌❔]").all() and len(claims) >= 12
+    assert claims["verdict"].str.match("^[✅❌❔]").all() and len(claims) == len(shown[0])
     assert "The paper's claims vs ours" in [s.value for s in at.subheader]
     err = next(f for t, f in figures(at).items() if t.startswith("Final"))
     dashed = [s["y0"] for s in err["layout"]["shapes"] if s.get("line", {}).get("dash") == "dash"]
