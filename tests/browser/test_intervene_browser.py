@@ -126,7 +126,9 @@ def test_attribution_overlay_and_set_wide_knockout(page, app_server, screenshot)
               wait_until="commit", timeout=SLOW_MS)
     cap = page.get_by_text(re.compile(r"On 200 images clean, the intact model is right on")).first
     cap.wait_for(timeout=SLOW_MS)
-    assert page.get_by_text(re.compile(r"On 200 images with Gaussian noise")).count() == 1
+    noisy = page.get_by_text(re.compile(r"On 200 images with Gaussian noise"))
+    noisy.first.wait_for(timeout=SLOW_MS)  # the same script run draws it a moment after the clean one
+    assert noisy.count() == 1
     settle(page)
     assert_no_errors(page, "the set-wide knock-out view")
     full_screenshot(page, screenshot, "mechanisms-knockout")
