@@ -103,7 +103,7 @@ def run_entries(dataset: str | None = None, store=None) -> list[ModelEntry]:
             continue
         if dataset and run.dataset != dataset:
             continue
-        stem = store.checkpoint_stem(run.run_id)
+        stem = store.weights_stem(run.run_id)
         if stem is None:
             continue
         out.append(run_entry(run, stem))

@@ -381,7 +381,7 @@ def import_upload(store, owner: str, entries: list[ModelEntry], up_w, up_m, expe
                    "is not available in this installation, so it was not saved.")
         return
     try:
-        run_id = store.import_checkpoint(up_w.getvalue(), up_m.getvalue(), ds_up, owner=owner,
+        run_id = store.import_weights(up_w.getvalue(), up_m.getvalue(), ds_up, owner=owner,
                                          label=f"upload {up_w.name}"[:200])
     except CheckpointError as exc:
         st.error(f"Upload refused: {exc}")

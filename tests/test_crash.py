@@ -81,7 +81,7 @@ def test_kill_9_at_random_points(store):
     # an earlier completed run (trained in this process: fast) that must survive every crash
     done = store.submit(tiny())
     assert run_worker(store.run_dir(done)) == "completed"
-    stem = store.checkpoint_stem(done)
+    stem = store.weights_stem(done)
     fingerprint = {p.name: digest(p) for p in store.run_dir(done).iterdir() if p.name != "worker.log"}
 
     # all workers start at once (their torch imports overlap); each is killed at its own time:

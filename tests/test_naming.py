@@ -53,7 +53,7 @@ def _store_with_runs(tmp_path):
     m = build_model("rim", input_dim=DATASETS["mnist"].input_dim)
     w, meta = weights_bytes(m, {"model": "rim", "dataset": "mnist", "seed": 0, "metrics": {}})
     for _ in range(2):
-        store.import_checkpoint(w, meta, "mnist", owner="me")
+        store.import_weights(w, meta, "mnist", owner="me")
     return store
 
 

@@ -474,7 +474,7 @@ def test_store_stop_then_resume_in_the_page_worker(tmp_path, monkeypatch):
     ref = reference(c, tmp_path / "data")
     from core.training.weights import load_weights
 
-    model, meta = load_weights(store.checkpoint_stem(rid))
+    model, meta = load_weights(store.weights_stem(rid))
     assert meta["history"] == ref.history and meta["metrics"]["resumed_from_iteration"] == stopped_at
     assert m["loss"] == ref.history["loss"]
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), ref.model.state_dict().values()))
@@ -520,7 +520,7 @@ def test_store_worker_killed_server_restarted_then_resumed(tmp_path, monkeypatch
     assert m["loss"] == ref.history["loss"] and info.metrics["resumed_from_iteration"] == saved
     from core.training.weights import load_weights
 
-    model, _ = load_weights(fresh.checkpoint_stem(rid))
+    model, _ = load_weights(fresh.weights_stem(rid))
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), ref.model.state_dict().values()))
 
 

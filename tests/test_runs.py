@@ -90,7 +90,7 @@ def test_tiny_run_completes_in_a_worker(store):
     assert isinstance(st["pid_started"], float)  # the worker's start time: a reused pid is told apart
     cfg = json.loads((store.run_dir(rid) / "config.json").read_text())
     assert cfg["train_config"]["iterations"] == 30 and cfg["owner"] == "session-1"
-    stem = store.checkpoint_stem(rid)
+    stem = store.weights_stem(rid)
     assert stem == store.run_dir(rid) / "model"
     model, meta = load_weights(stem, expected_dataset="mnist")
     assert meta["run_id"] == rid and meta["status"] == "completed" and meta["train_config"]["iterations"] == 30
@@ -127,7 +127,7 @@ def test_queue_bound_stop_sigterm_and_delete(store):
     first = wait_for(lambda: (store.pump() or True) and statuses()[ids[0]].status == "stopped"
                      and statuses()[ids[0]], 60)
     assert "stopped by the user" in first.message and first.iteration >= 3
-    assert store.checkpoint_stem(ids[0]) is not None
+    assert store.weights_stem(ids[0]) is not None
     wait_for(lambda: (store.pump() or True) and statuses()[ids[1]].iteration >= 1, 90)
     assert statuses()[ids[2]].status == "stopped"  # stayed stopped, never started
     # SIGTERM: the worker stops gracefully and keeps its weights
@@ -135,7 +135,7 @@ def test_queue_bound_stop_sigterm_and_delete(store):
     second = wait_for(lambda: (store.pump() or True) and statuses()[ids[1]].status != "running"
                       and statuses()[ids[1]], 60)
     assert second.status == "stopped" and "termination signal" in second.message
-    assert load_weights(store.checkpoint_stem(ids[1]))[1]["status"] == "stopped"
+    assert load_weights(store.weights_stem(ids[1]))[1]["status"] == "stopped"
     assert max_running == 1
     # the two runs stopped with weights are offered (labelled as stopped); the one stopped
     # before it started has nothing to offer
@@ -161,7 +161,7 @@ def test_diverged_run_has_no_checkpoint(store):
     assert info.status == "diverged" and "loss became nan" in info.message
     assert not (store.run_dir(rid) / "model.safetensors").exists()
     assert not (store.run_dir(rid) / "ckpt").exists()  # nothing to resume: the training checkpoints are gone
-    assert store.checkpoint_stem(rid) is None
+    assert store.weights_stem(rid) is None
     assert catalog.run_entries(store=store) == []
     m = store.read_metrics(rid)
     assert m["loss"][-1] is None and m["iteration"][-1] == info.iteration  # NaN stored as null
@@ -190,9 +190,9 @@ def test_import_checkpoint_good_and_bad(store):
     ]
     for weights, meta, expected, message in bad_cases:
         with pytest.raises(CheckpointError, match=message):
-            store.import_checkpoint(weights, meta, expected_dataset=expected)
+            store.import_weights(weights, meta, expected_dataset=expected)
         assert listing(store.root) == before, message
-    rid = store.import_checkpoint(w, m, expected_dataset="mnist", owner="me", label="my upload")
+    rid = store.import_weights(w, m, expected_dataset="mnist", owner="me", label="my upload")
     info = store.get(rid)
     assert info.status == "uploaded" and info.dataset == "mnist" and info.model == "parallel_lstm"
     assert info.seed == 3 and info.metrics["test_accuracy"] == 0.5 and info.label == "my upload"
@@ -206,7 +206,7 @@ def test_import_checkpoint_good_and_bad(store):
 @pytest.mark.parametrize("bad", ["../../etc/passwd", "", "x", "20240101-000000-ZZZZZZZZ", "20240101-000000-0000000a/..",
                                  "/tmp", "20240101-000000-0000000a\n", None, 5])
 def test_invalid_run_ids_are_refused(store, bad):
-    for call in (store.get, store.read_metrics, store.request_stop, store.delete, store.checkpoint_stem,
+    for call in (store.get, store.read_metrics, store.request_stop, store.delete, store.weights_stem,
                  store.run_dir):
         with pytest.raises(RunStoreError, match="Not a valid run id"):
             call(bad)
@@ -215,7 +215,7 @@ def test_invalid_run_ids_are_refused(store, bad):
 def test_unknown_run_and_bad_configs(store):
     missing = "20240101-000000-0000000a"
     assert store.get(missing) is None
-    assert store.checkpoint_stem(missing) is None
+    assert store.weights_stem(missing) is None
     assert store.read_metrics(missing)["iteration"] == []
     with pytest.raises(RunStoreError, match="No run"):
         store.request_stop(missing)

@@ -121,7 +121,7 @@ class RunStore(QueueMixin):
     def read_metrics(self, run_id: str) -> dict:
         return read_metrics_file(self.run_dir(run_id) / METRICS_FILE)
 
-    def checkpoint_stem(self, run_id: str) -> Path | None:
+    def weights_stem(self, run_id: str) -> Path | None:
         """``runs/<id>/model`` when the run is completed, stopped or uploaded and has weights."""
         d = self.run_dir(run_id)
         if self.read_status(run_id).status not in WITH_WEIGHTS:
@@ -195,7 +195,7 @@ class RunStore(QueueMixin):
                           label=clean_text(label), data_dir=data_dir or None, train_config=config.to_dict()),
                 RunStatus(status="queued", total=config.iterations, message="waiting for a free worker"))
 
-    def import_checkpoint(self, weights: bytes, meta: bytes, expected_dataset: str | None = None,
+    def import_weights(self, weights: bytes, meta: bytes, expected_dataset: str | None = None,
                           owner: str = "", label: str = "") -> str:
         """Store an uploaded checkpoint as a new run with status "uploaded".
 

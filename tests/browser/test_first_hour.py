@@ -225,7 +225,7 @@ def test_open_in_models_selects_the_run(page, app_server, screenshot):
     assert store.get(rid).status == "completed", store.get(rid).message
     # a newer run of the same session: the Models page would open on it by itself
     stem = app_server["pretrained"] / "mnist" / "parallel_lstm"
-    newer = store.import_checkpoint(stem.with_suffix(".safetensors").read_bytes(),
+    newer = store.import_weights(stem.with_suffix(".safetensors").read_bytes(),
                                     stem.with_suffix(".json").read_bytes(), "mnist", owner=OWNER, label="newer")
     store.pump()  # reap the finished worker
 

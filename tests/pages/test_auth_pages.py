@@ -105,7 +105,7 @@ def test_models_page_without_sign_in_lets_any_run_be_deleted(page_env):
     from tests.pages.test_models_page import valid_checkpoint
 
     w, m = valid_checkpoint()
-    rid = RunStore().import_checkpoint(w, m, "mnist", owner="someone-from-another-tab")
+    rid = RunStore().import_weights(w, m, "mnist", owner="someone-from-another-tab")
     at = AppTest.from_file(MODELS, default_timeout=120)
     at.session_state["models_open"] = f"run:{rid}"
     at.run()

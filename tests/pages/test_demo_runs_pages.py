@@ -27,7 +27,7 @@ def demo_upload(dataset="mnist", model="parallel_lstm", status="completed", iter
             "metrics": {"test_error": 0.175, "noisy_test_error": 0.2, "test_n": 200},
             "history": {"iteration": list(range(1, done + 1)), "loss": [1.0] * done, "batch_acc": [0.5] * done}}
     w, j = weights_bytes(m, meta)
-    return RunStore().import_checkpoint(w, j, dataset, owner=OWNER)
+    return RunStore().import_weights(w, j, dataset, owner=OWNER)
 
 
 def test_mechanisms_scores_a_demo_only_on_the_images_it_did_not_train_on(page_env):

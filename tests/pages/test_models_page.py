@@ -164,7 +164,7 @@ def test_valid_upload_is_imported_listed_and_deletable_after_confirmation(page_e
 
 def test_runs_of_other_users_are_read_only_and_pretrained_not_deletable(page_env):
     w, m = valid_checkpoint("cifar10", "rim", 0.4444)
-    rid = store().import_checkpoint(w, m, "cifar10", owner="ffffffffffffffff")
+    rid = store().import_weights(w, m, "cifar10", owner="ffffffffffffffff")
     at = run_page()
     df = table(at)
     assert len(df[df["source"] == "uploaded"]) == 1
@@ -189,7 +189,7 @@ def test_a_stopped_run_shows_its_status_and_the_iterations_it_ran(page_env):
     w, m = valid_checkpoint()
     meta = json.loads(m)
     meta.update(status="stopped", train_config={"iterations": 1000})  # stopped after 3 of 1,000
-    store().import_checkpoint(w, json.dumps(meta).encode(), expected_dataset="mnist", owner=OWNER)
+    store().import_weights(w, json.dumps(meta).encode(), expected_dataset="mnist", owner=OWNER)
     at = run_page()
     assert not at.exception
     df = table(at)
@@ -206,7 +206,7 @@ def test_open_in_models_selects_that_run_and_its_data_set(page_env):
     """The Train page's "Open in Models" (session key models_open) or a ?model= link opens the
     Models page on that run, with its data set in the filter."""
     w, m = valid_checkpoint(dataset="cifar10")
-    rid = store().import_checkpoint(w, m, expected_dataset="cifar10", owner="someone-else")
+    rid = store().import_weights(w, m, expected_dataset="cifar10", owner="someone-else")
     at = AppTest.from_file(PAGE, default_timeout=120)
     at.user = dict(USER)
     at.session_state["models_open"] = f"run:{rid}"
@@ -224,7 +224,7 @@ def test_models_page_opens_on_your_latest_run_else_mnist_rim(page_env):
     at = run_page()
     assert at.selectbox(key="models_pick").value == "pretrained:mnist/rim"
     w, m = valid_checkpoint(dataset="cifar10")
-    rid = store().import_checkpoint(w, m, expected_dataset="cifar10", owner=OWNER)
+    rid = store().import_weights(w, m, expected_dataset="cifar10", owner=OWNER)
     at = run_page()
     assert at.selectbox(key="models_pick").value == f"run:{rid}"
 
@@ -241,7 +241,7 @@ def test_table_columns_are_wide_enough_and_fit_a_1280_px_window(page_env):
     w, m = valid_checkpoint()
     meta = json.loads(m)
     meta.update(status="stopped", train_config={"iterations": 1000, "data_source": "sample"})
-    store().import_checkpoint(w, json.dumps(meta).encode(), expected_dataset="mnist", owner="someone-else")
+    store().import_weights(w, json.dumps(meta).encode(), expected_dataset="mnist", owner="someone-else")
     at = run_page()
     cols = json.loads(at.dataframe[0].proto.columns)
     shown = list(table(at).columns)
@@ -357,7 +357,7 @@ def test_a_demo_run_is_marked_in_the_table_picker_and_inspect(page_env):
     w, m = valid_checkpoint()
     meta = json.loads(m)
     meta["train_config"] = {"iterations": 3, "data_source": "sample"}
-    rid = store().import_checkpoint(w, json.dumps(meta).encode(), expected_dataset="mnist", owner=OWNER)
+    rid = store().import_weights(w, json.dumps(meta).encode(), expected_dataset="mnist", owner=OWNER)
     at = run_page()
     df = table(at)
     assert list(df.loc[df["source"].str.startswith("uploaded"), "source"]) == ["uploaded demo"]
@@ -385,7 +385,7 @@ def test_floors_beside_the_error_and_the_balanced_error_where_classes_are_unbala
     confusion[5:, 5:] = 0
     confusion[5:, 0] = 6  # the small classes all wrong: balanced error 50 %
     meta["metrics"]["confusion"] = confusion.tolist()
-    rid = store().import_checkpoint(w, json.dumps(meta).encode(), expected_dataset="animals10", owner=OWNER)
+    rid = store().import_weights(w, json.dumps(meta).encode(), expected_dataset="animals10", owner=OWNER)
     at = run_page()
     at.selectbox(key="models_pick").set_value(f"run:{rid}").run()
     cap = next(c.value for c in at.caption if c.value.startswith("For comparison"))
@@ -399,7 +399,7 @@ def test_a_final_evaluation_far_below_the_best_seen_is_said_on_inspect(page_env)
     meta = json.loads(m)
     meta["evals"] = {"iteration": [100, 200, 300], "test_acc": [0.80, 0.865, 0.53], "test_loss": [1, 1, 1]}
     meta["metrics"].update(test_accuracy=0.53, test_error=0.47, iterations_done=300)
-    rid = store().import_checkpoint(w, json.dumps(meta).encode(), expected_dataset="mnist", owner=OWNER)
+    rid = store().import_weights(w, json.dumps(meta).encode(), expected_dataset="mnist", owner=OWNER)
     at = run_page()
     assert at.selectbox(key="models_pick").value == f"run:{rid}"
     assert any("33.5 points below the best seen" in x.value for x in at.warning)
