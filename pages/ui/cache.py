@@ -387,7 +387,7 @@ def _warm() -> None:
     steps = [("imports", _warm_imports), ("manifest", manifest), ("models", lambda: default_models(dataset)),
              ("test data", lambda: test_data(dataset)), ("robustness", lambda: _warm_robustness(dataset)),
              ("compare", _warm_compare),
-             # then what a newcomer does next (issue list "Slow"): the test-set view of Mechanisms, the
+             # then what a newcomer does next: the test-set view of Mechanisms, the
              # other noise kinds, the other protocol's models, then the other grey data set
              ("mechanisms set", lambda: _warm_mechanisms_set(dataset)),
              ("noise kinds", lambda: _warm_robustness(dataset, OTHER_KINDS)),

@@ -56,10 +56,9 @@ PREDICTION = re.compile(r"\): \S.* \(\d+%\)")  # "RIM (paper's method) · Adam 4
 
 
 
-# How long the page must stay unchanged after a script run to count as drawn. 500 ms sufficed on
-# the machine where it was set (session 7); on slower 2-core machines (this project's CI took
-# 772 s where that one took 436 s) Plotly figures and restored widgets were seen still drawing
-# after 500 ms, so 800 ms (about 40 s more per full run). RIMSCOPE_TEST_SETTLE_MS overrides it.
+# How long the page must stay unchanged after a script run to count as drawn: on a loaded 2-core
+# machine Plotly figures and restored widgets can still be drawing 500 ms after the run, so 800 ms
+# (about 40 s more per full run than 500). RIMSCOPE_TEST_SETTLE_MS overrides it.
 SETTLE_QUIET_MS = int(os.environ.get("RIMSCOPE_TEST_SETTLE_MS", "800"))
 
 
