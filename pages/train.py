@@ -220,11 +220,14 @@ PROTOCOL_INTROS = {
                  "the best weights on a validation split carved from the training images kept, early stopping).",
     "converged-aug": "Train models as above (Adam, cosine, 4,000 iterations), each training image randomly slanted, thickened or "
                      "thinned, elastically distorted and binarised (for models that read other people's handwriting).",
+    "converged-12k": "Train models with three times the 4,000-iteration budget: Adam, the same cosine shape over 12,000 "
+                     "iterations, the best weights on a validation split kept (the budget check of the shipped tables).",
 }
 PROTOCOL_TITLES = {"paper": "Paper (SGD 0.1, 1,000 iterations)",
                    "converged": "Adam, cosine, 4,000 iterations (best of a validation split)",
                    "converged-aug": "Adam, cosine, 4,000 iterations + scan augmentation (slant, stroke width, "
-                                    "elastic, binarisation)"}
+                                    "elastic, binarisation)",
+                   "converged-12k": "Adam, cosine, 12,000 iterations (best of a validation split)"}
 # form field -> TrainConfig field; a protocol writes its values into these
 PROTOCOL_FORM = {"train_iterations": "iterations", "train_batch": "batch_size", "train_optimizer": "optimizer",
                  "train_lr": "lr", "train_momentum": "momentum", "train_schedule": "schedule",

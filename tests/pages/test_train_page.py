@@ -492,3 +492,17 @@ def test_older_runs_table_uses_titles_and_fits_1280_px(home):
     cols = json.loads(at.dataframe[0].proto.columns)
     shown = [c for c in df.columns if c in cols]
     assert "label" in shown and sum(cols[c]["width"] for c in shown) <= 820
+
+
+def test_every_protocol_has_a_readable_title_and_an_introduction(home):
+    """The protocol switch never shows an internal key, and every protocol says what it trains."""
+    from core.training.config import PROTOCOLS
+
+    at = run_page()
+    radio = at.radio(key="train_protocol")
+    assert list(radio.options) and all(label not in PROTOCOLS for label in radio.options), radio.options
+    for protocol in PROTOCOLS:
+        at.radio(key="train_protocol").set_value(protocol).run()
+        assert not at.exception
+        intro = at.caption[0].value
+        assert intro.startswith("Train models"), (protocol, intro)
