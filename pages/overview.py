@@ -7,7 +7,8 @@ import streamlit as st
 
 from core.data.datasets import DATASETS, SOURCES, available_sources
 from core.models.registry import DEFAULT_MODEL, config_fields, get_spec, list_models, parameter_counts
-from core.paths import ROOT
+from core.paths import ROOT, results_dir
+from core.report.claims import read_claims
 from core.report.fmt import method_title, protocol_title, shipped_models_text
 from core.report.plots.comparison import INPUT_SHAPES, parameter_bar_figure
 from core.report.plots.style import method_color
@@ -15,7 +16,6 @@ from pages.ui.cache import RESULT_FOLDERS, entry_metadata, manifest, model_entri
 from pages.ui.messages import show_error
 
 DIAGRAM = ROOT / "assets" / "diagram.svg"
-PARAM_MATCHED = "unequal_init/param_matched"  # the reproduction output with parameter-matched baselines
 
 RIM_KNOBS = {  # setting -> (plain name, meaning); the setting names themselves only in the details
     "num_units": ("number of LSTMs (n)", "parallel LSTMs (mechanisms)"),
@@ -156,10 +156,18 @@ def sizes_and_colours(counts: dict) -> None:
                     f"RIM's 4 active ones), not by parameters: here RIM has **{ratio:.1f}x the parameters** of the "
                     "parallel LSTMs (six LSTMs plus two attentions). Keep this in mind when reading the comparisons. "
                     "EntNet, RMC and IndRNN are sized to be in the same range as the parallel LSTMs."
-                    + (" Baselines trained at RIM's parameter count, in an older run with the unequal initialisation, "
-                       f"are on the Compare page as the experiment \"{RESULT_FOLDERS[PARAM_MATCHED]}\"."
-                       if PARAM_MATCHED in result_folders() else "")
+                    + _parameter_matched_sentence()
                 )
+
+
+def _parameter_matched_sentence() -> str:
+    """The verdict of the parameter-matched control (4 parallel LSTMs of 81 units), as the claims
+    table on Compare gives it; nothing when the results hold no such row."""
+    row = next((r for r in read_claims(results_dir()) if r.get("claim_id") == "control_parallel_lstm_h81"), None)
+    if row is None:
+        return ""
+    return (" A parameter-matched control, four parallel LSTMs of 81 units, is in the claims table on the Compare "
+            f"page (\"{row['claim']}\"): {row['converged']}.")
 
 
 def knobs_table() -> None:

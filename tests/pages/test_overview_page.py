@@ -121,3 +121,27 @@ def test_what_is_loaded_fits_a_1280_px_window(page_env, monkeypatch):
     assert "bundled sample" in df.columns
     assert all(cols.get(c, {}).get("width") for c in df.columns), cols
     assert sum(cols[c]["width"] for c in df.columns) <= 820
+
+
+def test_parameter_gap_sentence_gives_the_parameter_matched_controls_verdict(page_env, tmp_path, monkeypatch):
+    """Beside "RIM has 4.5x the parameters", the verdict of the parameter-matched control, read
+    from the claims table (the one Compare shows); no such row, no sentence."""
+    import shutil
+
+    from core.report.claims import CLAIMS_FILE
+
+    results = tmp_path / "results"
+    shutil.copytree(page_env["results"], results)
+    monkeypatch.setenv("RIMSCOPE_RESULTS_DIR", str(results))
+    (results / CLAIMS_FILE).parent.mkdir(parents=True, exist_ok=True)
+    (results / CLAIMS_FILE).write_text(
+        "claim_id,claim,paper,converged,paper_protocol,verdict\n"
+        "control_parallel_lstm_h81,Ours: RIM beats the 4 x 81 control,not in the paper,"
+        "❌ does not hold (MNIST the control better),not measured,❌ does not hold\n")
+    text = " ".join(m.value for m in run_page().markdown)
+    assert "parameter-matched control" in text and "❌ does not hold (MNIST the control better)" in text
+    assert "older run" not in text
+    (results / CLAIMS_FILE).write_text("claim_id,claim,paper,converged,paper_protocol,verdict\n")
+    text = " ".join(m.value for m in run_page().markdown)
+    assert "4.5x the parameters" in text or "x the parameters" in text
+    assert "parameter-matched control" not in text
