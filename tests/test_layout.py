@@ -1,4 +1,5 @@
-"""The shape of core/: no import cycle, no module over 450 lines, each name in one place.
+"""The shape of core/: no import cycle, no module over 450 lines, no function over 80 lines
+without a ``# long:`` comment saying why, each name in one place.
 
 The checks read the source with ``ast`` (nothing is imported), so they are quick and name the
 offending module and line.
@@ -15,6 +16,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 CORE = ROOT / "core"
 MAX_LINES = 450
+MAX_FUNCTION_LINES = 80
+LONG = "# long:"  # a comment at the top of a function's body: why it stays over MAX_FUNCTION_LINES
 
 
 def _modules() -> dict[str, Path]:
@@ -104,6 +107,57 @@ def test_core_has_no_import_cycle():
 def test_no_core_module_is_over_450_lines():
     long = {str(p.relative_to(ROOT)): n for p in MODULES.values() if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+def _top_comment_lines(lines: list[str], node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """The comment lines at the top of a function: from its ``def`` line to its first statement
+    after the docstring (decorators are not part of it)."""
+    body = node.body
+    first = body[1] if len(body) > 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+        and isinstance(body[0].value.value, str) else body[0]
+    return [ln.strip() for ln in lines[node.lineno - 1: first.lineno - 1] if ln.strip().startswith("#")]
+
+
+def long_functions(path: Path) -> list[str]:
+    """``"path:line name (n lines)"`` for each function in ``path`` over MAX_FUNCTION_LINES whose
+    top carries no ``# long: <reason>`` comment."""
+    text = path.read_text()
+    lines = text.splitlines()
+    out = []
+    for node in ast.walk(ast.parse(text)):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        n = node.end_lineno - node.lineno + 1
+        said = any(c.startswith(LONG) and c[len(LONG):].strip() for c in _top_comment_lines(lines, node))
+        if n > MAX_FUNCTION_LINES and not said:
+            out.append(f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}:{node.lineno} "
+                       f"{node.name} ({n} lines)")
+    return out
+
+
+def test_the_long_function_check_reads_the_comment_at_the_top_only(tmp_path):
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
+    cases = {
+        "bare": "",
+        "said": '    """Doc."""\n    # long: one recurrence read top to bottom\n',
+        "said_above_the_docstring": '    # long: one recurrence read top to bottom\n    """Doc."""\n',
+        "no_reason": "    # long:\n",
+        "too_late": "    y = 0\n    # long: said after the first statement\n",
+    }
+    for name, top in cases.items():
+        (tmp_path / f"{name}.py").write_text(f"def {name}():\n{top}{body}\n\ndef short():\n    return 1\n")
+    found = {name: long_functions(tmp_path / f"{name}.py") for name in cases}
+    assert [f.split()[1] for f in found["bare"]] == ["bare"] and found["bare"][0].endswith("(81 lines)")
+    assert found["said"] == [] and found["said_above_the_docstring"] == []
+    assert found["no_reason"] and found["too_late"]
+
+
+def test_no_function_over_80_lines_without_a_reason():
+    """Every function in core/, pages/ and app.py fits in 80 lines, or says at its top why not
+    (a line ``# long: <reason>``, e.g. a fused kernel's recurrence that reads best in one piece)."""
+    files = [*sorted(CORE.rglob("*.py")), *sorted((ROOT / "pages").rglob("*.py")), ROOT / "app.py"]
+    long = [f for p in files for f in long_functions(p)]
+    assert not long, f"over {MAX_FUNCTION_LINES} lines without a `{LONG} <reason>` comment at the top: {long}"
 
 
 def test_package_init_files_only_describe_their_package():
