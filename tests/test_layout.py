@@ -250,3 +250,14 @@ def test_page_helpers_are_imported_from_their_modules():
             if isinstance(node, ast.ImportFrom) and node.module == "pages.ui":
                 assert {a.name for a in node.names} <= submodules, \
                     f"{page.name}:{node.lineno} imports names from pages.ui, not from its modules"
+
+
+def test_browser_tests_take_their_helpers_from_helpers_py():
+    """A browser test module defines no second copy of a helper of tests/browser/helpers.py (a
+    private ``_poll`` beside ``poll`` included): the waits live in one place."""
+    browser = ROOT / "tests" / "browser"
+    shared = {n.name for n in ast.parse((browser / "helpers.py").read_text()).body
+              if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")}
+    copies = [f"{p.relative_to(ROOT)}:{n.lineno} {n.name}" for p in sorted(browser.glob("*.py")) if p.name != "helpers.py"
+              for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.FunctionDef) and n.name.lstrip("_") in shared]
+    assert "poll" in shared and not copies, f"use tests/browser/helpers.py instead: {copies}"
