@@ -30,20 +30,21 @@ class DocsError(Exception):
     """A document that cannot be generated (unknown block name, unclosed block, bad include)."""
 
 
-def _foot(rows: list[dict], excluded: int) -> str:
+def _holm(rows: list[dict]) -> str:
     m = rows[0].get("holm_m", 0) if rows else 0
-    sets = [r["dataset"] for r in rows]
-    return (f"Gap = other − RIM in points (positive: RIM better); seeds in brackets. One Holm family: the {m} tests "
-            "of this table; each interval is at the level of the Holm step that decides its test, so it excludes 0 "
-            "exactly when the verdict is holds or does not hold. " + floors_line(sets)
+    return (f"One Holm family: the {m} tests of this table; each interval is at the level of the Holm step that "
+            "decides its test, so it excludes 0 exactly when the verdict is holds or does not hold.")
+
+
+def _foot(rows: list[dict], excluded: int) -> str:
+    return ("Gap = other − RIM in points (positive: RIM better); seeds in brackets. " + _holm(rows) + " "
+            + floors_line([r["dataset"] for r in rows])
             + (f" Unhealthy runs left out of the means: {excluded} (named with the failed runs)." if excluded else ""))
 
 
 def _fluctuation_foot(rows: list[dict]) -> str:
-    m = rows[0].get("holm_m", 0) if rows else 0
     return (f"Batch-loss jitter around its {FLUCT_WINDOW}-iteration moving average, second half of training "
-            f"(gap = parallel − RIM). One Holm family: the {m} tests of this table; each interval is at the level of "
-            "the Holm step that decides its test, so it excludes 0 exactly when the verdict is holds or does not hold.")
+            "(gap = parallel − RIM). " + _holm(rows))
 
 
 def _compact(grid: str, name: str) -> Callable[[Path], str]:
