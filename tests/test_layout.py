@@ -224,6 +224,43 @@ def test_lint_bans_every_old_module_path():
         assert name not in MODULES, f"{name} is banned but is a module"
 
 
+def _defines(path: Path, name: str) -> bool:
+    """Whether the module at ``path`` defines ``name`` at top level (def, class or assignment)."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            return True
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        for t in targets:
+            if any(isinstance(e, ast.Name) and e.id == name for e in ast.walk(t)):
+                return True
+    return False
+
+
+def _points_to(dotted: str) -> bool:
+    """Whether ``dotted`` is a module of the repository or a name a module of it defines."""
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        base = ROOT.joinpath(*parts[:i])
+        path = base.with_suffix(".py") if base.with_suffix(".py").is_file() else base / "__init__.py"
+        if path.is_file():
+            return i == len(parts) or (i == len(parts) - 1 and _defines(path, parts[-1]))
+    return False
+
+
+def test_lint_messages_point_to_what_is_in_the_repository():
+    """Each banned path's message names where to import from now: a module or name of this
+    repository that is not itself banned (no chain through an old path)."""
+    import re
+
+    banned = _banned()
+    wrong = []
+    for old, rule in banned.items():
+        for target in re.findall(r"\b((?:core|pages)(?:\.\w+)+)", rule["msg"]):
+            if target != old and (not _points_to(target) or target in banned):  # a launcher's message names itself
+                wrong.append(f"{old}: {target}")
+    assert not wrong, f"banned-api messages pointing to no current module or name: {wrong}"
+
+
 @pytest.mark.parametrize("launcher", ["train", "reproduce"])
 def test_the_two_fixed_commands_are_launchers_only(launcher):
     """``python -m core.train`` / ``core.reproduce`` (the developer guide's commands) define no names."""
