@@ -298,3 +298,26 @@ def test_browser_tests_take_their_helpers_from_helpers_py():
     copies = [f"{p.relative_to(ROOT)}:{n.lineno} {n.name}" for p in sorted(browser.glob("*.py")) if p.name != "helpers.py"
               for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.FunctionDef) and n.name.lstrip("_") in shared]
     assert "poll" in shared and not copies, f"use tests/browser/helpers.py instead: {copies}"
+
+
+def lone_sleeps(source: str) -> list[int]:
+    """Lines of ``time.sleep`` calls that stand in no loop: a fixed wait, where a poll would look
+    again until its condition holds."""
+    lines: list[int] = []
+
+    def visit(node: ast.AST, in_loop: bool) -> None:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "sleep" \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "time" and not in_loop:
+            lines.append(node.lineno)
+        for child in ast.iter_child_nodes(node):
+            visit(child, in_loop or isinstance(node, (ast.While, ast.For)))
+
+    visit(ast.parse(source), False)
+    return lines
+
+
+def test_browser_tests_wait_for_conditions_not_fixed_times():
+    assert lone_sleeps("import time\ntime.sleep(1)\nwhile x():\n    time.sleep(0.1)\n") == [2]
+    browser = ROOT / "tests" / "browser"
+    fixed = [f"{p.relative_to(ROOT)}:{n}" for p in sorted(browser.glob("*.py")) for n in lone_sleeps(p.read_text())]
+    assert not fixed, f"fixed sleeps (wait with tests/browser/helpers.py poll / settle instead): {fixed}"
