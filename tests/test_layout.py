@@ -321,3 +321,29 @@ def test_browser_tests_wait_for_conditions_not_fixed_times():
     browser = ROOT / "tests" / "browser"
     fixed = [f"{p.relative_to(ROOT)}:{n}" for p in sorted(browser.glob("*.py")) for n in lone_sleeps(p.read_text())]
     assert not fixed, f"fixed sleeps (wait with tests/browser/helpers.py poll / settle instead): {fixed}"
+
+
+PATH_PATCH = __import__("re").compile(r"sys\.path\s*(\.(insert|append|extend)|\+=|=[^=]|\[)|PYTHONPATH\s*=|\benv\b.*PYTHONPATH")
+
+
+def test_nothing_patches_the_import_path():
+    """``import core`` works because the package is installed (``pip install -e .``), never
+    because a file puts the repository on ``sys.path`` or ``PYTHONPATH``."""
+    assert PATH_PATCH.search("sys.path.insert(0, '.')") and PATH_PATCH.search("PYTHONPATH=. python x.py")
+    assert not PATH_PATCH.search("# nothing patches sys.path or PYTHONPATH.")
+    files = [ROOT / "app.py", ROOT / "Makefile", *(p for d in ("core", "pages", "tests", "scripts", "bench")
+                                                  for ext in ("*.py", "*.sh") for p in (ROOT / d).rglob(ext))]
+    found = [f"{p.relative_to(ROOT)}:{i}" for p in files if p.resolve() != Path(__file__).resolve()
+             for i, line in enumerate(p.read_text().splitlines(), 1) if PATH_PATCH.search(line)]
+    assert not found, f"import path patched (install the package instead): {found}"
+
+
+def test_core_imports_from_any_folder(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([sys.executable, "-c", "import core.report.columns, pages.ui; import core; print(core.__file__)"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, f"`import core` outside the repository fails (pip install -e .): {out.stderr[-500:]}"
