@@ -1,8 +1,10 @@
-"""The shape of core/: no import cycle, no module over 450 lines, no function over 80 lines
-without a ``# long:`` comment saying why, each name in one place.
+"""The shape of the code: no import cycle in core/, no module over 450 lines, no function over
+80 lines without a ``# long:`` comment saying why, each name in one place, lint messages that
+name current paths, no patched import path; the browser tests wait for conditions with the
+helpers of tests/browser/helpers.py.
 
-The checks read the source with ``ast`` (nothing is imported), so they are quick and name the
-offending module and line.
+The checks read the source with ``ast`` or as text (nothing is imported; one test imports core
+in a fresh interpreter), so they are quick and name the offending file and line.
 """
 
 from __future__ import annotations
