@@ -1,7 +1,10 @@
-"""The shape of core/: no import cycle, no module over 450 lines, each name in one place.
+"""The shape of the code: no import cycle in core/, no module over 450 lines, no function over
+80 lines without a ``# long:`` comment saying why, each name in one place, lint messages that
+name current paths, no patched import path; the browser tests wait for conditions with the
+helpers of tests/browser/helpers.py.
 
-The checks read the source with ``ast`` (nothing is imported), so they are quick and name the
-offending module and line.
+The checks read the source with ``ast`` or as text (nothing is imported; one test imports core
+in a fresh interpreter), so they are quick and name the offending file and line.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 CORE = ROOT / "core"
 MAX_LINES = 450
+MAX_FUNCTION_LINES = 80
+LONG = "# long:"  # a comment at the top of a function's body: why it stays over MAX_FUNCTION_LINES
 
 
 def _modules() -> dict[str, Path]:
@@ -106,6 +111,57 @@ def test_no_core_module_is_over_450_lines():
     assert not long, f"modules over {MAX_LINES} lines: {long}"
 
 
+def _top_comment_lines(lines: list[str], node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """The comment lines at the top of a function: from its ``def`` line to its first statement
+    after the docstring (decorators are not part of it)."""
+    body = node.body
+    first = body[1] if len(body) > 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+        and isinstance(body[0].value.value, str) else body[0]
+    return [ln.strip() for ln in lines[node.lineno - 1: first.lineno - 1] if ln.strip().startswith("#")]
+
+
+def long_functions(path: Path) -> list[str]:
+    """``"path:line name (n lines)"`` for each function in ``path`` over MAX_FUNCTION_LINES whose
+    top carries no ``# long: <reason>`` comment."""
+    text = path.read_text()
+    lines = text.splitlines()
+    out = []
+    for node in ast.walk(ast.parse(text)):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        n = node.end_lineno - node.lineno + 1
+        said = any(c.startswith(LONG) and c[len(LONG):].strip() for c in _top_comment_lines(lines, node))
+        if n > MAX_FUNCTION_LINES and not said:
+            out.append(f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}:{node.lineno} "
+                       f"{node.name} ({n} lines)")
+    return out
+
+
+def test_the_long_function_check_reads_the_comment_at_the_top_only(tmp_path):
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
+    cases = {
+        "bare": "",
+        "said": '    """Doc."""\n    # long: one recurrence read top to bottom\n',
+        "said_above_the_docstring": '    # long: one recurrence read top to bottom\n    """Doc."""\n',
+        "no_reason": "    # long:\n",
+        "too_late": "    y = 0\n    # long: said after the first statement\n",
+    }
+    for name, top in cases.items():
+        (tmp_path / f"{name}.py").write_text(f"def {name}():\n{top}{body}\n\ndef short():\n    return 1\n")
+    found = {name: long_functions(tmp_path / f"{name}.py") for name in cases}
+    assert [f.split()[1] for f in found["bare"]] == ["bare"] and found["bare"][0].endswith("(81 lines)")
+    assert found["said"] == [] and found["said_above_the_docstring"] == []
+    assert found["no_reason"] and found["too_late"]
+
+
+def test_no_function_over_80_lines_without_a_reason():
+    """Every function in core/, pages/ and app.py fits in 80 lines, or says at its top why not
+    (a line ``# long: <reason>``, e.g. a fused kernel's recurrence that reads best in one piece)."""
+    files = [*sorted(CORE.rglob("*.py")), *sorted((ROOT / "pages").rglob("*.py")), ROOT / "app.py"]
+    long = [f for p in files for f in long_functions(p)]
+    assert not long, f"over {MAX_FUNCTION_LINES} lines without a `{LONG} <reason>` comment at the top: {long}"
+
+
 def test_package_init_files_only_describe_their_package():
     for m, p in MODULES.items():
         if p.name != "__init__.py":
@@ -170,6 +226,43 @@ def test_lint_bans_every_old_module_path():
         assert name not in MODULES, f"{name} is banned but is a module"
 
 
+def _defines(path: Path, name: str) -> bool:
+    """Whether the module at ``path`` defines ``name`` at top level (def, class or assignment)."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            return True
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        for t in targets:
+            if any(isinstance(e, ast.Name) and e.id == name for e in ast.walk(t)):
+                return True
+    return False
+
+
+def _points_to(dotted: str) -> bool:
+    """Whether ``dotted`` is a module of the repository or a name a module of it defines."""
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        base = ROOT.joinpath(*parts[:i])
+        path = base.with_suffix(".py") if base.with_suffix(".py").is_file() else base / "__init__.py"
+        if path.is_file():
+            return i == len(parts) or (i == len(parts) - 1 and _defines(path, parts[-1]))
+    return False
+
+
+def test_lint_messages_point_to_what_is_in_the_repository():
+    """Each banned path's message names where to import from now: a module or name of this
+    repository that is not itself banned (no chain through an old path)."""
+    import re
+
+    banned = _banned()
+    wrong = []
+    for old, rule in banned.items():
+        for target in re.findall(r"\b((?:core|pages)(?:\.\w+)+)", rule["msg"]):
+            if target != old and (not _points_to(target) or target in banned):  # a launcher's message names itself
+                wrong.append(f"{old}: {target}")
+    assert not wrong, f"banned-api messages pointing to no current module or name: {wrong}"
+
+
 @pytest.mark.parametrize("launcher", ["train", "reproduce"])
 def test_the_two_fixed_commands_are_launchers_only(launcher):
     """``python -m core.train`` / ``core.reproduce`` (the developer guide's commands) define no names."""
@@ -196,3 +289,63 @@ def test_page_helpers_are_imported_from_their_modules():
             if isinstance(node, ast.ImportFrom) and node.module == "pages.ui":
                 assert {a.name for a in node.names} <= submodules, \
                     f"{page.name}:{node.lineno} imports names from pages.ui, not from its modules"
+
+
+def test_browser_tests_take_their_helpers_from_helpers_py():
+    """A browser test module defines no second copy of a helper of tests/browser/helpers.py (a
+    private ``_poll`` beside ``poll`` included): the waits live in one place."""
+    browser = ROOT / "tests" / "browser"
+    shared = {n.name for n in ast.parse((browser / "helpers.py").read_text()).body
+              if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")}
+    copies = [f"{p.relative_to(ROOT)}:{n.lineno} {n.name}" for p in sorted(browser.glob("*.py")) if p.name != "helpers.py"
+              for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.FunctionDef) and n.name.lstrip("_") in shared]
+    assert "poll" in shared and not copies, f"use tests/browser/helpers.py instead: {copies}"
+
+
+def lone_sleeps(source: str) -> list[int]:
+    """Lines of ``time.sleep`` calls that stand in no loop: a fixed wait, where a poll would look
+    again until its condition holds."""
+    lines: list[int] = []
+
+    def visit(node: ast.AST, in_loop: bool) -> None:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "sleep" \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "time" and not in_loop:
+            lines.append(node.lineno)
+        for child in ast.iter_child_nodes(node):
+            visit(child, in_loop or isinstance(node, (ast.While, ast.For)))
+
+    visit(ast.parse(source), False)
+    return lines
+
+
+def test_browser_tests_wait_for_conditions_not_fixed_times():
+    assert lone_sleeps("import time\ntime.sleep(1)\nwhile x():\n    time.sleep(0.1)\n") == [2]
+    browser = ROOT / "tests" / "browser"
+    fixed = [f"{p.relative_to(ROOT)}:{n}" for p in sorted(browser.glob("*.py")) for n in lone_sleeps(p.read_text())]
+    assert not fixed, f"fixed sleeps (wait with tests/browser/helpers.py poll / settle instead): {fixed}"
+
+
+PATH_PATCH = __import__("re").compile(r"sys\.path\s*(\.(insert|append|extend)|\+=|=[^=]|\[)|PYTHONPATH\s*=|\benv\b.*PYTHONPATH")
+
+
+def test_nothing_patches_the_import_path():
+    """``import core`` works because the package is installed (``pip install -e .``), never
+    because a file puts the repository on ``sys.path`` or ``PYTHONPATH``."""
+    assert PATH_PATCH.search("sys.path.insert(0, '.')") and PATH_PATCH.search("PYTHONPATH=. python x.py")
+    assert not PATH_PATCH.search("# nothing patches sys.path or PYTHONPATH.")
+    files = [ROOT / "app.py", ROOT / "Makefile", *(p for d in ("core", "pages", "tests", "scripts", "bench")
+                                                  for ext in ("*.py", "*.sh") for p in (ROOT / d).rglob(ext))]
+    found = [f"{p.relative_to(ROOT)}:{i}" for p in files if p.resolve() != Path(__file__).resolve()
+             for i, line in enumerate(p.read_text().splitlines(), 1) if PATH_PATCH.search(line)]
+    assert not found, f"import path patched (install the package instead): {found}"
+
+
+def test_core_imports_from_any_folder(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([sys.executable, "-c", "import core.report.columns, pages.ui; import core; print(core.__file__)"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, f"`import core` outside the repository fails (pip install -e .): {out.stderr[-500:]}"

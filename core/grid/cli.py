@@ -32,9 +32,8 @@ from .export import export_pretrained
 from .local import run_grid
 
 
-# over 80 lines: the argparse declaration of every subcommand and option, read top to bottom;
-# each subcommand's work is one call into core.grid
-def main(argv=None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """Every subcommand and its options."""
     p = argparse.ArgumentParser(prog="python -m core.reproduce", description=__doc__.split("::")[0].strip(),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -82,46 +81,59 @@ def main(argv=None) -> int:
     d.add_argument("--check", action="store_true", help="rewrite nothing; exit 1 when a document is out of date")
     d.add_argument("--repo", default=".", help="the repository root the documents and results/ are in")
     d.add_argument("--results", default="results", help="the results folder, relative to --repo")
+    return p
+
+
+def _tables(out: Path, include_unhealthy: bool = False) -> None:
+    """Write the grid's tables and the claims table, and print ``tables.md``."""
+    write_tables(out, include_unhealthy=include_unhealthy)
+    _claims(out)
+    print((out / "tables.md").read_text())
+
+
+def _run(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``run``: check the options (``p.error`` on a bad one), train the grid on its engine, write the tables."""
+    from ..errors import ConfigError
+
+    try:
+        overrides = parse_model_overrides(args.set)
+    except ConfigError as exc:
+        p.error(str(exc))
+    if args.engine != "ray" and (args.address or args.threads):
+        p.error("--address and --threads apply to --engine ray only")
+    if args.threads is not None and args.threads < 1:
+        p.error("--threads must be at least 1")
+    t0 = time.perf_counter()
+    if args.engine == "ray":
+        from .ray import RayUnavailable, import_ray, run_grid_ray
+
+        try:
+            import_ray()
+        except RayUnavailable as exc:
+            p.error(str(exc))
+        run_grid_ray(Path(args.out), args.datasets, args.models, args.seeds, args.iterations, args.workers,
+                     args.noise_draws, args.eval_every, args.data_dir, log=lambda s: print(s, flush=True),
+                     overrides=overrides, protocol=args.protocol, address=args.address,
+                     threads=args.threads, device=args.device)
+    else:
+        run_grid(Path(args.out), args.datasets, args.models, args.seeds, args.iterations, args.workers,
+                 args.noise_draws, args.eval_every, args.data_dir, log=lambda s: print(s, flush=True),
+                 overrides=overrides, protocol=args.protocol, device=args.device)
+    print(f"grid wall time {time.perf_counter() - t0:.0f} s", flush=True)
+    _tables(Path(args.out))
+
+
+def main(argv=None) -> int:
+    p = _parser()
     args = p.parse_args(argv)
     if args.cmd == "docs":
         from ..report.docs import main as docs_main
 
         return docs_main(args)
     if args.cmd == "run":
-        from ..errors import ConfigError
-
-        try:
-            overrides = parse_model_overrides(args.set)
-        except ConfigError as exc:
-            p.error(str(exc))
-        if args.engine != "ray" and (args.address or args.threads):
-            p.error("--address and --threads apply to --engine ray only")
-        if args.threads is not None and args.threads < 1:
-            p.error("--threads must be at least 1")
-        t0 = time.perf_counter()
-        if args.engine == "ray":
-            from .ray import RayUnavailable, import_ray, run_grid_ray
-
-            try:
-                import_ray()
-            except RayUnavailable as exc:
-                p.error(str(exc))
-            run_grid_ray(Path(args.out), args.datasets, args.models, args.seeds, args.iterations, args.workers,
-                         args.noise_draws, args.eval_every, args.data_dir, log=lambda s: print(s, flush=True),
-                         overrides=overrides, protocol=args.protocol, address=args.address,
-                         threads=args.threads, device=args.device)
-        else:
-            run_grid(Path(args.out), args.datasets, args.models, args.seeds, args.iterations, args.workers,
-                     args.noise_draws, args.eval_every, args.data_dir, log=lambda s: print(s, flush=True),
-                     overrides=overrides, protocol=args.protocol, device=args.device)
-        print(f"grid wall time {time.perf_counter() - t0:.0f} s", flush=True)
-        write_tables(Path(args.out))
-        _claims(Path(args.out))
-        print((Path(args.out) / "tables.md").read_text())
+        _run(p, args)
     elif args.cmd == "tables":
-        write_tables(Path(args.out), include_unhealthy=args.include_unhealthy)
-        _claims(Path(args.out))
-        print((Path(args.out) / "tables.md").read_text())
+        _tables(Path(args.out), include_unhealthy=args.include_unhealthy)
     else:
         m = export_pretrained(Path(args.out), args.seed, Path(args.dest), args.protocol, args.datasets,
                               [Path(d) for d in args.weights_from])

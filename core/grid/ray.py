@@ -157,8 +157,6 @@ def _check_feasible(ray, threads: int, device: str, strict: bool, log) -> None:
         log(f"warning: {msg}; the cells wait until the cluster has such a node")
 
 
-# over 80 lines: one scheduling loop (submit, wait, collect, retry, shut down) whose error paths
-# share its local state; split, each part would need all of it
 def run_grid_ray(out, datasets, models, seeds, iterations: int = 1000, workers: int = 2, noise_draws: int = 10,
                  eval_every: int = 50, data_dir=None, log: Callable[[str], None] = print,
                  overrides: dict | None = None, protocol: str = "paper", address: str | None = None,
@@ -172,7 +170,6 @@ def run_grid_ray(out, datasets, models, seeds, iterations: int = 1000, workers: 
     Returns the summaries of the cells trained; failed cells are logged and left out.
     """
     ray = import_ray()
-    from ray.exceptions import RayError, RayTaskError
     from tqdm import tqdm
 
     out = Path(out).resolve()  # the tasks may not share the driver's working directory
@@ -191,58 +188,69 @@ def run_grid_ray(out, datasets, models, seeds, iterations: int = 1000, workers: 
         + (f"; {half} half-done continue from their checkpoints" if half else ""))
     if not jobs:
         return []
-    done: list[dict] = []
     pending: dict = {}
     bar = tqdm(total=len(jobs), unit="cell", desc="grid", disable=(None if progress is None else not progress))
     say = bar.write if not bar.disable else log
     try:
         _check_feasible(ray, threads, device, strict=address is None, log=say)
-        remote = ray.remote(run_cell)
-
-        def submit(job, tries):
-            pending[remote.options(**task_options(job)).remote(job)] = (job, tries)
-
-        for j in jobs:
-            submit(j, 1)
-        t0 = time.perf_counter()
-        finished = 0
-        while pending:
-            (ref,), _ = ray.wait(list(pending), num_returns=1)
-            job, tries = pending.pop(ref)
-            try:
-                r = ray.get(ref)
-            except RayTaskError as exc:  # the cell itself raised: once more, then report
-                cause = exc.cause if getattr(exc, "cause", None) is not None else exc
-                if tries < 2:
-                    say(f"{_label(job)}: raised {type(cause).__name__}: {cause}; trying once more")
-                    submit(job, tries + 1)
-                    continue
-                finished += 1
-                say(f"[{finished}/{len(jobs)}] {_label(job)}: FAILED twice, {type(cause).__name__}: {cause}")
-                bar.update(1)
-                continue
-            except RayError as exc:  # worker or node lost twice (Ray already retried once)
-                finished += 1
-                say(f"[{finished}/{len(jobs)}] {_label(job)}: FAILED, its worker was lost again after Ray's "
-                    f"retry ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
-                bar.update(1)
-                continue
-            store_files(Path(job["path"]), r["files"])
-            s = r["summary"]
-            finished += 1
-            err = s.get("test_error")
-            again = f", resumed from iteration {s['resumed_from']}" if s.get("resumed_from") else ""
-            again += " (redone: its first worker was lost)" if r.get("attempt") else ""
-            again += " (after a failed try)" if tries > 1 else ""
-            say(f"[{finished}/{len(jobs)}] {_label(job)}: {s['status']}, test error "
-                f"{err if err is None else f'{err:.4f}'}, {s['wall_s']:.0f} s (elapsed "
-                f"{time.perf_counter() - t0:.0f} s){again}")
-            done.append({**s, "attempts": tries + (r.get("attempt") or 0)})
-            bar.update(1)
+        return _schedule(ray, jobs, pending, say, bar.update)
     finally:
         bar.close()
         for ref in pending:  # interrupted: stop what is still queued or running
             ray.cancel(ref, force=True)
         if started:
             ray.shutdown()
+
+
+def _schedule(ray, jobs: list[dict], pending: dict, say: Callable[[str], None],
+              tick: Callable[[int], object]) -> list[dict]:
+    """Submit every job as a Ray task and collect them as they finish: store each result's files,
+    run a cell that raised once more, report a cell that failed for good. ``pending`` (task ref ->
+    (job, tries)) is the caller's, so it can cancel what is left when this is interrupted; ``tick(1)``
+    counts a finished cell. Returns the summaries of the cells trained."""
+    from ray.exceptions import RayError, RayTaskError
+
+    remote = ray.remote(run_cell)
+
+    def submit(job, tries):
+        pending[remote.options(**task_options(job)).remote(job)] = (job, tries)
+
+    for j in jobs:
+        submit(j, 1)
+    done: list[dict] = []
+    t0 = time.perf_counter()
+    finished = 0
+    while pending:
+        (ref,), _ = ray.wait(list(pending), num_returns=1)
+        job, tries = pending.pop(ref)
+        try:
+            r = ray.get(ref)
+        except RayTaskError as exc:  # the cell itself raised: once more, then report
+            cause = exc.cause if getattr(exc, "cause", None) is not None else exc
+            if tries < 2:
+                say(f"{_label(job)}: raised {type(cause).__name__}: {cause}; trying once more")
+                submit(job, tries + 1)
+                continue
+            finished += 1
+            say(f"[{finished}/{len(jobs)}] {_label(job)}: FAILED twice, {type(cause).__name__}: {cause}")
+            tick(1)
+            continue
+        except RayError as exc:  # worker or node lost twice (Ray already retried once)
+            finished += 1
+            say(f"[{finished}/{len(jobs)}] {_label(job)}: FAILED, its worker was lost again after Ray's "
+                f"retry ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
+            tick(1)
+            continue
+        store_files(Path(job["path"]), r["files"])
+        s = r["summary"]
+        finished += 1
+        err = s.get("test_error")
+        again = f", resumed from iteration {s['resumed_from']}" if s.get("resumed_from") else ""
+        again += " (redone: its first worker was lost)" if r.get("attempt") else ""
+        again += " (after a failed try)" if tries > 1 else ""
+        say(f"[{finished}/{len(jobs)}] {_label(job)}: {s['status']}, test error "
+            f"{err if err is None else f'{err:.4f}'}, {s['wall_s']:.0f} s (elapsed "
+            f"{time.perf_counter() - t0:.0f} s){again}")
+        done.append({**s, "attempts": tries + (r.get("attempt") or 0)})
+        tick(1)
     return done

@@ -112,10 +112,10 @@ def _g_doubled(w_hq, b_hq, w_ih, w_comm, w_comm_out, d: _Dims):
     return w_hq2, b_hq2, w_ih2, w_comm.detach(), w_comm_out.detach()
 
 
-# over 80 lines: the fused step keeps all T steps in one function so its buffers stay in place;
-# tests/test_equivalence.py holds it to the reference implementation (core/models/rim.py)
 def _recurrence(keys, vals, w_hq, b_hq, w_ih, w_comm, w_comm_out, d: _Dims, trace=False, ws=None,
                 mask=None, override=None):
+    # long: the fused step keeps all T steps in one function so its buffers stay in place and the
+    # step reads top to bottom; tests/test_equivalence.py holds it to core/models/rim.py
     """Run all T steps. Returns the final h [n,H,B] and the trace lists (or None).
 
     ``mask`` [T,n,1,B]: a fixed activation mask (the random / all ablations) used instead of

@@ -166,9 +166,9 @@ def _mat(x):
     return x.as_strided((F_, m * B), (x.stride(0), 1))
 
 
-# over 80 lines: the hand-written backward of the fused step, one pass over T in reverse over
-# shared workspaces; tests/test_equivalence.py checks its gradients against autograd
 def _recurrence_backward(dmem, ws, kv_in, gate_in, weights, dm: _Dims):
+    # long: the hand-written backward of the fused step, one pass over T in reverse over shared
+    # workspaces, reads best in one piece; tests/test_equivalence.py checks it against autograd
     T, _, B = kv_in.shape
     m, d, nh, L = dm.m, dm.d, dm.nh, dm.layers
     dh, mB, scale = d // nh, m * B, (d // nh) ** -0.5

@@ -1,11 +1,16 @@
-"""One column spec per result table, rendered as a DataFrame for the pages (``frame``) and as
-Markdown for ``results/<grid>/tables.md`` (``markdown``).
+"""One column spec per result table, rendered three ways: as a DataFrame for the pages
+(``frame``), as Markdown for ``results/<grid>/tables.md`` (``markdown``) and as the compact
+Markdown table of the generated blocks in README.md / REPRODUCTION.md (``compact_markdown``,
+``core.report.docs``).
 
 A column names its title on the page and in the document (None: not shown there) and its cell
 from a row of ``summary.json``'s ``tables``; where the document writes a cell otherwise (the gap
 with its p in one cell, the verdict without its mark, the paper's figure as a bare number), the
-column says so with ``doc_cell``. The page shows the verdicts first (``pages/compare.py``), so a
-column's place is the document's order.
+column says so with ``doc_cell``. ``compact`` says whether the column is in the compact table
+(True: under its document title; a string: under that title) and ``compact_cell`` how it writes
+the cell there where that differs from the document (the healthy seeds as a bare count, the
+verdict with its mark). The page shows the verdicts first (``pages/compare.py``), so a column's
+place is the document's order.
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ class Column:
     doc: str | None  # title in tables.md; None: not in the document
     cell: Cell  # the cell of one row
     doc_cell: Cell | None = None  # the document's cell where it differs from the page's
+    compact: str | bool = False  # in the compact table: True under the title ``doc``, a string under that title
+    compact_cell: Cell | None = None  # the compact table's cell where it differs from the document's
 
 
 def frame(columns: list[Column], rows: list[dict]) -> pd.DataFrame:
@@ -56,6 +63,26 @@ def markdown(columns: list[Column], rows: list[dict]) -> list[str]:
     """The document's table: the columns with a document title, as Markdown lines."""
     shown = [c for c in columns if c.doc is not None]
     return md_table([c.doc for c in shown], [[(c.doc_cell or c.cell)(r) for c in shown] for r in rows])
+
+
+def compact_columns(columns: list[Column]) -> list[Column]:
+    """The columns of the compact table, in the spec's order."""
+    return [c for c in columns if c.compact]
+
+
+def compact_title(c: Column) -> str:
+    if c.compact is True:
+        if c.doc is None:
+            raise ValueError(f"column {c.page!r}: compact=True names the document's title, and it has none")
+        return c.doc
+    return str(c.compact)
+
+
+def compact_markdown(columns: list[Column], rows: list[dict]) -> list[str]:
+    """The compact table of a generated block (``core.report.docs``), as Markdown lines."""
+    shown = compact_columns(columns)
+    return md_table([compact_title(c) for c in shown],
+                    [[(c.compact_cell or c.doc_cell or c.cell)(r) for c in shown] for r in rows])
 
 
 # --- cells shared by several tables ----------------------------------------------------------
@@ -89,19 +116,35 @@ def _number(key: str) -> Cell:
     return lambda r: f"{r[key]:.2f}"
 
 
-DATASET = Column("data set", "data set", lambda r: dataset_title(r.get("dataset")))
+def seeds_cell(r: dict, name: str, digits: int = 2) -> str:
+    """The compact tables' method cell: ``"1.55 ± 0.09 (5)"``, mean ± sd and the healthy seeds,
+    ``"(3 of 5 healthy)"`` where runs were left out."""
+    text = mean_sd_text(r.get(f"{name}_error"), r.get(f"{name}_sd"), digits)
+    h, n = num(r.get(f"{name}_healthy")), num(r.get(f"{name}_runs"))
+    if not math.isfinite(n) or n == 0:
+        return text
+    return f"{text} ({int(h)})" if h == n else f"{text} ({health_count(h, n)})"
+
+
+def _seeds(name: str) -> Cell:
+    return lambda r: seeds_cell(r, name)
+
+
+DATASET = Column("data set", "data set", lambda r: dataset_title(r.get("dataset")), compact=True)
 FLOORS = Column("floors: chance / majority (%)", "floors (chance / majority)", floors_cell)
 SEEDS = Column("seeds", None, lambda r: r.get("seeds"))
 
 
 def _method(name: str, page: str, doc: str) -> Column:
-    return Column(page, doc, lambda r: cell(r, name))
+    """A method's error; in the compact table with its healthy seeds as a bare count."""
+    return Column(page, doc, lambda r: cell(r, name), compact=True, compact_cell=_seeds(name))
 
 
-def _noisy_change(m: str) -> Cell:
-    """A method's noisy error and, in brackets, its change from the clean error (the page's cell)."""
+def _noisy_change(m: str, method_cell: Callable[[dict, str], str] = cell) -> Cell:
+    """A method's noisy error and, in brackets, its change from the clean error (the page's cell;
+    ``method_cell=seeds_cell``: the compact table's)."""
     def one(r: dict) -> str:
-        c, ch = cell(r, f"{m}_noisy"), num(r.get(f"{m}_change"))
+        c, ch = method_cell(r, f"{m}_noisy"), num(r.get(f"{m}_change"))
         return c + (f" ({ch:+.2f})" if not c.startswith("n/a") and not math.isnan(ch) else "")
     return one
 
@@ -121,6 +164,10 @@ def _paper_runner_up(r: dict) -> str:
 def _posthoc_growth(r: dict) -> str:
     post = r["runner_up_posthoc"]
     return (f"{display_name(post)}: " + gap_test(r, "growth_gap_posthoc")) if post else "n/a"
+
+
+def _abs(m: str) -> Cell:
+    return lambda r: mean_sd_text(r.get(f"{m}_abs"), r.get(f"{m}_abs_sd"), 3)
 
 
 def _abs_with_health(m: str) -> Cell:
@@ -156,12 +203,14 @@ TABLE2 = [
     _method("parallel_lstm", "parallel LSTMs error (%)", "parallel LSTMs"),
     Column(f"gap, ours (points) {CI}", None, _ci("gap")),
     Column("p raw / Holm", None, _p("gap")),
-    Column(None, "gap (ours) [Holm-step interval] (level), p raw / Holm", _test("gap")),
+    Column(None, "gap (ours) [Holm-step interval] (level), p raw / Holm", _test("gap"),
+           compact="gap [interval] (level), p raw / Holm"),
     Column("gap [unadjusted 95 %]", "unadjusted 95 % interval", lambda r: raw_interval(r, "gap")),
     Column("paired gap [unadjusted 95 %]", "paired gap [95 %]", _ci("gap_paired"), _test("gap", paired=True)),
-    Column("gap, paper (points)", "paper's gap", lambda r: mean_sd_text(r.get("paper_gap")), _number("paper_gap")),
+    Column("gap, paper (points)", "paper's gap", lambda r: mean_sd_text(r.get("paper_gap")), _number("paper_gap"),
+           compact="paper"),
     FLOORS,
-    Column("verdict", "verdict", _marked("verdict"), _plain("verdict")),
+    Column("verdict", "verdict", _marked("verdict"), _plain("verdict"), compact=True, compact_cell=_marked("verdict")),
     SEEDS,
 ]
 
@@ -169,59 +218,66 @@ TABLE3 = [
     DATASET,
     _method("rim", "RIM error (%)", "RIM"),
     Column(f"gap to RMC (runner-up fixed in advance), ours (points) {CI}", None, _ci("gap")),
-    *[Column(f"{display_name(b)} error (%)", display_name(b), _baseline_cell(b)) for b in BASELINES],
+    *[Column(f"{display_name(b)} error (%)", display_name(b), _baseline_cell(b), compact=True,
+             compact_cell=_seeds(b)) for b in BASELINES],
     *[Column(f"gap {display_name(b)} {CI}, p raw / Holm", f"gap {display_name(b)} [Holm-step interval], p",
-             _test(f"gap_{b}"), _test_or(f"gap_{b}", "n/a")) for b in BASELINES],
+             _test(f"gap_{b}"), _test_or(f"gap_{b}", "n/a"),
+             compact=f"gap {display_name(b)}" + (" (runner-up fixed in advance)" if b == "rmc" else "") + ", p")
+      for b in BASELINES],
     Column("lowest-mean baseline (chosen after seeing the data)", "lowest-mean baseline (chosen after seeing the data)",
            lambda r: display_name(r.get("runner_up_posthoc")) if r.get("runner_up_posthoc") else "n/a"),
     Column("gap, paper (points)", "paper's gap to its runner-up", lambda r: mean_sd_text(r.get("paper_gap")),
-           _paper_runner_up),
+           _paper_runner_up, compact="paper's gap", compact_cell=_number("paper_gap")),
     Column("runner-up, paper", None,
            lambda r: display_name(r.get("paper_runner_up")) if r.get("paper_runner_up") else "not stated"),
     Column("RIM lowest (means)", None, lambda r: "yes" if r.get("rim_lowest") else "no"),
     FLOORS,
-    Column("verdict", "verdict", _marked("verdict"), lambda r: f"{r['verdict']} ({r['verdict_detail']})"),
+    Column("verdict", "verdict", _marked("verdict"), lambda r: f"{r['verdict']} ({r['verdict_detail']})",
+           compact="verdict: RIM lowest", compact_cell=lambda r: f"{marked_verdict(r['verdict'])} ({r['verdict_detail']})"),
     Column("per baseline", None, lambda r: r.get("verdict_detail")),
 ]
 
 TABLE4 = [
     DATASET,
     *[Column(f"{display_name(m)} noisy error (%) (change)", f"{display_name(m)} noisy (change)", _noisy_change(m),
-             _noisy_change_doc(m)) for m in ["rim"] + NOISE_OTHERS],
+             _noisy_change_doc(m), compact=True, compact_cell=_noisy_change(m, seeds_cell))
+      for m in ["rim"] + NOISE_OTHERS],
     *[Column(None, f"noisy gap {display_name(m)}, p", _test_or(f"noisy_gap_{m}", "n/a")) for m in NOISE_OTHERS],
     Column("verdict: RIM lowest under noise", "verdict: RIM lowest under noise", _marked("noisy_verdict"),
-           lambda r: f"{r['noisy_verdict']} ({r['noisy_verdict_detail']})"),
+           lambda r: f"{r['noisy_verdict']} ({r['noisy_verdict_detail']})", compact=True,
+           compact_cell=_marked("noisy_verdict")),
     Column("per method (noisy)", None, lambda r: r.get("noisy_verdict_detail")),
     Column(f"growth gap to RMC (runner-up fixed in advance) {CI}, p raw / Holm", "growth gap RMC (fixed runner-up), p",
-           _test("growth_gap"), _test_or("growth_gap", "n/a")),
+           _test("growth_gap"), _test_or("growth_gap", "n/a"), compact=True),
     Column("verdict: RIM's error grows less than RMC's", "verdict (growth, RMC)", _marked("growth_gap_verdict"),
-           _plain("growth_gap_verdict", "n/a")),
+           _plain("growth_gap_verdict", "n/a"), compact="verdict", compact_cell=_marked("growth_gap_verdict")),
     Column("runner-up chosen after seeing the data (lowest noisy error)", None,
            lambda r: display_name(r.get("runner_up_posthoc")) if r.get("runner_up_posthoc") else "n/a"),
     Column(f"growth gap to it {CI}, p raw / Holm", "growth gap, runner-up chosen after seeing the data, p",
            lambda r: gap_test(r, "growth_gap_posthoc") if r.get("runner_up_posthoc") else "", _posthoc_growth),
     Column(None, "verdict (growth, post hoc)", _plain("growth_gap_posthoc_verdict", "n/a")),
     Column(f"growth gap to the parallel LSTMs {CI}, p raw / Holm", "growth gap parallel LSTMs, p",
-           _test("growth_gap_parallel_lstm"), _test_or("growth_gap_parallel_lstm", "n/a")),
+           _test("growth_gap_parallel_lstm"), _test_or("growth_gap_parallel_lstm", "n/a"), compact=True),
     Column("verdict: RIM's error grows less than the parallel LSTMs'", "verdict (growth, parallel LSTMs)",
-           _marked("growth_gap_parallel_lstm_verdict"), _plain("growth_gap_parallel_lstm_verdict", "n/a")),
+           _marked("growth_gap_parallel_lstm_verdict"), _plain("growth_gap_parallel_lstm_verdict", "n/a"),
+           compact="verdict", compact_cell=_marked("growth_gap_parallel_lstm_verdict")),
     Column("growth gap, paper", "paper's growth gap", lambda r: mean_sd_text(r.get("paper_growth_gap")),
-           _number("paper_growth_gap")),
+           _number("paper_growth_gap"), compact=True),
     FLOORS,
 ]
 
 FLUCTUATION = [
     DATASET,
-    Column("RIM", "RIM", lambda r: mean_sd_text(r.get("rim_abs"), r.get("rim_abs_sd"), 3), _abs_with_health("rim")),
-    Column("parallel LSTMs", "parallel LSTMs",
-           lambda r: mean_sd_text(r.get("parallel_lstm_abs"), r.get("parallel_lstm_abs_sd"), 3),
-           _abs_with_health("parallel_lstm")),
-    Column(f"gap {CI}", "gap [Holm-step interval], p", _ci("gap_abs", 3), _test("gap_abs", 3)),
+    Column("RIM", "RIM", _abs("rim"), _abs_with_health("rim"), compact=True, compact_cell=_abs("rim")),
+    Column("parallel LSTMs", "parallel LSTMs", _abs("parallel_lstm"), _abs_with_health("parallel_lstm"), compact=True,
+           compact_cell=_abs("parallel_lstm")),
+    Column(f"gap {CI}", "gap [Holm-step interval], p", _ci("gap_abs", 3), _test("gap_abs", 3), compact="gap, p"),
     Column("p raw / Holm", None, _p("gap_abs")),
     Column("gap [unadjusted 95 %]", None, lambda r: raw_interval(r, "gap_abs", 3)),
     Column("paired gap [unadjusted 95 %]", "paired gap [95 %]", _ci("gap_abs_paired", 3),
            _test("gap_abs", 3, paired=True)),
-    Column("verdict", "verdict", _marked("gap_abs_verdict"), _plain("gap_abs_verdict")),
+    Column("verdict", "verdict", _marked("gap_abs_verdict"), _plain("gap_abs_verdict"), compact=True,
+           compact_cell=_marked("gap_abs_verdict")),
     Column("healthy runs (RIM, parallel)", None,
            lambda r: f"{health_count(r.get('rim_healthy'), r.get('rim_runs'))}, "
                      f"{health_count(r.get('parallel_lstm_healthy'), r.get('parallel_lstm_runs'))}"),
@@ -229,10 +285,10 @@ FLUCTUATION = [
     Column(None, "parallel LSTMs (relative, post hoc)",
            lambda r: mean_sd_text(r["parallel_lstm_rel"], r["parallel_lstm_rel_sd"], digits=3)),
     Column(f"gap (relative, chosen after seeing the data) {CI}", "gap (relative, post hoc), p", _ci("gap_rel", 3),
-           _test("gap_rel", 3)),
+           _test("gap_rel", 3), compact=True),
     Column("p raw / Holm (relative)", None, _p("gap_rel")),
     Column("verdict (relative, post hoc)", "verdict (relative, post hoc)", _marked("gap_rel_verdict"),
-           _plain("gap_rel_verdict")),
+           _plain("gap_rel_verdict"), compact="verdict (post hoc)", compact_cell=_marked("gap_rel_verdict")),
     SEEDS,
 ]
 

@@ -13,14 +13,13 @@ fails with a message naming the file, the line and the known names.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 from pathlib import Path
 
-from . import fmt
-from .markdown import floors_line, md_table
-from .paper import BASELINES
+from .columns import TABLES, compact_markdown
+from .markdown import floors_line
+from .tables import FLUCT_WINDOW, excluded_runs
 
 BLOCK = re.compile(r"<!-- generated:(?P<name>[^\s>]+) -->\n(?P<body>.*?)<!-- /generated:(?P=name) -->", re.S)
 OPEN = re.compile(r"<!-- generated:(?P<name>[^\s>]+) -->")
@@ -31,70 +30,36 @@ class DocsError(Exception):
     """A document that cannot be generated (unknown block name, unclosed block, bad include)."""
 
 
-def _cell(r: dict, name: str, digits: int = 2) -> str:
-    """``"1.55 ± 0.09 (5)"``: mean ± sd and healthy seeds, ``"k of n"`` where runs were left out."""
-    text = fmt.mean_sd_text(r.get(f"{name}_error"), r.get(f"{name}_sd"), digits)
-    h, n = fmt.num(r.get(f"{name}_healthy")), fmt.num(r.get(f"{name}_runs"))
-    if not math.isfinite(n) or n == 0:
-        return text
-    return f"{text} ({int(h)})" if h == n else f"{text} ({int(h)} of {int(n)} healthy)"
+def _holm(rows: list[dict]) -> str:
+    m = rows[0].get("holm_m", 0) if rows else 0
+    return (f"One Holm family: the {m} tests of this table; each interval is at the level of the Holm step that "
+            "decides its test, so it excludes 0 exactly when the verdict is holds or does not hold.")
 
 
 def _foot(rows: list[dict], excluded: int) -> str:
-    m = rows[0].get("holm_m", 0) if rows else 0
-    sets = [r["dataset"] for r in rows]
-    return (f"Gap = other − RIM in points (positive: RIM better); seeds in brackets. One Holm family: the {m} tests "
-            "of this table; each interval is at the level of the Holm step that decides its test, so it excludes 0 "
-            "exactly when the verdict is holds or does not hold. " + floors_line(sets)
+    return ("Gap = other − RIM in points (positive: RIM better); seeds in brackets. " + _holm(rows) + " "
+            + floors_line([r["dataset"] for r in rows])
             + (f" Unhealthy runs left out of the means: {excluded} (named with the failed runs)." if excluded else ""))
 
 
+def _fluctuation_foot(rows: list[dict]) -> str:
+    return (f"Batch-loss jitter around its {FLUCT_WINDOW}-iteration moving average, second half of training "
+            "(gap = parallel − RIM). " + _holm(rows))
+
+
 def _compact(grid: str, name: str) -> Callable[[Path], str]:
-    """One table of a grid, compact for a document (the full one: ``results/<grid>/tables.md``)."""
+    """One table of a grid in its compact form (``core.report.columns``: the columns marked
+    ``compact``), with a line under it; the full table: ``results/<grid>/tables.md``."""
 
     def render(root: Path) -> str:
         from .claims import grid as load
-        from .tables import excluded_runs
 
         rows, t = load(root / grid)
         tab = t.get(name) or []
         if not tab:
             return f"No {name} in `results/{grid}` yet."
-        ex = len(excluded_runs(rows, t).get(name) or [])
-        v, g, ds = fmt.marked_verdict, fmt.gap_test, fmt.dataset_title
-        if name == "table2":
-            head = ["data set", "RIM", "parallel LSTMs", "gap [interval] (level), p raw / Holm", "paper", "verdict"]
-            body = [[ds(r["dataset"]), _cell(r, "rim"), _cell(r, "parallel_lstm"), g(r, "gap"),
-                     f"{r['paper_gap']:.2f}", v(r["verdict"])] for r in tab]
-        elif name == "table3":
-            head = ["data set", "RIM"] + [fmt.display_name(b) for b in BASELINES] + [
-                f"gap {fmt.display_name(b)}" + (" (runner-up fixed in advance)" if b == "rmc" else "") + ", p"
-                for b in BASELINES] + ["paper's gap", "verdict: RIM lowest"]
-            body = [[ds(r["dataset"]), _cell(r, "rim")] + [_cell(r, b) for b in BASELINES]
-                    + [g(r, f"gap_{b}") if f"gap_{b}" in r else "n/a" for b in BASELINES]
-                    + [f"{r['paper_gap']:.2f}", f"{v(r['verdict'])} ({r['verdict_detail']})"] for r in tab]
-        elif name == "table4":
-            head = ["data set"] + [f"{fmt.display_name(m)} noisy (change)" for m in ["rim", "parallel_lstm", *BASELINES]] \
-                + ["verdict: RIM lowest under noise", "growth gap RMC (fixed runner-up), p", "verdict",
-                   "growth gap parallel LSTMs, p", "verdict", "paper's growth gap"]
-            body = []
-            for r in tab:
-                cells = [_cell(r, f"{m}_noisy") + (f" ({r[f'{m}_change']:+.2f})" if math.isfinite(
-                    fmt.num(r.get(f"{m}_change"))) else "") for m in ["rim", "parallel_lstm", *BASELINES]]
-                body.append([ds(r["dataset"]), *cells, v(r["noisy_verdict"]),
-                             g(r, "growth_gap"), v(r.get("growth_gap_verdict")), g(r, "growth_gap_parallel_lstm"),
-                             v(r.get("growth_gap_parallel_lstm_verdict")), f"{r['paper_growth_gap']:.2f}"])
-        else:
-            head = ["data set", "RIM", "parallel LSTMs", "gap, p", "verdict", "gap (relative, post hoc), p",
-                    "verdict (post hoc)"]
-            body = [[ds(r["dataset"]), fmt.mean_sd_text(r["rim_abs"], r["rim_abs_sd"], 3),
-                     fmt.mean_sd_text(r["parallel_lstm_abs"], r["parallel_lstm_abs_sd"], 3), g(r, "gap_abs", 3),
-                     v(r["gap_abs_verdict"]), g(r, "gap_rel", 3), v(r["gap_rel_verdict"])] for r in tab]
-            return "\n".join(md_table(head, body) + ["", "Batch-loss jitter around its 51-iteration moving average, "
-                                                      "second half of training (gap = parallel − RIM). " + _foot(tab, 0)
-                                                      .split(" Floors")[0].replace("Gap = other − RIM in points "
-                                                                                   "(positive: RIM better); ", "")])
-        return "\n".join(md_table(head, body) + ["", _foot(tab, ex)])
+        foot = _fluctuation_foot(tab) if name == "fluctuation" else _foot(tab, len(excluded_runs(rows, t).get(name) or []))
+        return "\n".join(compact_markdown(TABLES[name], tab) + ["", foot])
 
     return render
 

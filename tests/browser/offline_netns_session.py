@@ -90,7 +90,7 @@ def _browser(out: dict, env: dict, home: Path, data: Path) -> None:
             details = main.get_by_text("Details", exact=True)
             if details.count():
                 details.first.click()
-                time.sleep(1.0)
+                settle(pg, 60)  # the opened expander is drawn and the page quiet
             res["text"] = main.inner_text()[:6000]
             res["demo_offered"] = pg.get_by_text("Train a quick demo on the bundled MNIST sample").count()
             res["runs_after_start"] = sorted(x.name for x in (home / "runs").glob("*") if x.is_dir())

@@ -15,13 +15,13 @@ from __future__ import annotations
 import os
 import secrets
 import threading
-import time
 
 import pytest
 
 from core.runs.store import RunStore
 from pages.ui.auth import owner_id
 from tests.browser.conftest import browser_missing_reason, running_server
+from tests.browser.helpers import poll
 
 WAIT_MS = 60_000
 PROVIDER_STOP_S = 10
@@ -96,15 +96,6 @@ def _train(page, app_server, query: str = "") -> None:
     page.get_by_text("Your runs").first.wait_for()
 
 
-def _poll(pred, what: str, timeout_s: float = WAIT_MS / 1000) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"not within {timeout_s:.0f} s: {what}")
-
-
 def test_two_users_one_cannot_stop_the_others_run(browser, app_server, provider):
     store = RunStore(root=app_server["home"] / "runs", max_concurrent=0)
     ctx_a, alice = _context(browser)
@@ -115,7 +106,8 @@ def test_two_users_one_cannot_stop_the_others_run(browser, app_server, provider)
         _sign_in(alice, app_server, "alice")
         _train(alice, app_server, "?train_dataset=fashion_mnist&train_models=parallel_lstm&train_iterations=100000")
         start = alice.locator(".st-key-train_start button").first
-        _poll(lambda: start.is_enabled() and "Start 1 run" in start.inner_text(), "Start 1 run enabled")
+        poll(lambda: start.is_enabled() and "Start 1 run" in start.inner_text(), WAIT_MS / 1000,
+             what="Start 1 run enabled")
         start.click()
         alice.get_by_text("Queued 1 run").first.wait_for()
         runs = store.list_runs()
@@ -143,7 +135,7 @@ def test_two_users_one_cannot_stop_the_others_run(browser, app_server, provider)
         # alice stops her own run
         alice.locator(f".st-key-stop_{rid} button").first.click()
         alice.get_by_text("before it started").first.wait_for()
-        _poll(lambda: store.get(rid).status == "stopped", "alice's run stopped")
+        poll(lambda: store.get(rid).status == "stopped", WAIT_MS / 1000, what="alice's run stopped")
         # bob, after the change: still no control over it (a stopped run could be resumed or deleted)
         _train(bob, app_server)
         bob.get_by_text("Runs of other users (1, read-only)").first.wait_for()

@@ -10,8 +10,6 @@ prediction again.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from tests.browser.conftest import SHOTS_DIR
@@ -28,6 +26,7 @@ from tests.browser.helpers import (
     open_page,
     poll,
     settle,
+    stable_box,
 )
 
 pytestmark = BROWSER
@@ -95,8 +94,11 @@ def test_draw_undo_clear_and_redraw_by_touch(phone, app_server):
     choose_input(page, "Draw")
     page.get_by_text("The canvas is empty").wait_for()
     page.get_by_text("Draw with your finger or the mouse").first.wait_for()
-    drawing_canvas(page).wait_for()
-    time.sleep(1.0)  # the canvas's handlers attach after it appears
+    canvas = drawing_canvas(page)
+    canvas.wait_for()
+    canvas.scroll_into_view_if_needed()
+    poll(stable_box(canvas), WAIT_S, what="the canvas to be laid out")
+    settle(page)  # the script run that drew the canvas is over and the page is quiet
     # the buttons are there without any hover, disabled while there is nothing to undo or clear
     for key in ("mech_canvas_undo", "mech_canvas_clear"):
         page.locator(f".st-key-{key} button:visible").first.wait_for()

@@ -61,9 +61,8 @@ def checkpoint_entry(path):
                       dict(meta.get("metrics") or {}), protocol)
 
 
-# over 80 lines: the argparse declaration of the four subcommands, read top to bottom; the work
-# is in measure.py and external.py
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The four subcommands and their options; the work is in measure.py and external.py."""
     parser = argparse.ArgumentParser(prog="python -m core.studies.handwriting", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     make = sub.add_parser("make", help="write the fixed set of photo-like and canvas-like digits")
@@ -102,20 +101,27 @@ def main(argv: list[str] | None = None) -> int:
     gen.add_argument("--half", default="odd", choices=("odd", "even"), help="which half to report (default odd)")
     gen.add_argument("--folder", type=Path, default=None, help="folder with the full sets")
     gen.add_argument("--out", type=Path, default=None, help="summary CSV (default RESULTS/converged/handwriting.csv)")
-    args = parser.parse_args(argv)
+    return parser
 
-    if args.command == "measure-external":
-        return measure_external_cli(args)
-    if args.command == "generalisation":
-        return generalisation_cli(args)
 
-    if args.command == "make":
-        info = make_fixed_set(args.out, args.n, args.seed)
-        size = sum(f.stat().st_size for f in Path(args.out).rglob("*") if f.is_file())
-        print(f"wrote {args.n} photo-like and {args.n} canvas-like digits to {args.out} "
-              f"({size / 1024:.0f} KiB, fonts: {', '.join(info['fonts'])})")
-        return 0
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    commands = {"make": make_cli, "measure": measure_cli, "measure-external": measure_external_cli,
+                "generalisation": generalisation_cli}
+    return commands[args.command](args)
 
+
+def make_cli(args) -> int:
+    """``make``: write the fixed set of photo-like and canvas-like digits."""
+    info = make_fixed_set(args.out, args.n, args.seed)
+    size = sum(f.stat().st_size for f in Path(args.out).rglob("*") if f.is_file())
+    print(f"wrote {args.n} photo-like and {args.n} canvas-like digits to {args.out} "
+          f"({size / 1024:.0f} KiB, fonts: {', '.join(info['fonts'])})")
+    return 0
+
+
+def measure_cli(args) -> int:
+    """``measure``: the share of the fixed (or freshly generated) digits each MNIST model recognises."""
     start = time.perf_counter()
     try:
         sets = generated_set(args.generate, args.seed) if args.generate else load_fixed_set(args.data)
@@ -145,7 +151,6 @@ def main(argv: list[str] | None = None) -> int:
                                          "seed": args.seed, "counts": counts, "models": rows},
                                         indent=1) + "\n")
     return 0
-
 
 
 def measure_external_cli(args) -> int:
