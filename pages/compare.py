@@ -215,14 +215,18 @@ def own_runs_table(ds: str, views: list[OwnRunView]) -> None:
         return
     st.subheader("Your runs")
     table = pd.DataFrame([v.row for v in views])
-    st.dataframe(table, hide_index=True, width="stretch", column_config={
-        "your run": st.column_config.TextColumn("your run", pinned=True),
-        "test error (%)": st.column_config.NumberColumn(format="%.2f", help="final test error, percent"),
-        "tested on": st.column_config.TextColumn(help="the images of the final test error"),
-        "iterations": st.column_config.NumberColumn(help="iterations trained (a stopped run: until its stop)"),
-        "equal footing": st.column_config.TextColumn(
-            help="trained like the shipped runs drawn here (same protocol and budget, to the end, on the full "
-                 "data); the warnings under the table say what differs")})
+    st.dataframe(table, hide_index=True, width="stretch", column_config={  # 820 px: fits a 1280 px window
+        "your run": st.column_config.TextColumn("your run", width=200, pinned=True),
+        "test error (%)": st.column_config.NumberColumn("error %", format="%.2f", width=65,
+                                                        help="final test error, percent"),
+        "tested on": st.column_config.TextColumn(width=130, help="the images of the final test error; demo: the "
+                                                                "images of the bundled sample it did not train on"),
+        "health": st.column_config.TextColumn(width=75, help="healthy, diverged (the loss blew up) or collapsed "
+                                                            "(about one class predicted for everything)"),
+        "state": st.column_config.TextColumn(width=150, help="completed, uploaded, or stopped early (the "
+                                                            "iterations it ran of its schedule)"),
+        "budget": st.column_config.TextColumn(width=200, help="iterations trained, optimiser and learning "
+                                                             "rate, learning-rate schedule")})
     st.caption("Test error: one minus the accuracy after the last iteration on every image of the run's test data, "
                "measured by the same code as the shipped figures (which use the whole test split); a demo run is "
                f"tested on the images of the bundled sample it did not train on. Your runs are not part of any "
@@ -255,7 +259,8 @@ def curves_tab(sched: str, out_dir, curves: dict, rows: list[dict]) -> None:
                    + ("; dashed lines are your runs, each on its own." if views else "."))
 
         st.subheader("Overlaid")
-        o1, o2 = st.columns(2)
+        # with runs of the user's the charts take the full width: the legend names every run in full
+        o1, o2 = (st.container(), st.container()) if views else st.columns(2)
         fig_loss = curves_overlay(per_ds.get("loss", []), "loss", smoothing=smoothing, log_y=log_y,
                                   title=f"{_ds_title(ds)}: training loss" + (f" (EMA {smoothing:g})" if smoothing else ""),
                                   own=[v.curves["loss"] for v in views if "loss" in v.curves])

@@ -58,9 +58,9 @@ def test_a_run_trained_like_the_shipped_ones_is_on_an_equal_footing():
                         shipped_protocol(CONVERGED_ROWS, "mnist"))
     assert view.footing == [] and view.warning == ""
     row = view.row
-    assert row == {"your run": "RIM · Adam 4k · seed 0 (trained, run abcdef12)", "state": "completed",
-                   "health": "healthy", "test error (%)": 1.23, "tested on": "10,000 test images (npz folder)",
-                   "iterations": 4000, "optimiser": "Adam lr 0.002", "schedule": "cosine", "equal footing": "yes"}
+    assert row == {"your run": "RIM · Adam 4k · seed 0 (trained, run abcdef12)", "test error (%)": 1.23,
+                   "tested on": "10,000 test images", "health": "healthy", "state": "completed",
+                   "budget": "4,000 iterations · Adam lr 0.002 · cosine"}
     assert set(view.curves) == {"loss", "batch_acc", "test_acc", "test_loss"}
     loss = view.curves["loss"]
     assert loss["label"] == row["your run"] and loss["run_id"] == "20261201-120000-abcdef12"
@@ -75,14 +75,14 @@ def test_another_budget_a_stop_a_demo_and_changed_model_settings_are_each_said()
     assert view.footing == [
         "trained for 1,000 iterations with SGD lr 0.1, constant rate; the shipped curves: Adam, cosine, 4,000 "
         "iterations (also another validation split, early stopping, gradient clipping)",
-        "stopped early (300 of 1,000 iterations)",
+        "stopped early, at iteration 300 of 1,000",
         "a demo: trained on 800 images of the bundled sample and tested on the other 200; the shipped runs train "
         "on the whole training split and are tested on the whole test split",
         "model settings changed (alpha 0.0)"]
     assert view.warning.startswith("**RIM (demo)** is not on an equal footing with the shipped curves: trained for")
-    assert view.row["state"] == "stopped early (300 of 1,000 iterations)" and view.row["iterations"] == 300
-    assert view.row["tested on"] == "200 held-out images of the bundled sample (demo)"
-    assert view.row["equal footing"] == "no" and view.row["test error (%)"] == 17.5
+    assert view.row["state"] == "stopped at 300 of 1,000"
+    assert view.row["budget"] == "300 iterations · SGD lr 0.1 · constant rate"
+    assert view.row["tested on"] == "200 held-out (demo)" and view.row["test error (%)"] == 17.5
 
 
 def test_a_diverged_or_collapsed_run_is_named_so():
@@ -128,7 +128,7 @@ def test_a_checkpoint_without_history_is_not_offered_and_one_takes_its_curves_fr
     assert rec.offered and rec.meta["history"]["iteration"] == [1, 2, 3] and rec.iterations_done == 3
     view = compare_view(rec, "RIM (uploaded)", ShippedProtocol(""))
     assert list(view.curves["test_acc"]["y"]) == [0.4]
-    assert view.row["optimiser"] == "not recorded"
+    assert view.row["budget"] == "3 iterations · settings not recorded"
     assert view.footing == ["its training settings are not recorded"]
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..fileio import read_json
-from ..report.fmt import pct_value, source_parts
+from ..report.fmt import pct_value
 from ..report.health import health_of
 from .schema import WITH_WEIGHTS, RunInfo
 
@@ -110,6 +110,11 @@ class OwnRun:
             return {"health": "not known", "health_reasons": [], "health_checked": [], "health_measures": {}}
 
     @property
+    def stopped(self) -> bool:
+        """Stopped before the end of its schedule (a run of the store, or an upload that says so)."""
+        return self.run.status == "stopped" or self.meta.get("status") == "stopped"
+
+    @property
     def train_config(self) -> dict:
         tc = self.meta.get("train_config")
         return tc if isinstance(tc, dict) and tc else dict(self.run.config or {})
@@ -180,7 +185,7 @@ class OwnRunView:
 def compare_view(rec: OwnRun, label: str, shipped: ShippedProtocol) -> OwnRunView:
     """``rec`` as Compare draws it beside shipped runs trained under ``shipped``; ``label``: the
     run's one display name (``core.catalog.run_label``)."""
-    return OwnRunView(run_curves(rec, label), run_row(rec, label, shipped), footing(rec, shipped),
+    return OwnRunView(run_curves(rec, label), run_row(rec, label), footing(rec, shipped),
                       warning_text(rec, label, shipped))
 
 
@@ -192,42 +197,46 @@ def run_curves(rec: OwnRun, label: str) -> dict:
     return {k: {**c, "label": label, "run_id": rec.run.run_id} for k, c in curves_from_metadata(meta).items()}
 
 
-def run_row(rec: OwnRun, label: str, shipped: ShippedProtocol) -> dict:
-    """One table row: the run, its state and health, its final test error and on which images,
-    its budget and whether it is on an equal footing with the shipped curves."""
-    tc = {**_defaults(), **rec.train_config}
+def run_row(rec: OwnRun, label: str) -> dict:
+    """One table row: the run, its final test error and on which images, its health, its state
+    and its budget (iterations trained, optimiser, schedule)."""
     metrics = {**(rec.run.metrics or {}), **(rec.meta.get("metrics") or {})}
     return {
         "your run": label,
-        "state": state_text(rec),
-        "health": rec.health.get("health") or "not known",
         "test error (%)": pct_value(metrics.get("test_error")),
         "tested on": tested_on(rec),
-        "iterations": rec.iterations_done,
-        "optimiser": optimiser_text(tc) if rec.train_config else "not recorded",
-        "schedule": schedule_text(tc) if rec.train_config else "not recorded",
-        "equal footing": "no" if footing(rec, shipped) else "yes",
+        "health": rec.health.get("health") or "not known",
+        "state": state_text(rec),
+        "budget": run_budget(rec),
     }
 
 
+def run_budget(rec: OwnRun) -> str:
+    """``"300 iterations · SGD lr 0.1 · constant rate"``: what it trained for, and how."""
+    its = f"{rec.iterations_done:,} iterations"
+    if not rec.train_config:
+        return f"{its} · settings not recorded"
+    tc = {**_defaults(), **rec.train_config}
+    return f"{its} · {optimiser_text(tc)} · {schedule_text(tc)}"
+
+
 def state_text(rec: OwnRun) -> str:
-    if rec.run.status == "stopped":
+    """``"completed"``, ``"uploaded"``, ``"stopped at 300 of 1,000"`` (iterations)."""
+    if rec.stopped:
         total = rec.train_config.get("iterations")
-        of = f" of {int(total):,}" if _whole(total) else ""
-        return f"stopped early ({rec.iterations_done:,}{of} iterations)"
+        return f"stopped at {rec.iterations_done:,}" + (f" of {int(total):,}" if _whole(total) else "")
     return rec.run.status
 
 
 def tested_on(rec: OwnRun) -> str:
-    """On which images its final test error was measured: a demo's held-out sample images, else
-    its test split (how many, and where from)."""
+    """On which images its final test error was measured: a demo's held-out images of the bundled
+    sample, else its test split's (how many)."""
     metrics, source = rec.meta.get("metrics") or {}, rec.meta.get("data_source") or {}
     n = metrics.get("test_n") if _whole(metrics.get("test_n")) else source.get("n_test")
     count = f"{int(n):,} " if _whole(n) else ""
     if rec.demo:
-        return f"{count}held-out images of the bundled sample (demo)"
-    kind = source_parts(source.get("test"))[0] if source.get("test") else ""
-    return f"{count}test images" + (f" ({kind})" if kind else "")
+        return f"{count}held-out (demo)"
+    return f"{count}test images"
 
 
 def footing(rec: OwnRun, shipped: ShippedProtocol) -> list[str]:
@@ -249,8 +258,10 @@ def footing(rec: OwnRun, shipped: ShippedProtocol) -> list[str]:
                     f"{schedule_text(mine)}; the shipped curves: {shipped.text}")
             others = [SETTING_NAMES[k] for k in differ if k not in ("optimizer", "lr", "schedule", "iterations")]
             reasons.append(text + (f" (also another {', '.join(others)})" if others else ""))
-    if rec.run.status == "stopped":
-        reasons.append(state_text(rec))
+    if rec.stopped:
+        reasons.append(f"stopped early, at iteration {rec.iterations_done:,}"
+                       + (f" of {int(rec.train_config['iterations']):,}" if _whole(rec.train_config.get("iterations"))
+                          else ""))
     if rec.demo:
         test = (rec.meta.get("metrics") or {}).get("test_n")
         reasons.append(DEMO_NOTE.format(train=SAMPLE_TRAIN, test=int(test) if _whole(test) else "images"))

@@ -20,6 +20,7 @@ from core.report.fmt import method_title
 from core.training.weights import weights_bytes
 from pages.ui.auth import owner_id
 
+CONTENT_PX_AT_1280 = 820  # the page's width in a 1280 px window, sidebar open (tests/pages/test_models_page.py)
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "compare.py")
 TINY = {"num_units": 1, "hidden_size": 8}
 USER = {"is_logged_in": True, "iss": "https://id.example", "sub": "compare-page-user", "email": "me@example.com"}
@@ -119,9 +120,8 @@ def test_a_completed_run_is_drawn_dashed_and_tabulated_with_its_protocol_warning
     row = table.iloc[0]
     assert row["your run"] == name and row["state"] == "completed" and row["health"] == "healthy"
     assert row["test error (%)"] == round(100 * meta["metrics"]["test_error"], 2)
-    assert row["tested on"] == "300 test images (npz folder)"
-    assert row["iterations"] == 40 and row["optimiser"] == "SGD lr 0.5" and row["schedule"] == "constant rate"
-    assert row["equal footing"] == "no"
+    assert row["tested on"] == "300 test images"
+    assert row["budget"] == "40 iterations · SGD lr 0.5 · constant rate"
     warning = " ".join(w.value for w in at.warning)
     assert f"**{name}** is not on an equal footing with the shipped curves: trained for 40 iterations with SGD " \
            "lr 0.5, constant rate; the shipped curves: Adam, cosine, 60 iterations" in warning
@@ -203,8 +203,14 @@ def test_a_demo_run_is_labelled_and_its_held_out_images_stopped_state_and_health
     assert "demo" in option and option.endswith("· diverged")
     picker.set_value([rid]).run()
     row = own_table(at).iloc[0]
-    assert row["tested on"] == "200 held-out images of the bundled sample (demo)"
-    assert row["health"] == "diverged" and row["test error (%)"] == 17.5 and row["iterations"] == 300
+    assert row["tested on"] == "200 held-out (demo)"
+    assert row["health"] == "diverged" and row["test error (%)"] == 17.5
+    assert row["state"] == "stopped at 300 of 1,000" and row["budget"].startswith("300 iterations · SGD lr 0.1")
+    # every column has its width, and together they fit the page of a 1280 px window
+    el = next(d for d in at.dataframe if "your run" in d.value.columns)
+    cols = json.loads(el.proto.columns)
+    assert all(cols[c].get("width") for c in el.value.columns), cols
+    assert sum(cols[c]["width"] for c in el.value.columns) <= CONTENT_PX_AT_1280
     warning = " ".join(w.value for w in at.warning)
     assert "a demo: trained on 800 images of the bundled sample and tested on the other 200" in warning
     assert "It is **diverged**" in warning
