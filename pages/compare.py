@@ -18,7 +18,7 @@ from core.report.plots.comparison import ERROR_METRICS, error_bar_figure
 from core.report.plots.style import method_order
 from core.report.plots.training import curves_overlay, curves_small_multiples
 from core.report.stats import INTERVAL_NOTE
-from core.runs.compare import OwnRunView, compare_view, own_runs, shipped_protocol
+from core.runs.compare import OwnRunView, compare_view, option_name, own_runs, shipped_protocol
 from core.studies.handwriting.external import SETS as HANDWRITING_SETS
 from pages import ui
 from pages.ui.auth import current_viewer
@@ -188,15 +188,14 @@ def own_runs_picker(sched: str, ds: str, rows: list[dict]) -> list[OwnRunView]:
         st.caption(f"Your runs could not be listed ({type(exc).__name__}: {exc}).")
         return []
     offered = {r.run.run_id: r for r in recs if r.offered}
-    names = {rid: run_label(r.run) + ("" if r.health["health"] in ("healthy", "not known") else f" · {r.health['health']}")
-             for rid, r in offered.items()}
+    names = {rid: option_name(r, run_label(r.run)) for rid, r in offered.items()}
     if offered:
         chosen = ui.pickers.kept_multiselect(
             "cmp_own_runs", "compare_own_runs", list(offered), "Add your runs", format_func=names.get,
             placeholder="Choose runs you trained or uploaded",
-            help="Your completed runs on this data set (stopped ones are marked), drawn dashed beside the shipped "
-                 "methods and listed in a table under the charts. They never enter the shipped methods' means, "
-                 "spreads or verdicts.")
+            help="Your finished runs on this data set (completed, stopped early and marked so, or uploaded), drawn "
+                 "dashed beside the shipped methods and listed in a table under the charts. They never enter the "
+                 "shipped methods' means, spreads or verdicts.")
     else:
         chosen = []
         st.caption(f"Add your runs: you have no finished run on {_ds_title(ds)} to draw beside these. Train one on "
@@ -229,7 +228,7 @@ def own_runs_table(ds: str, views: list[OwnRunView]) -> None:
                                                              "rate, learning-rate schedule")})
     st.caption("Test error: one minus the accuracy after the last iteration on every image of the run's test data, "
                "measured by the same code as the shipped figures (which use the whole test split); a demo run is "
-               f"tested on the images of the bundled sample it did not train on. Your runs are not part of any "
+               "tested on the images of the bundled sample it did not train on. Your runs are not part of any "
                f"mean, sd, table or verdict on this page. {_ds_title(ds)} only: another data set's runs are offered "
                "when that data set is chosen.")
     for v in views:

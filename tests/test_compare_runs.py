@@ -15,6 +15,7 @@ from core.runs.compare import (
     ShippedProtocol,
     compare_view,
     offer_reason,
+    option_name,
     own_run,
     shipped_protocol,
 )
@@ -144,3 +145,9 @@ def test_own_runs_are_dashed_lines_of_their_own_and_never_in_a_mean():
     assert mine.name == "RIM (trained, run x)" and mine.line.dash == "dash" and list(mine.y) == [9.0] * 4
     assert mine.legendgrouptitle.text == "Your runs"
     assert len(curves_overlay([], "loss", own=[own]).data) == 1  # drawn even with no shipped curves
+
+
+def test_a_picker_names_an_unhealthy_run_by_its_health():
+    blown = [2.3] * 10 + [50.0] * 3990
+    assert option_name(OwnRun(info(), meta(loss=blown)), "RIM (trained, run x)") == "RIM (trained, run x) · diverged"
+    assert option_name(OwnRun(info(), meta()), "RIM (trained, run x)") == "RIM (trained, run x)"

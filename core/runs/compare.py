@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ..fileio import read_json
 from ..report.fmt import pct_value
-from ..report.health import health_of
+from ..report.health import COLLAPSED, DIVERGED, health_of
 from .schema import WITH_WEIGHTS, RunInfo
 
 # why a run is not offered, by its status (the run store's statuses without weights)
@@ -153,6 +153,13 @@ def own_run(store, run: RunInfo, read: Callable[[Path], dict | None] | None = No
         if meta is not None and not (meta.get("history") or {}).get("iteration"):
             meta = {**meta, **history_from_metrics(store.read_metrics(run.run_id))}
     return OwnRun(run, meta or {}, offer_reason(run, meta))
+
+
+def option_name(rec: OwnRun, label: str) -> str:
+    """How a picker offers the run: its ``label`` (``core.catalog.run_label``: a demo and a stop
+    say so), and its health when it diverged or collapsed."""
+    health = rec.health.get("health")
+    return f"{label} · {health}" if health in (DIVERGED, COLLAPSED) else label
 
 
 def own_runs(store, runs: list[RunInfo], dataset: str, read: Callable[[Path], dict | None] | None = None) -> list[OwnRun]:
@@ -278,7 +285,7 @@ def warning_text(rec: OwnRun, label: str, shipped: ShippedProtocol) -> str:
     if reasons:
         parts.append(f"**{label}** is not on an equal footing with the shipped curves: " + "; ".join(reasons) + ".")
     h = rec.health
-    if h.get("health") in ("diverged", "collapsed"):
+    if h.get("health") in (DIVERGED, COLLAPSED):
         why = "; ".join(h.get("health_reasons") or []) or "no reason recorded"
         parts.append(f"It is **{h['health']}** ({why}).")
     return " ".join(parts)
