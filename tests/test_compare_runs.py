@@ -151,3 +151,10 @@ def test_a_picker_names_an_unhealthy_run_by_its_health():
     blown = [2.3] * 10 + [50.0] * 3990
     assert option_name(OwnRun(info(), meta(loss=blown)), "RIM (trained, run x)") == "RIM (trained, run x) · diverged"
     assert option_name(OwnRun(info(), meta()), "RIM (trained, run x)") == "RIM (trained, run x)"
+
+
+def test_the_settings_compared_are_those_that_tell_the_protocols_apart():
+    from core.runs.compare import SETTING_NAMES
+    from core.training.config import _PROTOCOL_KEYS
+
+    assert set(SETTING_NAMES) == set(_PROTOCOL_KEYS)
