@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from core.catalog import run_label
 from core.grid.export import protocol_text
 from core.report.claims import CLAIMS_NOTE, GLANCE_LEGEND, claims_frame, display_csv, glance_frame, read_claims
 from core.report.comparisons import Cells
@@ -17,11 +18,14 @@ from core.report.plots.comparison import ERROR_METRICS, error_bar_figure
 from core.report.plots.style import method_order
 from core.report.plots.training import curves_overlay, curves_small_multiples
 from core.report.stats import INTERVAL_NOTE
+from core.runs.compare import OwnRunView, compare_view, option_name, own_runs, shipped_protocol
 from core.studies.handwriting.external import SETS as HANDWRITING_SETS
 from pages import ui
-from pages.ui.cache import RESULT_FOLDERS, load_curves, load_summary, result_folders
+from pages.ui.auth import current_viewer
+from pages.ui.cache import RESULT_FOLDERS, load_curves, load_summary, mtime, read_json, result_folders, run_store
 from pages.ui.export import figure_downloads
 from pages.ui.messages import reproduce_hint
+from pages.ui.urlstate import url_list
 
 SMALL_MULTIPLE_METRICS = {"loss": "training loss", "batch_acc": "training-batch accuracy",
                           "test_acc": "periodic test accuracy"}
@@ -124,7 +128,8 @@ def _excluded(summary: dict, name: str) -> None:
             + (f" — {e['health_reasons']}" if e.get("health_reasons") else "") for e in ex))
 
 
-URL_STATE = {"cmp_schedule": str, "cmp_curves_ds": str, "cmp_tab": str, "cmp_err_metric": str, "cmp_sm_metric": str}
+URL_STATE = {"cmp_schedule": str, "cmp_curves_ds": str, "cmp_tab": str, "cmp_err_metric": str, "cmp_sm_metric": str,
+             "cmp_own_runs": url_list}
 TABS = ["Training curves", "Final errors over seeds", "Paper's claims vs ours", "Runs"]
 
 
@@ -162,8 +167,78 @@ def grid_caption(sched: str, out_dir, summary: dict | None, rows: list[dict]) ->
                "under each table.")
 
 
-def curves_tab(sched: str, out_dir, curves: dict) -> None:
-    """Training curves of one data set: every method overlaid, then one panel per method."""
+def _cached_json(path) -> dict | None:
+    return read_json(str(path), mtime(path))
+
+
+def own_runs_picker(sched: str, ds: str, rows: list[dict]) -> list[OwnRunView]:
+    """*Add your runs*: the user's finished runs on ``ds`` (every run without sign-in, else the
+    signed-in user's: ``pages.ui.auth``), those not offered with the reason; the chosen ones as
+    ``core.runs.compare`` turns them into curves and a table row."""
+    store, viewer = run_store(), current_viewer()
+    if store is None:
+        st.caption("The run store cannot be read, so your own runs cannot be added here.")
+        return []
+    if viewer.sign_in and not viewer.signed_in:
+        st.caption("Sign in to add your own runs beside the shipped ones.")
+        return []
+    try:
+        recs = own_runs(store, [r for r in store.list_runs() if viewer.owns(r)], ds, read=_cached_json)
+    except Exception as exc:  # a broken store must not take the page down
+        st.caption(f"Your runs could not be listed ({type(exc).__name__}: {exc}).")
+        return []
+    offered = {r.run.run_id: r for r in recs if r.offered}
+    names = {rid: option_name(r, run_label(r.run)) for rid, r in offered.items()}
+    if offered:
+        chosen = ui.pickers.kept_multiselect(
+            "cmp_own_runs", "compare_own_runs", list(offered), "Add your runs", format_func=names.get,
+            placeholder="Choose runs you trained or uploaded",
+            help="Your finished runs on this data set (completed, stopped early and marked so, or uploaded), drawn "
+                 "dashed beside the shipped methods and listed in a table under the charts. They never enter the "
+                 "shipped methods' means, spreads or verdicts.")
+    else:
+        chosen = []
+        st.caption(f"Add your runs: you have no finished run on {_ds_title(ds)} to draw beside these. Train one on "
+                   "the Train page (a demo on the bundled sample takes a minute).")
+    hidden = [r for r in recs if not r.offered]
+    if hidden:
+        more = f"; and {len(hidden) - 5} more (the Train page lists them)" if len(hidden) > 5 else ""
+        st.caption("Not offered: " + "; ".join(f"{run_label(r.run)}: {r.reason}" for r in hidden[:5]) + more + ".")
+    shipped = shipped_protocol(rows, ds, fallback="converged" if sched == "converged" else "paper")
+    return [compare_view(offered[rid], run_label(offered[rid].run), shipped) for rid in chosen if rid in offered]
+
+
+def own_runs_table(ds: str, views: list[OwnRunView]) -> None:
+    """The chosen runs of the user: final test error, images, budget, health, and the warnings."""
+    if not views:
+        return
+    st.subheader("Your runs")
+    table = pd.DataFrame([v.row for v in views])
+    st.dataframe(table, hide_index=True, width="stretch", column_config={  # 820 px: fits a 1280 px window
+        "your run": st.column_config.TextColumn("your run", width=200, pinned=True),
+        "test error (%)": st.column_config.NumberColumn("error %", format="%.2f", width=65,
+                                                        help="final test error, percent"),
+        "tested on": st.column_config.TextColumn(width=130, help="the images of the final test error; demo: the "
+                                                                "images of the bundled sample it did not train on"),
+        "health": st.column_config.TextColumn(width=75, help="healthy, diverged (the loss blew up) or collapsed "
+                                                            "(about one class predicted for everything)"),
+        "state": st.column_config.TextColumn(width=150, help="completed, uploaded, or stopped early (the "
+                                                            "iterations it ran of its schedule)"),
+        "budget": st.column_config.TextColumn(width=200, help="iterations trained, optimiser and learning "
+                                                             "rate, learning-rate schedule")})
+    st.caption("Test error: one minus the accuracy after the last iteration on every image of the run's test data, "
+               "measured by the same code as the shipped figures (which use the whole test split); a demo run is "
+               "tested on the images of the bundled sample it did not train on. Your runs are not part of any "
+               f"mean, sd, table or verdict on this page. {_ds_title(ds)} only: another data set's runs are offered "
+               "when that data set is chosen.")
+    for v in views:
+        if v.warning:
+            st.warning(v.warning)
+
+
+def curves_tab(sched: str, out_dir, curves: dict, rows: list[dict]) -> None:
+    """Training curves of one data set: every method overlaid with the user's chosen runs, then
+    one panel per method."""
     if not curves:
         st.info(f"No training curves under `{out_dir}/runs`. " + reproduce_hint(out_dir))
     else:
@@ -176,16 +251,21 @@ def curves_tab(sched: str, out_dir, curves: dict) -> None:
                                                         "10 iterations. Applies to the loss and batch accuracy.")
         log_y = c3.toggle("Log scale for loss", value=True, key="cmp_logy",
                           help="Diverging runs reach huge losses; a log axis keeps the others readable.")
+        views = own_runs_picker(sched, ds, rows)
         per_ds = curves.get(ds, {})
         n_runs = len(per_ds.get("loss", []))
-        st.caption(f"{_ds_title(ds)}: {n_runs} runs. Thin lines are seeds, bold lines their mean.")
+        st.caption(f"{_ds_title(ds)}: {n_runs} runs. Thin lines are seeds, bold lines their mean"
+                   + ("; dashed lines are your runs, each on its own." if views else "."))
 
         st.subheader("Overlaid")
-        o1, o2 = st.columns(2)
+        # with runs of the user's the charts take the full width: the legend names every run in full
+        o1, o2 = (st.container(), st.container()) if views else st.columns(2)
         fig_loss = curves_overlay(per_ds.get("loss", []), "loss", smoothing=smoothing, log_y=log_y,
-                                  title=f"{_ds_title(ds)}: training loss" + (f" (EMA {smoothing:g})" if smoothing else ""))
+                                  title=f"{_ds_title(ds)}: training loss" + (f" (EMA {smoothing:g})" if smoothing else ""),
+                                  own=[v.curves["loss"] for v in views if "loss" in v.curves])
         fig_acc = curves_overlay(per_ds.get("test_acc", []), "test_acc",
-                                 title=f"{_ds_title(ds)}: periodic test accuracy")
+                                 title=f"{_ds_title(ds)}: periodic test accuracy",
+                                 own=[v.curves["test_acc"] for v in views if "test_acc" in v.curves])
         with o1:
             st.plotly_chart(fig_loss, width="stretch", key="cmp_fig_loss")
             figure_downloads(fig_loss, f"{sched}_{ds}_loss_overlay", key="cmp_dl_loss")
@@ -195,6 +275,7 @@ def curves_tab(sched: str, out_dir, curves: dict) -> None:
 
         st.caption("Training loss: cross-entropy (nats) on each training batch of 100 images. Test accuracy: measured "
                    "every few iterations on a fixed subset of the test split (the final errors use the whole split).")
+        own_runs_table(ds, views)
 
         st.subheader("One panel per method")
         ui.pickers.keep_valid("cmp_sm_metric", list(SMALL_MULTIPLE_METRICS))
@@ -350,7 +431,7 @@ grid_caption(sched, out_dir, summary, rows)
 ui.pickers.keep_valid("cmp_tab", TABS)
 tab_curves, tab_err, tab_tables, tab_runs = st.tabs(TABS, key="cmp_tab", on_change="rerun")
 with tab_curves:
-    curves_tab(sched, out_dir, load_curves(out_dir))
+    curves_tab(sched, out_dir, load_curves(out_dir), rows)
 with tab_err:
     errors_tab(sched, out_dir, rows)
 with tab_tables:

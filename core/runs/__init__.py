@@ -32,7 +32,9 @@ several Streamlit sessions (or processes) can share one store. The modules:
 * ``events``: the one ``metrics.jsonl`` writer and reader;
 * ``progress``: what a run's card says: its progress line (the final evaluation after the last
   iteration, a stop under way), what a stop came to, and which weights a finished run keeps, with
-  a warning when its final test accuracy is far below the best periodic one.
+  a warning when its final test accuracy is far below the best periodic one;
+* ``compare``: a run as the Compare page draws it beside the shipped methods (its curves, a
+  table row with its final test error and budget, why it is not on an equal footing with them).
 
 CLI (``core/runs/__main__.py``)::
 

@@ -178,3 +178,21 @@ def method_models_picker(all_entries: list[catalog.ModelEntry], key_prefix: str,
             remember(dataset, method, k)
             chosen[method] = next(e for e in cands if e.key == k)
     return chosen
+
+
+def kept_multiselect(key: str, slot: str, options: list[str], label: str, **kwargs) -> list[str]:
+    """A multiselect whose choice is kept in the picks (``slot``: its name there) across reruns,
+    pages and changes of ``options``: the picks hold every value chosen under any options (e.g.
+    runs on every data set), the widget shows those among ``options``. A value the widget sends
+    (the user's, or the URL's through ``urlstate.restore_from_url``) replaces the picks among
+    ``options``; the others stay. ``kwargs`` go to ``st.multiselect``."""
+    lists = _picks().setdefault("lists", {})
+    stored = [v for v in lists.get(slot, []) if isinstance(v, str)]
+    shown_key = f"_kept_{key}"  # what this picker last gave the widget
+    current = st.session_state.get(key)
+    if isinstance(current, list) and current != st.session_state.get(shown_key):
+        stored = [v for v in stored if v not in options] + [v for v in current if v in options]
+    lists[slot] = stored
+    value = [v for v in stored if v in options]
+    st.session_state[key] = st.session_state[shown_key] = value
+    return st.multiselect(label, options, key=key, **kwargs)

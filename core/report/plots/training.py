@@ -102,18 +102,37 @@ def _method_traces(method: str, runs: list[dict], metric: str, smoothing: float,
             hovertemplate=f"{name} mean<br>iteration %{{x:.0f}}<br>%{{y:.4g}}<extra></extra>"))
     return traces
 
+OWN_GROUP = "Your runs"  # the legend group of the user's runs drawn beside the shipped ones
+
+
+def _own_trace(c: dict, metric: str, smoothing: float) -> go.Scatter:
+    """One of the user's runs: its own dashed line in its method's colour, named by run."""
+    _, _, scale = CURVE_METRICS[metric]
+    x, y = thin(c["x"], ema_smooth(c["y"], smoothing) * scale)
+    label = c.get("label") or method_title(c["model"])
+    return go.Scatter(x=x, y=y, mode="lines", name=label, legendgroup="own", legendgrouptitle_text=OWN_GROUP,
+                      line=dict(color=method_color(c["model"]), width=2.5, dash="dash"),
+                      hovertemplate=f"{label} (your run)<br>iteration %{{x:.0f}}<br>%{{y:.4g}}<extra></extra>")
+
+
 def curves_overlay(curves: list[dict], metric: str = "loss", *, smoothing: float = 0.0,
-                   log_y: bool = False, title: str | None = None, height: int = 420) -> go.Figure:
-    """Every method's curve on one chart, one colour per method (seeds thin, mean bold)."""
+                   log_y: bool = False, title: str | None = None, height: int = 420,
+                   own: list[dict] = ()) -> go.Figure:
+    """Every method's curve on one chart, one colour per method (seeds thin, mean bold).
+
+    ``own``: the user's runs (curves with a ``label``), each a dashed line of its own after the
+    shipped ones, in the legend group "Your runs"; never part of a method's mean."""
     if metric not in CURVE_METRICS:
         raise ValueError(f"unknown metric {metric!r}; choose one of {', '.join(CURVE_METRICS)}")
     short, axis, _ = CURVE_METRICS[metric]
-    if not curves:
+    if not curves and not own:
         return empty_figure(f"No {short} curves to show.", height)
     fig = go.Figure()
     for method, runs in _group_by_method(curves).items():
         for tr in _method_traces(method, runs, metric, smoothing, showlegend=True):
             fig.add_trace(tr)
+    for c in own:
+        fig.add_trace(_own_trace(c, metric, smoothing))
     suffix = f" (smoothed, EMA {smoothing:g})" if smoothing else ""
     fig.update_layout(title=title or f"{short.capitalize()}{suffix}", height=height,
                       legend=dict(orientation="h", yanchor="top", y=-0.26, x=0),
