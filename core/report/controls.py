@@ -93,27 +93,44 @@ def controls_sentence(rows: list[dict]) -> str:
                 word += f", equivalent within ±{r['margin']:.2f}"
             by.setdefault(word, []).append(fmt.dataset_title(r["dataset"]))
         parts.append(f"{fmt.display_name(name)}: " + "; ".join(f"{w} on {', '.join(ds)}" for w, ds in by.items()))
-        better = [r for r in sel if r["gap_verdict"] == CONTROL_WORDS[0]]
-        if name.startswith("parallel_lstm_h") and better and len(better) == len(sel):
-            decided.append("the parameter count alone does not explain RIM's lead over the parallel LSTMs on "
-                           + ", ".join(fmt.dataset_title(r["dataset"]) for r in better))
-        if name.startswith("parallel_lstm_h") and any(r["gap_verdict"] == CONTROL_WORDS[1] for r in sel):
-            decided.append("parameter-matched parallel LSTMs beat RIM on "
-                           + ", ".join(fmt.dataset_title(r["dataset"]) for r in sel
-                                       if r["gap_verdict"] == CONTROL_WORDS[1]))
-        if name == "rim_random":
-            eq = [r for r in sel if r.get("equiv_verdict") == EQUIV_WORDS[0]]
-            if eq:
-                decided.append("choosing the active LSTMs at random instead of by attention changes the error by less "
-                               "than the gap the paper claims for the method (TOST, Holm) on "
-                               + ", ".join(f"{fmt.dataset_title(r['dataset'])} (±{r['margin']:.2f}, {r['seeds']} seeds)"
-                                           for r in eq))
+        if name != "parallel_lstm":  # Table 2's comparison: the answer states it already
+            decided += _decided(name, sel)
     text = "Controls (RIM the reference; Holm over the controls table): " + ". ".join(parts) + "."
     if decided:
-        text += " What they decide: " + "; ".join(decided) + "."
+        n = sorted({int(r["seeds"]) for r in rows if r["control"] != "rim"})
+        seeds = f"{n[0]}" if len(n) == 1 else f"{n[0]}-{n[-1]}"
+        text += (" What they decide: " + "; ".join(decided) + f" ({seeds} seeds each; Holm over the table; "
+                 "equivalence by TOST, the paper's claimed gap the margin).")
     else:
         text += " They decide nothing yet beyond these verdicts."
     return text
+
+
+def _decided(name: str, sel: list[dict]) -> list[str]:
+    """What one control decides, set by set: where it is measurably better than RIM, where RIM is
+    measurably better, and where the two are equivalent within the margin (TOST)."""
+    def sets(rows):
+        return ", ".join(fmt.dataset_title(r["dataset"]) for r in rows)
+
+    who = ("parameter-matched parallel LSTMs" if name.startswith("parallel_lstm_h")
+           else "six parallel LSTMs of 32 units" if name == "parallel_lstm_6"
+           else fmt.display_name(name).replace("RIM, ", "RIM with "))
+    better = [r for r in sel if r["gap_verdict"] == CONTROL_WORDS[1]]
+    worse = [r for r in sel if r["gap_verdict"] == CONTROL_WORDS[0]]
+    same = [r for r in sel if r.get("equiv_verdict") == EQUIV_WORDS[0]]
+    out = []
+    if better:
+        out.append(f"{who} beat{'s' if who.startswith('RIM') else ''} RIM on {sets(better)}")
+    if worse:
+        out.append(f"RIM beats {who} on {sets(worse)}")
+    if same:
+        if name == "rim_random":
+            out.append("choosing the active LSTMs at random instead of by attention changes the error by less than "
+                       f"the paper's claimed gap on {sets(same)}")
+        else:
+            out.append(f"{who} {'is' if who.startswith('RIM') else 'are'} within the paper's claimed gap of RIM "
+                       f"on {sets(same)}")
+    return out
 
 
 def controls_decision(rows: list[dict]) -> str:
