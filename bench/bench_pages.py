@@ -6,7 +6,7 @@ Run from the repository root (needs Chromium and Playwright: ``scripts/install_b
     .venv/bin/python -m bench.bench_pages --reps 5 --gc on off
     .venv/bin/python -m bench.bench_pages --sections slow --reps 3 --gc off --out bench/results/pages_slow.json
 
-It starts ``streamlit run app.py`` on a free local port (offline, an empty run store, the
+It starts ``python app.py`` (as ``make app`` does) on a free local port (offline, an empty run store, the
 shipped pretrained models, the bundled MNIST sample unless ``RIMSCOPE_DATA_DIR`` is set) and
 drives headless Chromium through the interactions users repeat:
 
@@ -94,7 +94,7 @@ def start_server(gc_on: bool, home: Path) -> tuple[subprocess.Popen, str]:
     if "RIMSCOPE_DATA_DIR" not in os.environ:
         (home / "data").mkdir(exist_ok=True)
         env["RIMSCOPE_DATA_DIR"] = str(home / "data")  # empty: the bundled samples
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+    cmd = [sys.executable, "app.py", "--server.port", str(port),  # as `make app` starts it
            "--server.headless", "true", "--server.address", "127.0.0.1",
            "--runner.postScriptGC", "true" if gc_on else "false"]
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=open(home / "server.log", "wb"),
