@@ -1,9 +1,9 @@
 """RIMscope: the dashboard's entry point. Navigation only; each page is a thin file in pages/.
 On the server's first script run it starts the warm-up of the shared caches (pages/ui/cache.py).
 
-Start the server with ``python app.py [streamlit options]`` (``make app``): PyTorch, pandas,
-plotly and the core modules the pages need then start importing in a background thread while the
-server starts and the browser loads, so the first page waits only for what is left of them.
+Start the server with ``python app.py [streamlit options]`` (``make app``): it imports PyTorch,
+pandas, plotly and the core modules the pages need first (a few seconds), then starts Streamlit,
+so the server answers (and prints its URL) once the first page no longer waits for them.
 ``streamlit run app.py`` serves the same app; there the first page does every import itself.
 """
 
@@ -25,12 +25,12 @@ def _preload() -> None:
 
 
 def serve(argv: list[str]) -> None:
-    """``streamlit run`` this file with ``argv`` (Streamlit's options), the imports started first."""
-    import threading
-
+    """``streamlit run`` this file with ``argv`` (Streamlit's options) after the imports. They run
+    before the server, not beside it: a script run importing the same modules in another thread
+    at the same time (a first request while they load) could wait on them forever."""
     from streamlit.web import cli
 
-    threading.Thread(target=_preload, name="rimscope-preload", daemon=True).start()
+    _preload()
     cli.main(["run", __file__, *argv], prog_name="streamlit")
 
 
