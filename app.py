@@ -26,8 +26,8 @@ def _preload() -> None:
 
 def serve(argv: list[str]) -> None:
     """``streamlit run`` this file with ``argv`` (Streamlit's options) after the imports. They run
-    before the server, not beside it: a script run importing the same modules in another thread
-    at the same time (a first request while they load) could wait on them forever."""
+    before the server, not beside it, so no script run imports the same modules in another thread
+    at the same time."""
     from streamlit.web import cli
 
     _preload()
