@@ -27,7 +27,7 @@ $(VENV)/.dev-installed: $(VENV)/.app-installed requirements-dev.txt
 	touch $@
 
 app: $(VENV)/.app-installed
-	$(VENV)/bin/streamlit run app.py
+	$(VENV)/bin/python app.py
 
 # Under CI=true (as .ci/run sets it) a browser that cannot be installed fails the run, and so does
 # tests/browser/test_resume_page.py::test_browser_present_under_ci; locally the browser tests

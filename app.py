@@ -1,9 +1,52 @@
 """RIMscope: the dashboard's entry point. Navigation only; each page is a thin file in pages/.
-On the server's first script run it starts the warm-up of the shared caches (pages/ui/cache.py)."""
+On the server's first script run it starts the warm-up of the shared caches (pages/ui/cache.py).
+
+Start the server with ``python app.py [streamlit options]`` (``make app``): it imports PyTorch,
+pandas, plotly and the core modules the pages need first (a few seconds), then starts Streamlit,
+so the server answers (and prints its URL) once the first page no longer waits for them.
+``streamlit run app.py`` serves the same app; there the first page does every import itself.
+"""
 
 import sys
 
-import streamlit as st
+# what every first page imports (seconds on 2 cores, PyTorch most of them); no streamlit calls
+PRELOAD = ("torch", "pandas", "plotly.graph_objects", "core.data.datasets", "core.models.registry", "core.catalog",
+           "core.report.plots.comparison", "core.eval.scorer")
+
+
+def _preload() -> None:
+    import importlib
+
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the page that needs the module reports the problem
+            return
+
+
+def serve(argv: list[str]) -> None:
+    """``streamlit run`` this file with ``argv`` (Streamlit's options) after the imports. They run
+    before the server, not beside it, so no script run imports the same modules in another thread
+    at the same time."""
+    from streamlit.web import cli
+
+    _preload()
+    cli.main(["run", __file__, *argv], prog_name="streamlit")
+
+
+def _launched_by_python() -> bool:
+    """Whether this file runs as ``python app.py`` (Streamlit runs it as ``__main__`` too, in a script run)."""
+    from streamlit import runtime
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    return __name__ == "__main__" and not runtime.exists() and get_script_run_ctx(suppress_warning=True) is None
+
+
+if _launched_by_python():
+    serve(sys.argv[1:])
+    sys.exit(0)
+
+import streamlit as st  # noqa: E402
 
 st.set_page_config(page_title="RIMscope", page_icon="🔬", layout="wide")
 if "pages.ui" not in sys.modules:  # the server's first run: PyTorch, pandas and plotly are imported now

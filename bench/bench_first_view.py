@@ -5,7 +5,7 @@ Run from the repository root (needs Chromium and Playwright: ``scripts/install_b
     .venv/bin/python -m bench.bench_first_view                 # about 3-6 min on 2 cores
     RIMSCOPE_DATA_DIR=../shared/data .venv/bin/python -m bench.bench_first_view   # with the full data
 
-It starts ``streamlit run app.py`` (bench_pages' server: offline, an empty run store, the
+It starts ``python app.py`` as ``make app`` does (bench_pages' server: offline, an empty run store, the
 shipped pretrained models; the bundled samples unless ``RIMSCOPE_DATA_DIR`` is set) and measures
 in headless Chromium, from the navigation to the settled page (its main content drawn, the
 script run over; the end is time-stamped by a MutationObserver in the page, so polling adds

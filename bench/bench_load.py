@@ -5,7 +5,7 @@ Run from the repository root (needs Chromium and Playwright: ``scripts/install_b
     .venv/bin/python -m bench.bench_load                    # N=1 then N=8; about 5-10 min on 2 cores
     .venv/bin/python -m bench.bench_load --sessions 1 4 8
 
-It starts one server (``streamlit run app.py``, bench_pages' settings: offline, an empty run
+It starts one server (``python app.py``, bench_pages' settings: offline, an empty run
 store, the shipped models, the bundled samples unless ``RIMSCOPE_DATA_DIR`` is set), lets one
 session open Mechanisms and Robustness once (a server that has been up a while), then, for each
 N, starts N client processes at the same moment, each with its own headless Chromium, each

@@ -6,7 +6,7 @@ Run from the repository root (needs Chromium and Playwright: ``scripts/install_b
     .venv/bin/python -m bench.bench_pages --reps 5 --gc on off
     .venv/bin/python -m bench.bench_pages --sections slow --reps 3 --gc off --out bench/results/pages_slow.json
 
-It starts ``streamlit run app.py`` on a free local port (offline, an empty run store, the
+It starts ``python app.py`` (as ``make app`` does) on a free local port (offline, an empty run store, the
 shipped pretrained models, the bundled MNIST sample unless ``RIMSCOPE_DATA_DIR`` is set) and
 drives headless Chromium through the interactions users repeat:
 
@@ -21,8 +21,9 @@ drives headless Chromium through the interactions users repeat:
   input, picking a second model ("Compare with"), the first render of "What each LSTM is for",
   a step of its noise level (a level not seen before: the set traced again under noise);
 * **slow** (the interactions a newcomer found slow): another noise kind and the protocol switch
-  on Robustness, Fashion-MNIST there, Mechanisms' "Across the test set"; each in a fresh
-  session, after the server's warm-up had ``RIMSCOPE_BENCH_WARM_WAIT_S`` (180) seconds.
+  on Robustness, Fashion-MNIST there, "Make PNG" under its error curve (until "⬇ PNG" is
+  there), Mechanisms' "Across the test set"; each in a fresh session, after the server's
+  warm-up had ``RIMSCOPE_BENCH_WARM_WAIT_S`` (180) seconds.
 
 Latency = from the input event to the end of the script run it causes, taken from the page
 itself: a MutationObserver time-stamps every change of Streamlit's ``data-test-script-state``
@@ -93,7 +94,7 @@ def start_server(gc_on: bool, home: Path) -> tuple[subprocess.Popen, str]:
     if "RIMSCOPE_DATA_DIR" not in os.environ:
         (home / "data").mkdir(exist_ok=True)
         env["RIMSCOPE_DATA_DIR"] = str(home / "data")  # empty: the bundled samples
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+    cmd = [sys.executable, "app.py", "--server.port", str(port),  # as `make app` starts it
            "--server.headless", "true", "--server.address", "127.0.0.1",
            "--runner.postScriptGC", "true" if gc_on else "false"]
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=open(home / "server.log", "wb"),
@@ -457,29 +458,59 @@ def _pick_option(page, key: str, option: str):
     return lambda: opt.click()
 
 
+PNG_MAKE = "rb_dl_curve"  # the Robustness page's error curve: its "Make PNG" and "⬇ PNG" keys start with this
+PNG_READY_JS = f"() => document.querySelector('.st-key-{PNG_MAKE}_png button') !== null"
+KINDS = ("Salt & pepper", "Speckle", "Poisson")
+
+
+def _make_png(page, view: tuple, rendered: set, out: list) -> None:
+    """Click "Make PNG" under the error curve and stop the clock when "⬇ PNG" is there, once per
+    ``view`` (data set, noise kind): PNGs are cached per figure for the whole server, so a view
+    seen before would time the cache. Poisson noise has no strength, hence no curve: no sample."""
+    settle(page)
+    make = page.locator(f".st-key-{PNG_MAKE}_png_make button").first
+    if view in rendered or not make.count():
+        return
+    log(f"  Make PNG ({', '.join(view)})")
+    rendered.add(view)
+    out.append(timed(page, lambda: make.dispatch_event("click"), PNG_READY_JS))
+
+
 def bench_slow(page, url: str, reps: int) -> dict[str, list[float]]:
     """The interactions a newcomer found slow: another noise kind, the protocol switch, another
-    data set on Robustness, Mechanisms' "Across the test set". The server's warm-up gets
-    ``SLOW_WARM_WAIT_S`` after the first page (it fills the caches these read)."""
+    data set on Robustness, "Make PNG" under its error curve, Mechanisms' "Across the test set".
+    The server's warm-up gets ``SLOW_WARM_WAIT_S`` after the first page (it fills the caches
+    these read, and opens the PNG renderer's browser).
+
+    "Make PNG" is timed on each (data set, noise kind) curve the first time the bench meets it
+    (``_make_png``): with three kinds (Poisson has no curve) up to four samples in all."""
     log(f"Slow list: first page, then {SLOW_WARM_WAIT_S:.0f} s for the warm-up")
     out: dict[str, list[float]] = {"noise_kind": [], "protocol_switch": [], "robustness_fashion_mnist": [],
-                                   "across_the_test_set": []}
+                                   "make_png": [], "across_the_test_set": []}
     page.goto(url + "/robustness", wait_until="commit", timeout=WAIT_MS)
     page.get_by_text("Error against noise strength").first.wait_for(timeout=WAIT_MS)
     time.sleep(SLOW_WARM_WAIT_S)
+    rendered: set = set()  # (data set, kind) views whose PNG is made
     for i in range(reps):  # a fresh session each rep: what a newcomer meets
+        if i:
+            log("  " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in out.items() if v))
+        log(f"  rep {i + 1} of {reps}")
         page.goto(url + "/robustness", wait_until="commit", timeout=WAIT_MS)
         page.get_by_text("Error against noise strength").first.wait_for(timeout=WAIT_MS)
         settle(page)
-        kind = ("Salt & pepper", "Speckle", "Poisson")[i % 3]
+        kind = KINDS[i % len(KINDS)]
         out["noise_kind"].append(timed(page, _pick_option(page, "rb_kind", kind)))
+        _make_png(page, ("MNIST", kind), rendered, out["make_png"])
         settle(page)
+        log("  protocol switch")
         radio = page.locator('[data-testid="stSidebar"]').get_by_text(PROTOCOL_SWITCH_TITLES["paper"])
         out["protocol_switch"].append(timed(page, lambda r=radio: r.click()))
         settle(page)
-        page.locator('[data-testid="stSidebar"]').get_by_text("converged (trained to convergence)").click()
+        page.locator('[data-testid="stSidebar"]').get_by_text(PROTOCOL_SWITCH_TITLES["converged"]).click()
         settle(page)
+        log("  Fashion-MNIST")
         out["robustness_fashion_mnist"].append(timed(page, _pick_option(page, "rb_dataset", "Fashion-MNIST")))
+        _make_png(page, ("Fashion-MNIST", kind), rendered, out["make_png"])
         settle(page)
         page.goto(url + "/mechanisms", wait_until="commit", timeout=WAIT_MS)
         page.get_by_text("row by row").first.wait_for(timeout=WAIT_MS)

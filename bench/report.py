@@ -107,7 +107,10 @@ def first_view_table(d: dict) -> str:
     pages = list(d["fresh_server_s"])
     rows = [[p] + [_s(d.get(k, {}).get(p)) for k, _ in cols] for p in pages]
     extra = ", ".join(f"{p} as the first page of a fresh server {_s(v)}" for p, v in d.get("direct_first_page_s", {}).items())
-    note = f"\n\nServer RSS {d.get('server_rss_mb', '?')} MB" + (f"; {extra}" if extra else "") + "."
+    ready = d.get("server_ready_s")
+    note = ("\n\n" + (f"The server answered its health check {_s(ready)} after its start (the clock of every "
+                        f"fresh-server figure starts there). " if ready is not None else "")
+            + f"Server RSS {d.get('server_rss_mb', '?')} MB" + (f"; {extra}" if extra else "") + ".")
     return _table(["page"] + [c for _, c in cols], rows) + note
 
 
@@ -164,6 +167,9 @@ RENDERERS: dict[str, tuple[str, str, Callable[[dict], str]]] = {
     "pages.json": ("Pages: interaction latency in the browser", "make bench-pages", pages_table),
     "pages_explore.json": ("Mechanisms' set-wide and two-model views in the browser",
                            "python -m bench.bench_pages --sections explore --reps 5", pages_table),
+    "pages_slow.json": ("The slow list in the browser: noise kind, protocol, data set, Make PNG, Across the test set",
+                        "python -m bench.bench_pages --sections slow --reps 3 --gc off --out bench/results/pages_slow.json",
+                        pages_table),
     "mechanisms_cpu.json": ("Mechanisms' script runs: CPU seconds (AppTest)",
                             "python -m bench.bench_pages --sections explore --cpu-profile", cpu_profile_table),
     "first_view.json": ("First views of every page", "python -m bench.bench_first_view", first_view_table),

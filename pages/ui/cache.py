@@ -378,6 +378,13 @@ def _warm_compare() -> None:
         load_curves(out_dir)
 
 
+def _warm_png() -> None:
+    """Open the PNG renderer's browser and render a tiny figure: the first "Make PNG" is quick too."""
+    from .export import warm_png
+
+    warm_png()
+
+
 def _warm() -> None:
     # not at a lower priority: a session that needs a point being warmed waits for it (the
     # caches lock per key), so a starved warm-up would slow exactly the pages it is for
@@ -393,7 +400,8 @@ def _warm() -> None:
              ("noise kinds", lambda: _warm_robustness(dataset, OTHER_KINDS)),
              ("protocols", lambda: [_warm_robustness(dataset, ALL_KINDS, p) for p in _other_protocols(dataset)]),
              ("fashion_mnist", lambda: _warm_robustness("fashion_mnist", ALL_KINDS) if "fashion_mnist" in DATASETS
-              else None)]
+              else None),
+             ("png", _warm_png)]
     WARMUP["state"] = "running"
     for name, fn in steps:
         t0 = time.perf_counter()

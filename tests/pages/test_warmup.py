@@ -7,6 +7,8 @@ import pytest
 
 from core.eval import curves
 
+PNG_WARMED: list = []  # the steps done when the warm-up opened the PNG renderer
+
 
 @pytest.fixture
 def cache(page_env, monkeypatch):
@@ -16,6 +18,8 @@ def cache(page_env, monkeypatch):
     for fn in (C._noise_point, C._subset, C._shipped, C._load_model, C.test_data):
         fn.clear()
     C.WARMUP.update(state="not started", steps={}, error=None)
+    PNG_WARMED.clear()  # the renderer itself: tests/test_png_export.py
+    monkeypatch.setattr(C, "_warm_png", lambda: PNG_WARMED.append(list(C.WARMUP["steps"])))
     C.first_run_over()  # as app.py does after its first script run
     return C
 
@@ -24,7 +28,8 @@ def test_the_warmup_fills_the_caches_the_robustness_page_reads(cache, monkeypatc
     cache._warm()
     assert cache.WARMUP["state"] == "done" and cache.WARMUP["error"] is None, cache.WARMUP
     assert set(cache.WARMUP["steps"]) == {"imports", "manifest", "models", "test data", "robustness", "compare",
-                                          "mechanisms set", "noise kinds", "protocols", "fashion_mnist"}
+                                          "mechanisms set", "noise kinds", "protocols", "fashion_mnist", "png"}
+    assert PNG_WARMED == [list(cache.WARMUP["steps"])[:-1]] and list(cache.WARMUP["steps"])[-1] == "png"  # last
     calls = []
     real = cache.noisy_eval
     monkeypatch.setattr(cache, "noisy_eval", lambda *a, **k: calls.append(a[3:5]) or real(*a, **k))
