@@ -244,3 +244,28 @@ def test_readme_and_reproduction_show_one_claims_table():
     readme, report = (block.search((ROOT / f).read_text()) for f in ("README.md", "REPRODUCTION.md"))
     assert readme and report and readme.group(1) == report.group(1)
     assert "| claim | paper |" in readme.group(1)
+
+
+def test_controls_decision_names_every_measured_verdict_and_nothing_else():
+    """The "why" sentence: a control measurably better than RIM, RIM measurably better, an
+    equivalence by TOST, each with its sets; a "no measurable difference" decides nothing."""
+    from core.report.controls import CONTROL_WORDS, EQUIV_WORDS, controls_decision
+
+    def row(ds, control, verdict, equiv=EQUIV_WORDS[2]):
+        return {"dataset": ds, "control": control, "gap_verdict": verdict, "equiv_verdict": equiv, "seeds": 5,
+                "margin": 0.35}
+
+    rows = [{"dataset": "mnist", "control": "rim", "seeds": 5},
+            row("mnist", "parallel_lstm_h81", CONTROL_WORDS[1]), row("cifar10", "parallel_lstm_h60", CONTROL_WORDS[2]),
+            row("cifar10", "parallel_lstm_6", CONTROL_WORDS[0]),
+            row("mnist", "rim_random", CONTROL_WORDS[2], EQUIV_WORDS[0]),
+            row("mnist", "rim_all", CONTROL_WORDS[2]), row("mnist", "parallel_lstm", CONTROL_WORDS[0])]
+    text = controls_decision(rows)
+    assert "parameter-matched parallel LSTMs beat RIM on MNIST" in text
+    assert "CIFAR-10" in text and "RIM beats six parallel LSTMs of 32 units on CIFAR-10" in text
+    assert "at random" in text and "less than the paper's claimed gap on MNIST" in text
+    assert "all 6 active" not in text  # no measurable difference, not equivalent: nothing decided
+    assert "RIM beats parallel LSTMs on" not in text  # Table 2's comparison is the answer's, not repeated
+    assert "5 seeds each" in text
+    none = controls_decision([rows[0], row("mnist", "rim_all", CONTROL_WORDS[2])])
+    assert none == "The controls of why decide nothing yet beyond the per-set verdicts above."
