@@ -380,3 +380,28 @@ def test_animals10_folder_with_only_broken_images_is_unavailable(tmp_path):
     (tmp_path / "animals10" / "raw-img" / "cane" / "a.jpg").write_bytes(b"garbage")
     with pytest.raises(DataUnavailableError):
         load_dataset("animals10", "train", data_dir=tmp_path)
+
+
+def test_no_torchvision_import_when_it_has_nothing_to_read(tmp_path):
+    """A newcomer without data (offline, empty torchvision folder) gets the bundled sample without
+    the import of torchvision (about a second on the first page); where torchvision's files are
+    there, they are read through it."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from core.data.datasets import load_dataset; "
+            "d = load_dataset('mnist', 'test', download=True); "
+            "print(d.source.split(' ')[0], 'torchvision' in sys.modules)")
+    env = {**os.environ, "RIMSCOPE_HOME": str(tmp_path / "home"), "RIMSCOPE_DATA_DIR": str(tmp_path / "data"),
+           "RIMSCOPE_OFFLINE": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    source, imported = out.stdout.split()[-2:]
+    assert imported == "False" and source != "torchvision", out.stdout
+    # the split's file present: torchvision is asked (and refuses the empty file: the sample still answers)
+    raw = tmp_path / "home" / "torchvision" / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    (raw / "t10k-images-idx3-ubyte").write_bytes(b"")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[-1] == "True", out.stdout

@@ -81,7 +81,16 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _wait_gone(pids, timeout: float = 20.0) -> set[int]:
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:120]
+    except OSError:
+        return "?"
+
+
+def _wait_gone(pids, timeout: float = 60.0) -> set[int]:
+    """The processes of ``pids`` still alive after ``timeout`` s (generous: on a loaded 2-core
+    machine Ray's raylet and its agents take tens of seconds to exit after ray.shutdown())."""
     deadline = time.monotonic() + timeout
     left = {p for p in pids if _alive(p)}
     while left and time.monotonic() < deadline:
@@ -113,9 +122,10 @@ def local_ray(tmp_path_factory):
         else:
             os.environ["RIMSCOPE_OFFLINE"] = saved
         left = _wait_gone(ray_pids)
+        names = {pid: _cmdline(pid) for pid in left}
         for pid in left:  # do not leave them running on a shared machine, then fail
             os.kill(pid, signal.SIGKILL)
-        assert not left, f"Ray processes left after ray.shutdown(): {sorted(left)}"
+        assert not left, f"Ray processes left after ray.shutdown(): {names}"
 
 
 @pytest.fixture(scope="module")
@@ -282,7 +292,8 @@ def test_cli_starts_a_local_ray_and_leaves_no_process(tmp_path):
                     continue
         return {p for p in found if _alive(p)}
     left = _wait_gone(leftovers())
+    names = {pid: _cmdline(pid) for pid in left}
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     shutil.rmtree(ray_tmp, ignore_errors=True)
-    assert not left, f"processes of the CLI's Ray left running: {sorted(left)}"
+    assert not left, f"processes of the CLI's Ray left running: {names}"

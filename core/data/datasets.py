@@ -227,6 +227,11 @@ def _from_folder(info: DatasetInfo, split: str, data_dir: Path | None) -> Loaded
 
 
 _TV = {"mnist": "MNIST", "fashion_mnist": "FashionMNIST", "cifar10": "CIFAR10"}
+# one file torchvision's data set of each split cannot be without (it checks the rest when it reads)
+_TV_FILES = {"mnist": {"train": "MNIST/raw/train-images-idx3-ubyte", "test": "MNIST/raw/t10k-images-idx3-ubyte"},
+             "fashion_mnist": {"train": "FashionMNIST/raw/train-images-idx3-ubyte",
+                               "test": "FashionMNIST/raw/t10k-images-idx3-ubyte"},
+             "cifar10": {"train": "cifar-10-batches-py/data_batch_1", "test": "cifar-10-batches-py/test_batch"}}
 
 
 def download_failed_message(info: DatasetInfo, why: str, data_dir: Path | None = None) -> str:
@@ -249,6 +254,8 @@ def _from_torchvision(info: DatasetInfo, split: str, download: bool,
                       data_dir: Path | None = None) -> LoadedData | None:
     if info.name not in _TV:
         return None
+    if not (paths.torchvision_root() / _TV_FILES[info.name][split]).is_file() and (not download or paths.offline()):
+        return None  # nothing to read and nothing to fetch: no import of torchvision (about a second)
     import torchvision
 
     root = paths.torchvision_root()
@@ -357,10 +364,6 @@ def load_dataset(name: str, split: str = "test", *, data_dir: str | Path | None 
     return result
 
 
-_TV_TEST_FILES = {"mnist": "MNIST/raw/t10k-images-idx3-ubyte", "fashion_mnist": "FashionMNIST/raw/t10k-images-idx3-ubyte",
-                  "cifar10": "cifar-10-batches-py/test_batch"}
-
-
 def _npz_has_arrays(path: Path) -> bool:
     """Whether ``path`` is an npz archive holding ``x`` and ``y`` (its directory only: no array read)."""
     import zipfile
@@ -379,7 +382,7 @@ def available_sources(name: str, data_dir: str | Path | None = None) -> dict[str
     info = get_info(name)
     ddir = Path(data_dir).expanduser() if data_dir else paths.data_dir()
     npz = ddir / info.name / "test.npz" if ddir is not None else None
-    tv = _TV_TEST_FILES.get(info.name)
+    tv = _TV_FILES.get(info.name, {}).get("test")
     return {"npz": npz is not None and npz.is_file() and _npz_has_arrays(npz),
             "folder": info.name == "animals10" and find_image_folder(ddir) is not None,
             "torchvision": tv is not None and (paths.torchvision_root() / tv).is_file(),
