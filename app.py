@@ -54,19 +54,20 @@ if "pages.ui" not in sys.modules:  # the server's first run: PyTorch, pandas and
                     "the server starts)…"):
         import pages.ui  # noqa: F401
 from pages.ui.auth import account_box  # noqa: E402
-from pages.ui.cache import first_run_over, start_warmup  # noqa: E402
+from pages.ui.cache import first_run_over, script_run_started, start_warmup  # noqa: E402
 
-start_warmup()
-account_box()  # sign-in and sign-out in the sidebar, when the server has sign-in configured
-pages = [
-    st.Page("pages/overview.py", title="Overview", icon="🏠", default=True),
-    st.Page("pages/train.py", title="Train", icon="🏋️"),
-    st.Page("pages/models.py", title="Models", icon="📦"),
-    st.Page("pages/mechanisms.py", title="Mechanisms", icon="🧩"),
-    st.Page("pages/robustness.py", title="Robustness", icon="🌫️"),
-    st.Page("pages/compare.py", title="Compare", icon="📊"),
-]
+script_run_started()  # the warm-up pauses between its points until this run is over
 try:
+    start_warmup()
+    account_box()  # sign-in and sign-out in the sidebar, when the server has sign-in configured
+    pages = [
+        st.Page("pages/overview.py", title="Overview", icon="🏠", default=True),
+        st.Page("pages/train.py", title="Train", icon="🏋️"),
+        st.Page("pages/models.py", title="Models", icon="📦"),
+        st.Page("pages/mechanisms.py", title="Mechanisms", icon="🧩"),
+        st.Page("pages/robustness.py", title="Robustness", icon="🌫️"),
+        st.Page("pages/compare.py", title="Compare", icon="📊"),
+    ]
     st.navigation(pages).run()
 finally:  # also after st.stop() / st.rerun() inside a page
     first_run_over()

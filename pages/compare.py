@@ -428,14 +428,10 @@ out_dir = available[sched]
 summary = load_summary(out_dir)
 rows = (summary or {}).get("runs") or []
 grid_caption(sched, out_dir, summary, rows)
-ui.pickers.keep_valid("cmp_tab", TABS)
-tab_curves, tab_err, tab_tables, tab_runs = st.tabs(TABS, key="cmp_tab", on_change="rerun")
-with tab_curves:
-    curves_tab(sched, out_dir, load_curves(out_dir), rows)
-with tab_err:
-    errors_tab(sched, out_dir, rows)
-with tab_tables:
-    tables_tab(sched, out_dir, summary, rows)
-with tab_runs:
-    runs_tab(sched, out_dir, summary)
+# only the open tab runs (the curves of every seed, the claims table from every run are seconds each)
+ui.pickers.tab_views("cmp_tab", dict(zip(TABS, (
+    lambda: curves_tab(sched, out_dir, load_curves(out_dir), rows),
+    lambda: errors_tab(sched, out_dir, rows),
+    lambda: tables_tab(sched, out_dir, summary, rows),
+    lambda: runs_tab(sched, out_dir, summary)), strict=True)))
 ui.urlstate.sync_url(URL_STATE)

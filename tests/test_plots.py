@@ -354,3 +354,27 @@ def test_probability_figure_names_the_true_class_in_the_axis_title_not_a_two_lin
     assert fig.layout.xaxis.tickangle == 0
     assert "true class, 5" in fig.layout.xaxis.title.text
     assert probability_figure(rows, list(range(10))).layout.xaxis.title.text == "class"
+
+
+def test_mean_curve_is_the_mean_at_every_shared_iteration():
+    """The mean line over seeds: at the iterations every run has, the last non-NaN value a run
+    logged there (a resumed run repeats some), NaN of a diverged run skipped, NaN where every run
+    is NaN; checked against the same mean computed with pandas."""
+    from core.report.plots.training import _mean_curve
+
+    rng = np.random.default_rng(0)
+    curves = []
+    for k in range(4):
+        x = np.concatenate([np.arange(0, 300, 3), np.arange(150 + k * 3, 400, 3)])  # a resume repeats 150+
+        y = rng.normal(size=len(x))
+        y[rng.integers(0, len(x), 10)] = np.nan
+        curves.append({"x": x[: len(x) - k * 5], "y": y[: len(x) - k * 5]})
+    curves[0]["y"][curves[0]["x"] == 30] = np.nan
+    for c in curves[1:]:
+        c["y"][c["x"] == 30] = np.nan  # every run NaN at 30
+    x, m = _mean_curve(curves)
+    frames = [pd.Series(c["y"], index=c["x"]).groupby(level=0).last() for c in curves]  # last non-NaN
+    ref = pd.concat(frames, axis=1, join="inner")
+    assert np.array_equal(x, ref.index.to_numpy(dtype=float)) and np.all(np.diff(x) > 0)
+    np.testing.assert_allclose(m, ref.mean(axis=1, skipna=True).to_numpy(dtype=float), equal_nan=True)
+    assert math.isnan(m[x.tolist().index(30.0)])

@@ -294,10 +294,32 @@ _FIRST_RUN_OVER = threading.Event()
 FIRST_RUN_WAIT_S = 60.0  # the warm-up starts when the first script run is over, or after this long
 
 
+_RUNNING = [0]  # script runs of app.py in progress, every session together
+_RUNNING_LOCK = threading.Lock()
+YIELD_MAX_S = 3.0  # the longest the warm-up waits for the pages before its next point
+
+
+def script_run_started() -> None:
+    """app.py, before each script run: the warm-up pauses between its points while a page is
+    drawn (its Python work would otherwise share the interpreter with that page's)."""
+    with _RUNNING_LOCK:
+        _RUNNING[0] += 1
+
+
 def first_run_over() -> None:
     """app.py, after each script run: the warm-up may start (it waits for the first page, so it
-    does not slow exactly that page down on a busy machine)."""
+    does not slow exactly that page down on a busy machine) and goes on where it paused."""
+    with _RUNNING_LOCK:
+        _RUNNING[0] = max(0, _RUNNING[0] - 1)
     _FIRST_RUN_OVER.set()
+
+
+def _yield_to_pages() -> None:
+    """Before the warm-up's next point: wait while a page is being drawn, at most ``YIELD_MAX_S``
+    (a point in progress is finished first: a page that needs it waits for it, not twice)."""
+    deadline = time.monotonic() + YIELD_MAX_S
+    while _RUNNING[0] > 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def default_models(dataset: str, protocol: str = catalog.DEFAULT_PROTOCOL) -> dict:
@@ -339,11 +361,13 @@ def _warm_robustness(dataset: str, kinds=("gaussian",), protocol: str = catalog.
         levels = (1.0,) if kind == "poisson" else curves.GRID
         for method in models:
             for s in levels:
+                _yield_to_pages()
                 scorer.curve_noise(method, kind, s)
         for method, (entry, _) in models.items():
             if trace_schema(entry.model).activity_binary:
                 scorer.noise(method, "gaussian", 0.0)
                 for s in levels:
+                    _yield_to_pages()
                     scorer.noise(method, kind, s)
 
 
@@ -404,6 +428,7 @@ def _warm() -> None:
              ("png", _warm_png)]
     WARMUP["state"] = "running"
     for name, fn in steps:
+        _yield_to_pages()
         t0 = time.perf_counter()
         try:
             fn()

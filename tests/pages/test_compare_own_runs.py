@@ -127,8 +127,12 @@ def test_a_completed_run_is_drawn_dashed_and_tabulated_with_its_protocol_warning
            "lr 0.5, constant rate; the shipped curves: Adam, cosine, 60 iterations" in warning
     assert "It is **" not in warning  # healthy: no health warning
     # never pooled: the means, spreads and run lists of the shipped methods are those of the summary
+    at.session_state["cmp_tab"] = "Runs"  # only the open tab runs
+    at.run()
     runs = next(d.value for d in at.dataframe if "status" in d.value.columns and "seed" in d.value.columns)
     assert len(runs) == 2 * 5 * 3
+    at.session_state["cmp_tab"] = "Final errors over seeds"
+    at.run()
     spread = next(d.value for d in at.dataframe if "healthy" in d.value.columns)
     assert name not in spread.to_string()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -18,6 +19,32 @@ PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "compare.py")
 
 def run_page() -> AppTest:
     return AppTest.from_file(PAGE, default_timeout=120).run()
+
+
+TABS = ["Training curves", "Final errors over seeds", "Paper's claims vs ours", "Runs"]
+
+
+def open_tab(at: AppTest, label: str) -> AppTest:
+    """Open one of the page's tabs (only the open tab's view runs) and run the page again."""
+    at.session_state["cmp_tab"] = label
+    return at.run()
+
+
+def every_tab(at: AppTest) -> SimpleNamespace:
+    """What the page shows over its four tabs, each opened in turn: figures by title, subheaders,
+    data frames, download and button labels, captions, expanders."""
+    out = SimpleNamespace(figs={}, subheaders=[], frames=[], downloads=[], buttons=[], captions=[], expanders=[])
+    for label in TABS:
+        open_tab(at, label)
+        assert not at.exception and not at.error, label
+        out.figs.update(figures(at))
+        out.subheaders += [s.value for s in at.subheader]
+        out.frames += [d.value for d in at.dataframe]
+        out.downloads += [b.label for b in at.get("download_button")]
+        out.buttons += [b.label for b in at.button]
+        out.captions += [c.value for c in at.caption]
+        out.expanders += [e.label for e in at.expander]
+    return out
 
 
 def figures(at: AppTest) -> dict[str, dict]:
@@ -40,29 +67,32 @@ def test_compare_page_loads_with_curves_errors_tables_and_runs(page_env):
     assert at.radio(key="cmp_schedule").value == "converged"  # the default: the converged grid
     assert at.selectbox(key="cmp_curves_ds").options == ["MNIST", "Fashion-MNIST"]
     assert at.slider(key="cmp_smoothing").value == 0.6
-    figs = figures(at)
+    assert len(figures(at)) == 3  # the first tab's: loss overlay, accuracy overlay, small multiples
+    assert not [s for s in at.subheader if s.value.startswith("Table")]  # the other tabs do not run
+    seen = every_tab(at)
+    figs = seen.figs
     assert len(figs) == 4  # loss overlay, accuracy overlay, small multiples, error bars
     loss = next(f for t, f in figs.items() if "training loss" in t and "per method" not in t)
     assert len(loss["data"]) == 5 * (3 + 1)  # 5 methods x (3 seeds + mean)
     assert "nats" in loss["layout"]["yaxis"]["title"]["text"]
     assert "iteration" in loss["layout"]["xaxis"]["title"]["text"]
     # the tables: ours beside the paper's, with verdicts
-    names = [s.value for s in at.subheader]
+    names = seen.subheaders
     assert {"Table 2 · RIM vs parallel LSTMs", "Table 3 · RIM vs EntNet, RMC, IndRNN",
             "Table 4 · Gaussian noise (variance 0.01)"} <= set(names)
-    frames = [d.value for d in at.dataframe]
+    frames = seen.frames
     t2 = next(f for f in frames if "gap, paper (points)" in f.columns and "parallel LSTMs error (%)" in f.columns)
     assert list(t2["data set"]) == ["MNIST", "Fashion-MNIST"]
     assert list(t2["gap, paper (points)"]) == ["0.35", "1.00"]
     assert t2["verdict"].str.match("^[✅❌❔]").all()
     runs = next(f for f in frames if "seed" in f.columns and "status" in f.columns)
     assert len(runs) == 2 * 5 * 3
-    labels = [b.label for b in at.get("download_button")]
+    labels = seen.downloads
     assert {"⬇ table2 as CSV (all numbers)", "⬇ table3 as CSV (all numbers)", "⬇ table4 as CSV (all numbers)",
             "⬇ Runs as CSV", "⬇ Mean ± sd as CSV"} <= set(labels)
     assert labels.count("⬇ HTML") == 4  # one per figure, PNG beside it when kaleido can render
     assert "⬇ PNG" not in labels  # a PNG is made only when asked (kaleido takes seconds)
-    assert [b.label for b in at.button].count("🖼 Make PNG") in (0, 4)
+    assert seen.buttons.count("🖼 Make PNG") in (0, 4)
     assert all("(the other method is better)" not in v and "at this number of seeds" not in v
                for f in frames if "verdict" in f.columns for v in f["verdict"])  # short verdicts; legend above
 
@@ -99,12 +129,13 @@ def test_schedule_toggle_switches_results(page_env):
     at.radio(key="cmp_schedule").set_value("unequal_init/long").run()
     assert not at.exception
     assert any("80 iterations" in c.value and "seeds 0, 1 " in c.value for c in at.caption)
+    open_tab(at, "Runs")
     runs = next(d.value for d in at.dataframe if "status" in d.value.columns)
     assert len(runs) == 2 * 5 * 2
 
 
 def test_error_bars_clean_and_noisy(page_env):
-    at = run_page()
+    at = open_tab(run_page(), "Final errors over seeds")
     err = next(f for t, f in figures(at).items() if t.startswith("Final"))
     assert "clean" in err["layout"]["yaxis"]["title"]["text"]
     at.radio(key="cmp_err_metric").set_value("noisy_test_error").run()
@@ -152,15 +183,16 @@ def test_png_is_made_on_request_then_downloads_at_once(page_env, monkeypatch):
     monkeypatch.setattr(export, "_figure_png", lambda fig_json, w, h: made.append((w, h)) or b"\x89PNG fake")
     at = run_page()
     downloads = lambda: [b.label for b in at.get("download_button")]  # noqa: E731
-    assert [b.label for b in at.button].count("🖼 Make PNG") == 4 and "⬇ PNG" not in downloads() and not made
+    # the curves tab's three figures
+    assert [b.label for b in at.button].count("🖼 Make PNG") == 3 and "⬇ PNG" not in downloads() and not made
     at.button(key="cmp_dl_loss_png_make").click().run()
     assert not at.exception
     assert len(made) == 1 and made[0][0] == 1100  # rendered once, for that figure only
-    assert downloads().count("⬇ PNG") == 1 and [b.label for b in at.button].count("🖼 Make PNG") == 3
+    assert downloads().count("⬇ PNG") == 1 and [b.label for b in at.button].count("🖼 Make PNG") == 2
     at.run()  # any later rerun: the PNG is kept, not rendered again
     assert len(made) == 1 and downloads().count("⬇ PNG") == 1
     at.slider(key="cmp_smoothing").set_value(0.0).run()  # the loss figure changed: its PNG is stale
-    assert downloads().count("⬇ PNG") == 0 and [b.label for b in at.button].count("🖼 Make PNG") == 4
+    assert downloads().count("⬇ PNG") == 0 and [b.label for b in at.button].count("🖼 Make PNG") == 3
 
 
 def test_png_export_failure_is_a_message(page_env, monkeypatch):
@@ -185,7 +217,7 @@ def test_error_bars_show_the_five_methods_not_the_variants(page_env, tmp_path, m
     summary["runs"].append({**summary["runs"][0], "model": "rim_random", "seed": 0})
     (res / "paper" / "summary.json").write_text(json.dumps(summary))
     monkeypatch.setenv("RIMSCOPE_RESULTS_DIR", str(res))
-    at = run_page()
+    at = open_tab(run_page(), "Final errors over seeds")
     assert not at.exception
     err = next(f for t, f in figures(at).items() if t.startswith("Final"))
     names = {t.get("name") for t in err["data"]}
@@ -199,7 +231,8 @@ def test_converged_default_shows_health_counts_floors_and_left_out_runs(page_env
     at = run_page()
     assert not at.exception and not at.error
     assert any("29 of 30 runs healthy" in c.value for c in at.caption)
-    frames = [d.value for d in at.dataframe]
+    seen = every_tab(at)
+    frames = seen.frames
     spread = next(f for f in frames if "healthy" in f.columns and "clean seeds" in f.columns)
     indrnn = spread[(spread["data set"] == "MNIST") & (spread["method"] == method_title("indrnn"))].iloc[0]
     assert indrnn["healthy"] == "2 of 3 healthy" and indrnn["clean seeds"] == 2
@@ -213,7 +246,7 @@ def test_converged_default_shows_health_counts_floors_and_left_out_runs(page_env
             assert list(f["floors: chance / majority (%)"]) == ["90.00 / 88.65", "90.00 / 90.00"]
     assert sum("floors: chance / majority (%)" in f.columns for f in frames) == 3  # tables 2, 3 and 4
     assert all(f["p raw / Holm"].str.startswith("p ").all() for f in frames if "p raw / Holm" in f.columns)
-    left_out = [e.label for e in at.expander if "unhealthy run" in e.label]
+    left_out = [label for label in seen.expanders if "unhealthy run" in label]
     assert left_out and all(label == "1 unhealthy run left out of the means" for label in left_out)
     shown = [f for f in frames if "claim" in f.columns]
     # first the table README and REPRODUCTION.md show (core.report.claims.glance_frame), then its detail
@@ -222,8 +255,8 @@ def test_converged_default_shows_health_counts_floors_and_left_out_runs(page_env
     claims = shown[1]
     assert list(claims.columns) == [t for _, t in CLAIM_COLUMNS]  # the one claims table (core.report.claims)
     assert claims["verdict"].str.match("^[✅❌❔]").all() and len(claims) == len(shown[0])
-    assert "The paper's claims vs ours" in [s.value for s in at.subheader]
-    err = next(f for t, f in figures(at).items() if t.startswith("Final"))
+    assert "The paper's claims vs ours" in seen.subheaders
+    err = next(f for t, f in seen.figs.items() if t.startswith("Final"))
     dashed = [s["y0"] for s in err["layout"]["shapes"] if s.get("line", {}).get("dash") == "dash"]
     assert dashed == pytest.approx([90.0, 88.65, 90.0])  # MNIST: chance and majority; Fashion-MNIST: both 90
 
@@ -239,7 +272,8 @@ def test_compare_shows_the_handwriting_generalisation_table_when_the_grid_has_on
     results = tmp_path / "results"
     shutil.copytree(page_env["results"], results)
     monkeypatch.setenv("RIMSCOPE_RESULTS_DIR", str(results))
-    at = run_page()
+    at = open_tab(run_page(), "Paper's claims vs ours")
+    assert "The paper's claims vs ours" in [s.value for s in at.subheader]
     assert "Beyond the paper: other people's handwriting" not in [s.value for s in at.subheader]  # no CSV: no table
 
     rng = np.random.default_rng(0)
@@ -249,7 +283,7 @@ def test_compare_shows_the_handwriting_generalisation_table_when_the_grid_has_on
                              for s in range(5)])
     summarise(per_seed, ["semeion", "optdigits"], ["rim", "parallel_lstm", "indrnn"]).to_csv(
         results / "converged" / "handwriting.csv", index=False)
-    at = run_page()
+    at = open_tab(run_page(), "Paper's claims vs ours")
     assert not at.exception and not at.error
     assert "Beyond the paper: other people's handwriting" in [s.value for s in at.subheader]
     table = next(d.value for d in at.dataframe if "accuracy % (mean ± sd)" in d.value.columns)
@@ -259,6 +293,6 @@ def test_compare_shows_the_handwriting_generalisation_table_when_the_grid_has_on
     assert table["RIM − method, points [Holm-step interval]"].iloc[2].startswith("+13.")  # 88 - 75, in points
     assert "Other handwriting as CSV (all numbers)" in " ".join(b.label for b in at.get("download_button"))
     (results / "converged" / "handwriting.csv").write_text("a,b\n1,2\n")  # someone else's CSV: said, not drawn
-    at = run_page()
+    at = open_tab(run_page(), "Paper's claims vs ours")
     assert not at.exception
     assert any("is not a generalisation table" in w.value for w in at.warning)

@@ -84,6 +84,26 @@ def test_the_warmup_waits_for_the_first_page(cache, monkeypatch):
     cache.start_warmup.clear()
 
 
+def test_the_warmup_pauses_while_a_page_is_drawn(cache, monkeypatch):
+    """Between its points the warm-up waits while a script run is in progress (it would share the
+    interpreter with that page), at most YIELD_MAX_S; it goes on once the run is over."""
+    import threading
+
+    monkeypatch.setattr(cache, "YIELD_MAX_S", 60.0)
+    monkeypatch.setattr(cache, "_RUNNING", [0])
+    cache.script_run_started()  # a page is being drawn
+    t = threading.Thread(target=cache._warm, daemon=True)
+    t.start()
+    t.join(1.5)
+    assert t.is_alive() and cache.WARMUP["state"] == "running" and not cache.WARMUP["steps"], cache.WARMUP
+    cache.first_run_over()  # the page is drawn
+    t.join(120)
+    assert cache.WARMUP["state"] == "done" and cache.WARMUP["error"] is None, cache.WARMUP
+    assert cache._RUNNING == [0]
+    cache.first_run_over()  # never below zero
+    assert cache._RUNNING == [0]
+
+
 def test_warmup_can_be_switched_off(cache, monkeypatch):
     monkeypatch.setenv("RIMSCOPE_WARMUP", "0")
     cache.start_warmup.clear()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -47,11 +46,30 @@ def curves_from_metadata(meta: dict, seed=None) -> dict[str, dict]:
     return out
 
 
+def _last_per_x(x, y) -> tuple[np.ndarray, np.ndarray]:
+    """A curve's x values sorted and unique, each with its last non-NaN y (NaN where it has none;
+    a resumed run repeats iterations)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    ux = np.unique(x)
+    ok = ~np.isnan(y)
+    xs, first_in_reversed = np.unique(x[ok][::-1], return_index=True)
+    out = np.full(len(ux), np.nan)
+    out[np.searchsorted(ux, xs)] = y[ok][::-1][first_in_reversed]
+    return ux, out
+
+
 def _mean_curve(curves: list[dict]) -> tuple[np.ndarray, np.ndarray]:
-    """Mean over runs at each x that every run has (NaN where a run diverged is skipped)."""
-    frames = [pd.Series(c["y"], index=c["x"]).groupby(level=0).last() for c in curves]
-    df = pd.concat(frames, axis=1, join="inner")
-    return df.index.to_numpy(dtype=float), df.mean(axis=1, skipna=True).to_numpy(dtype=float)
+    """Mean over runs at each x that every run has (NaN where a run diverged is skipped; NaN
+    where every run is NaN)."""
+    per_run = [_last_per_x(c["x"], c["y"]) for c in curves]
+    common = per_run[0][0]
+    for ux, _ in per_run[1:]:
+        common = np.intersect1d(common, ux, assume_unique=True)
+    ys = np.vstack([uy[np.searchsorted(ux, common)] for ux, uy in per_run])
+    counts = np.sum(~np.isnan(ys), axis=0)
+    sums = np.nansum(ys, axis=0)
+    mean = np.divide(sums, counts, out=np.full(len(common), np.nan), where=counts > 0)
+    return common, mean
 
 
 def _group_by_method(curves: list[dict]) -> dict[str, list[dict]]:
