@@ -204,6 +204,14 @@ def _set_traces(key: str, mtime_: float, data_key_: str, n: int, noise: float, n
     return match.set_traces(_model, images, _data.labels[idx], trace_schema(name), indices=idx)
 
 
+SET_SIZES = (1000, 2000, 5000, 10000)  # images Mechanisms' match view searches: the fixed subset (seed 0) of this size
+
+
+def set_sizes(n_images: int) -> list[int]:
+    """The searched-set sizes offered for a test set of ``n_images`` (the first is the default)."""
+    return [s for s in SET_SIZES if s < n_images] + [n_images]
+
+
 def set_traces(entry: catalog.ModelEntry, model, dataset: str, data: LoadedData, n: int, noise: float = 0.0):
     """``core.eval.match.SetTraces`` of ``model`` on the fixed subset of ``n`` test images (seed 0),
     under Gaussian noise of variance ``noise`` (0: clean); computed once per model, set and
@@ -396,6 +404,19 @@ def _warm_mechanisms_set(dataset: str) -> None:
     selection_reports(model, entry.key, entry.weights_mtime, data_key(dataset, data), data.images, data.labels, n)
 
 
+def _warm_match_set(dataset: str) -> None:
+    """Mechanisms' first view: the default RIM's traces over the searched set of its default size
+    (its first tab, "Find the same mechanisms elsewhere", matches the input's block in them)."""
+    from core.models.registry import DEFAULT_MODEL
+
+    models = default_models(dataset)
+    if DEFAULT_MODEL not in models:
+        return
+    entry, model = models[DEFAULT_MODEL]
+    data = test_data(dataset)
+    set_traces(entry, model, dataset, data, set_sizes(len(data))[0])
+
+
 def _warm_compare() -> None:
     for out_dir in result_folders().values():
         load_summary(out_dir)
@@ -416,7 +437,8 @@ def _warm() -> None:
     _FIRST_RUN_OVER.wait(FIRST_RUN_WAIT_S)
     dataset = next(iter(DATASETS))  # every picker's default data set
     steps = [("imports", _warm_imports), ("manifest", manifest), ("models", lambda: default_models(dataset)),
-             ("test data", lambda: test_data(dataset)), ("robustness", lambda: _warm_robustness(dataset)),
+             ("test data", lambda: test_data(dataset)), ("match set", lambda: _warm_match_set(dataset)),
+             ("robustness", lambda: _warm_robustness(dataset)),
              ("compare", _warm_compare),
              # then what a newcomer does next: the test-set view of Mechanisms, the
              # other noise kinds, the other protocol's models, then the other grey data set

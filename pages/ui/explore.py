@@ -13,13 +13,12 @@ from core.eval import match
 from core.eval.curves import GRID
 from core.report.plots import sets, style
 
-from .cache import set_traces, test_data
+from .cache import set_sizes, set_traces, test_data
 from .messages import missing_data_note
 from .pickers import clamp_state, keep_valid
 from .upload import framed_row, upscaled
 from .urlstate import url_list
 
-SET_SIZES = (1000, 2000, 5000, 10000)  # images searched: the fixed subset (seed 0) of this size
 SHOWN = 24  # match thumbnails
 PER_ROW = 8
 STRIP = 8  # strongest examples per unit
@@ -60,7 +59,7 @@ def _data(dataset: str):
 
 def _set(dataset: str, entry, model, data, noise: float = 0.0):
     """The searched set: a fixed subset (seed 0) of the test set, its size chosen here."""
-    sizes = [s for s in SET_SIZES if s < len(data)] + [len(data)]
+    sizes = set_sizes(len(data))
     keep_valid("mech_set_n", sizes)
     if len(sizes) > 1:
         n = st.select_slider("Images searched (fixed subset of the test set, seed 0)", sizes, key="mech_set_n",

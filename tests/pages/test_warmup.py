@@ -15,7 +15,7 @@ def cache(page_env, monkeypatch):
     monkeypatch.setenv("RIMSCOPE_ROBUSTNESS_SUBSET", "20")
     from pages.ui import cache as C
 
-    for fn in (C._noise_point, C._subset, C._shipped, C._load_model, C.test_data):
+    for fn in (C._noise_point, C._subset, C._shipped, C._load_model, C.test_data, C._set_traces):
         fn.clear()
     C.WARMUP.update(state="not started", steps={}, error=None)
     PNG_WARMED.clear()  # the renderer itself: tests/test_png_export.py
@@ -27,7 +27,8 @@ def cache(page_env, monkeypatch):
 def test_the_warmup_fills_the_caches_the_robustness_page_reads(cache, monkeypatch):
     cache._warm()
     assert cache.WARMUP["state"] == "done" and cache.WARMUP["error"] is None, cache.WARMUP
-    assert set(cache.WARMUP["steps"]) == {"imports", "manifest", "models", "test data", "robustness", "compare",
+    assert set(cache.WARMUP["steps"]) == {"imports", "manifest", "models", "test data", "match set", "robustness",
+                                          "compare",
                                           "mechanisms set", "noise kinds", "protocols", "fashion_mnist", "png"}
     assert PNG_WARMED == [list(cache.WARMUP["steps"])[:-1]] and list(cache.WARMUP["steps"])[-1] == "png"  # last
     calls = []
@@ -67,6 +68,23 @@ def test_the_warmup_fills_the_mechanisms_set_statistics(cache, monkeypatch):
     stats = cache.activation_stats(model, entry.key, entry.weights_mtime, key, data.images, data.labels, 1000, 10)
     rep, twin = cache.selection_reports(model, entry.key, entry.weights_mtime, key, data.images, data.labels, 1000)
     assert stats.n == 1000 and rep.images == 1000
+
+
+def test_the_warmup_fills_the_match_set_of_mechanisms_first_view(cache, monkeypatch):
+    """Mechanisms' first tab matches the input's block in the default RIM's traces over the
+    searched set of its default size: the warm-up has them before the page asks."""
+    cache._warm()
+    assert cache.WARMUP["error"] is None, cache.WARMUP
+    from core.eval import match
+
+    def boom(*a, **k):
+        raise AssertionError("computed again: the warm-up did not fill the page's cache")
+
+    monkeypatch.setattr(match, "set_traces", boom)
+    entry, model = cache.default_models("mnist")["rim"]
+    data = cache.test_data("mnist")
+    traces = cache.set_traces(entry, model, "mnist", data, cache.set_sizes(len(data))[0])
+    assert len(traces.indices) == min(1000, len(data))
 
 
 def test_the_warmup_waits_for_the_first_page(cache, monkeypatch):
