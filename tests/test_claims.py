@@ -3,6 +3,7 @@ document blocks (core.report.claims / stats / budget / docs)."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -207,10 +208,19 @@ def test_budget_says_not_yet_run_with_what_exists_then_whether_each_verdict_stay
             for m, e in (("rim", 0.015), ("parallel_lstm", 0.030), ("entnet", 0.0152)):
                 _write_run(tmp_path, "converged", ds, m, seed, e + rng.normal(0, 0.0005), 4000,
                            best=2000 if m == "rim" else None)
-    _write_run(tmp_path, "budget", "mnist", "rim", 0, 0.014, 12000)
+    _write_run(tmp_path, "budget", "mnist", "rim", 0, 0.014, 12000, best=8000, done=9500)
     rows = budget.budget_rows(tmp_path)
     assert len(rows) == 4 and all(r["at_12000"] == "not yet run" for r in rows)
-    assert "RIM seeds 0; Parallel LSTMs none" in rows[0]["stays"]
+    assert rows[0]["stays"] == "not yet run" and rows[0]["exists"] == "RIM seeds 0; Parallel LSTMs none"
+    # the single run is described beside the 4,000-iteration run of its seed, never tested
+    (same,) = budget.same_seed_rows(tmp_path)
+    short = json.loads((tmp_path / "converged" / "runs" / "mnist" / "rim_s0.json").read_text())
+    assert (same["dataset"], same["model"], same["seed"]) == ("mnist", "rim", 0)
+    assert same["change"] == pytest.approx(100 * (0.014 - short["metrics"]["test_error"]))
+    text = budget.budget_markdown(tmp_path)
+    assert "| MNIST | RIM | 0 | " in text and "| 8,000 / 9,500 |" in text
+    assert "1 of 1 have a lower test error with the longer budget" in text
+    assert "1 of 1 stopped early under it" in text and "No verdict is checked yet" in text
     for ds in ("mnist", "fashion_mnist"):
         for seed in range(3):
             for m, e in (("rim", 0.014), ("parallel_lstm", 0.029), ("entnet", 0.0141)):

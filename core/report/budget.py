@@ -16,7 +16,7 @@ from pathlib import Path
 
 from . import fmt
 from .comparisons import Cells, adjust_family, compare
-from .health import HEALTHY
+from .health import HEALTHY, health_of
 from .markdown import floors_line, md_table
 from .paper import DATASET_ORDER
 
@@ -79,13 +79,68 @@ def budget_rows(root="results") -> list[dict]:
                    "at_4000": a["gap_verdict"] if a else "not measured",
                    "gap_4000": fmt.gap_test(a, "gap") if a else "n/a"}
             if b is None or not complete:
-                row.update(at_12000="not yet run", gap_12000="n/a", stays="not yet run (exists: "
-                           + _exists(bud_rows, ds, ["rim", other]) + ")")
+                row.update(at_12000="not yet run", gap_12000="n/a", stays="not yet run",
+                           exists=_exists(bud_rows, ds, ["rim", other]))
             else:
                 row.update(at_12000=b["gap_verdict"], gap_12000=fmt.gap_test(b, "gap"),
                            stays="stays" if a and a["gap_verdict"] == b["gap_verdict"] else "changes")
             out.append(row)
     return out
+
+
+def _run_facts(path: Path) -> dict | None:
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    if not isinstance(meta, dict) or meta.get("status") != "completed":
+        return None
+    m = meta.get("metrics") or {}
+    return {"test_error": m.get("test_error"), "best_iteration": m.get("best_iteration"),
+            "done": m.get("iterations_done"), "planned": (meta.get("train_config") or {}).get("iterations"),
+            "health": health_of(meta)["health"]}
+
+
+def same_seed_rows(root="results") -> list[dict]:
+    """Each finished 12,000-iteration run beside the 4,000-iteration run of the same data set,
+    method and seed (the same data order): both test errors, the change, where each run had its
+    best validation accuracy and where the longer one stopped. A description of single runs."""
+    root = Path(root)
+    out = []
+    for p in sorted((root / "budget" / "runs").glob("*/*.json")):
+        long_ = _run_facts(p)
+        short = _run_facts(root / "converged" / "runs" / p.parent.name / p.name)
+        if long_ is None or short is None or long_["test_error"] is None or short["test_error"] is None:
+            continue
+        model, _, seed = p.stem.rpartition("_s")
+        out.append({"dataset": p.parent.name, "model": model, "seed": int(seed), "short": short, "long": long_,
+                    "change": 100 * (long_["test_error"] - short["test_error"])})
+    order = {m: i for i, m in enumerate(["rim", *(o for o, _ in BUDGET_COMPARISONS)])}
+    return sorted(out, key=lambda r: (DATASET_ORDER.index(r["dataset"]) if r["dataset"] in DATASET_ORDER else 99,
+                                      order.get(r["model"], 99), r["seed"]))
+
+
+def _stop_text(f: dict) -> str:
+    stopped = f["done"] is not None and f["planned"] is not None and f["done"] < f["planned"]
+    return f"{f['best_iteration']:,} / " + (f"{f['done']:,}" if stopped else "ran all")
+
+
+def same_seed_markdown(root="results") -> list[str]:
+    rows = same_seed_rows(root)
+    if not rows:
+        return []
+    lines = md_table(["data set", "method", "seed", "test error (%), 4,000 → 12,000", "budget 12,000: best / stopped at"],
+                     [[fmt.dataset_title(r["dataset"]), fmt.display_name(r["model"]), r["seed"],
+                       f"{100 * r['short']['test_error']:.2f} → {100 * r['long']['test_error']:.2f} ({r['change']:+.2f})"
+                       + ("" if r["long"]["health"] == HEALTHY else f", {r['long']['health']}"),
+                       _stop_text(r["long"])] for r in rows])
+    lower = sum(r["change"] < 0 for r in rows)
+    early = sum(r["long"]["done"] is not None and r["long"]["planned"] is not None
+                and r["long"]["done"] < r["long"]["planned"] for r in rows)
+    return ["", "Each finished run with the 12,000-iteration budget beside the run of its seed with 4,000 (single "
+            "runs: a description, not a test):", "", *lines, "",
+            f"{lower} of {len(rows)} have a lower test error with the longer budget; {early} of {len(rows)} stopped "
+            "early under it (six validations in a row without a better one)."]
 
 
 def stopping_facts(path, datasets=None) -> dict:
@@ -114,8 +169,8 @@ def stopping_facts(path, datasets=None) -> dict:
 
 def budget_markdown(root="results") -> str:
     rows = budget_rows(root)
-    lines = md_table(["data set", "comparison", "the table's verdict (4,000, all seeds)", "verdict at 4,000, seeds 0-2", "gap (other − RIM) at 4,000, seeds 0-2",
-                       "verdict at 12,000, seeds 0-2", "gap at 12,000, seeds 0-2", "stays at 12,000?"],
+    lines = md_table(["data set", "comparison", "verdict, 4,000 (all seeds)", "4,000, seeds 0-2", "gap, 4,000",
+                      "12,000, seeds 0-2", "gap, 12,000", "stays?"],
                       [[fmt.dataset_title(r["dataset"]), r["comparison"], r["table_verdict"], r["at_4000"], r["gap_4000"], r["at_12000"],
                         r["gap_12000"], r["stays"]] for r in rows])
     f = stopping_facts(Path(root) / "converged", ["mnist", "fashion_mnist", "cifar10"])
@@ -123,7 +178,7 @@ def budget_markdown(root="results") -> str:
                    sorted(f["by_dataset"].items(), key=lambda kv: DATASET_ORDER.index(kv[0])))
     done = [r for r in rows if r["stays"] in ("stays", "changes")]
     if not done:
-        verdict = "No verdict is checked yet: the 12,000-iteration runs are not in `results/budget`."
+        verdict = "No verdict is checked yet: no comparison has seeds 0-2 of both its methods in `results/budget`."
     elif all(r["stays"] == "stays" for r in rows):
         verdict = "Every checked verdict stays at 12,000 iterations."
     else:
@@ -131,10 +186,10 @@ def budget_markdown(root="results") -> str:
                    f"{sum(r['stays'] == 'changes' for r in done)} change, "
                    f"{len(rows) - len(done)} not yet run.")
     return "\n".join(lines + [
-        "", "Seeds 0-2 at both budgets (the 4,000-iteration grid has 5; these verdicts use the seeds both have); "
-        "one Holm family per budget over the comparisons of this table; each interval at the level of the Holm step "
-        "that decides its test (in brackets), so it excludes 0 exactly when the verdict is not \"cannot tell\".", "",
-        verdict, "",
+        "", "Gap = other − RIM in points. Verdicts on seeds 0-2 at both budgets, one Holm family per budget; each "
+        "interval at its Holm step's level (in brackets), so it excludes 0 exactly when the verdict is not "
+        "\"cannot tell\".", "",
+        verdict, *same_seed_markdown(root), "",
         f"Of the {f['runs']} completed runs of the 4,000-iteration grid on MNIST, Fashion-MNIST and CIFAR-10, "
         f"{f['early_stops']} stopped early and {f['best_at_last']} had their best validation accuracy at their last "
         f"evaluation ({by}).", "", floors_line(BUDGET_SETS)])
