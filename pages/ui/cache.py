@@ -418,9 +418,15 @@ def _warm_match_set(dataset: str) -> None:
 
 
 def _warm_compare() -> None:
+    """Compare's tabs: each grid's summary and curves, and the claims table's two grids (read from
+    every run record: a second or more, paid here instead of on the first open of that tab)."""
+    from core.report.claims import grid
+
     for out_dir in result_folders().values():
         load_summary(out_dir)
         load_curves(out_dir)
+    for name in ("converged", "paper"):
+        grid(paths.results_dir() / name)
 
 
 def _warm_png() -> None:

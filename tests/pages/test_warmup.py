@@ -87,6 +87,26 @@ def test_the_warmup_fills_the_match_set_of_mechanisms_first_view(cache, monkeypa
     assert len(traces.indices) == min(1000, len(data))
 
 
+def test_the_warmup_reads_the_grids_of_compares_claims_table(cache, monkeypatch):
+    """Compare's "Paper's claims vs ours" reads the converged and paper grids from every run record:
+    the warm-up has read them (the page's tab then opens without that wait)."""
+    from core.report import claims, tables
+
+    claims._grid.cache_clear()
+    cache._warm()
+    assert cache.WARMUP["error"] is None, cache.WARMUP
+
+    def boom(*a, **k):
+        raise AssertionError("read again: the warm-up did not read the grid")
+
+    monkeypatch.setattr(tables, "load_results", boom)
+    from core import paths
+
+    for name in ("converged", "paper"):
+        rows, _ = claims.grid(paths.results_dir() / name)
+        assert rows  # the fixture's grids have runs
+
+
 def test_the_warmup_waits_for_the_first_page(cache, monkeypatch):
     import threading
 
