@@ -221,6 +221,10 @@ def test_budget_says_not_yet_run_with_what_exists_then_whether_each_verdict_stay
     assert "| MNIST | RIM | 0 | " in text and "| 8,000 / 9,500 |" in text
     assert "1 of 1 have a lower test error with the longer budget" in text
     assert "1 of 1 stopped early under it" in text and "No verdict is checked yet" in text
+    sentence = budget.budget_sentence(tmp_path)
+    assert "1 of 1 finished single runs reach a lower test error than their seed's 4,000-iteration run" in sentence
+    assert "in 1 of 1 the best validation accuracy comes after iteration 4,000, and 1 of 1 stop early" in sentence
+    assert sentence.endswith("no verdict is checked yet (that needs seeds 0-2 of both methods).")
     for ds in ("mnist", "fashion_mnist"):
         for seed in range(3):
             for m, e in (("rim", 0.014), ("parallel_lstm", 0.029), ("entnet", 0.0141)):
@@ -229,6 +233,7 @@ def test_budget_says_not_yet_run_with_what_exists_then_whether_each_verdict_stay
     assert rows[("mnist", "parallel_lstm")]["stays"] == "stays"
     assert rows[("mnist", "parallel_lstm")]["at_12000"] == "holds"
     assert "Every checked verdict stays" in budget.budget_markdown(tmp_path)
+    assert "of the verdicts checked at seeds 0-2, 4 of 4 stay." in budget.budget_sentence(tmp_path)
     facts = budget.stopping_facts(tmp_path / "converged")
     assert facts["runs"] == 18 and facts["early_stops"] == 0 and facts["best_at_last"] == 12
 

@@ -120,6 +120,33 @@ def same_seed_rows(root="results") -> list[dict]:
                                       order.get(r["model"], 99), r["seed"]))
 
 
+def budget_sentence(root="results") -> str:
+    """One sentence on the budget check for README: what the finished 12,000-iteration runs show
+    beside their seeds' 4,000-iteration runs, and that no verdict rests on them yet (or which
+    verdicts stay). Empty without finished runs."""
+    rows = same_seed_rows(root)
+    if not rows:
+        return ""
+    checked = [r for r in budget_rows(root) if r["stays"] in ("stays", "changes")]
+    changes = [r for r in rows if r["change"] < 0]
+    early = [r for r in rows if r["long"]["done"] is not None and r["long"]["planned"] is not None
+             and r["long"]["done"] < r["long"]["planned"]]
+    short = max(r["short"]["planned"] or 0 for r in rows)
+    later = [r for r in rows if (r["long"]["best_iteration"] or 0) > short]
+    s = (f"Three times the budget ({BUDGET_ITERATIONS:,} iterations, the same cosine shape): {len(changes)} of "
+         f"{len(rows)} finished single runs reach a lower test error than their seed's {short:,}-iteration run")
+    if changes:
+        s += f" (by {min(-r['change'] for r in changes):.2f} to {max(-r['change'] for r in changes):.2f} points)"
+    s += (f"; in {len(later)} of {len(rows)} the best validation accuracy comes after iteration {short:,}, and "
+          f"{len(early)} of {len(rows)} stop early")
+    if checked:
+        s += (f"; of the verdicts checked at seeds 0-2, {sum(r['stays'] == 'stays' for r in checked)} of "
+              f"{len(checked)} stay.")
+    else:
+        s += "; no verdict is checked yet (that needs seeds 0-2 of both methods)."
+    return s
+
+
 def _stop_text(f: dict) -> str:
     stopped = f["done"] is not None and f["planned"] is not None and f["done"] < f["planned"]
     return f"{f['best_iteration']:,} / " + (f"{f['done']:,}" if stopped else "ran all")
