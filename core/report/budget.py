@@ -198,7 +198,8 @@ def budget_markdown(root="results") -> str:
     rows = budget_rows(root)
     lines = md_table(["data set", "comparison", "verdict, 4,000 (all seeds)", "4,000, seeds 0-2", "gap, 4,000",
                       "12,000, seeds 0-2", "gap, 12,000", "stays?"],
-                      [[fmt.dataset_title(r["dataset"]), r["comparison"], r["table_verdict"], r["at_4000"], r["gap_4000"], r["at_12000"],
+                      [[fmt.dataset_title(r["dataset"]), r["comparison"], fmt.marked_verdict(r["table_verdict"]),
+                        fmt.marked_verdict(r["at_4000"]), r["gap_4000"], fmt.marked_verdict(r["at_12000"]),
                         r["gap_12000"], r["stays"]] for r in rows])
     f = stopping_facts(Path(root) / "converged", ["mnist", "fashion_mnist", "cifar10"])
     by = "; ".join(f"{fmt.dataset_title(d)} {v['best_at_last']} of {v['runs']}" for d, v in
