@@ -115,7 +115,9 @@ def local_ray(tmp_path_factory):
     try:
         yield ray
     finally:
-        ray_pids = _descendants(os.getpid()) - before
+        # Ray's own processes (raylet, GCS, workers, agents: "ray" in their command line), not a
+        # child another module's kept browser spawned meanwhile in this test process
+        ray_pids = {p for p in _descendants(os.getpid()) - before if "ray" in _cmdline(p).lower()}
         ray.shutdown()
         if saved is None:
             os.environ.pop("RIMSCOPE_OFFLINE", None)

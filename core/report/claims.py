@@ -348,8 +348,4 @@ def answer_text(root="results") -> str:
     ctl = tc.get("controls") or []
     if ctl:
         out.append(controls_decision(ctl))
-    from .budget import budget_sentence  # budget reads this module's grids
-
-    if budget := budget_sentence(root):
-        out.append(budget)
     return " ".join(out)

@@ -77,9 +77,11 @@ def _glance(root: Path) -> str:
 
 
 def _answer(root: Path) -> str:
+    """The claims' answer, then what the budget check's finished runs show (when there are any)."""
+    from .budget import budget_sentence
     from .claims import answer_text
 
-    return answer_text(root)
+    return " ".join(part for part in (answer_text(root), budget_sentence(root)) if part)
 
 
 def _controls(root: Path) -> str:
