@@ -58,6 +58,7 @@ class FakeKaleido:
 
 @pytest.fixture
 def fake(monkeypatch):
+    import plotly.io._kaleido  # noqa: F401 - first, with the real kaleido: plotly keeps the module it imports
     for k, v in dict(opened=0, closed=0, fail_open=False, fail_render=False, in_flight=0, most_in_flight=0).items():
         monkeypatch.setattr(FakeKaleido, k, v)
     monkeypatch.setattr(FakeKaleido, "renders", [])

@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import os
 import threading
+import time
 
 import streamlit as st
 
@@ -150,12 +151,15 @@ class PngRenderer:
             self._ensure_locked()
             if self._kaleido is None:
                 return _one_shot(fig, opts)
-            try:
-                return self._run(self._kaleido.calc_fig(fig, opts=opts), RENDER_TIMEOUT_S)
-            except Exception:  # noqa: BLE001 - the figure or the browser: the one-shot path tells which
-                png = _one_shot(fig, opts)  # raises when the figure is at fault
-                self._close_locked()  # the figure renders elsewhere: the open browser is broken
-                return png
+            for attempt in range(2):  # a fresh tab may not have loaded kaleido's scripts yet: once more
+                try:
+                    return self._run(self._kaleido.calc_fig(fig, opts=opts), RENDER_TIMEOUT_S)
+                except Exception:  # noqa: BLE001 - the figure or the browser: the one-shot path tells which
+                    if attempt == 0:
+                        time.sleep(0.5)
+            png = _one_shot(fig, opts)  # raises when the figure is at fault
+            self._close_locked()  # the figure renders elsewhere: the open browser is broken
+            return png
         finally:
             self._lock.release()
 
