@@ -10,6 +10,11 @@ from core.eval import curves
 PNG_WARMED: list = []  # the steps done when the warm-up opened the PNG renderer
 
 
+def _boom(*a, **k):
+    """Stands in for a computation the warm-up should already have cached."""
+    raise AssertionError("computed again: the warm-up did not fill the page's cache")
+
+
 @pytest.fixture
 def cache(page_env, monkeypatch):
     monkeypatch.setenv("RIMSCOPE_ROBUSTNESS_SUBSET", "20")
@@ -57,11 +62,8 @@ def test_the_warmup_fills_the_mechanisms_set_statistics(cache, monkeypatch):
     from core.eval import robustness_points as points
     from core.eval import selection
 
-    def boom(*a, **k):
-        raise AssertionError("computed again: the warm-up did not fill the page's cache")
-
-    monkeypatch.setattr(points, "activation_stats", boom)
-    monkeypatch.setattr(selection, "selection_report", boom)
+    monkeypatch.setattr(points, "activation_stats", _boom)
+    monkeypatch.setattr(selection, "selection_report", _boom)
     entry, model = cache.default_models("mnist")["rim"]
     data = cache.test_data("mnist")
     key = cache.data_key("mnist", data)
@@ -77,10 +79,7 @@ def test_the_warmup_fills_the_match_set_of_mechanisms_first_view(cache, monkeypa
     assert cache.WARMUP["error"] is None, cache.WARMUP
     from core.eval import match
 
-    def boom(*a, **k):
-        raise AssertionError("computed again: the warm-up did not fill the page's cache")
-
-    monkeypatch.setattr(match, "set_traces", boom)
+    monkeypatch.setattr(match, "set_traces", _boom)
     entry, model = cache.default_models("mnist")["rim"]
     data = cache.test_data("mnist")
     traces = cache.set_traces(entry, model, "mnist", data, cache.set_sizes(len(data))[0])
@@ -96,10 +95,7 @@ def test_the_warmup_reads_the_grids_of_compares_claims_table(cache, monkeypatch)
     cache._warm()
     assert cache.WARMUP["error"] is None, cache.WARMUP
 
-    def boom(*a, **k):
-        raise AssertionError("read again: the warm-up did not read the grid")
-
-    monkeypatch.setattr(tables, "load_results", boom)
+    monkeypatch.setattr(tables, "load_results", _boom)
     from core import paths
 
     for name in ("converged", "paper"):
