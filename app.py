@@ -54,7 +54,7 @@ if "pages.ui" not in sys.modules:  # the server's first run: PyTorch, pandas and
                     "the server starts)…"):
         import pages.ui  # noqa: F401
 from pages.ui.auth import account_box  # noqa: E402
-from pages.ui.cache import first_run_over, script_run_started, start_warmup  # noqa: E402
+from pages.ui.cache import script_run_over, script_run_started, start_warmup  # noqa: E402
 
 script_run_started()  # the warm-up pauses between its points until this run is over
 try:
@@ -70,4 +70,4 @@ try:
     ]
     st.navigation(pages).run()
 finally:  # also after st.stop() / st.rerun() inside a page
-    first_run_over()
+    script_run_over()

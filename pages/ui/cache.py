@@ -314,7 +314,7 @@ def script_run_started() -> None:
         _RUNNING[0] += 1
 
 
-def first_run_over() -> None:
+def script_run_over() -> None:
     """app.py, after each script run: the warm-up may start (it waits for the first page, so it
     does not slow exactly that page down on a busy machine) and goes on where it paused."""
     with _RUNNING_LOCK:
@@ -388,16 +388,24 @@ def _other_protocols(dataset: str) -> list[str]:
     return sorted({e.protocol for e in entries if e.source == "pretrained"} - {catalog.DEFAULT_PROTOCOL})
 
 
-def _warm_mechanisms_set(dataset: str) -> None:
-    """Mechanisms' "Across the test set" for the default RIM: the statistics of the default
-    subset (the page's own cache: ``activation_stats`` / ``selection_reports``)."""
+def _default_rim(dataset: str):
+    """``(entry, model, test data)`` of the default pretrained RIM of ``dataset`` (what Mechanisms
+    opens with), or None where none is shipped."""
     from core.models.registry import DEFAULT_MODEL
 
     models = default_models(dataset)
     if DEFAULT_MODEL not in models:
-        return
+        return None
     entry, model = models[DEFAULT_MODEL]
-    data = test_data(dataset)
+    return entry, model, test_data(dataset)
+
+
+def _warm_mechanisms_set(dataset: str) -> None:
+    """Mechanisms' "Across the test set" for the default RIM: the statistics of the default
+    subset (the page's own cache: ``activation_stats`` / ``selection_reports``)."""
+    if (rim := _default_rim(dataset)) is None:
+        return
+    entry, model, data = rim
     n = 1000  # the page's default size ("Test images")
     activation_stats(model, entry.key, entry.weights_mtime, data_key(dataset, data), data.images, data.labels, n,
                      len(DATASETS[dataset].classes))
@@ -407,14 +415,9 @@ def _warm_mechanisms_set(dataset: str) -> None:
 def _warm_match_set(dataset: str) -> None:
     """Mechanisms' first view: the default RIM's traces over the searched set of its default size
     (its first tab, "Find the same mechanisms elsewhere", matches the input's block in them)."""
-    from core.models.registry import DEFAULT_MODEL
-
-    models = default_models(dataset)
-    if DEFAULT_MODEL not in models:
-        return
-    entry, model = models[DEFAULT_MODEL]
-    data = test_data(dataset)
-    set_traces(entry, model, dataset, data, set_sizes(len(data))[0])
+    if (rim := _default_rim(dataset)) is not None:
+        entry, model, data = rim
+        set_traces(entry, model, dataset, data, set_sizes(len(data))[0])
 
 
 def _warm_compare() -> None:

@@ -25,7 +25,7 @@ def cache(page_env, monkeypatch):
     C.WARMUP.update(state="not started", steps={}, error=None)
     PNG_WARMED.clear()  # the renderer itself: tests/test_png_export.py
     monkeypatch.setattr(C, "_warm_png", lambda: PNG_WARMED.append(list(C.WARMUP["steps"])))
-    C.first_run_over()  # as app.py does after its first script run
+    C.script_run_over()  # as app.py does after its first script run
     return C
 
 
@@ -112,7 +112,7 @@ def test_the_warmup_waits_for_the_first_page(cache, monkeypatch):
     t = cache.start_warmup()
     t.join(1.0)
     assert t.is_alive() and cache.WARMUP["state"] == "waiting for the first page" and not cache.WARMUP["steps"]
-    cache.first_run_over()
+    cache.script_run_over()
     t.join(120)
     assert cache.WARMUP["state"] == "done" and cache.WARMUP["error"] is None, cache.WARMUP
     cache.start_warmup.clear()
@@ -130,11 +130,11 @@ def test_the_warmup_pauses_while_a_page_is_drawn(cache, monkeypatch):
     t.start()
     t.join(1.5)
     assert t.is_alive() and cache.WARMUP["state"] == "running" and not cache.WARMUP["steps"], cache.WARMUP
-    cache.first_run_over()  # the page is drawn
+    cache.script_run_over()  # the page is drawn
     t.join(120)
     assert cache.WARMUP["state"] == "done" and cache.WARMUP["error"] is None, cache.WARMUP
     assert cache._RUNNING == [0]
-    cache.first_run_over()  # never below zero
+    cache.script_run_over()  # never below zero
     assert cache._RUNNING == [0]
 
 
