@@ -22,8 +22,8 @@ drives headless Chromium through the interactions users repeat:
   a step of its noise level (a level not seen before: the set traced again under noise);
 * **slow** (the interactions a newcomer found slow): another noise kind and the protocol switch
   on Robustness, Fashion-MNIST there, "Make PNG" under its error curve (until "⬇ PNG" is
-  there), Mechanisms' "Across the test set"; each in a fresh session, after the server's
-  warm-up had ``RIMSCOPE_BENCH_WARM_WAIT_S`` (180) seconds.
+  there), Mechanisms' "Find the same mechanisms elsewhere" and "Across the test set"; each in a
+  fresh session, after the server's warm-up had ``RIMSCOPE_BENCH_WARM_WAIT_S`` (180) seconds.
 
 Latency = from the input event to the end of the script run it causes, taken from the page
 itself: a MutationObserver time-stamps every change of Streamlit's ``data-test-script-state``
@@ -407,7 +407,8 @@ def bench_explore(page, url: str, reps: int) -> dict[str, list[float]]:
                                    "explore_units_first_render": [], "explore_unit_noise_cold": []}
     for i in range(reps + 1):  # a fresh session each time; the first also traces the set (cold)
         t0 = time.monotonic()
-        page.goto(url + "/mechanisms", wait_until="commit", timeout=WAIT_MS)
+        page.goto(url + "/mechanisms?mech_more=Find+the+same+mechanisms+elsewhere", wait_until="commit",
+                  timeout=WAIT_MS)
         page.wait_for_function(MATCH_JS, polling="raf", timeout=WAIT_MS)
         took = time.monotonic() - t0
         out["explore_first_render"].append(took)
@@ -478,7 +479,8 @@ def _make_png(page, view: tuple, rendered: set, out: list) -> None:
 
 def bench_slow(page, url: str, reps: int) -> dict[str, list[float]]:
     """The interactions a newcomer found slow: another noise kind, the protocol switch, another
-    data set on Robustness, "Make PNG" under its error curve, Mechanisms' "Across the test set".
+    data set on Robustness, "Make PNG" under its error curve, Mechanisms' "Find the same mechanisms
+    elsewhere" and "Across the test set" tabs.
     The server's warm-up gets ``SLOW_WARM_WAIT_S`` after the first page (it fills the caches
     these read, and opens the PNG renderer's browser).
 
@@ -486,7 +488,7 @@ def bench_slow(page, url: str, reps: int) -> dict[str, list[float]]:
     (``_make_png``): with three kinds (Poisson has no curve) up to four samples in all."""
     log(f"Slow list: first page, then {SLOW_WARM_WAIT_S:.0f} s for the warm-up")
     out: dict[str, list[float]] = {"noise_kind": [], "protocol_switch": [], "robustness_fashion_mnist": [],
-                                   "make_png": [], "across_the_test_set": []}
+                                   "make_png": [], "find_the_same_mechanisms": [], "across_the_test_set": []}
     page.goto(url + "/robustness", wait_until="commit", timeout=WAIT_MS)
     page.get_by_text("Error against noise strength").first.wait_for(timeout=WAIT_MS)
     time.sleep(SLOW_WARM_WAIT_S)
@@ -514,6 +516,9 @@ def bench_slow(page, url: str, reps: int) -> dict[str, list[float]]:
         settle(page)
         page.goto(url + "/mechanisms", wait_until="commit", timeout=WAIT_MS)
         page.get_by_text("row by row").first.wait_for(timeout=WAIT_MS)
+        settle(page)
+        tab = page.get_by_role("tab", name="Find the same mechanisms elsewhere")
+        out["find_the_same_mechanisms"].append(timed(page, lambda t=tab: t.dispatch_event("click")))
         settle(page)
         tab = page.get_by_role("tab", name="Across the test set")
         out["across_the_test_set"].append(timed(page, lambda t=tab: t.dispatch_event("click")))
@@ -563,9 +568,10 @@ def cpu_profile(reps: int, data_dir: str | None = None) -> dict:
         return at
 
     out: dict[str, list[float]] = {}
-    at = fresh(mech_idx=3)
+    find = "Find the same mechanisms elsewhere"
+    at = fresh(mech_idx=3, mech_more=find)
     out["first_render_cold"] = [cpu(at.run)]
-    out["first_render_warm"] = [cpu((a := fresh(mech_idx=3 + i)).run) for i in range(reps)]
+    out["first_render_warm"] = [cpu((a := fresh(mech_idx=3 + i, mech_more=find)).run) for i in range(reps)]
     for name, widget, key, values in (("block_row", "slider", "mech_blk_t1", [10, 11]),
                                       ("threshold", "slider", "mech_blk_thr", [4, 3]),
                                       ("units", "multiselect", "mech_blk_units", [["LSTM 1", "LSTM 2"], ["LSTM 3"]]),

@@ -167,7 +167,7 @@ RENDERERS: dict[str, tuple[str, str, Callable[[dict], str]]] = {
     "pages.json": ("Pages: interaction latency in the browser", "make bench-pages", pages_table),
     "pages_explore.json": ("Mechanisms' set-wide and two-model views in the browser",
                            "python -m bench.bench_pages --sections explore --reps 5", pages_table),
-    "pages_slow.json": ("The slow list in the browser: noise kind, protocol, data set, Make PNG, Across the test set",
+    "pages_slow.json": ("The slow list in the browser: noise kind, protocol, data set, Make PNG, Mechanisms' set-wide tabs",
                         "python -m bench.bench_pages --sections slow --reps 3 --gc off --out bench/results/pages_slow.json",
                         pages_table),
     "mechanisms_cpu.json": ("Mechanisms' script runs: CPU seconds (AppTest)",

@@ -335,11 +335,12 @@ def trace_panel(dataset: str, entry, model, all_entries: list, image: np.ndarray
     cache_key = (entry.key, ui.cache.entry_mtime(entry), image.shape, hash(image.tobytes()))
     view(image, a, b, playing, cache_key, lambda: _downloads(dataset, image, a, b, cache_key, what, label))
     here = int(st.session_state["mech_idx"]) if source == "Test image" else None
+    # this input first (quick: one image), then the searched set (a model run over 1,000 or more images)
     ui.pickers.tab_views("mech_more", {
-        "Find the same mechanisms elsewhere": lambda: ui.explore.match_view(dataset, entry, model, a.mask, a.unit_names, here),
-        "What each LSTM is for": lambda: ui.explore.unit_view(dataset, entry, model, a.unit_names),
         "Intervene": lambda: intervene.intervene_view(entry, model, image, a.unit_names, classes),
-        "Which pixels drive it": lambda: intervene.attribution_view(entry, model, image, a.unit_names, classes)})
+        "Which pixels drive it": lambda: intervene.attribution_view(entry, model, image, a.unit_names, classes),
+        "Find the same mechanisms elsewhere": lambda: ui.explore.match_view(dataset, entry, model, a.mask, a.unit_names, here),
+        "What each LSTM is for": lambda: ui.explore.unit_view(dataset, entry, model, a.unit_names)})
 
 
 def one_input_view(dataset: str, entry, model, compared: dict, all_entries: list) -> None:

@@ -413,8 +413,8 @@ def _warm_mechanisms_set(dataset: str) -> None:
 
 
 def _warm_match_set(dataset: str) -> None:
-    """Mechanisms' first view: the default RIM's traces over the searched set of its default size
-    (its first tab, "Find the same mechanisms elsewhere", matches the input's block in them)."""
+    """Mechanisms' set-wide tabs: the default RIM's traces over the searched set of its default size
+    ("Find the same mechanisms elsewhere" matches the input's block in them), ready before they open."""
     if (rim := _default_rim(dataset)) is not None:
         entry, model, data = rim
         set_traces(entry, model, dataset, data, set_sizes(len(data))[0])

@@ -36,7 +36,7 @@ def test_bench_pages_slow_section_one_rep(tmp_path, monkeypatch):
     printed = run_bench("bench.bench_pages", "--sections", "slow", "--reps", "1", "--gc", "off", "--out", str(out))
     data = json.loads(out.read_text())
     assert set(data["settings"]["off"]) == {"noise_kind", "protocol_switch", "robustness_fashion_mnist", "make_png",
-                                            "across_the_test_set"}
+                                            "find_the_same_mechanisms", "across_the_test_set"}
     for name, s in data["settings"]["off"].items():
         assert s["n"] == (2 if name == "make_png" else 1), name  # make_png: the MNIST and Fashion-MNIST curves
         assert all(math.isfinite(x) and x > 0 for x in s["samples_s"]), name

@@ -59,7 +59,7 @@ def _idx_in_url(page) -> int | None:
 
 
 def test_block_matches_open_one_and_compare_two_models(page, app_server, screenshot):
-    page.goto(f"{app_server['url']}/mechanisms?mech_idx=3", wait_until="commit", timeout=SLOW_MS)
+    page.goto(f"{app_server['url']}/mechanisms?mech_idx=3&mech_more=Find+the+same+mechanisms+elsewhere", wait_until="commit", timeout=SLOW_MS)
     page.get_by_text(INSIDE).first.wait_for(timeout=SLOW_MS)
     first = poll(lambda: _match_line(page), WAIT_S, what="the match count")
     settle(page)

@@ -19,6 +19,11 @@ from tests.pages.test_mechanisms_page import PAGE, _walk, _with_converged_rim, r
 FIND, UNITS = "Find the same mechanisms elsewhere", "What each LSTM is for"
 
 
+def run_find(**state) -> AppTest:
+    """The page with "Find the same mechanisms elsewhere" open."""
+    return run_page(mech_more=FIND, **state)
+
+
 def _match_line(at: AppTest) -> tuple[int, int]:
     line = next(m.value for m in at.markdown if "images match**" in m.value)
     hits, total = re.match(r"\*\*(\d+) of (\d+) images match\*\*", line).groups()
@@ -46,7 +51,7 @@ def _charts(at: AppTest) -> set:
 
 
 def test_find_view_counts_matches_like_core_and_follows_the_threshold(page_env):
-    at = run_page(mech_idx=5)
+    at = run_find(mech_idx=5)
     assert not at.exception
     t1, t2 = at.slider(key="mech_blk_t1"), at.slider(key="mech_blk_t2")
     assert (t1.value, t2.value) == (12, 16)  # the middle rows by default
@@ -81,7 +86,7 @@ def test_find_view_counts_matches_like_core_and_follows_the_threshold(page_env):
 
 
 def test_a_match_opens_as_the_current_input_in_one_click_and_the_url_follows(page_env):
-    at = run_page(mech_idx=5, mech_source="Draw")
+    at = run_find(mech_idx=5, mech_source="Draw")
     at.radio(key="mech_source").set_value("Test image").run()
     first = next(b for b in at.button if b.key.startswith("mech_match_"))
     target = int(first.key.rsplit("_", 1)[1])
@@ -100,7 +105,7 @@ def test_a_match_opens_as_the_current_input_in_one_click_and_the_url_follows(pag
 
 def test_a_link_restores_the_block(page_env):
     fresh = AppTest.from_file(PAGE, default_timeout=120)
-    fresh.query_params.update({"mech_idx": "7", "mech_blk_t1": "3", "mech_blk_t2": "9", "mech_blk_thr": "4",
+    fresh.query_params.update({"mech_idx": "7", "mech_more": FIND, "mech_blk_t1": "3", "mech_blk_t2": "9", "mech_blk_thr": "4",
                                "mech_blk_units": "LSTM 1,LSTM 9,LSTM 3"})
     fresh.run()
     assert not fresh.exception
@@ -129,7 +134,7 @@ def test_each_lstm_view_strip_rates_and_noise(page_env):
 
 
 def test_models_without_a_mask_explain_and_still_show_their_units(page_env):
-    at = run_page(mech_model_mnist="pretrained:mnist/parallel_lstm")
+    at = run_find(mech_model_mnist="pretrained:mnist/parallel_lstm")
     assert not at.exception
     assert any("has no selection mask" in i.value for i in at.info)
     at = run_page(mech_model_mnist="pretrained:mnist/parallel_lstm", mech_more=UNITS)
@@ -201,7 +206,7 @@ def test_a_full_test_set_offers_larger_searches(page_env, tmp_path, monkeypatch)
     monkeypatch.setenv("RIMSCOPE_DATA_DIR", str(tmp_path / "data"))
     st.cache_resource.clear()  # the test set is held per process
     try:
-        at = run_page(mech_idx=4)
+        at = run_find(mech_idx=4)
         assert not at.exception
         size = at.select_slider(key="mech_set_n")
         assert list(size.options) == ["1000", "1500"] and size.value == 1000

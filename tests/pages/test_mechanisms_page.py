@@ -51,6 +51,26 @@ def test_page_loads_with_rim_by_default(page_env):
     assert not at.error
 
 
+def test_the_first_view_opens_this_inputs_tab_and_traces_no_set(page_env, monkeypatch):
+    """Below the timeline the first open tab acts on this input alone (one image through the
+    model); the set-wide tabs (a model run over 1,000 or more images) run when opened."""
+    from core.eval import match
+    from pages.ui import cache
+
+    cache._set_traces.clear()
+    traced = []
+    real = match.set_traces
+    monkeypatch.setattr(match, "set_traces", lambda *a, **k: traced.append(1) or real(*a, **k))
+    at = run_page()
+    assert not at.exception
+    more = ["Intervene", "Which pixels drive it", "Find the same mechanisms elsewhere", "What each LSTM is for"]
+    assert [t.label for t in at.tabs if t.label in more] == more
+    assert at.slider(key="iv_rows") is not None  # the open tab: Intervene
+    assert traced == [], "the first view traced the searched set"
+    at = run_page(mech_more="Find the same mechanisms elsewhere")
+    assert not at.exception and traced == [1]  # opened: traced once
+
+
 def _walk(node):
     yield node
     for child in getattr(node, "children", {}).values():

@@ -72,9 +72,9 @@ def test_the_warmup_fills_the_mechanisms_set_statistics(cache, monkeypatch):
     assert stats.n == 1000 and rep.images == 1000
 
 
-def test_the_warmup_fills_the_match_set_of_mechanisms_first_view(cache, monkeypatch):
-    """Mechanisms' first tab matches the input's block in the default RIM's traces over the
-    searched set of its default size: the warm-up has them before the page asks."""
+def test_the_warmup_fills_the_match_set_of_mechanisms(cache, monkeypatch):
+    """Mechanisms' "Find the same mechanisms elsewhere" matches the input's block in the default
+    RIM's traces over the searched set of its default size: the warm-up has them before the tab opens."""
     cache._warm()
     assert cache.WARMUP["error"] is None, cache.WARMUP
     from core.eval import match
