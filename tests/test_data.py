@@ -389,19 +389,28 @@ def test_no_torchvision_import_when_it_has_nothing_to_read(tmp_path):
     import subprocess
     import sys
 
-    code = ("import sys; from core.data.datasets import load_dataset; "
-            "d = load_dataset('mnist', 'test', download=True); "
-            "print(d.source.split(' ')[0], 'torchvision' in sys.modules)")
+    code = ("import sys; from core.data.datasets import load_dataset, will_use_torchvision; "
+            "w = will_use_torchvision('mnist'); d = load_dataset('mnist', 'test', download=True); "
+            "print(w, d.source.split(' ')[0], 'torchvision' in sys.modules)")
     env = {**os.environ, "RIMSCOPE_HOME": str(tmp_path / "home"), "RIMSCOPE_DATA_DIR": str(tmp_path / "data"),
            "RIMSCOPE_OFFLINE": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    source, imported = out.stdout.split()[-2:]
+    foreseen, source, imported = out.stdout.split()[-3:]
     assert imported == "False" and source != "torchvision", out.stdout
+    assert foreseen == "False", out.stdout  # app.py's preload does not import it either
     # the split's file present: torchvision is asked (and refuses the empty file: the sample still answers)
     raw = tmp_path / "home" / "torchvision" / "MNIST" / "raw"
     raw.mkdir(parents=True)
     (raw / "t10k-images-idx3-ubyte").write_bytes(b"")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split()[-1] == "True", out.stdout
+    assert out.stdout.split()[-1] == "True" and out.stdout.split()[-3] == "True", out.stdout  # foreseen
+    # an npz of the split in the data folder: read first, torchvision neither foreseen nor imported
+    (tmp_path / "data" / "mnist").mkdir(parents=True)
+    np.savez(tmp_path / "data" / "mnist" / "test.npz", x=np.zeros((3, 28, 28), np.uint8), y=np.arange(3),
+             classes=np.array([str(i) for i in range(10)]))
+    env.pop("RIMSCOPE_OFFLINE")  # even where a download could be tried
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[-3:] == ["False", "npz", "False"], out.stdout

@@ -375,6 +375,18 @@ def _npz_has_arrays(path: Path) -> bool:
         return False
 
 
+def will_use_torchvision(name: str, data_dir: str | Path | None = None) -> bool:
+    """Whether ``load_dataset(name, "test")`` (the pages' call) reaches torchvision: no npz or
+    image folder holds the split, and torchvision has its files or may download them. Found as
+    ``available_sources`` finds it (cheaply, torchvision not imported)."""
+    if name not in _TV:
+        return False
+    found = available_sources(name, data_dir)
+    if found["npz"] or found["folder"]:
+        return False
+    return found["torchvision"] or not paths.offline()
+
+
 def available_sources(name: str, data_dir: str | Path | None = None) -> dict[str, bool]:
     """Which sources hold the test split of ``name`` right now, found cheaply: the files are
     looked for (an npz archive's directory is read), no image is loaded, nothing downloaded,
