@@ -217,10 +217,18 @@ def test_budget_says_not_yet_run_with_what_exists_then_whether_each_verdict_stay
     short = json.loads((tmp_path / "converged" / "runs" / "mnist" / "rim_s0.json").read_text())
     assert (same["dataset"], same["model"], same["seed"]) == ("mnist", "rim", 0)
     assert same["change"] == pytest.approx(100 * (0.014 - short["metrics"]["test_error"]))
-    text = budget.budget_markdown(tmp_path)
-    assert "| MNIST | RIM | 0 | " in text and "| 8,000 / 9,500 |" in text
-    assert "1 of 1 have a lower test error with the longer budget" in text
-    assert "1 of 1 stopped early under it" in text and "No verdict is checked yet" in text
+    table = "\n".join(budget.same_seed_markdown(tmp_path))  # in results/budget/tables.md
+    assert "| MNIST | RIM | 0 | " in table and "| 8,000 / 9,500 |" in table
+    from core.report.tables import write_tables
+
+    write_tables(tmp_path / "budget")
+    assert table in (tmp_path / "budget" / "tables.md").read_text()
+    text = budget.budget_markdown(tmp_path)  # REPRODUCTION: the counts in one line, the table's place named
+    assert "| MNIST | RIM | 0 | " not in text and "`results/budget/tables.md`" in text
+    for part in (text, table):
+        assert "1 of 1 have a lower test error with the longer budget" in part
+        assert "1 of 1 stopped early under it" in part and "their best validation at iteration 8,000" in part
+    assert "No verdict is checked yet" in text
     sentence = budget.budget_sentence(tmp_path)
     assert "1 of 1 finished single runs reach a lower test error than their seed's 4,000-iteration run" in sentence
     assert "in 1 of 1 the best validation accuracy comes after iteration 4,000, and 1 of 1 stop early" in sentence

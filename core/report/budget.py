@@ -24,6 +24,7 @@ BUDGET_SETS = ["mnist", "fashion_mnist"]
 BUDGET_SEEDS = [0, 1, 2]
 BUDGET_COMPARISONS = [("parallel_lstm", "Table 2: RIM vs parallel LSTMs"), ("entnet", "Table 3: RIM vs EntNet")]
 BUDGET_ITERATIONS = 12000
+BUDGET_DIR = "budget"  # results/<this>: the runs with the longer budget
 
 
 def _cell_runs(rows: list[dict], ds: str, model: str) -> list[dict]:
@@ -62,7 +63,7 @@ def budget_rows(root="results") -> list[dict]:
     conv_rows, tc = grid(root / "converged")
     t2 = {r["dataset"]: r for r in tc.get("table2") or []}
     t3 = {r["dataset"]: r for r in tc.get("table3") or []}
-    bud_rows, _ = grid(root / "budget")
+    bud_rows, _ = grid(root / BUDGET_DIR)
     bud_rows = [r for r in bud_rows if r.get("iterations") == BUDGET_ITERATIONS or r.get("protocol") == "converged-12k"]
     short, long_ = _tests(conv_rows, BUDGET_SEEDS), _tests(bud_rows, BUDGET_SEEDS)
     out = []
@@ -107,7 +108,7 @@ def same_seed_rows(root="results") -> list[dict]:
     best validation accuracy and where the longer one stopped. A description of single runs."""
     root = Path(root)
     out = []
-    for p in sorted((root / "budget" / "runs").glob("*/*.json")):
+    for p in sorted((root / BUDGET_DIR / "runs").glob("*/*.json")):
         long_ = _run_facts(p)
         short = _run_facts(root / "converged" / "runs" / p.parent.name / p.name)
         if long_ is None or short is None or long_["test_error"] is None or short["test_error"] is None:
@@ -129,8 +130,7 @@ def budget_sentence(root="results") -> str:
         return ""
     checked = [r for r in budget_rows(root) if r["stays"] in ("stays", "changes")]
     changes = [r for r in rows if r["change"] < 0]
-    early = [r for r in rows if r["long"]["done"] is not None and r["long"]["planned"] is not None
-             and r["long"]["done"] < r["long"]["planned"]]
+    early = [r for r in rows if _stopped_early(r)]
     short = max(r["short"]["planned"] or 0 for r in rows)
     later = [r for r in rows if (r["long"]["best_iteration"] or 0) > short]
     s = (f"Three times the budget ({BUDGET_ITERATIONS:,} iterations, the same cosine shape): {len(changes)} of "
@@ -161,13 +161,34 @@ def same_seed_markdown(root="results") -> list[str]:
                        f"{100 * r['short']['test_error']:.2f} → {100 * r['long']['test_error']:.2f} ({r['change']:+.2f})"
                        + ("" if r["long"]["health"] == HEALTHY else f", {r['long']['health']}"),
                        _stop_text(r["long"])] for r in rows])
-    lower = sum(r["change"] < 0 for r in rows)
-    early = sum(r["long"]["done"] is not None and r["long"]["planned"] is not None
-                and r["long"]["done"] < r["long"]["planned"] for r in rows)
     return ["", "Each finished run with the 12,000-iteration budget beside the run of its seed with 4,000 (single "
-            "runs: a description, not a test):", "", *lines, "",
-            f"{lower} of {len(rows)} have a lower test error with the longer budget; {early} of {len(rows)} stopped "
-            "early under it (six validations in a row without a better one)."]
+            "runs: a description, not a test):", "", *lines, "", _same_seed_counts(rows) + "."]
+
+
+def _stopped_early(r: dict) -> bool:
+    return r["long"]["done"] is not None and r["long"]["planned"] is not None and r["long"]["done"] < r["long"]["planned"]
+
+
+def _same_seed_counts(rows: list[dict]) -> str:
+    lower = [r for r in rows if r["change"] < 0]
+    s = f"{len(lower)} of {len(rows)} have a lower test error with the longer budget"
+    if lower:
+        s += f" (by {min(-r['change'] for r in lower):.2f} to {max(-r['change'] for r in lower):.2f} points)"
+    bests = [r["long"]["best_iteration"] for r in rows if r["long"]["best_iteration"] is not None]
+    s += f"; {sum(map(_stopped_early, rows))} of {len(rows)} stopped early under it (six validations in a row without a better one)"
+    if bests:
+        s += (f", their best validation at iteration {bests[0]:,}" if min(bests) == max(bests) else
+              f", their best validation between iterations {min(bests):,} and {max(bests):,}")
+    return s
+
+
+def same_seed_line(root="results") -> str:
+    """REPRODUCTION's one line on the same-seed pairs (the table itself: ``results/budget/tables.md``)."""
+    rows = same_seed_rows(root)
+    if not rows:
+        return ""
+    return (f"Each finished 12,000-iteration run beside its seed's 4,000-iteration run (single runs: a description, "
+            f"not a test; the table: `results/budget/tables.md`): {_same_seed_counts(rows)}.")
 
 
 def stopping_facts(path, datasets=None) -> dict:
@@ -217,7 +238,7 @@ def budget_markdown(root="results") -> str:
         "", "Gap = other − RIM in points. Verdicts on seeds 0-2 at both budgets, one Holm family per budget; each "
         "interval at its Holm step's level (in brackets), so it excludes 0 exactly when the verdict is not "
         "\"cannot tell\".", "",
-        verdict, *same_seed_markdown(root), "",
+        verdict, *(["", line] if (line := same_seed_line(root)) else []), "",
         f"Of the {f['runs']} completed runs of the 4,000-iteration grid on MNIST, Fashion-MNIST and CIFAR-10, "
         f"{f['early_stops']} stopped early and {f['best_at_last']} had their best validation accuracy at their last "
         f"evaluation ({by}).", "", floors_line(BUDGET_SETS)])
