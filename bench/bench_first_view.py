@@ -15,7 +15,8 @@ nothing):
   ``make app`` prints the URL for), then every other page in turn through the sidebar, as a
   newcomer clicks through them; then every page once more (revisits);
 * **warm server**: a second browser session on the same server, every page's first view;
-* **direct**: another fresh server, ``--direct`` (default Mechanisms) opened as the first page.
+* **direct**: ``--direct`` (default Mechanisms) opened as the first page of a fresh server, on
+  ``--direct-reps`` (5) fresh servers in turn; the median and every sample are kept.
 
 Every figure goes to ``bench/results/first_view.json``; the machine's load average is recorded
 with them (the machine may be shared: compare figures from one run only).
@@ -27,6 +28,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -152,20 +154,23 @@ def fresh_and_warm(order: list[str]) -> dict:
     return out
 
 
-def direct(name: str) -> dict:
+def direct(name: str, reps: int) -> tuple[float, list[float]]:
+    """``name`` as the first page of ``reps`` fresh servers, one after the other: (median, samples)."""
     from playwright.sync_api import sync_playwright
 
-    with tempfile.TemporaryDirectory(prefix="rimscope-bench-first-") as tmp:
-        proc, url = start_server(False, Path(tmp))
-        try:
-            with sync_playwright() as p:
-                browser, page = open_browser(p)
-                took = goto(page, url, name)
-                log(f"fresh server, {name} opened directly: {took:.2f} s")
-                browser.close()
-        finally:
-            stop_server(proc)
-    return {name: took}
+    samples = []
+    for i in range(reps):
+        with tempfile.TemporaryDirectory(prefix="rimscope-bench-first-") as tmp:
+            proc, url = start_server(False, Path(tmp))
+            try:
+                with sync_playwright() as p:
+                    browser, page = open_browser(p)
+                    samples.append(goto(page, url, name))
+                    log(f"fresh server {i + 1} of {reps}, {name} opened directly: {samples[-1]:.2f} s")
+                    browser.close()
+            finally:
+                stop_server(proc)
+    return statistics.median(samples), samples
 
 
 def main(argv=None) -> dict:
@@ -173,15 +178,20 @@ def main(argv=None) -> dict:
     ap.add_argument("--order", nargs="+", choices=list(PAGES), default=list(PAGES),
                     help="pages in the order a newcomer opens them (default: the sidebar's)")
     ap.add_argument("--direct", default="mechanisms", choices=[*PAGES, "none"],
-                    help="page opened first on a second fresh server (default mechanisms; none: skip)")
+                    help="page opened first on fresh servers of its own (default mechanisms; none: skip)")
+    ap.add_argument("--direct-reps", type=int, default=5, help="fresh servers for --direct (median reported)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = ap.parse_args(argv)
+    if args.direct_reps < 1:
+        ap.error("--direct-reps must be at least 1")
     require_chromium()
     result = {"machine": machine(),
               "data_dir": os.environ.get("RIMSCOPE_DATA_DIR") or "(empty: bundled samples)"}
     result.update(fresh_and_warm(args.order))
     if args.direct != "none":
-        result["direct_first_page_s"] = direct(args.direct)
+        median, samples = direct(args.direct, args.direct_reps)
+        result["direct_first_page_s"] = {args.direct: median}
+        result["direct_first_page_samples_s"] = {args.direct: [round(x, 3) for x in samples]}
     result["machine"]["load_average_end"] = list(os.getloadavg())  # for the table; written again below
     print(f"{'page':12s} {'fresh':>7s} {'revisit':>8s} {'warm':>7s}   (seconds; load average "
           f"{result['machine']['load_average_start'][0]:.1f} -> {result['machine']['load_average_end'][0]:.1f}"
@@ -190,7 +200,9 @@ def main(argv=None) -> dict:
         print(f"{name:12s} {result['fresh_server_s'][name]:7.2f} {result['revisit_s'][name]:8.2f} "
               f"{result['warm_server_new_session_s'][name]:7.2f}")
     for name, s in result.get("direct_first_page_s", {}).items():
-        print(f"{name} as the first page of a fresh server: {s:.2f} s")
+        got = result["direct_first_page_samples_s"][name]
+        print(f"{name} as the first page of a fresh server: median {s:.2f} s of {len(got)} "
+              f"({min(got):.2f} to {max(got):.2f} s)")
     print(f"server ready after {result['server_ready_s']:.1f} s; RSS {result['server_rss_mb']} MB")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))

@@ -106,7 +106,11 @@ def first_view_table(d: dict) -> str:
             ("revisit_s", "revisit")]
     pages = list(d["fresh_server_s"])
     rows = [[p] + [_s(d.get(k, {}).get(p)) for k, _ in cols] for p in pages]
-    extra = ", ".join(f"{p} as the first page of a fresh server {_s(v)}" for p, v in d.get("direct_first_page_s", {}).items())
+    samples = d.get("direct_first_page_samples_s", {})
+    extra = ", ".join(f"{p} as the first page of a fresh server {_s(v)}"
+                      + (f" (median of {len(samples[p])} fresh servers, {min(samples[p]):.2f} to {max(samples[p]):.2f} s)"
+                         if samples.get(p) else "")
+                      for p, v in d.get("direct_first_page_s", {}).items())
     ready = d.get("server_ready_s")
     note = ("\n\n" + (f"The server answered its health check {_s(ready)} after its start (the clock of every "
                         f"fresh-server figure starts there). " if ready is not None else "")

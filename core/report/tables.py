@@ -27,6 +27,7 @@ import numpy as np
 
 from ..fileio import json_safe
 from . import fmt
+from .budget import BUDGET_DIR, same_seed_markdown
 from .columns import TABLES, markdown
 from .comparisons import (
     Cells,
@@ -38,7 +39,6 @@ from .comparisons import (
     table3,
     table4,
 )
-from .budget import BUDGET_DIR, same_seed_markdown
 from .controls import controls_markdown, controls_table
 from .floors import floors
 from .health import HEALTHY, health_of

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.browser.helpers import BROWSER
 
 pytestmark = BROWSER
@@ -30,13 +32,18 @@ def run_bench(module: str, *args: str) -> str:
 
 def test_bench_first_view(tmp_path):
     out = tmp_path / "first_view.json"
-    printed = run_bench("bench.bench_first_view", "--order", "overview", "mechanisms", "--direct", "none",
-                        "--out", str(out))
+    printed = run_bench("bench.bench_first_view", "--order", "overview", "mechanisms", "--direct", "train",
+                        "--direct-reps", "2", "--out", str(out))
     data = json.loads(out.read_text())
     for part in ("fresh_server_s", "revisit_s", "warm_server_new_session_s"):
         assert set(data[part]) == {"overview", "mechanisms"}, part
         assert all(math.isfinite(v) and v > 0 for v in data[part].values()), (part, data[part])
     assert "mechanisms" in printed
+    # the direct first page: one sample per fresh server, their median reported
+    samples = data["direct_first_page_samples_s"]["train"]
+    assert len(samples) == 2 and all(math.isfinite(v) and v > 0 for v in samples)
+    assert data["direct_first_page_s"]["train"] == pytest.approx(sum(samples) / 2, abs=1e-3)
+    assert "train as the first page of a fresh server: median" in printed
 
 
 def test_bench_load_two_sessions(tmp_path):
