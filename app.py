@@ -24,30 +24,14 @@ def _preload() -> None:
         except Exception:  # noqa: BLE001 - the page that needs the module reports the problem
             return
     try:
-        _first_figure()
         from core.data.datasets import DATASETS, will_use_torchvision
+        from core.report.plots.style import first_figure
 
+        first_figure()
         if will_use_torchvision(next(iter(DATASETS))):  # the default data set's test split: from a download
             importlib.import_module("torchvision")
     except Exception:  # noqa: BLE001 - as above
         return
-
-
-def _first_figure() -> None:
-    """Plotly loads the checks of each trace type and layout part when a figure first uses them
-    (a tenth of a second or more, paid by the first chart of the first page otherwise)."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("a", "b"))
-    fig.add_trace(go.Heatmap(z=[[0, 1]], colorscale="Viridis", colorbar=dict(title="x")), row=1, col=1)
-    fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines+markers", line=dict(dash="dot")), row=1, col=2)
-    fig.add_trace(go.Bar(x=["a"], y=[1], marker=dict(color="#000")), row=1, col=2)
-    fig.add_shape(type="rect", x0=0, x1=1, y0=0, y1=1)
-    fig.add_annotation(text="a", x=0, y=0)
-    fig.update_layout(height=100, margin=dict(l=0, r=0, t=0, b=0), legend=dict(orientation="h"),
-                      xaxis=dict(title="x"), yaxis=dict(autorange="reversed"))
-    fig.to_json()
 
 
 def serve(argv: list[str]) -> None:

@@ -219,9 +219,9 @@ def test_budget_says_not_yet_run_with_what_exists_then_whether_each_verdict_stay
     assert same["change"] == pytest.approx(100 * (0.014 - short["metrics"]["test_error"]))
     table = "\n".join(budget.same_seed_markdown(tmp_path))  # in results/budget/tables.md
     assert "| MNIST | RIM | 0 | " in table and "| 8,000 / 9,500 |" in table
-    from core.report.tables import write_tables
+    from core.grid.cli import main
 
-    write_tables(tmp_path / "budget")
+    main(["tables", "--out", str(tmp_path / "budget")])  # python -m core.reproduce tables
     assert table in (tmp_path / "budget" / "tables.md").read_text()
     text = budget.budget_markdown(tmp_path)  # REPRODUCTION: the counts in one line, the table's place named
     assert "| MNIST | RIM | 0 | " not in text and "`results/budget/tables.md`" in text

@@ -378,3 +378,18 @@ def test_mean_curve_is_the_mean_at_every_shared_iteration():
     assert np.array_equal(x, ref.index.to_numpy(dtype=float)) and np.all(np.diff(x) > 0)
     np.testing.assert_allclose(m, ref.mean(axis=1, skipna=True).to_numpy(dtype=float), equal_nan=True)
     assert math.isnan(m[x.tolist().index(30.0)])
+
+
+def test_first_figure_loads_plotlys_checks_in_a_fresh_process():
+    """``python app.py`` builds one throw-away figure before the server answers: in a fresh process
+    it builds and serialises, and leaves plotly's checks (validators) of the heatmap, scatter and
+    bar traces and of the layout loaded."""
+    import subprocess
+    import sys
+
+    code = ("from plotly.validator_cache import ValidatorCache as V; from core.report.plots.style import first_figure; "
+            "before = set(V._cache); first_figure(); new = {p for p, _ in set(V._cache) - before}; "
+            "print(all(k in new for k in ('heatmap', 'scatter', 'bar', 'layout', 'layout.xaxis', 'layout.annotation')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True", out.stdout

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ..data.datasets import DATASETS
 from ..models.registry import list_models
+from ..report.budget import BUDGET_DIR, write_same_seed
 from ..report.paper import DATASET_ORDER, grid_names
 from ..report.tables import write_tables
 from ..training.config import DEVICES, PROTOCOLS
@@ -88,6 +89,8 @@ def _tables(out: Path, include_unhealthy: bool = False) -> None:
     """Write the grid's tables and the claims table, and print ``tables.md``."""
     write_tables(out, include_unhealthy=include_unhealthy)
     _claims(out)
+    if out.name == BUDGET_DIR:
+        write_same_seed(out)
     print((out / "tables.md").read_text())
 
 

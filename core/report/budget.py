@@ -191,6 +191,15 @@ def same_seed_line(root="results") -> str:
             f"not a test; the table: `results/budget/tables.md`): {_same_seed_counts(rows)}.")
 
 
+def write_same_seed(out: Path) -> None:
+    """After the budget grid's tables: its ``tables.md`` gets the same-seed table (each run beside
+    its seed's run of the converged grid, ``out.parent / "converged"``)."""
+    lines = same_seed_markdown(Path(out).parent)
+    if lines:
+        with open(Path(out) / "tables.md", "a") as f:
+            f.write("\n".join(["", "### Each run beside its seed's 4,000-iteration run", *lines, ""]))
+
+
 def stopping_facts(path, datasets=None) -> dict:
     """Counts over a grid's run records: ``runs``, ``early_stops`` (fewer iterations done than
     configured), ``best_at_last`` (best validation at the last evaluation), each also ``by_dataset``."""

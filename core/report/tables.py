@@ -27,7 +27,6 @@ import numpy as np
 
 from ..fileio import json_safe
 from . import fmt
-from .budget import BUDGET_DIR, same_seed_markdown
 from .columns import TABLES, markdown
 from .comparisons import (
     Cells,
@@ -225,10 +224,7 @@ def write_tables(out: Path, include_unhealthy: bool = False) -> dict:
     out = Path(out)
     rows = load_results(out)
     t = build_tables(rows, include_unhealthy)
-    text = tables_markdown(t, rows, include_unhealthy)
-    if out.name == BUDGET_DIR:  # the longer budget: each run beside its seed's run of the converged grid
-        text += "\n".join(["", "### Each run beside its seed's 4,000-iteration run", *same_seed_markdown(out.parent), ""])
-    (out / "tables.md").write_text(text)
+    (out / "tables.md").write_text(tables_markdown(t, rows, include_unhealthy))
     for name, table in t.items():
         if table:
             _write_csv(out / f"{name}.csv", table)

@@ -85,3 +85,21 @@ def add_floor_lines(fig: go.Figure, floors: dict | None, *, row=None, col=None) 
                       annotation_text=text, annotation_position="bottom right" if k else "top right",
                       annotation_font=dict(size=10, color=FLOOR_COLOR), **where)
     return fig
+
+
+def first_figure() -> None:
+    """Build and serialise one small figure of every kind the pages draw, thrown away: plotly loads
+    the checks of each trace type and layout part on their first use (a tenth of a second or more,
+    which the first chart of a server's first page pays otherwise). ``python app.py`` calls it
+    before the server answers."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("a", "b"))
+    fig.add_trace(go.Heatmap(z=[[0, 1]], colorscale="Viridis", colorbar=dict(title="x")), row=1, col=1)
+    fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines+markers", line=dict(dash="dot")), row=1, col=2)
+    fig.add_trace(go.Bar(x=["a"], y=[1], marker=dict(color="#000")), row=1, col=2)
+    fig.add_shape(type="rect", x0=0, x1=1, y0=0, y1=1)
+    fig.add_annotation(text="a", x=0, y=0)
+    fig.update_layout(height=100, margin=dict(l=0, r=0, t=0, b=0), legend=dict(orientation="h"),
+                      xaxis=dict(title="x"), yaxis=dict(autorange="reversed"))
+    fig.to_json()
