@@ -40,6 +40,13 @@ def _written_key(spec: dict) -> str:
     return "_url_written_" + "|".join(sorted(spec))
 
 
+def _history_key(spec: dict) -> str:
+    return "_url_history_" + "|".join(sorted(spec))
+
+
+HISTORY = 16  # URLs a page remembers having written (the browser may send one back late)
+
+
 def _url_now(spec: dict) -> dict[str, str]:
     return {k: str(st.query_params[k]) for k in st.query_params if _url_type(spec, k) is not None}
 
@@ -52,9 +59,15 @@ def restore_from_url(spec: dict) -> None:
     ``spec``: widget key -> type (``str``, ``int``, ``float``); a key ending in ``*`` matches
     every key with that prefix (e.g. ``mech_model_*``). Only the values that differ from what
     this page last wrote (``sync_url``) are taken, so the URL never undoes what the user does on
-    the page; values that do not parse are ignored (the widget keeps its default)."""
+    the page; values that do not parse are ignored (the widget keeps its default). A URL equal to
+    one this page wrote earlier is taken for what it is: the browser's stale copy (a rerun asked
+    for before the browser showed the newer URL, as when two fields are edited in quick
+    succession), never a link, so it changes nothing."""
     written = st.session_state.get(_written_key(spec), {})
-    for key, text in _url_now(spec).items():
+    now = _url_now(spec)
+    if now != written and now in st.session_state.get(_history_key(spec), []):
+        return  # a URL this page wrote before, sent back by a browser that had not yet shown the newer one
+    for key, text in now.items():
         if written.get(key) == text or _url_text(st.session_state.get(key)) == text:
             continue
         try:
@@ -72,7 +85,10 @@ def sync_url(spec: dict) -> None:
     for key, value in want.items():
         if st.query_params.get(key) != value:
             st.query_params[key] = value
-    st.session_state[_written_key(spec)] = _url_now(spec)
+    now = _url_now(spec)
+    st.session_state[_written_key(spec)] = now
+    history = [h for h in st.session_state.get(_history_key(spec), []) if h != now] + [now]
+    st.session_state[_history_key(spec)] = history[-HISTORY:]
 
 
 def write_param(spec: dict, key: str, value) -> None:

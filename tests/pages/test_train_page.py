@@ -305,6 +305,26 @@ def test_the_form_lives_in_the_url_and_a_reload_keeps_it(home):
     assert again.button(key="train_start").label == "Start 1 run"
 
 
+def test_a_url_the_browser_has_not_yet_updated_does_not_undo_an_edit(home):
+    """Two fields edited quickly: the second edit's rerun may carry the URL from before the first
+    (the browser had not yet applied the page's update). That older URL is one this page wrote
+    itself, so it undoes nothing: the run starts with the value the user typed."""
+    at = run_page()
+    before = {k: (v[0] if isinstance(v, list) else v) for k, v in dict(at.query_params).items()}
+    assert before["train_iterations"] == "1000"
+    at.number_input(key="train_iterations").set_value(20).run()
+    assert dict(at.query_params)["train_iterations"] in ("20", ["20"])
+    for k, v in before.items():  # the browser still shows the URL from before the first edit
+        at.query_params[k] = v
+    at.number_input(key="train_eval_every").set_value(5).run()
+    assert at.number_input(key="train_iterations").value == 20, "an older URL undid the edit"
+    assert dict(at.query_params)["train_iterations"] in ("20", ["20"])
+    # a link to another value (never written by this page) still sets the field
+    at.query_params["train_iterations"] = "300"
+    at.run()
+    assert at.number_input(key="train_iterations").value == 300
+
+
 def test_augment_choice_lives_in_the_url_and_reaches_the_queued_runs(home):
     at = run_page("f" * 16)
     at.checkbox(key="train_holdout").uncheck().run()
