@@ -12,7 +12,8 @@ import sys
 # what every first page imports (seconds on 2 cores, PyTorch most of them); no streamlit calls
 PRELOAD = ("torch", "pandas", "plotly.graph_objects", "plotly.subplots", "core.data.datasets", "core.models.registry",
            "core.catalog", "core.runs.store", "core.runs.queue", "core.eval.predict", "core.eval.interventions",
-           "core.report.plots.comparison", "core.report.plots.traces", "core.eval.scorer")
+           "core.report.plots.comparison", "core.report.plots.traces", "core.eval.scorer",
+           "kaleido", "choreographer.browsers.chromium")  # the PNG export's check (optional: may be missing)
 
 
 def _preload() -> None:
@@ -22,7 +23,7 @@ def _preload() -> None:
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - the page that needs the module reports the problem
-            return
+            continue
     try:
         from core.data.datasets import DATASETS, will_use_torchvision
         from core.report.plots.style import first_figure
@@ -41,7 +42,21 @@ def serve(argv: list[str]) -> None:
     from streamlit.web import cli
 
     _preload()
+    _folder_navigation_off()
     cli.main(["run", __file__, *argv], prog_name="streamlit")
+
+
+def _folder_navigation_off() -> None:
+    """The patch of ``pages/ui/legacy.py``, made before the server starts: Streamlit's old
+    folder-based navigation (a ``pages/`` folder beside the main script) is off from the start,
+    so a deep link as the server's first request runs once, through ``st.navigation``, instead of
+    being restarted by that patch. Private API, guarded: if it moves, the patch still applies."""
+    try:
+        from streamlit.runtime.pages_manager import PagesManager
+    except ImportError:  # pragma: no cover - a future Streamlit without the class
+        return
+    if getattr(PagesManager, "uses_pages_directory", False) is None:  # not decided yet
+        PagesManager.uses_pages_directory = False
 
 
 def _launched_by_python() -> bool:

@@ -1,4 +1,5 @@
-"""The one use of Streamlit's private API: run every page through app.py's ``st.navigation``."""
+"""The one use of Streamlit's private API: run every page through app.py's ``st.navigation``
+(``python app.py`` makes the same patch before the server starts: app.py's ``_folder_navigation_off``)."""
 
 from __future__ import annotations
 

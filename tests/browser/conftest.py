@@ -195,11 +195,12 @@ def stop_server(proc: subprocess.Popen) -> None:
 
 
 @contextlib.contextmanager
-def running_server(root: Path, secrets: str = "", env_extra: dict | None = None):
+def running_server(root: Path, secrets: str = "", env_extra: dict | None = None, launcher: str = "streamlit"):
     """A ``streamlit run app.py`` on a free port with its own home and data under ``root``;
     yields ``{"url", "home", "data_dir", "pretrained", "log"}`` and stops it (and the training
     workers it started) afterwards. ``secrets``: the text of its secrets.toml (``{port}`` is
-    its port); ``env_extra``: environment variables set on top of the test server's."""
+    its port); ``env_extra``: environment variables set on top of the test server's; ``launcher``:
+    ``"python"`` starts it as ``make app`` does (``python app.py``, its preload first)."""
     home, data_dir = root / "home", root / "data"
     home.mkdir()
     data_dir.mkdir()
@@ -224,7 +225,8 @@ def running_server(root: Path, secrets: str = "", env_extra: dict | None = None)
     log = root / "streamlit.log"
     with open(log, "wb") as log_f:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+            [sys.executable, *(["app.py"] if launcher == "python" else ["-m", "streamlit", "run", "app.py"]),
+             "--server.port", str(port),
              "--server.headless", "true", "--server.address", "127.0.0.1",
              "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
              "--secrets.files", str(secrets_file)],
@@ -238,11 +240,11 @@ def running_server(root: Path, secrets: str = "", env_extra: dict | None = None)
         stop_server(proc)
 
 
-def _serve(tmp_path_factory, name: str):
+def _serve(tmp_path_factory, name: str, launcher: str = "streamlit"):
     reason = browser_missing_reason()
     if reason:
         pytest.skip(reason)
-    with running_server(tmp_path_factory.mktemp(name)) as server:
+    with running_server(tmp_path_factory.mktemp(name), launcher=launcher) as server:
         yield server
 
 
@@ -256,6 +258,12 @@ def app_server(tmp_path_factory):
 def fresh_app_server(tmp_path_factory):
     """A server of the module's own, started for it (override ``app_server`` with it)."""
     yield from _serve(tmp_path_factory, "browser_app_fresh")
+
+
+@pytest.fixture(scope="module")
+def fresh_python_app_server(tmp_path_factory):
+    """As ``fresh_app_server``, started as ``make app`` starts it: ``python app.py``."""
+    yield from _serve(tmp_path_factory, "browser_app_fresh_python", launcher="python")
 
 
 @pytest.fixture(scope="session")

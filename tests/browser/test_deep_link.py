@@ -17,9 +17,13 @@ from tests.browser.helpers import BROWSER, PAGES, WAIT_MS, assert_no_errors, cur
 pytestmark = BROWSER
 
 
-@pytest.fixture(scope="module")
-def app_server(fresh_app_server):
-    return fresh_app_server
+@pytest.fixture(scope="module", params=["streamlit run app.py", "python app.py"])
+def app_server(request):
+    """A fresh server of its own per way to start it: ``streamlit run`` (the patch in
+    ``pages.ui.legacy`` restarts the first run) and ``python app.py`` (the same patch made before
+    the server starts: the first run is the app's own)."""
+    fixture = "fresh_app_server" if request.param.startswith("streamlit") else "fresh_python_app_server"
+    return request.getfixturevalue(fixture)
 
 
 def test_deep_link_on_fresh_server_uses_app_navigation(page, app_server):
