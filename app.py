@@ -3,11 +3,13 @@ On the server's first script run it starts the warm-up of the shared caches (pag
 
 Start the server with ``python app.py [streamlit options]`` (``make app``): it imports PyTorch,
 pandas, plotly and the core modules the pages need first (a few seconds), then starts Streamlit,
-so the server answers (and prints its URL) once the first page no longer waits for them.
-``streamlit run app.py`` serves the same app; there the first page does every import itself.
+so the server answers (and prints its URL) once the first page no longer waits for them; as
+soon as the server is up it loads the default models and test data while the first browser loads
+the page. ``streamlit run app.py`` serves the same app; there the first page does all of that itself.
 """
 
 import sys
+import threading
 
 # what every first page imports (seconds on 2 cores, PyTorch most of them); no streamlit calls
 PRELOAD = ("torch", "pandas", "plotly.graph_objects", "plotly.subplots", "core.data.datasets", "core.models.registry",
@@ -43,6 +45,7 @@ def serve(argv: list[str]) -> None:
 
     _preload()
     _folder_navigation_off()
+    threading.Thread(target=_warm_when_up, name="rimscope-before-first-page", daemon=True).start()
     cli.main(["run", __file__, *argv], prog_name="streamlit")
 
 
@@ -57,6 +60,26 @@ def _folder_navigation_off() -> None:
         return
     if getattr(PagesManager, "uses_pages_directory", False) is None:  # not decided yet
         PagesManager.uses_pages_directory = False
+
+
+def _warm_when_up(timeout_s: float = 240.0) -> None:
+    """Once the server's runtime exists: ``pages.ui.cache.warm_before_first_page`` (the default
+    models and test data into the shared caches while the first browser loads the page)."""
+    import time
+
+    from streamlit import runtime
+
+    deadline = time.monotonic() + timeout_s
+    while not runtime.exists():
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.05)
+    try:
+        from pages.ui.cache import warm_before_first_page
+
+        warm_before_first_page()
+    except Exception:  # noqa: BLE001 - the first page loads what it needs itself
+        return
 
 
 def _launched_by_python() -> bool:

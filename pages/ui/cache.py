@@ -297,7 +297,8 @@ def shipped_scorer(dataset: str, models: dict):
 
 # --------------------------------------------------------------------------- warm-up
 
-WARMUP: dict = {"state": "not started", "steps": {}, "error": None}  # what the warm-up did, for benches/tests
+WARMUP: dict = {"state": "not started", "steps": {}, "error": None,  # what the warm-up did, for benches/tests
+                "before_first_page": {}}  # the steps of warm_before_first_page, in seconds
 _FIRST_RUN_OVER = threading.Event()
 FIRST_RUN_WAIT_S = 60.0  # the warm-up starts when the first script run is over, or after this long
 
@@ -467,6 +468,26 @@ def _warm() -> None:
             WARMUP["error"] = f"{name}: {type(exc).__name__}: {exc}"
         WARMUP["steps"][name] = round(time.perf_counter() - t0, 3)
     WARMUP["state"] = "done"
+
+
+def warm_before_first_page() -> None:
+    """What ``python app.py`` does as soon as the server is up, before any browser asks for a page
+    (a browser then loads Streamlit's JavaScript for most of a second): the default data set's
+    pretrained models and test data into the shared caches, so a newcomer's first page, whichever
+    it is, finds them (a few tenths of a second). The warm-up proper (``start_warmup``) waits for
+    that first page; ``RIMSCOPE_WARMUP=0`` switches both off."""
+    if os.environ.get("RIMSCOPE_WARMUP", "1").strip() == "0":
+        return
+    dataset = next(iter(DATASETS))
+    for name, fn in (("manifest", manifest), ("models", lambda: default_models(dataset)),
+                     ("test data", lambda: test_data(dataset))):
+        t0 = time.perf_counter()
+        try:
+            fn()
+        except Exception as exc:  # noqa: BLE001 - the page shows the problem when it gets there
+            WARMUP["error"] = f"before the first page, {name}: {type(exc).__name__}: {exc}"
+            return
+        WARMUP["before_first_page"][name] = round(time.perf_counter() - t0, 3)
 
 
 @st.cache_resource(show_spinner=False)

@@ -22,7 +22,7 @@ def cache(page_env, monkeypatch):
 
     for fn in (C._noise_point, C._subset, C._shipped, C._load_model, C.test_data, C._set_traces):
         fn.clear()
-    C.WARMUP.update(state="not started", steps={}, error=None)
+    C.WARMUP.update(state="not started", steps={}, error=None, before_first_page={})
     PNG_WARMED.clear()  # the renderer itself: tests/test_png_export.py
     monkeypatch.setattr(C, "_warm_png", lambda: PNG_WARMED.append(list(C.WARMUP["steps"])))
     C.script_run_over()  # as app.py does after its first script run
@@ -143,3 +143,26 @@ def test_warmup_can_be_switched_off(cache, monkeypatch):
     cache.start_warmup.clear()
     assert cache.start_warmup() is None and cache.WARMUP["state"] == "off"
     cache.start_warmup.clear()
+
+
+def test_before_the_first_page_the_default_models_and_test_data_are_loaded(cache, monkeypatch):
+    """``python app.py`` runs ``warm_before_first_page`` once the server is up: the first page then
+    loads no model and no test data itself."""
+    from core import catalog
+    from core.data import datasets
+
+    cache.warm_before_first_page()
+    assert cache.WARMUP["error"] is None and set(cache.WARMUP["before_first_page"]) == {"manifest", "models",
+                                                                                      "test data"}
+    assert cache.WARMUP["state"] == "not started"  # the warm-up proper still waits for the first page
+    monkeypatch.setattr(catalog, "load_entry", _boom)
+    monkeypatch.setattr(datasets, "load_dataset", _boom)
+    monkeypatch.setattr(cache, "load_dataset", _boom)
+    assert {"rim", "parallel_lstm"} <= set(cache.default_models("mnist"))
+    assert len(cache.test_data("mnist")) > 0
+
+
+def test_nothing_is_loaded_before_the_first_page_when_the_warmup_is_off(cache, monkeypatch):
+    monkeypatch.setenv("RIMSCOPE_WARMUP", "0")
+    cache.warm_before_first_page()
+    assert cache.WARMUP["before_first_page"] == {}
