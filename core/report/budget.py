@@ -135,8 +135,7 @@ def budget_sentence(root="results") -> str:
     later = [r for r in rows if (r["long"]["best_iteration"] or 0) > short]
     s = (f"Three times the budget ({BUDGET_ITERATIONS:,} iterations, the same cosine shape): {len(changes)} of "
          f"{len(rows)} finished single runs reach a lower test error than their seed's {short:,}-iteration run")
-    if changes:
-        s += f" (by {min(-r['change'] for r in changes):.2f} to {max(-r['change'] for r in changes):.2f} points)"
+    s += _by_points(changes)
     s += (f"; in {len(later)} of {len(rows)} the best validation accuracy comes after iteration {short:,}, and "
           f"{len(early)} of {len(rows)} stop early")
     if checked:
@@ -165,6 +164,11 @@ def same_seed_markdown(root="results") -> list[str]:
             "runs: a description, not a test):", "", *lines, "", _same_seed_counts(rows) + "."]
 
 
+def _by_points(lower: list[dict]) -> str:
+    """How much lower the longer budget's errors are, as " (by a to b points)"; empty for none."""
+    return f" (by {min(-r['change'] for r in lower):.2f} to {max(-r['change'] for r in lower):.2f} points)" if lower else ""
+
+
 def _stopped_early(r: dict) -> bool:
     return r["long"]["done"] is not None and r["long"]["planned"] is not None and r["long"]["done"] < r["long"]["planned"]
 
@@ -172,8 +176,7 @@ def _stopped_early(r: dict) -> bool:
 def _same_seed_counts(rows: list[dict]) -> str:
     lower = [r for r in rows if r["change"] < 0]
     s = f"{len(lower)} of {len(rows)} have a lower test error with the longer budget"
-    if lower:
-        s += f" (by {min(-r['change'] for r in lower):.2f} to {max(-r['change'] for r in lower):.2f} points)"
+    s += _by_points(lower)
     bests = [r["long"]["best_iteration"] for r in rows if r["long"]["best_iteration"] is not None]
     s += f"; {sum(map(_stopped_early, rows))} of {len(rows)} stopped early under it (six validations in a row without a better one)"
     if bests:

@@ -446,8 +446,7 @@ def _warm() -> None:
     WARMUP["state"] = "waiting for the first page"
     _FIRST_RUN_OVER.wait(FIRST_RUN_WAIT_S)
     dataset = next(iter(DATASETS))  # every picker's default data set
-    steps = [("imports", _warm_imports), ("manifest", manifest), ("models", lambda: default_models(dataset)),
-             ("test data", lambda: test_data(dataset)), ("match set", lambda: _warm_match_set(dataset)),
+    steps = [("imports", _warm_imports), *_first_steps(dataset), ("match set", lambda: _warm_match_set(dataset)),
              ("robustness", lambda: _warm_robustness(dataset)),
              ("compare", _warm_compare),
              # then what a newcomer does next: the test-set view of Mechanisms, the
@@ -461,13 +460,30 @@ def _warm() -> None:
     WARMUP["state"] = "running"
     for name, fn in steps:
         _yield_to_pages()
-        t0 = time.perf_counter()
-        try:
-            fn()
-        except Exception as exc:  # noqa: BLE001 - a page shows the problem when it gets there
-            WARMUP["error"] = f"{name}: {type(exc).__name__}: {exc}"
-        WARMUP["steps"][name] = round(time.perf_counter() - t0, 3)
+        _step(name, fn, WARMUP["steps"])
     WARMUP["state"] = "done"
+
+
+def _first_steps(dataset: str) -> list[tuple]:
+    """What every first page reads: the manifest, the default models, the test data."""
+    return [("manifest", manifest), ("models", lambda: default_models(dataset)), ("test data", lambda: test_data(dataset))]
+
+
+def _step(name: str, fn, record: dict, what: str = "") -> bool:
+    """Run one warm-up step, its seconds into ``record``; False (the error kept in ``WARMUP``) when it failed."""
+    t0 = time.perf_counter()
+    try:
+        fn()
+    except Exception as exc:  # noqa: BLE001 - a page shows the problem when it gets there
+        WARMUP["error"] = f"{what}{name}: {type(exc).__name__}: {exc}"
+        return False
+    finally:
+        record[name] = round(time.perf_counter() - t0, 3)
+    return True
+
+
+def _warmup_off() -> bool:
+    return os.environ.get("RIMSCOPE_WARMUP", "1").strip() == "0"
 
 
 def warm_before_first_page() -> None:
@@ -476,25 +492,18 @@ def warm_before_first_page() -> None:
     pretrained models and test data into the shared caches, so a newcomer's first page, whichever
     it is, finds them (a few tenths of a second). The warm-up proper (``start_warmup``) waits for
     that first page; ``RIMSCOPE_WARMUP=0`` switches both off."""
-    if os.environ.get("RIMSCOPE_WARMUP", "1").strip() == "0":
+    if _warmup_off():
         return
-    dataset = next(iter(DATASETS))
-    for name, fn in (("manifest", manifest), ("models", lambda: default_models(dataset)),
-                     ("test data", lambda: test_data(dataset))):
-        t0 = time.perf_counter()
-        try:
-            fn()
-        except Exception as exc:  # noqa: BLE001 - the page shows the problem when it gets there
-            WARMUP["error"] = f"before the first page, {name}: {type(exc).__name__}: {exc}"
+    for name, fn in _first_steps(next(iter(DATASETS))):
+        if not _step(name, fn, WARMUP["before_first_page"], "before the first page, "):
             return
-        WARMUP["before_first_page"][name] = round(time.perf_counter() - t0, 3)
 
 
 @st.cache_resource(show_spinner=False)
 def start_warmup() -> threading.Thread | None:
     """Once per server process: fill the shared caches with what every newcomer's first views
     need (``RIMSCOPE_WARMUP=0`` switches it off)."""
-    if os.environ.get("RIMSCOPE_WARMUP", "1").strip() == "0":
+    if _warmup_off():
         WARMUP["state"] = "off"
         return None
     t = threading.Thread(target=_warm, name="rimscope-warmup", daemon=True)
