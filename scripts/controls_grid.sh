@@ -8,6 +8,7 @@
 #   3. the same controls on CIFAR-10 (4 x 60 is parameter-matched there)
 #   4. RIM, parallel LSTMs and EntNet with three times the budget (12,000 iterations, the same
 #      cosine shape), seeds 0-2, MNIST + Fashion-MNIST (results/budget)
+#   5. the same with seeds 3-4, so the budget check has as many seeds as Tables 2-3
 # Usage: RIMSCOPE_DATA_DIR=../shared/data bash scripts/controls_grid.sh [CONVERGED_OUT] [BUDGET_OUT]
 set -euo pipefail
 PY=${PY:-.venv/bin/python}
@@ -22,3 +23,5 @@ run --protocol converged --out "$OUT" $MF --models rim_alpha0 $S
 run --protocol converged --out "$OUT" $MF --models rim_random rim_all --seeds 3 4
 run --protocol converged --out "$OUT" --datasets cifar10 --models parallel_lstm_h60 parallel_lstm_6 $S
 run --protocol converged-12k --out "$BUDGET" $MF --models rim parallel_lstm entnet --seeds 0 1 2
+run --protocol converged-12k --out "$BUDGET" $MF --models rim parallel_lstm --seeds 3 4
+run --protocol converged-12k --out "$BUDGET" $MF --models entnet --seeds 3 4

@@ -240,10 +240,43 @@ def test_budget_says_not_yet_run_with_what_exists_then_whether_each_verdict_stay
     rows = {(r["dataset"], r["other"]): r for r in budget.budget_rows(tmp_path)}
     assert rows[("mnist", "parallel_lstm")]["stays"] == "stays"
     assert rows[("mnist", "parallel_lstm")]["at_12000"] == "holds"
-    assert "Every checked verdict stays" in budget.budget_markdown(tmp_path)
-    assert "of the verdicts checked at seeds 0-2, 4 of 4 stay." in budget.budget_sentence(tmp_path)
+    assert "The check decides: of the 4 verdicts of Tables 2-3 it covers, checked at seeds 0-2 at both budgets, 4 are " \
+        "the same (2 holds, 2 cannot tell)." in budget.budget_markdown(tmp_path)
+    assert budget.budget_sentence(tmp_path).endswith("checked at seeds 0-2 at both budgets, 4 are the same (2 holds, "
+                                                     "2 cannot tell).")
     facts = budget.stopping_facts(tmp_path / "converged")
     assert facts["runs"] == 18 and facts["early_stops"] == 0 and facts["best_at_last"] == 12
+    # a run past seed 2 brings the seeds 0-4 check (as many seeds as Tables 2-3), not yet run until complete
+    for seed in (3, 4):
+        for m, e in (("rim", 0.015), ("parallel_lstm", 0.030), ("entnet", 0.0152)):
+            _write_run(tmp_path, "converged", "mnist", m, seed, e + rng.normal(0, 0.0005), 4000)
+            _write_run(tmp_path, "converged", "fashion_mnist", m, seed, e + rng.normal(0, 0.0005), 4000)
+    _write_run(tmp_path, "budget", "mnist", "rim", 3, 0.014, 12000)
+    wide = [r for r in budget.budget_rows(tmp_path) if r["seeds"] == "0-4"]
+    assert len(wide) == 4 and all(r["stays"] == "not yet run" for r in wide)
+    assert "not yet run (RIM seeds 0, 1, 2, 3; Parallel LSTMs seeds 0, 1, 2)" in budget.budget_table(wide)
+    # complete: MNIST's EntNet gets measurably worse than RIM with the longer budget, a changed verdict named
+    for seed in (3, 4):
+        for m, e in (("rim", 0.014), ("parallel_lstm", 0.029), ("entnet", 0.0141)):
+            _write_run(tmp_path, "budget", "fashion_mnist", m, seed, e + rng.normal(0, 0.0005), 12000)
+            _write_run(tmp_path, "budget", "mnist", m, seed, e + rng.normal(0, 0.0005), 12000)
+    for seed in range(5):
+        _write_run(tmp_path, "budget", "mnist", "entnet", seed, 0.03 + rng.normal(0, 0.0005), 12000)
+    rows = {(r["seeds"], r["dataset"], r["other"]): r for r in budget.budget_rows(tmp_path)}
+    assert rows[("0-4", "mnist", "entnet")]["stays"] == "changes"
+    assert rows[("0-4", "mnist", "entnet")]["at_4000"].startswith("cannot tell")
+    assert rows[("0-4", "mnist", "entnet")]["at_12000"] == "holds"
+    assert budget.budget_sentence(tmp_path).endswith(
+        "checked at seeds 0-4 at both budgets, 3 are the same (2 holds, 1 cannot tell) and 1 changes (MNIST, RIM vs "
+        "EntNet: cannot tell at 4,000, holds at 12,000).")
+    # REPRODUCTION shows the deciding seed set and one line for the other; results/budget/tables.md every set
+    text = budget.budget_markdown(tmp_path)
+    assert "| 0-4 | MNIST |" in text and "| 0-2 |" not in text
+    assert "The check decides: of the 4 verdicts of Tables 2-3 it covers, checked at seeds 0-4" in text
+    assert "At seeds 0-2 (the table in `results/budget/tables.md`): of the 4 verdicts" in text
+    main(["tables", "--out", str(tmp_path / "budget")])
+    full = (tmp_path / "budget" / "tables.md").read_text()
+    assert "| 0-4 | MNIST |" in full and "| 0-2 | MNIST |" in full and "| MNIST | EntNet | 4 | " in full
 
 
 def test_shipped_results_facts_count_the_audited_numbers():

@@ -3,8 +3,10 @@
 * ``budget_rows``: for each verdict of Tables 2-3 on MNIST and Fashion-MNIST that the budget grid
   covers (RIM vs parallel LSTMs, RIM vs EntNet), the verdict at 4,000 iterations
   (``results/converged``) beside the one at 12,000 (``results/budget``, protocol
-  ``converged-12k``: the same cosine shape over three times the budget, seeds 0-2), and whether
-  it stays; "not yet run" with the runs that exist where a cell is incomplete.
+  ``converged-12k``: the same cosine shape over three times the budget) on the same seeds, and
+  whether it stays: at seeds 0-2 (the check's design) and, once the longer grid goes past seed 2,
+  at seeds 0-4 (as many as Tables 2-3); "not yet run" with the runs that exist where a cell is
+  incomplete. The widest checked seed set decides (``deciding_seeds``).
 * ``stopping_facts``: how many runs of a grid stopped early and how many had their best
   validation accuracy at their last evaluation (a run still improving when the budget ends).
 """
@@ -21,7 +23,8 @@ from .markdown import floors_line, md_table
 from .paper import DATASET_ORDER
 
 BUDGET_SETS = ["mnist", "fashion_mnist"]
-BUDGET_SEEDS = [0, 1, 2]
+BUDGET_SEEDS = [0, 1, 2]  # the check's design
+ALL_SEEDS = [0, 1, 2, 3, 4]  # as many as Tables 2-3 (the 4,000-iteration grid)
 BUDGET_COMPARISONS = [("parallel_lstm", "Table 2: RIM vs parallel LSTMs"), ("entnet", "Table 3: RIM vs EntNet")]
 BUDGET_ITERATIONS = 12000
 BUDGET_DIR = "budget"  # results/<this>: the runs with the longer budget
@@ -54,38 +57,60 @@ def _tests(rows: list[dict], seeds=None) -> dict:
     return {(r["dataset"], r["other"]): r for r in out}
 
 
+def _complete(rows: list[dict], ds: str, models, seeds) -> bool:
+    """Every method of ``models`` has a healthy completed run at each seed of ``seeds``."""
+    return all({r["seed"] for r in _cell_runs(rows, ds, m) if r.get("status") == "completed"
+                and r.get("health", HEALTHY) == HEALTHY} >= set(seeds) for m in models)
+
+
+def seed_sets(root="results") -> list[list[int]]:
+    """The seed sets the check compares at: seeds 0-2 (its design), and seeds 0-4 (as many as
+    Tables 2-3) once the 12,000-iteration grid has a run past seed 2."""
+    from .claims import grid
+
+    bud_rows, _ = grid(Path(root) / BUDGET_DIR)
+    more = any(r["seed"] not in BUDGET_SEEDS for r in _long_runs(bud_rows))
+    return [BUDGET_SEEDS, *([ALL_SEEDS] if more else [])]
+
+
+def _long_runs(rows: list[dict]) -> list[dict]:
+    return [r for r in rows if r.get("iterations") == BUDGET_ITERATIONS or r.get("protocol") == "converged-12k"]
+
+
+def seeds_label(seeds) -> str:
+    return f"{min(seeds)}-{max(seeds)}"
+
+
 def budget_rows(root="results") -> list[dict]:
-    """One row per (data set, comparison): the verdict at 4,000 and at 12,000 iterations on the same
-    seeds (0-2; one Holm family per budget over these comparisons) and whether it stays."""
+    """One row per (seed set, data set, comparison): the verdict at 4,000 and at 12,000 iterations
+    on the same seeds (one Holm family per budget and seed set over these comparisons) and whether
+    it stays; "not yet run" with the runs that exist where a cell is incomplete."""
     from .claims import grid
 
     root = Path(root)
     conv_rows, tc = grid(root / "converged")
     t2 = {r["dataset"]: r for r in tc.get("table2") or []}
     t3 = {r["dataset"]: r for r in tc.get("table3") or []}
-    bud_rows, _ = grid(root / BUDGET_DIR)
-    bud_rows = [r for r in bud_rows if r.get("iterations") == BUDGET_ITERATIONS or r.get("protocol") == "converged-12k"]
-    short, long_ = _tests(conv_rows, BUDGET_SEEDS), _tests(bud_rows, BUDGET_SEEDS)
+    bud_rows = _long_runs(grid(root / BUDGET_DIR)[0])
     out = []
-    for ds in BUDGET_SETS:
-        for other, title in BUDGET_COMPARISONS:
-            a, b = short.get((ds, other)), long_.get((ds, other))
-            complete = all(len([r for r in _cell_runs(bud_rows, ds, m) if r.get("status") == "completed"
-                                and r.get("health", HEALTHY) == HEALTHY and r["seed"] in BUDGET_SEEDS])
-                           == len(BUDGET_SEEDS) for m in ("rim", other))
-            src = t2.get(ds) if other == "parallel_lstm" else t3.get(ds)
-            key = "gap" if other == "parallel_lstm" else f"gap_{other}"
-            row = {"dataset": ds, "comparison": title, "other": other,
-                   "table_verdict": (src or {}).get(f"{key}_verdict", "not measured"),
-                   "at_4000": a["gap_verdict"] if a else "not measured",
-                   "gap_4000": fmt.gap_test(a, "gap") if a else "n/a"}
-            if b is None or not complete:
-                row.update(at_12000="not yet run", gap_12000="n/a", stays="not yet run",
-                           exists=_exists(bud_rows, ds, ["rim", other]))
-            else:
-                row.update(at_12000=b["gap_verdict"], gap_12000=fmt.gap_test(b, "gap"),
-                           stays="stays" if a and a["gap_verdict"] == b["gap_verdict"] else "changes")
-            out.append(row)
+    for seeds in seed_sets(root):
+        short, long_ = _tests(conv_rows, seeds), _tests(bud_rows, seeds)
+        for ds in BUDGET_SETS:
+            for other, title in BUDGET_COMPARISONS:
+                a, b = short.get((ds, other)), long_.get((ds, other))
+                src = t2.get(ds) if other == "parallel_lstm" else t3.get(ds)
+                key = "gap" if other == "parallel_lstm" else f"gap_{other}"
+                row = {"seeds": seeds_label(seeds), "dataset": ds, "comparison": title, "other": other,
+                       "table_verdict": (src or {}).get(f"{key}_verdict", "not measured"),
+                       "at_4000": a["gap_verdict"] if a else "not measured",
+                       "gap_4000": fmt.gap_test(a, "gap") if a else "n/a"}
+                if b is None or not _complete(bud_rows, ds, ("rim", other), seeds):
+                    row.update(at_12000="not yet run", gap_12000="n/a", stays="not yet run",
+                               exists=_exists(bud_rows, ds, ["rim", other]))
+                else:
+                    row.update(at_12000=b["gap_verdict"], gap_12000=fmt.gap_test(b, "gap"),
+                               stays="stays" if a and a["gap_verdict"] == b["gap_verdict"] else "changes")
+                out.append(row)
     return out
 
 
@@ -128,7 +153,8 @@ def budget_sentence(root="results") -> str:
     rows = same_seed_rows(root)
     if not rows:
         return ""
-    checked = [r for r in budget_rows(root) if r["stays"] in ("stays", "changes")]
+    brows = budget_rows(root)
+    checked = [r for r in brows if r["stays"] in ("stays", "changes")]
     changes = [r for r in rows if r["change"] < 0]
     early = [r for r in rows if _stopped_early(r)]
     short = max(r["short"]["planned"] or 0 for r in rows)
@@ -138,12 +164,37 @@ def budget_sentence(root="results") -> str:
     s += _by_points(changes)
     s += (f"; in {len(later)} of {len(rows)} the best validation accuracy comes after iteration {short:,}, and "
           f"{len(early)} of {len(rows)} stop early")
-    if checked:
-        s += (f"; of the verdicts checked at seeds 0-2, {sum(r['stays'] == 'stays' for r in checked)} of "
-              f"{len(checked)} stay.")
-    else:
-        s += "; no verdict is checked yet (that needs seeds 0-2 of both methods)."
-    return s
+    s += "; " + verdicts_checked(brows) if checked else "; no verdict is checked yet (that needs seeds 0-2 of both methods)."
+    return s if s.endswith(".") else s + "."
+
+
+def deciding_seeds(rows: list[dict]) -> str:
+    """The widest seed set with a checked verdict ("0-2" when none is checked): the one that decides."""
+    checked = [r["seeds"] for r in rows if r["stays"] in ("stays", "changes")]
+    return max(checked, key=lambda s: int(s.split("-")[1])) if checked else seeds_label(BUDGET_SEEDS)
+
+
+def verdicts_checked(rows: list[dict], seeds: str | None = None) -> str:
+    """What the budget check decides at ``seeds`` (default: the deciding set): how many verdicts
+    are the same at both budgets (and which they are), and each one that changes."""
+    seeds = seeds or deciding_seeds(rows)
+    of = [r for r in rows if r["seeds"] == seeds]
+    mine = [r for r in of if r["stays"] in ("stays", "changes")]
+    same = [r for r in mine if r["stays"] == "stays"]
+    counts = {}
+    for r in same:
+        counts[fmt.short_verdict(r["at_4000"])] = counts.get(fmt.short_verdict(r["at_4000"]), 0) + 1
+    s = (f"of the {len(of)} verdicts of Tables 2-3 it covers, checked at seeds {seeds} at both budgets"
+         + (f" ({len(mine)} so far)" if len(mine) < len(of) else "")
+         + f", {len(same)} are the same"
+         + (f" ({', '.join(f'{n} {v}' for v, n in counts.items())})" if same else ""))
+    changed = [r for r in mine if r["stays"] == "changes"]
+    if changed:
+        s += f" and {len(changed)} change{'s' if len(changed) == 1 else ''}" + "".join(
+            f"{'; ' if i else ' ('}{fmt.dataset_title(r['dataset'])}, {r['comparison'].split(': ')[1]}: "
+            f"{fmt.short_verdict(r['at_4000'])} at 4,000, {fmt.short_verdict(r['at_12000'])} at 12,000"
+            for i, r in enumerate(changed)) + ")"
+    return s + "."
 
 
 def _stop_text(f: dict) -> str:
@@ -166,7 +217,10 @@ def same_seed_markdown(root="results") -> list[str]:
 
 def _by_points(lower: list[dict]) -> str:
     """How much lower the longer budget's errors are, as " (by a to b points)"; empty for none."""
-    return f" (by {min(-r['change'] for r in lower):.2f} to {max(-r['change'] for r in lower):.2f} points)" if lower else ""
+    if not lower:
+        return ""
+    lo, hi = f"{min(-r['change'] for r in lower):.2f}", f"{max(-r['change'] for r in lower):.2f}"
+    return f" (by {lo} points)" if lo == hi else f" (by {lo} to {hi} points)"
 
 
 def _stopped_early(r: dict) -> bool:
@@ -195,12 +249,16 @@ def same_seed_line(root="results") -> str:
 
 
 def write_same_seed(out: Path) -> None:
-    """After the budget grid's tables: its ``tables.md`` gets the same-seed table (each run beside
-    its seed's run of the converged grid, ``out.parent / "converged"``)."""
-    lines = same_seed_markdown(Path(out).parent)
-    if lines:
-        with open(Path(out) / "tables.md", "a") as f:
-            f.write("\n".join(["", "### Each run beside its seed's 4,000-iteration run", *lines, ""]))
+    """After the budget grid's tables: its ``tables.md`` gets the check at every seed set (REPRODUCTION
+    shows the deciding one) and the same-seed table (each run beside its seed's run of the converged
+    grid, ``out.parent / "converged"``)."""
+    root = Path(out).parent
+    if not same_seed_rows(root):
+        return
+    parts = ["", "### Does each verdict stay? Every seed set", "", budget_table(budget_rows(root)), "",
+             "### Each run beside its seed's 4,000-iteration run", *same_seed_markdown(root), ""]
+    with open(Path(out) / "tables.md", "a") as f:
+        f.write("\n".join(parts))
 
 
 def stopping_facts(path, datasets=None) -> dict:
@@ -227,29 +285,34 @@ def stopping_facts(path, datasets=None) -> dict:
     return out
 
 
+def budget_table(rows: list[dict]) -> str:
+    return "\n".join(md_table(
+        ["seeds", "data set", "comparison", "verdict, 4,000 (all seeds)", "4,000", "gap, 4,000", "12,000",
+         "gap, 12,000", "stays?"],
+        [[r["seeds"], fmt.dataset_title(r["dataset"]), r["comparison"], fmt.marked_verdict(r["table_verdict"]),
+          fmt.marked_verdict(r["at_4000"]), r["gap_4000"], fmt.marked_verdict(r["at_12000"]), r["gap_12000"],
+          r["stays"] if r["stays"] != "not yet run" else f"not yet run ({r['exists']})"] for r in rows]))
+
+
 def budget_markdown(root="results") -> str:
+    """REPRODUCTION's block: the check at its deciding seed set (every set: ``results/budget/tables.md``)."""
     rows = budget_rows(root)
-    lines = md_table(["data set", "comparison", "verdict, 4,000 (all seeds)", "4,000, seeds 0-2", "gap, 4,000",
-                      "12,000, seeds 0-2", "gap, 12,000", "stays?"],
-                      [[fmt.dataset_title(r["dataset"]), r["comparison"], fmt.marked_verdict(r["table_verdict"]),
-                        fmt.marked_verdict(r["at_4000"]), r["gap_4000"], fmt.marked_verdict(r["at_12000"]),
-                        r["gap_12000"], r["stays"]] for r in rows])
+    seeds = deciding_seeds(rows)
     f = stopping_facts(Path(root) / "converged", ["mnist", "fashion_mnist", "cifar10"])
     by = "; ".join(f"{fmt.dataset_title(d)} {v['best_at_last']} of {v['runs']}" for d, v in
                    sorted(f["by_dataset"].items(), key=lambda kv: DATASET_ORDER.index(kv[0])))
-    done = [r for r in rows if r["stays"] in ("stays", "changes")]
-    if not done:
+    if not any(r["stays"] in ("stays", "changes") for r in rows):
         verdict = "No verdict is checked yet: no comparison has seeds 0-2 of both its methods in `results/budget`."
-    elif all(r["stays"] == "stays" for r in rows):
-        verdict = "Every checked verdict stays at 12,000 iterations."
     else:
-        verdict = (f"{sum(r['stays'] == 'stays' for r in done)} of {len(rows)} verdicts stay, "
-                   f"{sum(r['stays'] == 'changes' for r in done)} change, "
-                   f"{len(rows) - len(done)} not yet run.")
-    return "\n".join(lines + [
-        "", "Gap = other − RIM in points. Verdicts on seeds 0-2 at both budgets, one Holm family per budget; each "
-        "interval at its Holm step's level (in brackets), so it excludes 0 exactly when the verdict is not "
-        "\"cannot tell\".", "",
+        verdict = "The check decides: " + verdicts_checked(rows, seeds)
+        verdict += "".join(f" At seeds {o} (the table in `results/budget/tables.md`): {verdicts_checked(rows, o)}"
+                           for o in dict.fromkeys(r["seeds"] for r in rows) if o != seeds)
+    return "\n".join([
+        budget_table([r for r in rows if r["seeds"] == seeds]),
+        "", "Gap = other − RIM in points. Verdicts on the same seeds at both budgets, one Holm family per budget and "
+        "seed set (the four comparisons); each interval at its Holm step's level (in brackets), so it excludes 0 "
+        "exactly when the verdict is not \"cannot tell\". The table's verdict (all seeds at 4,000, its own family) "
+        "stands beside.", "",
         verdict, *(["", line] if (line := same_seed_line(root)) else []), "",
         f"Of the {f['runs']} completed runs of the 4,000-iteration grid on MNIST, Fashion-MNIST and CIFAR-10, "
         f"{f['early_stops']} stopped early and {f['best_at_last']} had their best validation accuracy at their last "

@@ -119,12 +119,17 @@ def floors_cell(r: dict) -> str:
     return f"{mean_sd_text(r.get('chance_error'))} / {mean_sd_text(r.get('majority_error'))}"
 
 
+def short_verdict(v) -> str:
+    """A verdict without its reason in brackets ("does not hold", "cannot tell", ...)."""
+    return _VERDICT_SHORT.get(str(v), str(v))
+
+
 def marked_verdict(v) -> str:
     """A verdict with its mark, shortened for a table cell."""
     v = str(v or "n/a")
     for key, mark in _VERDICT_MARK.items():
         if v.startswith(key):
-            return f"{mark} {_VERDICT_SHORT.get(v, v)}"
+            return f"{mark} {short_verdict(v)}"
     return v
 
 
