@@ -43,14 +43,17 @@ def _exists(rows: list[dict], ds: str, models) -> str:
     return "; ".join(parts)
 
 
-def _tests(rows: list[dict], seeds=None) -> dict:
-    """(dataset, other) -> the test row of other − RIM, one Holm family over the comparisons given."""
-    c = Cells([r for r in rows if seeds is None or r["seed"] in seeds])
+def _tests(rows: list[dict], seeds, complete: bool = False) -> dict:
+    """(dataset, other) -> the test row of other − RIM at ``seeds``, one Holm family over these
+    comparisons (``complete``: only those whose two methods have a healthy run at every seed)."""
+    c = Cells([r for r in rows if r["seed"] in seeds])
     out = []
     for ds in BUDGET_SETS:
         rim = c.values(ds, "rim", "test_error")
         for other, _ in BUDGET_COMPARISONS:
             vals = c.values(ds, other, "test_error")
+            if complete and not _complete(rows, ds, ("rim", other), seeds):
+                continue
             if len(rim) >= 2 and len(vals) >= 2:
                 out.append({"dataset": ds, "other": other, **compare("gap", vals, rim)})
     adjust_family(out, ["gap"])
@@ -94,7 +97,7 @@ def budget_rows(root="results") -> list[dict]:
     bud_rows = _long_runs(grid(root / BUDGET_DIR)[0])
     out = []
     for seeds in seed_sets(root):
-        short, long_ = _tests(conv_rows, seeds), _tests(bud_rows, seeds)
+        short, long_ = _tests(conv_rows, seeds), _tests(bud_rows, seeds, complete=True)
         for ds in BUDGET_SETS:
             for other, title in BUDGET_COMPARISONS:
                 a, b = short.get((ds, other)), long_.get((ds, other))
@@ -186,7 +189,7 @@ def verdicts_checked(rows: list[dict], seeds: str | None = None) -> str:
         counts[fmt.short_verdict(r["at_4000"])] = counts.get(fmt.short_verdict(r["at_4000"]), 0) + 1
     s = (f"of the {len(of)} verdicts of Tables 2-3 it covers, checked at seeds {seeds} at both budgets"
          + (f" ({len(mine)} so far)" if len(mine) < len(of) else "")
-         + f", {len(same)} are the same"
+         + f", {len(same)} {'is' if len(same) == 1 else 'are'} the same"
          + (f" ({', '.join(f'{n} {v}' for v, n in counts.items())})" if same else ""))
     changed = [r for r in mine if r["stays"] == "changes"]
     if changed:
