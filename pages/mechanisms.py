@@ -378,7 +378,7 @@ def _downloads(dataset: str, image: np.ndarray, a: ui.pair.Side, b: ui.pair.Side
 
 def protocol_mask_view(dataset: str, entry, stats, others, data, n: int) -> None:
     """Share of rows each LSTM is active, this model beside the other protocols' pretrained ones
-    (does the converged model still use its mechanism the way the paper-protocol one does?)."""
+    (does the Adam 4k model still use its mechanism the way the paper-protocol one does?)."""
     import pandas as pd
 
     rows = {entry.display: stats.overall}

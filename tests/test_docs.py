@@ -4,6 +4,9 @@
   reader's documents (README, REPRODUCTION, bench/README, docs/*.md, results/**/README.md) nor
   in the comments and docstrings of core/ and pages/: the git log is the history.
 * README.md at most 12,000 characters, REPRODUCTION.md at most 40,000.
+* The 4,000-iteration protocol is never called converged where a reader sees prose (the
+  documents, and every string of the pages): none of its runs stopped early; ``converged`` stays
+  only as its key (``--protocol converged``, ``results/converged``).
 * Every relative link in every Markdown document of the repository points at a file or folder
   that exists.
 """
@@ -92,6 +95,26 @@ def test_no_history_sentence_in_comments_and_docstrings():
 def test_document_budget(name):
     n = len((ROOT / name).read_text(encoding="utf-8"))
     assert n <= BUDGETS[name], f"{name} has {n:,} characters, over its budget of {BUDGETS[name]:,}"
+
+
+CONVERGED = re.compile(r"\bconverge[ds]?\b|\bconvergence\b", re.IGNORECASE)
+KEYS = re.compile(r"`[^`\n]*`|<!--.*?-->|(?:results|pretrained)/converged|converged-(?:12k|aug)|@converged", re.DOTALL)
+
+
+def _converged_words(text: str) -> list[str]:
+    """Each place ``text`` calls something converged, outside code spans, comments and the key."""
+    text = KEYS.sub("", _strip_code(text))
+    return [text[max(0, m.start() - 40):m.end() + 20] for m in CONVERGED.finditer(text)]
+
+
+def test_the_4000_iteration_protocol_is_not_called_converged():
+    found = [f"{p.relative_to(ROOT)}: {hit!r}" for p in _reader_documents()
+             for hit in _converged_words(p.read_text(encoding="utf-8"))]
+    for path in sorted((ROOT / "pages").rglob("*.py")) + [ROOT / "app.py"]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value != "converged":
+                found += [f"{path.relative_to(ROOT)}:{node.lineno}: {hit!r}" for hit in _converged_words(node.value)]
+    assert not found, "the 4,000-iteration protocol called converged:\n" + "\n".join(found)
 
 
 LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")

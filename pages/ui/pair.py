@@ -58,13 +58,13 @@ def panels(a: Side, b: Side | None, heads: bool) -> list[dict]:
 
 
 def short_name(entry) -> str:
-    """A model in a few words for a subplot title (``"RIM converged s4"``); the full display name
+    """A model in a few words for a subplot title (``"RIM Adam 4k s4"``); the full display name
     is in the picker and the predictions above."""
-    from core.report.fmt import short_method_title
+    from core.report.fmt import PROTOCOL_SHORT, short_method_title
 
     parts = [short_method_title(entry.model)]
     if entry.protocol:
-        parts.append("paper" if entry.protocol == "paper" else entry.protocol)
+        parts.append("paper" if entry.protocol == "paper" else PROTOCOL_SHORT.get(entry.protocol, entry.protocol))
     if entry.seed is not None:
         parts.append(f"s{entry.seed}")
     if entry.source != "pretrained":

@@ -311,3 +311,14 @@ def test_a_link_from_another_page_opens_its_view_in_the_same_session(page_env):
     assert at.radio(key="mech_source").value == "Test image"
     at.slider(key="mech_t").set_value(5).run()
     assert at.radio(key="mech_source").value == "Test image"
+
+
+def test_a_subplot_title_names_the_protocol_as_the_pickers_do():
+    """Two models on one input: each subplot title gives the protocol's short name ("Adam 4k"),
+    never its key."""
+    from core import catalog
+    from pages.ui.pair import short_name
+
+    titles = {e.protocol: short_name(e) for e in catalog.pretrained_entries("mnist") if e.model == "rim"}
+    assert titles["converged"].startswith("RIM Adam 4k s") and "converged" not in titles["converged"]
+    assert titles["paper"].startswith("RIM paper s")
