@@ -7,6 +7,7 @@ import streamlit as st
 
 from core.catalog import run_label
 from core.grid.export import protocol_text
+from core.report.budget import BUDGET_SETS, CHECK_NOTE, check_frame, check_sentence, read_check
 from core.report.claims import CLAIMS_NOTE, GLANCE_LEGEND, claims_frame, display_csv, glance_frame, read_claims
 from core.report.comparisons import Cells
 from core.report.fmt import dataset_title as _ds_title
@@ -336,6 +337,20 @@ def claims_table(sched: str, out_dir) -> None:
             st.caption(CLAIMS_NOTE)
         st.download_button("⬇ Claims as CSV", display_csv(claims_frame(claim_rows)), file_name="claims.csv",
                            mime="text/csv", key="cmp_csv_claims")
+    if sched == "converged":
+        budget_check(out_dir.parent)
+
+
+def budget_check(results) -> None:
+    """Whether the verdicts of Tables 2-3 stay with three times the budget (``results/budget``)."""
+    rows = read_check(results)
+    if not rows:
+        return
+    with st.expander("Is 4,000 iterations enough? The verdicts with three times the budget (12,000 iterations)"):
+        st.dataframe(check_frame(rows), hide_index=True, width="stretch",
+                     column_config={"comparison": st.column_config.TextColumn("comparison", width="medium")})
+        st.caption(f"{CHECK_NOTE} {check_sentence(rows)} Every seed set, and each run beside its seed's "
+                   f"4,000-iteration run: `results/budget/tables.md`. {floors_line(BUDGET_SETS)}")
 
 
 def reproduction_tables_view(sched: str, summary: dict) -> None:

@@ -325,3 +325,13 @@ def test_controls_decision_names_every_measured_verdict_and_nothing_else():
     assert "5 seeds each" in text
     none = controls_decision([rows[0], row("mnist", "rim_all", CONTROL_WORDS[2])])
     assert none == "The controls of why decide nothing yet beyond the per-set verdicts above."
+
+
+def test_the_shipped_budget_check_is_what_its_runs_give():
+    """``results/budget/check.csv`` (what Compare shows) equals the check recomputed from the runs."""
+    from core.report import budget
+
+    stored = budget.read_check(RESULTS)
+    assert stored, "results/budget/check.csv is missing: python -m core.reproduce tables --out results/budget"
+    fresh = [{k: str(r.get(k, "")) for k in stored[0]} for r in budget.budget_rows(RESULTS)]
+    assert stored == fresh

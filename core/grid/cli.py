@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..data.datasets import DATASETS
 from ..models.registry import list_models
-from ..report.budget import BUDGET_DIR, write_same_seed
+from ..report.budget import BUDGET_DIR, write_check
 from ..report.paper import DATASET_ORDER, grid_names
 from ..report.tables import write_tables
 from ..training.config import DEVICES, PROTOCOLS
@@ -90,7 +90,7 @@ def _tables(out: Path, include_unhealthy: bool = False) -> None:
     write_tables(out, include_unhealthy=include_unhealthy)
     _claims(out)
     if out.name == BUDGET_DIR:
-        write_same_seed(out)
+        write_check(out)
     print((out / "tables.md").read_text())
 
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
+
 from . import fmt
 from .comparisons import Cells, adjust_family, compare
 from .health import HEALTHY, health_of
@@ -251,17 +253,45 @@ def same_seed_line(root="results") -> str:
             f"not a test; the table: `results/budget/tables.md`): {_same_seed_counts(rows)}.")
 
 
-def write_same_seed(out: Path) -> None:
-    """After the budget grid's tables: its ``tables.md`` gets the check at every seed set (REPRODUCTION
-    shows the deciding one) and the same-seed table (each run beside its seed's run of the converged
-    grid, ``out.parent / "converged"``)."""
+CHECK_FILE = "check.csv"  # results/budget/check.csv: the check's rows as shown, for the pages (no recomputation)
+CHECK_COLUMNS = [("seeds", "seeds"), ("dataset", "data set"), ("comparison", "comparison"),
+                 ("table_verdict", "verdict, 4,000 (all seeds)"), ("at_4000", "4,000"), ("gap_4000", "gap, 4,000"),
+                 ("at_12000", "12,000"), ("gap_12000", "gap, 12,000"), ("stays", "stays?")]
+
+
+def write_check(out: Path) -> None:
+    """After the budget grid's tables: ``check.csv`` (every row of the check, for Compare) and, in its
+    ``tables.md``, the check at every seed set (REPRODUCTION shows the deciding one) and the
+    same-seed table (each run beside its seed's run of the converged grid, ``out.parent / "converged"``)."""
     root = Path(out).parent
     if not same_seed_rows(root):
         return
-    parts = ["", "### Does each verdict stay? Every seed set", "", budget_table(budget_rows(root)), "",
+    rows = budget_rows(root)
+    pd.DataFrame(rows).to_csv(Path(out) / CHECK_FILE, index=False)
+    parts = ["", "### Does each verdict stay? Every seed set", "", budget_table(rows), "",
              "### Each run beside its seed's 4,000-iteration run", *same_seed_markdown(root), ""]
     with open(Path(out) / "tables.md", "a") as f:
         f.write("\n".join(parts))
+
+
+def read_check(root="results") -> list[dict]:
+    """The stored rows of the check (``write_check``); none when the budget grid has not written them."""
+    p = Path(root) / BUDGET_DIR / CHECK_FILE
+    if not p.is_file():
+        return []
+    return pd.read_csv(p, dtype=str, keep_default_na=False).to_dict("records")
+
+
+def check_frame(rows: list[dict]) -> pd.DataFrame:
+    """The check's rows of its deciding seed set as a page shows them (the same cells as REPRODUCTION)."""
+    seeds = deciding_seeds(rows)
+    return pd.DataFrame([_cells(r) for r in rows if r["seeds"] == seeds], columns=[t for _, t in CHECK_COLUMNS])
+
+
+def _cells(r: dict) -> list[str]:
+    return [r["seeds"], fmt.dataset_title(r["dataset"]), r["comparison"], fmt.marked_verdict(r["table_verdict"]),
+            fmt.marked_verdict(r["at_4000"]), r["gap_4000"], fmt.marked_verdict(r["at_12000"]), r["gap_12000"],
+            r["stays"] if r["stays"] != "not yet run" else f"not yet run ({r['exists']})"]
 
 
 def stopping_facts(path, datasets=None) -> dict:
@@ -288,13 +318,21 @@ def stopping_facts(path, datasets=None) -> dict:
     return out
 
 
+CHECK_NOTE = ("Gap = other − RIM in points. Verdicts on the same seeds at both budgets, one Holm family per budget "
+              "and seed set (the four comparisons); each interval at its Holm step's level (in brackets), so it "
+              "excludes 0 exactly when the verdict is not \"cannot tell\". The table's verdict (all seeds at 4,000, "
+              "its own family) stands beside.")
+
+
+def check_sentence(rows: list[dict]) -> str:
+    """What the check decides at its deciding seed set, or that it decides nothing yet."""
+    if not any(r["stays"] in ("stays", "changes") for r in rows):
+        return "No verdict is checked yet: no comparison has seeds 0-2 of both its methods in `results/budget`."
+    return "The check decides: " + verdicts_checked(rows)
+
+
 def budget_table(rows: list[dict]) -> str:
-    return "\n".join(md_table(
-        ["seeds", "data set", "comparison", "verdict, 4,000 (all seeds)", "4,000", "gap, 4,000", "12,000",
-         "gap, 12,000", "stays?"],
-        [[r["seeds"], fmt.dataset_title(r["dataset"]), r["comparison"], fmt.marked_verdict(r["table_verdict"]),
-          fmt.marked_verdict(r["at_4000"]), r["gap_4000"], fmt.marked_verdict(r["at_12000"]), r["gap_12000"],
-          r["stays"] if r["stays"] != "not yet run" else f"not yet run ({r['exists']})"] for r in rows]))
+    return "\n".join(md_table([t for _, t in CHECK_COLUMNS], [_cells(r) for r in rows]))
 
 
 def budget_markdown(root="results") -> str:
@@ -304,18 +342,13 @@ def budget_markdown(root="results") -> str:
     f = stopping_facts(Path(root) / "converged", ["mnist", "fashion_mnist", "cifar10"])
     by = "; ".join(f"{fmt.dataset_title(d)} {v['best_at_last']} of {v['runs']}" for d, v in
                    sorted(f["by_dataset"].items(), key=lambda kv: DATASET_ORDER.index(kv[0])))
-    if not any(r["stays"] in ("stays", "changes") for r in rows):
-        verdict = "No verdict is checked yet: no comparison has seeds 0-2 of both its methods in `results/budget`."
-    else:
-        verdict = "The check decides: " + verdicts_checked(rows, seeds)
+    verdict = check_sentence(rows)
+    if any(r["stays"] in ("stays", "changes") for r in rows):
         verdict += "".join(f" At seeds {o} (the table in `results/budget/tables.md`): {verdicts_checked(rows, o)}"
                            for o in dict.fromkeys(r["seeds"] for r in rows) if o != seeds)
     return "\n".join([
         budget_table([r for r in rows if r["seeds"] == seeds]),
-        "", "Gap = other − RIM in points. Verdicts on the same seeds at both budgets, one Holm family per budget and "
-        "seed set (the four comparisons); each interval at its Holm step's level (in brackets), so it excludes 0 "
-        "exactly when the verdict is not \"cannot tell\". The table's verdict (all seeds at 4,000, its own family) "
-        "stands beside.", "",
+        "", CHECK_NOTE, "",
         verdict, *(["", line] if (line := same_seed_line(root)) else []), "",
         f"Of the {f['runs']} completed runs of the 4,000-iteration grid on MNIST, Fashion-MNIST and CIFAR-10, "
         f"{f['early_stops']} stopped early and {f['best_at_last']} had their best validation accuracy at their last "

@@ -296,3 +296,41 @@ def test_compare_shows_the_handwriting_generalisation_table_when_the_grid_has_on
     at = open_tab(run_page(), "Paper's claims vs ours")
     assert not at.exception
     assert any("is not a generalisation table" in w.value for w in at.warning)
+
+
+def test_the_budget_check_is_under_the_claims_when_the_longer_grid_has_written_it(page_env, tmp_path, monkeypatch):
+    """Whether each verdict of Tables 2-3 stays with three times the budget: under the claims of
+    the 4,000-iteration grid, from ``results/budget/check.csv`` (what ``python -m core.reproduce
+    tables --out results/budget`` writes), the same cells and sentence as REPRODUCTION."""
+    import pandas as pd
+
+    from core.report import budget
+
+    results = tmp_path / "results"
+    shutil.copytree(page_env["results"], results)
+    monkeypatch.setenv("RIMSCOPE_RESULTS_DIR", str(results))
+    title = "Is 4,000 iterations enough? The verdicts with three times the budget (12,000 iterations)"
+    at = open_tab(run_page(), "Paper's claims vs ours")
+    assert not at.exception and title not in [e.label for e in at.expander]  # no check written: nothing shown
+    rows = [{"seeds": "0-2", "dataset": ds, "comparison": title_, "other": other, "table_verdict": "holds",
+             "at_4000": "cannot tell at this number of seeds", "gap_4000": "+0.22 [-0.36, +0.80] (98.75 %), p 0.09 / 0.18",
+             "at_12000": verdict, "gap_12000": "+0.5 [+0.1, +0.9] (98.75 %), p 0.001 / 0.004",
+             "stays": "stays" if verdict.startswith("cannot") else "changes", "exists": ""}
+            for ds, verdict in (("mnist", "cannot tell at this number of seeds"), ("fashion_mnist", "holds"))
+            for other, title_ in (("parallel_lstm", "Table 2: RIM vs parallel LSTMs"), ("entnet", "Table 3: RIM vs EntNet"))]
+    (results / "budget").mkdir()
+    pd.DataFrame(rows).to_csv(results / "budget" / budget.CHECK_FILE, index=False)
+    at = open_tab(run_page(), "Paper's claims vs ours")
+    assert not at.exception and not at.error
+    assert title in [e.label for e in at.expander]
+    table = next(d.value for d in at.dataframe if "stays?" in d.value.columns)
+    assert list(table["data set"]) == ["MNIST", "MNIST", "Fashion-MNIST", "Fashion-MNIST"]
+    assert list(table["stays?"]) == ["stays", "stays", "changes", "changes"]
+    text = " ".join(c.value for c in at.caption)
+    assert ("The check decides: of the 4 verdicts of Tables 2-3 it covers, checked at seeds 0-2 at both budgets, 2 are "
+            "the same (2 cannot tell) and 2 change (Fashion-MNIST, RIM vs parallel LSTMs: cannot tell at 4,000, holds "
+            "at 12,000; Fashion-MNIST, RIM vs EntNet: cannot tell at 4,000, holds at 12,000).") in text
+    assert "MNIST 90.00 / 88.65" in text  # the floors beside the table
+    at.session_state["cmp_schedule"] = "paper"  # the paper protocol's claims: not its check
+    at = open_tab(at, "Paper's claims vs ours")
+    assert title not in [e.label for e in at.expander]
