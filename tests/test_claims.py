@@ -240,7 +240,7 @@ def test_budget_says_not_yet_run_with_what_exists_then_whether_each_verdict_stay
     rows = {(r["dataset"], r["other"]): r for r in budget.budget_rows(tmp_path)}
     assert rows[("mnist", "parallel_lstm")]["stays"] == "stays"
     assert rows[("mnist", "parallel_lstm")]["at_12000"] == "holds"
-    assert "The check decides: of the 4 verdicts of Tables 2-3 it covers, checked at seeds 0-2 at both budgets, 4 are " \
+    assert "The check decides: of the 4 verdicts of Tables 2-3 the check covers, checked at seeds 0-2 at both budgets, 4 are " \
         "the same (2 holds, 2 cannot tell)." in budget.budget_markdown(tmp_path)
     assert budget.budget_sentence(tmp_path).endswith("checked at seeds 0-2 at both budgets, 4 are the same (2 holds, "
                                                      "2 cannot tell).")
@@ -272,8 +272,8 @@ def test_budget_says_not_yet_run_with_what_exists_then_whether_each_verdict_stay
     # REPRODUCTION shows the deciding seed set and one line for the other; results/budget/tables.md every set
     text = budget.budget_markdown(tmp_path)
     assert "| 0-4 | MNIST |" in text and "| 0-2 |" not in text
-    assert "The check decides: of the 4 verdicts of Tables 2-3 it covers, checked at seeds 0-4" in text
-    assert "At seeds 0-2 (the table in `results/budget/tables.md`): of the 4 verdicts" in text
+    assert "The check decides: of the 4 verdicts of Tables 2-3 the check covers, checked at seeds 0-4" in text
+    assert "The check at seeds 0-2: `results/budget/tables.md`." in text
     main(["tables", "--out", str(tmp_path / "budget")])
     full = (tmp_path / "budget" / "tables.md").read_text()
     assert "| 0-4 | MNIST |" in full and "| 0-2 | MNIST |" in full and "| MNIST | EntNet | 4 | " in full

@@ -189,7 +189,7 @@ def verdicts_checked(rows: list[dict], seeds: str | None = None) -> str:
     counts = {}
     for r in same:
         counts[fmt.short_verdict(r["at_4000"])] = counts.get(fmt.short_verdict(r["at_4000"]), 0) + 1
-    s = (f"of the {len(of)} verdicts of Tables 2-3 it covers, checked at seeds {seeds} at both budgets"
+    s = (f"of the {len(of)} verdicts of Tables 2-3 the check covers, checked at seeds {seeds} at both budgets"
          + (f" ({len(mine)} so far)" if len(mine) < len(of) else "")
          + f", {len(same)} {'is' if len(same) == 1 else 'are'} the same"
          + (f" ({', '.join(f'{n} {v}' for v, n in counts.items())})" if same else ""))
@@ -268,7 +268,10 @@ def write_check(out: Path) -> None:
         return
     rows = budget_rows(root)
     pd.DataFrame(rows).to_csv(Path(out) / CHECK_FILE, index=False)
-    parts = ["", "### Does each verdict stay? Every seed set", "", budget_table(rows), "",
+    said = [f"Seeds {o}: {verdicts_checked(rows, o)}" for o in dict.fromkeys(r["seeds"] for r in rows)
+            if any(r["seeds"] == o and r["stays"] in ("stays", "changes") for r in rows)]
+    parts = ["", "### Does each verdict stay? Every seed set", "", budget_table(rows), "", CHECK_NOTE,
+             *(["", " ".join(said)] if said else []), "",
              "### Each run beside its seed's 4,000-iteration run", *same_seed_markdown(root), ""]
     with open(Path(out) / "tables.md", "a") as f:
         f.write("\n".join(parts))
@@ -344,7 +347,7 @@ def budget_markdown(root="results") -> str:
                    sorted(f["by_dataset"].items(), key=lambda kv: DATASET_ORDER.index(kv[0])))
     verdict = check_sentence(rows)
     if any(r["stays"] in ("stays", "changes") for r in rows):
-        verdict += "".join(f" At seeds {o} (the table in `results/budget/tables.md`): {verdicts_checked(rows, o)}"
+        verdict += "".join(f" The check at seeds {o}: `results/budget/tables.md`."
                            for o in dict.fromkeys(r["seeds"] for r in rows) if o != seeds)
     return "\n".join([
         budget_table([r for r in rows if r["seeds"] == seeds]),
