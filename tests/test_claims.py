@@ -230,8 +230,8 @@ def test_budget_says_not_yet_run_with_what_exists_then_whether_each_verdict_stay
         assert "1 of 1 stopped early under it" in part and "their best validation at iteration 8,000" in part
     assert "No verdict is checked yet" in text
     sentence = budget.budget_sentence(tmp_path)
-    assert "1 of 1 finished single runs reach a lower test error than their seed's 4,000-iteration run" in sentence
-    assert "in 1 of 1 the best validation accuracy comes after iteration 4,000, and 1 of 1 stop early" in sentence
+    assert "1 of 1 single runs end with a lower test error than their seed's 4,000-iteration run" in sentence
+    assert "and 1 of 1 have their best validation accuracy after iteration 4,000;" in sentence
     assert sentence.endswith("no verdict is checked yet (that needs seeds 0-2 of both methods).")
     for ds in ("mnist", "fashion_mnist"):
         for seed in range(3):
@@ -240,10 +240,9 @@ def test_budget_says_not_yet_run_with_what_exists_then_whether_each_verdict_stay
     rows = {(r["dataset"], r["other"]): r for r in budget.budget_rows(tmp_path)}
     assert rows[("mnist", "parallel_lstm")]["stays"] == "stays"
     assert rows[("mnist", "parallel_lstm")]["at_12000"] == "holds"
-    assert "The check decides: of the 4 verdicts of Tables 2-3 the check covers, checked at seeds 0-2 at both budgets, 4 are " \
-        "the same (2 holds, 2 cannot tell)." in budget.budget_markdown(tmp_path)
-    assert budget.budget_sentence(tmp_path).endswith("checked at seeds 0-2 at both budgets, 4 are the same (2 holds, "
-                                                     "2 cannot tell).")
+    assert "The check decides: of the 4 verdicts of Tables 2-3 the check covers (seeds 0-2 at both budgets), 4 stay " \
+        "(2 holds, 2 cannot tell)." in budget.budget_markdown(tmp_path)
+    assert budget.budget_sentence(tmp_path).endswith("(seeds 0-2 at both budgets), 4 stay (2 holds, 2 cannot tell).")
     facts = budget.stopping_facts(tmp_path / "converged")
     assert facts["runs"] == 18 and facts["early_stops"] == 0 and facts["best_at_last"] == 12
     # a run past seed 2 brings the seeds 0-4 check (as many seeds as Tables 2-3), not yet run until complete
@@ -267,13 +266,13 @@ def test_budget_says_not_yet_run_with_what_exists_then_whether_each_verdict_stay
     assert rows[("0-4", "mnist", "entnet")]["at_4000"].startswith("cannot tell")
     assert rows[("0-4", "mnist", "entnet")]["at_12000"] == "holds"
     assert budget.budget_sentence(tmp_path).endswith(
-        "checked at seeds 0-4 at both budgets, 3 are the same (2 holds, 1 cannot tell) and 1 changes (MNIST, RIM vs "
-        "EntNet: cannot tell at 4,000, holds at 12,000).")
+        "(seeds 0-4 at both budgets), 3 stay (2 holds, 1 cannot tell) and 1 changes from 4,000 to 12,000 iterations "
+        "(MNIST, RIM vs EntNet: cannot tell → holds).")
     # REPRODUCTION shows the deciding seed set and one line for the other; results/budget/tables.md every set
     text = budget.budget_markdown(tmp_path)
-    assert "| 0-4 | MNIST |" in text and "| 0-2 |" not in text
-    assert "The check decides: of the 4 verdicts of Tables 2-3 the check covers, checked at seeds 0-4" in text
-    assert "The check at seeds 0-2: `results/budget/tables.md`." in text
+    assert "| MNIST | Table 2: RIM vs parallel LSTMs |" in text and "| 0-2 |" not in text
+    assert "The check decides: of the 4 verdicts of Tables 2-3 the check covers (seeds 0-4 at both budgets)" in text
+    assert "the check at every seed set: `results/budget/tables.md`" in text
     main(["tables", "--out", str(tmp_path / "budget")])
     full = (tmp_path / "budget" / "tables.md").read_text()
     assert "| 0-4 | MNIST |" in full and "| 0-2 | MNIST |" in full and "| MNIST | EntNet | 4 | " in full

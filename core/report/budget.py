@@ -153,22 +153,20 @@ def same_seed_rows(root="results") -> list[dict]:
 
 def budget_sentence(root="results") -> str:
     """One sentence on the budget check for README: what the finished 12,000-iteration runs show
-    beside their seeds' 4,000-iteration runs, and that no verdict rests on them yet (or which
-    verdicts stay). Empty without finished runs."""
+    beside their seeds' 4,000-iteration runs, and what the check decides (``verdicts_checked``) or
+    that it decides nothing yet. Empty without finished runs."""
     rows = same_seed_rows(root)
     if not rows:
         return ""
     brows = budget_rows(root)
     checked = [r for r in brows if r["stays"] in ("stays", "changes")]
     changes = [r for r in rows if r["change"] < 0]
-    early = [r for r in rows if _stopped_early(r)]
     short = max(r["short"]["planned"] or 0 for r in rows)
     later = [r for r in rows if (r["long"]["best_iteration"] or 0) > short]
-    s = (f"Three times the budget ({BUDGET_ITERATIONS:,} iterations, the same cosine shape): {len(changes)} of "
-         f"{len(rows)} finished single runs reach a lower test error than their seed's {short:,}-iteration run")
+    s = (f"Trained three times as long ({BUDGET_ITERATIONS:,} iterations, the same cosine shape), {len(changes)} of "
+         f"{len(rows)} single runs end with a lower test error than their seed's {short:,}-iteration run")
     s += _by_points(changes)
-    s += (f"; in {len(later)} of {len(rows)} the best validation accuracy comes after iteration {short:,}, and "
-          f"{len(early)} of {len(rows)} stop early")
+    s += f", and {len(later)} of {len(rows)} have their best validation accuracy after iteration {short:,}"
     s += "; " + verdicts_checked(brows) if checked else "; no verdict is checked yet (that needs seeds 0-2 of both methods)."
     return s if s.endswith(".") else s + "."
 
@@ -189,16 +187,15 @@ def verdicts_checked(rows: list[dict], seeds: str | None = None) -> str:
     counts = {}
     for r in same:
         counts[fmt.short_verdict(r["at_4000"])] = counts.get(fmt.short_verdict(r["at_4000"]), 0) + 1
-    s = (f"of the {len(of)} verdicts of Tables 2-3 the check covers, checked at seeds {seeds} at both budgets"
-         + (f" ({len(mine)} so far)" if len(mine) < len(of) else "")
-         + f", {len(same)} {'is' if len(same) == 1 else 'are'} the same"
+    s = (f"of the {len(of)} verdicts of Tables 2-3 the check covers (seeds {seeds} at both budgets"
+         + (f", {len(mine)} so far" if len(mine) < len(of) else "") + ")"
+         + f", {len(same)} stay{'s' if len(same) == 1 else ''}"
          + (f" ({', '.join(f'{n} {v}' for v, n in counts.items())})" if same else ""))
     changed = [r for r in mine if r["stays"] == "changes"]
     if changed:
-        s += f" and {len(changed)} change{'s' if len(changed) == 1 else ''}" + "".join(
+        s += f" and {len(changed)} change{'s' if len(changed) == 1 else ''} from 4,000 to 12,000 iterations" + "".join(
             f"{'; ' if i else ' ('}{fmt.dataset_title(r['dataset'])}, {r['comparison'].split(': ')[1]}: "
-            f"{fmt.short_verdict(r['at_4000'])} at 4,000, {fmt.short_verdict(r['at_12000'])} at 12,000"
-            for i, r in enumerate(changed)) + ")"
+            f"{fmt.short_verdict(r['at_4000'])} → {fmt.short_verdict(r['at_12000'])}" for i, r in enumerate(changed)) + ")"
     return s + "."
 
 
@@ -237,7 +234,7 @@ def _same_seed_counts(rows: list[dict]) -> str:
     s = f"{len(lower)} of {len(rows)} have a lower test error with the longer budget"
     s += _by_points(lower)
     bests = [r["long"]["best_iteration"] for r in rows if r["long"]["best_iteration"] is not None]
-    s += f"; {sum(map(_stopped_early, rows))} of {len(rows)} stopped early under it (six validations in a row without a better one)"
+    s += f"; {sum(map(_stopped_early, rows))} of {len(rows)} stopped early under it"
     if bests:
         s += (f", their best validation at iteration {bests[0]:,}" if min(bests) == max(bests) else
               f", their best validation between iterations {min(bests):,} and {max(bests):,}")
@@ -250,7 +247,8 @@ def same_seed_line(root="results") -> str:
     if not rows:
         return ""
     return (f"Each finished 12,000-iteration run beside its seed's 4,000-iteration run (single runs: a description, "
-            f"not a test; the table: `results/budget/tables.md`): {_same_seed_counts(rows)}.")
+            f"not a test; their table, and the check at every seed set: `results/budget/tables.md`): "
+            f"{_same_seed_counts(rows)}.")
 
 
 CHECK_FILE = "check.csv"  # results/budget/check.csv: the check's rows as shown, for the pages (no recomputation)
@@ -286,9 +284,10 @@ def read_check(root="results") -> list[dict]:
 
 
 def check_frame(rows: list[dict]) -> pd.DataFrame:
-    """The check's rows of its deciding seed set as a page shows them (the same cells as REPRODUCTION)."""
+    """The check's rows of its deciding seed set as a page shows them (the same cells as REPRODUCTION;
+    the seeds are in the sentence under it)."""
     seeds = deciding_seeds(rows)
-    return pd.DataFrame([_cells(r) for r in rows if r["seeds"] == seeds], columns=[t for _, t in CHECK_COLUMNS])
+    return pd.DataFrame([_cells(r)[1:] for r in rows if r["seeds"] == seeds], columns=[t for _, t in CHECK_COLUMNS[1:]])
 
 
 def _cells(r: dict) -> list[str]:
@@ -334,8 +333,9 @@ def check_sentence(rows: list[dict]) -> str:
     return "The check decides: " + verdicts_checked(rows)
 
 
-def budget_table(rows: list[dict]) -> str:
-    return "\n".join(md_table([t for _, t in CHECK_COLUMNS], [_cells(r) for r in rows]))
+def budget_table(rows: list[dict], seeds_column: bool = True) -> str:
+    first = 0 if seeds_column else 1
+    return "\n".join(md_table([t for _, t in CHECK_COLUMNS[first:]], [_cells(r)[first:] for r in rows]))
 
 
 def budget_markdown(root="results") -> str:
@@ -345,14 +345,10 @@ def budget_markdown(root="results") -> str:
     f = stopping_facts(Path(root) / "converged", ["mnist", "fashion_mnist", "cifar10"])
     by = "; ".join(f"{fmt.dataset_title(d)} {v['best_at_last']} of {v['runs']}" for d, v in
                    sorted(f["by_dataset"].items(), key=lambda kv: DATASET_ORDER.index(kv[0])))
-    verdict = check_sentence(rows)
-    if any(r["stays"] in ("stays", "changes") for r in rows):
-        verdict += "".join(f" The check at seeds {o}: `results/budget/tables.md`."
-                           for o in dict.fromkeys(r["seeds"] for r in rows) if o != seeds)
     return "\n".join([
-        budget_table([r for r in rows if r["seeds"] == seeds]),
+        budget_table([r for r in rows if r["seeds"] == seeds], seeds_column=False),
         "", CHECK_NOTE, "",
-        verdict, *(["", line] if (line := same_seed_line(root)) else []), "",
+        check_sentence(rows), *(["", line] if (line := same_seed_line(root)) else []), "",
         f"Of the {f['runs']} completed runs of the 4,000-iteration grid on MNIST, Fashion-MNIST and CIFAR-10, "
         f"{f['early_stops']} stopped early and {f['best_at_last']} had their best validation accuracy at their last "
         f"evaluation ({by}).", "", floors_line(BUDGET_SETS)])

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .fmt import dataset_title
 from .markdown import md_table
 from .stats import holm
 
@@ -23,7 +24,7 @@ def interventions_markdown(root: Path) -> str:
     df = df[df["class"].astype(str) == "all"]
     cols = list(dict.fromkeys(zip(df["dataset"], df["condition"], strict=True)))
     labels = list(dict.fromkeys(df["label"]))
-    head = ["variant"] + [f"{ds} {cond}" for ds, cond in cols]
+    head = ["variant"] + [f"{dataset_title(ds)} {cond}" for ds, cond in cols]
     body = []
     for label in labels:
         row = [label]
