@@ -13,7 +13,8 @@ from .cells import grid_jobs, train_cell
 def run_grid(out: Path, datasets, models, seeds, iterations: int = 1000, workers: int = 2,
              noise_draws: int = 10, eval_every: int = 50, data_dir=None, log=print,
              overrides: dict | None = None, protocol: str = "paper", device: str = "auto") -> list[dict]:
-    """Train every missing cell of the grid in up to ``workers`` processes (1 thread each).
+    """Train every missing cell of the grid in up to ``workers`` processes (cores // workers torch
+    threads each: one per core, so two grids side by side oversubscribe the cores).
 
     ``overrides``: per-model config changes, e.g. ``{"parallel_lstm": {"hidden_size": 81}}``
     (a parameter-matched baseline); they are recorded in each run's JSON (``config``).
