@@ -346,7 +346,7 @@ def budget_check(results) -> None:
     rows = read_check(results)
     if not rows:
         return
-    with st.expander("Is 4,000 iterations enough? The verdicts with three times the budget (12,000 iterations)"):
+    with st.expander("Are 4,000 iterations enough? The verdicts with three times the budget (12,000 iterations)"):
         st.dataframe(check_frame(rows), hide_index=True, width="stretch",
                      column_config={"comparison": st.column_config.TextColumn("comparison", width="medium")})
         st.caption(f"{CHECK_NOTE} {check_sentence(rows)} Every seed set, and each run beside its seed's "

@@ -309,7 +309,7 @@ def test_the_budget_check_is_under_the_claims_when_the_longer_grid_has_written_i
     results = tmp_path / "results"
     shutil.copytree(page_env["results"], results)
     monkeypatch.setenv("RIMSCOPE_RESULTS_DIR", str(results))
-    title = "Is 4,000 iterations enough? The verdicts with three times the budget (12,000 iterations)"
+    title = "Are 4,000 iterations enough? The verdicts with three times the budget (12,000 iterations)"
     at = open_tab(run_page(), "Paper's claims vs ours")
     assert not at.exception and title not in [e.label for e in at.expander]  # no check written: nothing shown
     rows = [{"seeds": "0-2", "dataset": ds, "comparison": title_, "other": other, "table_verdict": "holds",

@@ -164,7 +164,7 @@ def test_compare_with_a_second_model(page_env, fixture_dirs, tmp_path, monkeypat
     titles = [a["text"] for a in spec["layout"]["annotations"]]
     diff = next(t for t in titles if t.startswith("where the masks differ"))
     # short subplot titles (the full names are in the pickers above): no "(pretrained)" in each
-    assert any(t.startswith("RIM converged s0: ") for t in titles) and any(t.startswith("RIM paper s0: ") for t in titles)
+    assert any(t.startswith("RIM Adam 4k s0: ") for t in titles) and any(t.startswith("RIM paper s0: ") for t in titles)
     assert not any("(pretrained)" in t for t in titles), titles
     share = float(next(m.value for m in at.metric if m.label == "Mask cells that differ").rstrip("%"))
     n_diff = int(re.search(r"\((\d+) of 168 cells\)", diff).group(1))
