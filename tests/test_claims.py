@@ -240,7 +240,7 @@ def test_budget_says_not_yet_run_with_what_exists_then_whether_each_verdict_stay
     rows = {(r["dataset"], r["other"]): r for r in budget.budget_rows(tmp_path)}
     assert rows[("mnist", "parallel_lstm")]["stays"] == "stays"
     assert rows[("mnist", "parallel_lstm")]["at_12000"] == "holds"
-    assert "The check decides: of the 4 verdicts of Tables 2-3 the check covers (seeds 0-2 at both budgets), 4 stay " \
+    assert "The check decides: of the 4 verdicts of Tables 2-3 re-checked (seeds 0-2 at both budgets), 4 stay " \
         "(2 holds, 2 cannot tell)." in budget.budget_markdown(tmp_path)
     assert budget.budget_sentence(tmp_path).endswith("(seeds 0-2 at both budgets), 4 stay (2 holds, 2 cannot tell).")
     facts = budget.stopping_facts(tmp_path / "converged")
@@ -271,7 +271,7 @@ def test_budget_says_not_yet_run_with_what_exists_then_whether_each_verdict_stay
     # REPRODUCTION shows the deciding seed set and one line for the other; results/budget/tables.md every set
     text = budget.budget_markdown(tmp_path)
     assert "| MNIST | Table 2: RIM vs parallel LSTMs |" in text and "| 0-2 |" not in text
-    assert "The check decides: of the 4 verdicts of Tables 2-3 the check covers (seeds 0-4 at both budgets)" in text
+    assert "The check decides: of the 4 verdicts of Tables 2-3 re-checked (seeds 0-4 at both budgets)" in text
     assert "the check at every seed set: `results/budget/tables.md`" in text
     main(["tables", "--out", str(tmp_path / "budget")])
     full = (tmp_path / "budget" / "tables.md").read_text()

@@ -187,7 +187,7 @@ def verdicts_checked(rows: list[dict], seeds: str | None = None) -> str:
     counts = {}
     for r in same:
         counts[fmt.short_verdict(r["at_4000"])] = counts.get(fmt.short_verdict(r["at_4000"]), 0) + 1
-    s = (f"of the {len(of)} verdicts of Tables 2-3 the check covers (seeds {seeds} at both budgets"
+    s = (f"of the {len(of)} verdicts of Tables 2-3 re-checked (seeds {seeds} at both budgets"
          + (f", {len(mine)} so far" if len(mine) < len(of) else "") + ")"
          + f", {len(same)} stay{'s' if len(same) == 1 else ''}"
          + (f" ({', '.join(f'{n} {v}' for v, n in counts.items())})" if same else ""))

@@ -327,7 +327,7 @@ def test_the_budget_check_is_under_the_claims_when_the_longer_grid_has_written_i
     assert list(table["data set"]) == ["MNIST", "MNIST", "Fashion-MNIST", "Fashion-MNIST"]
     assert list(table["stays?"]) == ["stays", "stays", "changes", "changes"]
     text = " ".join(c.value for c in at.caption)
-    assert ("The check decides: of the 4 verdicts of Tables 2-3 the check covers (seeds 0-2 at both budgets), 2 stay "
+    assert ("The check decides: of the 4 verdicts of Tables 2-3 re-checked (seeds 0-2 at both budgets), 2 stay "
             "(2 cannot tell) and 2 change from 4,000 to 12,000 iterations (Fashion-MNIST, RIM vs parallel LSTMs: "
             "cannot tell → holds; Fashion-MNIST, RIM vs EntNet: cannot tell → holds).") in text
     assert "MNIST 90.00 / 88.65" in text  # the floors beside the table
