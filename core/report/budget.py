@@ -257,6 +257,10 @@ CHECK_COLUMNS = [("seeds", "seeds"), ("dataset", "data set"), ("comparison", "co
                  ("at_12000", "12,000"), ("gap_12000", "gap, 12,000"), ("stays", "stays?")]
 
 
+# a page shows the verdicts before the long gap cells, so a 1,280 px window has them without scrolling
+PAGE_ORDER = ["data set", "comparison", "verdict, 4,000 (all seeds)", "4,000", "12,000", "stays?"]
+
+
 def write_check(out: Path) -> None:
     """After the budget grid's tables: ``check.csv`` (every row of the check, for Compare) and, in its
     ``tables.md``, the check at every seed set (REPRODUCTION shows the deciding one) and the
@@ -287,7 +291,8 @@ def check_frame(rows: list[dict]) -> pd.DataFrame:
     """The check's rows of its deciding seed set as a page shows them (the same cells as REPRODUCTION;
     the seeds are in the sentence under it)."""
     seeds = deciding_seeds(rows)
-    return pd.DataFrame([_cells(r)[1:] for r in rows if r["seeds"] == seeds], columns=[t for _, t in CHECK_COLUMNS[1:]])
+    df = pd.DataFrame([_cells(r)[1:] for r in rows if r["seeds"] == seeds], columns=[t for _, t in CHECK_COLUMNS[1:]])
+    return df[[*PAGE_ORDER, *(c for c in df.columns if c not in PAGE_ORDER)]]  # the verdicts first, the gaps after
 
 
 def _cells(r: dict) -> list[str]:

@@ -326,6 +326,8 @@ def test_the_budget_check_is_under_the_claims_when_the_longer_grid_has_written_i
     table = next(d.value for d in at.dataframe if "stays?" in d.value.columns)
     assert list(table["data set"]) == ["MNIST", "MNIST", "Fashion-MNIST", "Fashion-MNIST"]
     assert list(table["stays?"]) == ["stays", "stays", "changes", "changes"]
+    assert list(table.columns[:6]) == ["data set", "comparison", "verdict, 4,000 (all seeds)", "4,000", "12,000",
+                                       "stays?"]  # the verdicts before the long gap cells
     text = " ".join(c.value for c in at.caption)
     assert ("The check decides: of the 4 verdicts of Tables 2-3 re-checked (seeds 0-2 at both budgets), 2 stay "
             "(2 cannot tell) and 2 change from 4,000 to 12,000 iterations (Fashion-MNIST, RIM vs parallel LSTMs: "
