@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -68,14 +69,16 @@ def _complete(rows: list[dict], ds: str, models, seeds) -> bool:
                 and r.get("health", HEALTHY) == HEALTHY} >= set(seeds) for m in models)
 
 
-def seed_sets(root="results") -> list[list[int]]:
+def _seed_sets(long_runs: list[dict]) -> list[list[int]]:
     """The seed sets the check compares at: seeds 0-2 (its design), and seeds 0-4 (as many as
     Tables 2-3) once the 12,000-iteration grid has a run past seed 2."""
-    from .claims import grid
-
-    bud_rows, _ = grid(Path(root) / BUDGET_DIR)
-    more = any(r["seed"] not in BUDGET_SEEDS for r in _long_runs(bud_rows))
+    more = any(r["seed"] not in BUDGET_SEEDS for r in long_runs)
     return [BUDGET_SEEDS, *([ALL_SEEDS] if more else [])]
+
+
+def _checked(r: dict) -> bool:
+    """A row of the check with a verdict at both budgets."""
+    return r["stays"] in ("stays", "changes")
 
 
 def _long_runs(rows: list[dict]) -> list[dict]:
@@ -98,7 +101,7 @@ def budget_rows(root="results") -> list[dict]:
     t3 = {r["dataset"]: r for r in tc.get("table3") or []}
     bud_rows = _long_runs(grid(root / BUDGET_DIR)[0])
     out = []
-    for seeds in seed_sets(root):
+    for seeds in _seed_sets(bud_rows):
         short, long_ = _tests(conv_rows, seeds), _tests(bud_rows, seeds, complete=True)
         for ds in BUDGET_SETS:
             for other, title in BUDGET_COMPARISONS:
@@ -109,7 +112,7 @@ def budget_rows(root="results") -> list[dict]:
                        "table_verdict": (src or {}).get(f"{key}_verdict", "not measured"),
                        "at_4000": a["gap_verdict"] if a else "not measured",
                        "gap_4000": fmt.gap_test(a, "gap") if a else "n/a"}
-                if b is None or not _complete(bud_rows, ds, ("rim", other), seeds):
+                if b is None:  # no test: some seed of the two methods missing at 12,000
                     row.update(at_12000="not yet run", gap_12000="n/a", stays="not yet run",
                                exists=_exists(bud_rows, ds, ["rim", other]))
                 else:
@@ -159,7 +162,7 @@ def budget_sentence(root="results") -> str:
     if not rows:
         return ""
     brows = budget_rows(root)
-    checked = [r for r in brows if r["stays"] in ("stays", "changes")]
+    checked = [r for r in brows if _checked(r)]
     changes = [r for r in rows if r["change"] < 0]
     short = max(r["short"]["planned"] or 0 for r in rows)
     later = [r for r in rows if (r["long"]["best_iteration"] or 0) > short]
@@ -173,7 +176,7 @@ def budget_sentence(root="results") -> str:
 
 def deciding_seeds(rows: list[dict]) -> str:
     """The widest seed set with a checked verdict ("0-2" when none is checked): the one that decides."""
-    checked = [r["seeds"] for r in rows if r["stays"] in ("stays", "changes")]
+    checked = [r["seeds"] for r in rows if _checked(r)]
     return max(checked, key=lambda s: int(s.split("-")[1])) if checked else seeds_label(BUDGET_SEEDS)
 
 
@@ -182,11 +185,9 @@ def verdicts_checked(rows: list[dict], seeds: str | None = None) -> str:
     are the same at both budgets (and which they are), and each one that changes."""
     seeds = seeds or deciding_seeds(rows)
     of = [r for r in rows if r["seeds"] == seeds]
-    mine = [r for r in of if r["stays"] in ("stays", "changes")]
+    mine = [r for r in of if _checked(r)]
     same = [r for r in mine if r["stays"] == "stays"]
-    counts = {}
-    for r in same:
-        counts[fmt.short_verdict(r["at_4000"])] = counts.get(fmt.short_verdict(r["at_4000"]), 0) + 1
+    counts = Counter(fmt.short_verdict(r["at_4000"]) for r in same)
     s = (f"of the {len(of)} verdicts of Tables 2-3 re-checked (seeds {seeds} at both budgets"
          + (f", {len(mine)} so far" if len(mine) < len(of) else "") + ")"
          + f", {len(same)} stay{'s' if len(same) == 1 else ''}"
@@ -271,7 +272,7 @@ def write_check(out: Path) -> None:
     rows = budget_rows(root)
     pd.DataFrame(rows).to_csv(Path(out) / CHECK_FILE, index=False)
     said = [f"Seeds {o}: {verdicts_checked(rows, o)}" for o in dict.fromkeys(r["seeds"] for r in rows)
-            if any(r["seeds"] == o and r["stays"] in ("stays", "changes") for r in rows)]
+            if any(r["seeds"] == o and _checked(r) for r in rows)]
     parts = ["", "### Does each verdict stay? Every seed set", "", budget_table(rows), "", CHECK_NOTE,
              *(["", " ".join(said)] if said else []), "",
              "### Each run beside its seed's 4,000-iteration run", *same_seed_markdown(root), ""]
@@ -333,7 +334,7 @@ CHECK_NOTE = ("Gap = other − RIM in points. Verdicts on the same seeds at both
 
 def check_sentence(rows: list[dict]) -> str:
     """What the check decides at its deciding seed set, or that it decides nothing yet."""
-    if not any(r["stays"] in ("stays", "changes") for r in rows):
+    if not any(map(_checked, rows)):
         return "No verdict is checked yet: no comparison has seeds 0-2 of both its methods in `results/budget`."
     return "The check decides: " + verdicts_checked(rows)
 
