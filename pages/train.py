@@ -222,12 +222,15 @@ PROTOCOL_INTROS = {
                      "thinned, elastically distorted and binarised (for models that read other people's handwriting).",
     "converged-12k": "Train models with three times the 4,000-iteration budget: Adam, the same cosine shape over 12,000 "
                      "iterations, the best weights on a validation split kept (the budget check of the shipped tables).",
+    "converged-24k": "Train models with six times the 4,000-iteration budget: Adam, the same cosine shape over 24,000 "
+                     "iterations, the best weights on a validation split kept.",
 }
 PROTOCOL_TITLES = {"paper": "Paper (SGD 0.1, 1,000 iterations)",
                    "converged": "Adam, cosine, 4,000 iterations (best of a validation split)",
                    "converged-aug": "Adam, cosine, 4,000 iterations + scan augmentation (slant, stroke width, "
                                     "elastic, binarisation)",
-                   "converged-12k": "Adam, cosine, 12,000 iterations (best of a validation split)"}
+                   "converged-12k": "Adam, cosine, 12,000 iterations (best of a validation split)",
+                   "converged-24k": "Adam, cosine, 24,000 iterations (best of a validation split)"}
 # form field -> TrainConfig field; a protocol writes its values into these
 PROTOCOL_FORM = {"train_iterations": "iterations", "train_batch": "batch_size", "train_optimizer": "optimizer",
                  "train_lr": "lr", "train_momentum": "momentum", "train_schedule": "schedule",

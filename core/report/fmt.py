@@ -167,12 +167,14 @@ def short_method_title(name) -> str:
 CONVERGED_TITLE = "Adam, cosine, 4,000 iterations"
 PROTOCOL_NAMES = {"paper": "paper protocol", "converged": CONVERGED_TITLE,
                   "converged-aug": f"{CONVERGED_TITLE} + scan augmentation",
-                  "converged-12k": "Adam, cosine, 12,000 iterations", "custom": "own settings"}
+                  "converged-12k": "Adam, cosine, 12,000 iterations",
+                  "converged-24k": "Adam, cosine, 24,000 iterations", "custom": "own settings"}
 
 
 # the protocol inside a model's one display name (pickers, legends, cards): short enough for a
 # picker at 1280 px; the sidebar and the glossary spell it out
-PROTOCOL_SHORT = {"converged": "Adam 4k", "converged-aug": "Adam 4k + scan", "converged-12k": "Adam 12k"}
+PROTOCOL_SHORT = {"converged": "Adam 4k", "converged-aug": "Adam 4k + scan", "converged-12k": "Adam 12k",
+                  "converged-24k": "Adam 24k"}
 
 
 # the sidebar's protocol switch and the Compare page's experiment picker

@@ -67,6 +67,9 @@ PROTOCOLS["converged-aug"] = {**PROTOCOLS["converged"], "augment": "scan"}
 # "converged-12k": the converged protocol with three times the budget (the cosine decay spans
 # the 12,000 iterations); it tests whether 4,000 iterations are enough (results/budget)
 PROTOCOLS["converged-12k"] = {**PROTOCOLS["converged"], "iterations": 12000}
+# "converged-24k": six times the budget, for the data sets whose runs are still improving at
+# 12,000 iterations by the convergence criterion (core.report.convergence; scripts/long_grid.py)
+PROTOCOLS["converged-24k"] = {**PROTOCOLS["converged"], "iterations": 24000}
 
 # the settings that tell the protocols apart (how often the test accuracy is logged does not)
 _PROTOCOL_KEYS = sorted(({k for p in PROTOCOLS.values() for k in p} | {"grad_clip"}) - {"eval_every"})
