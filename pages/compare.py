@@ -5,8 +5,10 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from core import paths
 from core.catalog import run_label
 from core.grid.export import protocol_text
+from core.report.answer import read_answer, read_gap_rows
 from core.report.budget import BUDGET_SETS, CHECK_NOTE, check_frame, check_sentence, read_check
 from core.report.claims import CLAIMS_NOTE, GLANCE_LEGEND, claims_frame, display_csv, glance_frame, read_claims
 from core.report.comparisons import Cells
@@ -15,7 +17,7 @@ from core.report.fmt import method_title, pct
 from core.report.frames import dataset_order, handwriting_table, reproduction_tables, runs_frame, spread_frame
 from core.report.markdown import floors_line
 from core.report.paper import DATASET_ORDER, PAPER
-from core.report.plots.comparison import ERROR_METRICS, error_bar_figure
+from core.report.plots.comparison import ERROR_METRICS, error_bar_figure, gaps_figure
 from core.report.plots.style import method_order
 from core.report.plots.training import curves_overlay, curves_small_multiples
 from core.report.stats import INTERVAL_NOTE
@@ -432,8 +434,26 @@ def runs_tab(sched: str, out_dir, summary: dict | None) -> None:
                            mime="text/csv", key="cmp_csv_runs")
 
 
+@st.cache_data(show_spinner=False)
+def _answer(root: str, stamp: float) -> tuple[str, pd.DataFrame]:
+    return read_answer(root), read_gap_rows(root)
+
+
+def answer_view() -> None:
+    """The answer in plain words and RIM's gap to each method (the same text and numbers as README)."""
+    root = paths.results_dir()
+    text, gaps = _answer(str(root), mtime(root / "answer.md") + mtime(root / "gaps.csv"))
+    st.markdown(f"**The answer.** {text}")
+    with st.expander("RIM's gap to each method, every data set and protocol", expanded=False):
+        st.plotly_chart(gaps_figure(gaps), width="stretch", key="cmp_gaps")
+        st.caption("Other − RIM in test-error points (right of 0: RIM better); each bar is the interval at the level "
+                   "of the Holm step that decides its verdict; an open diamond is the paper's figure. Hover a point "
+                   "for its verdict, how it compares with the paper's figure and its seeds.")
+
+
 ui.urlstate.restore_from_url(URL_STATE)
 st.title("Compare the methods")
+answer_view()
 available = result_folders()
 if not available:
     st.info("No reproduction results yet: this page reads `results/paper/summary.json` and the runs beside it. "

@@ -289,16 +289,19 @@ def test_shipped_results_facts_count_the_audited_numbers():
     assert "1,320-image subset" in text and "majority-class floor 82.31 %" in text
 
 
-def test_readme_and_reproduction_show_one_claims_table():
-    """README and REPRODUCTION.md carry the same generated claims table (Compare shows its frame)."""
+def test_readme_and_reproduction_show_one_answer_and_reproduction_the_claims_table():
+    """README and REPRODUCTION.md carry the same generated answer; REPRODUCTION the claims table
+    (Compare shows both from the same functions)."""
     import re
 
     from core.paths import ROOT
 
-    block = re.compile(r"<!-- generated:glance -->\n(.*?)<!-- /generated:glance -->", re.S)
-    readme, report = (block.search((ROOT / f).read_text()) for f in ("README.md", "REPRODUCTION.md"))
-    assert readme and report and readme.group(1) == report.group(1)
-    assert "| claim | paper |" in readme.group(1)
+    def block(name, f):
+        m = re.search(rf"<!-- generated:{name} -->\n(.*?)<!-- /generated:{name} -->", (ROOT / f).read_text(), re.S)
+        return m and m.group(1)
+
+    assert block("answer", "README.md") and block("answer", "README.md") == block("answer", "REPRODUCTION.md")
+    assert "| claim | paper |" in block("glance", "REPRODUCTION.md")
 
 
 def test_controls_decision_names_every_measured_verdict_and_nothing_else():

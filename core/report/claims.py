@@ -4,8 +4,8 @@
 claim | paper's figure | Adam, cosine, 4,000 iterations | paper protocol | verdict. One column
 spec (``CLAIM_COLUMNS``) renders it as a DataFrame for the pages (``claims_frame``) and as
 Markdown for the documents (``claims_markdown``); README's glance and its answer sentences are
-computed from the same rows (``glance_markdown``, ``answer_text``), so no document can disagree
-with another. Every verdict is the one rule's (``core.report.stats.verdict``) on a test decided in
+computed from the same rows (``glance_markdown``; the plain answer: core.report.answer), so no
+document can disagree with another. Every verdict is the one rule's (``core.report.stats.verdict``) on a test decided in
 its table's Holm family, with the interval at the Holm step's level (``INTERVAL_NOTE``).
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import fmt
-from .controls import CONTROL_WORDS, EQUIV_WORDS, controls_decision
+from .controls import CONTROL_WORDS, EQUIV_WORDS
 from .markdown import floors_line, md_table
 from .paper import DATASET_ORDER, PAPER
 from .stats import (
@@ -309,43 +309,3 @@ def glance_markdown(rows: list[dict], root="results") -> str:
     lines = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
     lines += ["| " + " | ".join(_md_cell(x) for x in rec) + " |" for rec in df.itertuples(index=False)]
     return "\n".join(lines + ["", GLANCE_LEGEND + " " + floors_line(DATASET_ORDER)])
-
-
-def _sets(groups: dict, key: str) -> str:
-    return ", ".join(fmt.dataset_title(d) for d in groups.get(key, []))
-
-
-def _word(v) -> str:
-    """A verdict in running text: "holds", "does not hold", "cannot tell"."""
-    return fmt.marked_verdict(v).split(" ", 1)[-1] if v else "not measured"
-
-
-def answer_text(root="results") -> str:
-    """Two or three sentences, computed from the claims rows and the tables behind them."""
-    _, tc = grid(Path(root) / "converged")
-    claims = {r["claim_id"]: r for r in tc.get("claims") or []}
-    out = []
-    t2 = {r["dataset"]: r["verdict"] for r in tc.get("table2") or []}
-    if t2:
-        _, g = verdict_all(t2, [d for d in DATASET_ORDER if d in t2])
-        s = (f"Trained with {fmt.CONVERGED_TITLE} (5 seeds; 3 on Animals-10), RIM has a measurably lower test "
-             f"error than the parallel LSTMs on {_sets(g, 'holds') or 'no set'}")
-        if g.get("cannot tell"):
-            s += f", cannot be told apart from them on {_sets(g, 'cannot tell')}"
-        if g.get("does not hold"):
-            s += f", and is measurably worse on {_sets(g, 'does not hold')}"
-        s += f"; the paper's claim for all four sets: {_word(claims.get('vs_parallel_all', {}).get('verdict'))}"
-        mean = claims.get("vs_parallel_mean")
-        if mean and math.isfinite(fmt.num(mean.get("pooled"))):
-            s += (f", its average gap ({mean['paper']:.2f} points in the paper): "
-                  f"{fmt.gap(mean['pooled'], mean.get('pooled_ci_low'), mean.get('pooled_ci_high'))} points, "
-                  f"{_word(mean.get('verdict'))}")
-        out.append(s + ".")
-    base = claims.get("vs_baselines_all")
-    if base:
-        out.append(f"Against EntNet, RMC and IndRNN, \"lowest on all four sets\" {_word(base.get('verdict'))} "
-                   f"({base.get('detail')}).")
-    ctl = tc.get("controls") or []
-    if ctl:
-        out.append(controls_decision(ctl))
-    return " ".join(out)

@@ -77,11 +77,17 @@ def _glance(root: Path) -> str:
 
 
 def _answer(root: Path) -> str:
-    """The claims' answer, then what the budget check's finished runs show (when there are any)."""
-    from .budget import budget_sentence
-    from .claims import answer_text
+    """The answer in plain words (core.report.answer): the same text in README, REPRODUCTION and Compare."""
+    from .answer import plain_answer
 
-    return " ".join(part for part in (answer_text(root), budget_sentence(root)) if part)
+    return plain_answer(root)
+
+
+def _budget_sentence(root: Path) -> str:
+    """What the finished 12,000-iteration runs show beside their seeds' 4,000-iteration runs (core.report.budget)."""
+    from .budget import budget_sentence
+
+    return budget_sentence(root) or "*No run of the budget check yet.*"
 
 
 def _controls(root: Path) -> str:
@@ -126,7 +132,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "claims": _claims, "glance": _glance, "answer": _answer,
     "converged-table2": _compact("converged", "table2"), "converged-table3": _compact("converged", "table3"),
     "converged-table4": _compact("converged", "table4"), "converged-fluctuation": _compact("converged", "fluctuation"),
-    "controls": _controls, "budget": _budget,
+    "controls": _controls, "budget": _budget, "budget-sentence": _budget_sentence,
     "paper-table2": _compact("paper", "table2"), "paper-table3": _compact("paper", "table3"),
     "paper-table4": _compact("paper", "table4"), "paper-failed": _failed,
     "handwriting": _handwriting, "facts": _facts, "interventions": _interventions,
@@ -197,6 +203,29 @@ def run(repo=".", files=None, check: bool = False, results: str = "results") -> 
     return changed, errors
 
 
+def _figure(repo: Path, results: str, check: bool) -> list[Path]:
+    """The results figure (``docs/figures/gaps.png``) and the stored answer (``results/answer.md``)
+    of core.report.answer: written again unless ``check``; returns those that are (or, with
+    ``check``, would be) out of date. The figure's numbers, ``gaps.csv``, decide for the figure: a
+    PNG's bytes depend on the plotting library's version."""
+    from .answer import ANSWER_FILE, FIGURE, figure_current, plain_answer, write_answer, write_figure
+
+    root = repo / results
+    if not root.is_dir() or not (root / "converged").is_dir():
+        return []
+    stale = []
+    if not figure_current(repo, results):
+        stale.append(repo / FIGURE)
+        if not check:
+            write_figure(repo, results)
+    stored = root / ANSWER_FILE
+    if not stored.is_file() or stored.read_text().strip() != plain_answer(root):
+        stale.append(stored)
+        if not check:
+            write_answer(root)
+    return stale
+
+
 def main(args) -> int:
     """``python -m core.reproduce docs [--check] [FILE ...]`` (without ``--check`` the stored claims
     table, ``results/claims_table.csv``, is written again too)."""
@@ -206,6 +235,7 @@ def main(args) -> int:
 
         write_claims(root)
     changed, errors = run(args.repo, args.files or None, args.check, args.results)
+    changed += _figure(Path(args.repo), args.results, args.check)
     for e in errors:
         print(f"error: {e}")
     if args.check:

@@ -269,6 +269,25 @@ def verdict(diff: float, p_adjusted: float, above: str = HOLDS, below: str = NOT
     return neither
 
 
+# THE magnitude rule: a gap against the paper's figure for it (both as "other − RIM", points),
+# read from the same interval as the verdict (the Holm step's level): "smaller than the paper's"
+# when the whole interval lies below the paper's figure; "as large as the paper's" when it
+# excludes 0 and reaches the figure (contains it or lies above it); otherwise it contains both 0
+# and the paper's figure, and five seeds cannot tell
+SMALLER, AS_LARGE, MAGNITUDE_OPEN = "smaller than the paper's", "as large as the paper's", "cannot tell against the paper's"
+
+
+def magnitude(ci_low: float, ci_high: float, paper: float) -> str:
+    """THE magnitude rule (above); ``""`` when the paper gives no figure or there is no interval."""
+    if any(not math.isfinite(float(x)) for x in (ci_low, ci_high, paper)):
+        return ""
+    if ci_high < paper:
+        return SMALLER
+    if ci_low > 0:
+        return AS_LARGE
+    return MAGNITUDE_OPEN
+
+
 def verdict_all(verdicts: dict, required) -> tuple[str, dict]:
     """A claim over several data sets: it holds only when it holds on each of ``required``, does
     not hold when it fails measurably on any, and cannot be told otherwise (a set without a

@@ -47,14 +47,17 @@ def every_tab(at: AppTest) -> SimpleNamespace:
     return out
 
 
-def figures(at: AppTest) -> dict[str, dict]:
-    """Plotly figures on the page by their key-less title text."""
+def figures(at: AppTest, gaps: bool = False) -> dict[str, dict]:
+    """Plotly figures on the page by their key-less title text (without the answer's gaps figure,
+    on every view, unless ``gaps``)."""
+    from core.report.plots.comparison import GAPS_TITLE
+
     out = {}
     for el in at.get("plotly_chart"):
         spec = json.loads(el.proto.spec)
         title = spec.get("layout", {}).get("title", {})
         out[title.get("text", "") if isinstance(title, dict) else str(title)] = spec
-    return out
+    return out if gaps else {t: f for t, f in out.items() if t != GAPS_TITLE}
 
 
 def test_compare_page_loads_with_curves_errors_tables_and_runs(page_env):
@@ -336,3 +339,24 @@ def test_the_budget_check_is_under_the_claims_when_the_longer_grid_has_written_i
     at.session_state["cmp_schedule"] = "paper"  # the paper protocol's claims: not its check
     at = open_tab(at, "Paper's claims vs ours")
     assert title not in [e.label for e in at.expander]
+
+
+def test_compare_opens_with_the_answer_and_the_gaps_figure(page_env):
+    """The answer in plain words (the one README shows) and RIM's gap to each method, from the same results."""
+    from core.report.answer import plain_answer
+
+    at = run_page()
+    assert not at.exception and not at.error
+    said = [m.value for m in at.markdown if m.value.startswith("**The answer.**")]
+    assert said == [f"**The answer.** {plain_answer(page_env['results'])}"]
+    assert "RIM's gap to each method, every data set and protocol" in [e.label for e in at.expander]
+    from core.report.plots.comparison import GAPS_TITLE
+
+    gaps = figures(at, gaps=True)[GAPS_TITLE]
+    assert {t["name"] for t in gaps["data"]} >= {"paper's figure", "Adam, 4,000 iterations", "paper protocol"}
+
+
+def test_compare_without_results_says_so_at_the_answer(empty_env):
+    at = run_page()
+    assert not at.exception
+    assert any(m.value.startswith("**The answer.** No results yet") for m in at.markdown)

@@ -172,3 +172,57 @@ def parameter_bar_figure(counts: dict[str, dict[str, int]], height: int = 380) -
     fig.update_xaxes(title_text="method", tickangle=0)
     fig.update_yaxes(title_text="trainable parameters (count)", rangemode="tozero")
     return fig
+
+
+GAPS_TITLE = "RIM's gap to each method (other − RIM, test-error points)"
+GRID_COLORS = {"paper": "#7f7f7f", "converged": "#1f77b4", "budget": "#d62728", "budget-24k": "#2ca02c"}
+
+
+def gaps_figure(df, height: int = 520) -> go.Figure:
+    """RIM's gap to each method (``core.report.answer.gap_rows``): one panel per data set, the
+    Adam budgets above and the paper protocol below (their scales differ tenfold), each point with
+    the interval its verdict uses, the paper's figure as an open diamond."""
+    from ..answer import OTHERS, SHORT
+    from ..paper import DATASET_ORDER
+
+    if df is None or len(df) == 0:
+        return empty_figure("No results grid with tables yet.")
+    grid_rows = [[g for g in GRID_COLORS if g != "paper" and g in set(df["grid"])],
+                 ["paper"] if "paper" in set(df["grid"]) else []]
+    grid_rows = [r for r in grid_rows if r]
+    titles = [f"{dataset_title(d)}{' (paper protocol)' if r == ['paper'] else ''}" for r in grid_rows for d in DATASET_ORDER]
+    fig = make_subplots(rows=len(grid_rows), cols=len(DATASET_ORDER), subplot_titles=titles, shared_yaxes=True,
+                        vertical_spacing=0.16, horizontal_spacing=0.03)
+    ticks = [f"vs {display_name(o).split(' (')[0]}" for o in OTHERS]
+    shown: set = set()
+    for ri, grids in enumerate(grid_rows, 1):
+        for ci, ds in enumerate(DATASET_ORDER, 1):
+            for j, g in enumerate(grids):
+                sel = df[(df["grid"] == g) & (df["dataset"] == ds)]
+                if sel.empty:
+                    continue
+                y = [OTHERS.index(o) + (j - (len(grids) - 1) / 2) * 0.22 for o in sel["other"]]
+                fig.add_trace(go.Scatter(
+                    x=sel["gap"], y=y, mode="markers", name=SHORT[g], legendgroup=g, showlegend=g not in shown,
+                    marker=dict(color=GRID_COLORS[g], size=7),
+                    error_x=dict(type="data", symmetric=False, array=sel["ci_high"] - sel["gap"],
+                                 arrayminus=sel["gap"] - sel["ci_low"], thickness=1.3, width=3),
+                    customdata=list(zip(sel["other"].map(lambda o: display_name(o)), sel["verdict"],
+                                        sel["magnitude"].fillna(""), sel["seeds"], strict=True)),
+                    hovertemplate="%{customdata[0]}: %{x:+.2f} points<br>%{customdata[1]}<br>%{customdata[2]}"
+                                  "<br>%{customdata[3]} seeds<extra>" + SHORT[g] + "</extra>"), row=ri, col=ci)
+                shown.add(g)
+            paper = df[(df["dataset"] == ds) & df["paper_gap"].notna()].drop_duplicates("other")
+            if not paper.empty:
+                fig.add_trace(go.Scatter(
+                    x=paper["paper_gap"], y=[OTHERS.index(o) for o in paper["other"]], mode="markers",
+                    name="paper's figure", legendgroup="paper_fig", showlegend="paper_fig" not in shown,
+                    marker=dict(symbol="diamond-open", size=10, color="black"),
+                    hovertemplate="paper: %{x:+.2f} points<extra></extra>"), row=ri, col=ci)
+                shown.add("paper_fig")
+            fig.add_vline(x=0, line_width=1, line_color="black", row=ri, col=ci)
+    fig.update_yaxes(tickvals=list(range(len(OTHERS))), ticktext=ticks, autorange="reversed")
+    fig.update_xaxes(title_text="other − RIM, points", row=len(grid_rows))
+    fig.update_layout(title=dict(text=GAPS_TITLE, font=dict(size=14)), height=height, margin=dict(l=10, r=10, t=70, b=10),
+                      legend=dict(orientation="h", y=-0.18, x=0.5, xanchor="center"))
+    return fig

@@ -1,0 +1,249 @@
+"""The answer a person reads in one minute, and the one results figure, from ``results/``.
+
+``gap_rows``: for every results grid with tables (the paper protocol, Adam 4k, and the longer
+budgets where they have runs), RIM's gap to each other method per data set (other − RIM, in
+test-error points: positive means RIM is better), with the interval at the level of the Holm
+step that decides its verdict, the verdict, the paper's figure where the paper gives one and
+the magnitude verdict against it (``core.report.stats.magnitude``). ``plain_answer`` words what
+those rows and the controls decide in at most three sentences; ``write_figure`` draws the rows
+as one PNG for README (matplotlib: a static image needs no browser); the pages draw the same
+rows with plotly (``core.report.plots.comparison.gaps_figure``).
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from . import fmt
+from .paper import BASELINES, DATASET_ORDER, PAPER, PARAM_MATCHED
+from .stats import HOLDS, NOT_HOLDS, magnitude
+
+# the grids the figure and the answer read, in the order they are drawn: folder -> protocol title
+GRIDS = {"paper": "paper protocol (SGD, 1,000 iterations)", "converged": fmt.PROTOCOL_NAMES["converged"],
+         "budget": fmt.PROTOCOL_NAMES["converged-12k"], "budget-24k": fmt.PROTOCOL_NAMES["converged-24k"]}
+SHORT = {"paper": "paper protocol", "converged": "Adam, 4,000 iterations", "budget": "Adam, 12,000 iterations",
+         "budget-24k": "Adam, 24,000 iterations"}
+ITERATIONS = {"converged": "4,000", "budget": "12,000", "budget-24k": "24,000"}
+OTHERS = ["parallel_lstm", *BASELINES]
+FIGURE = "docs/figures/gaps.png"  # relative to the repository root
+FIGURE_DATA = "gaps.csv"  # results/gaps.csv, the figure's numbers: `python -m core.reproduce docs --check` compares them
+GAP_COLUMNS = ["grid", "protocol", "dataset", "other", "gap", "ci_low", "ci_high", "level", "verdict", "seeds",
+               "paper_gap", "magnitude"]
+
+
+def _tables(root: Path, folder: str) -> dict:
+    from .claims import grid
+
+    p = root / folder
+    if not (p / "runs").is_dir():
+        return {}
+    return grid(p)[1]
+
+
+def _paper_gap(ds: str, other: str) -> float:
+    if other == "parallel_lstm":
+        return float(PAPER["vs_parallel_gap"].get(ds, math.nan))
+    if other == "rmc":  # the runner-up the claims fix in advance (the paper names it on MNIST)
+        return float(PAPER["vs_runner_up_gap"].get(ds, math.nan))
+    return math.nan
+
+
+def gap_rows(root="results") -> pd.DataFrame:
+    """One row per grid x data set x other method (see the module docstring)."""
+    root = Path(root)
+    rows = []
+    for folder, title in GRIDS.items():
+        t = _tables(root, folder)
+        t2 = {r["dataset"]: r for r in t.get("table2") or []}
+        t3 = {r["dataset"]: r for r in t.get("table3") or []}
+        for ds in DATASET_ORDER:
+            for other in OTHERS:
+                r, key = (t2.get(ds), "gap") if other == "parallel_lstm" else (t3.get(ds), f"gap_{other}")
+                if not r or not math.isfinite(fmt.num(r.get(key))):
+                    continue
+                lo, hi = fmt.num(r.get(f"{key}_ci_low")), fmt.num(r.get(f"{key}_ci_high"))
+                paper = _paper_gap(ds, other)
+                rows.append({"grid": folder, "protocol": title, "dataset": ds, "other": other,
+                             "gap": fmt.num(r[key]), "ci_low": lo, "ci_high": hi,
+                             "level": fmt.num(r.get(f"{key}_level")), "verdict": r.get(f"{key}_verdict", ""),
+                             "seeds": int(min(fmt.num(r.get("rim_healthy")), fmt.num(r.get(f"{other}_healthy")))),
+                             "paper_gap": paper, "magnitude": magnitude(lo, hi, paper)})
+    return pd.DataFrame(rows, columns=GAP_COLUMNS)
+
+
+def _names(sets) -> str:
+    titles = [fmt.dataset_title(d) for d in sets]
+    return titles[0] if len(titles) == 1 else ", ".join(titles[:-1]) + " and " + titles[-1]
+
+
+def _sets(df: pd.DataFrame, grid: str, other: str, verdict: str) -> list[str]:
+    sel = df[(df["grid"] == grid) & (df["other"] == other) & (df["verdict"] == verdict)]
+    return [d for d in DATASET_ORDER if d in set(sel["dataset"])]
+
+
+def _longest(df: pd.DataFrame, ds: str) -> str | None:
+    """The longest budget with a RIM-vs-parallel-LSTMs test on ``ds`` (Adam 4k or longer)."""
+    have = [g for g in ("budget-24k", "budget", "converged")
+            if not df[(df["grid"] == g) & (df["dataset"] == ds) & (df["other"] == "parallel_lstm")].empty]
+    return have[0] if have else None
+
+
+def _main_sentence(df: pd.DataFrame, claims: dict) -> str:
+    """What the comparison with the parallel LSTMs decides, at the longest budget per set."""
+    head = "RIM (six LSTMs, an attention switching on four per image row)"
+    short = _sets(df, "converged", "parallel_lstm", HOLDS)
+    longest = {ds: _longest(df, ds) for ds in DATASET_ORDER}
+    lost = [d for d in short if longest[d] not in (None, "converged")
+            and d not in _sets(df, longest[d], "parallel_lstm", HOLDS)]
+    worse = [d for d in DATASET_ORDER if longest[d] and d in _sets(df, longest[d], "parallel_lstm", NOT_HOLDS)]
+    parts = []
+    if short:
+        parts.append(f"beats four plain LSTMs on {_names(short)} after 4,000 iterations")
+    else:
+        parts.append("does not beat four plain LSTMs measurably on any data set after 4,000 iterations")
+    if lost:
+        budgets = [ITERATIONS[g] for g in ("budget", "budget-24k") if g in {longest[d] for d in lost}]
+        parts.append(f"but not measurably after {' or '.join(budgets)} on {_names(lost)}")
+    if worse:
+        parts.append(f"is measurably worse on {_names(worse)}")
+    mean = claims.get("paper", {}).get("vs_parallel_mean")
+    if mean and math.isfinite(fmt.num(mean.get("pooled"))):
+        v, pooled = mean.get("verdict", ""), fmt.num(mean["pooled"])
+        if v.startswith("does not hold"):
+            parts.append(f"under the paper's schedule is {abs(pooled):.2f} points worse on average")
+        elif v == HOLDS:
+            parts.append(f"under the paper's schedule is {pooled:.2f} points better on average")
+    body = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + ", and " + parts[-1]
+    return f"{head} {body}."
+
+
+def _controls_sentence(controls: list[dict]) -> str:
+    """The controls of "why" in plain words: the parameter-matched baseline and random selection."""
+    matched = {r["dataset"] for r in controls if r.get("control") == PARAM_MATCHED.get(r.get("dataset"))
+               and r.get("gap_verdict") == "the control better"}
+    random_eq = {r["dataset"] for r in controls if r.get("control") == "rim_random"
+                 and str(r.get("equiv_verdict", "")).startswith("equivalent")}
+    m = _names([d for d in DATASET_ORDER if d in matched]) if matched else ""
+    r = _names([d for d in DATASET_ORDER if d in random_eq]) if random_eq else ""
+    said_m = "plain LSTMs with as many parameters beat it"
+    said_r = "picking the active LSTMs at random moves its error less than the paper's claimed gap"
+    if m and m == r:
+        return f"On {m}, {said_m}, and {said_r}."
+    parts = [f"{said_m} on {m}"] * bool(m) + [f"{said_r} on {r}"] * bool(r)
+    return (", and ".join(parts)[0].upper() + ", and ".join(parts)[1:] + ".") if parts else ""
+
+
+def _count(n: int) -> str:
+    words = ["No", "One", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight", "Nine", "Ten"]
+    return words[n] if 0 <= n < len(words) else str(n)
+
+
+def _seeds_sentence(df: pd.DataFrame) -> str:
+    n = sorted(set(df[df["grid"] != "paper"]["seeds"]), reverse=True) if not df.empty else []
+    if not n:
+        return ""
+    few = f" ({_count(n[-1]).lower()} on Animals-10)" if len(n) > 1 else ""
+    return f"{_count(n[0])} training seeds per method{few}."
+
+
+def plain_answer(root="results") -> str:
+    """At most three sentences a person reads in one pass: what RIM is, what holds, what does not,
+    how sure. Every clause follows from ``gap_rows``, the claims and the controls tables."""
+    root = Path(root)
+    df = gap_rows(root)
+    if df.empty:
+        return "No results yet: train a grid (`python -m core.reproduce run`) to see the answer."
+    claims = {g: {r["claim_id"]: r for r in _tables(root, g).get("claims") or []} for g in ("paper", "converged")}
+    controls = _tables(root, "converged").get("controls") or []
+    return " ".join(s for s in (_main_sentence(df, claims), _controls_sentence(controls), _seeds_sentence(df)) if s)
+
+
+ANSWER_FILE = "answer.md"  # results/answer.md: the plain answer as stored for the pages (no recomputation)
+
+
+def write_answer(root="results") -> str:
+    """Store ``plain_answer`` as ``results/answer.md``; returns it."""
+    text = plain_answer(root)
+    (Path(root) / ANSWER_FILE).write_text(text + "\n")
+    return text
+
+
+def read_answer(root="results") -> str:
+    """The stored answer (``write_answer``); computed when none is stored."""
+    p = Path(root) / ANSWER_FILE
+    return p.read_text().strip() if p.is_file() else plain_answer(root)
+
+
+def read_gap_rows(root="results") -> pd.DataFrame:
+    """The figure's numbers as stored (``results/gaps.csv``); computed when none are stored."""
+    p = Path(root) / FIGURE_DATA
+    return pd.read_csv(p, keep_default_na=False, na_values=[""]) if p.is_file() else gap_rows(root)
+
+
+def write_figure(repo=".", results="results") -> Path:
+    """Draw ``gap_rows`` as ``docs/figures/gaps.png`` (and its numbers as ``results/gaps.csv``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    repo = Path(repo)
+    df = gap_rows(repo / results)
+    out = repo / FIGURE
+    out.parent.mkdir(parents=True, exist_ok=True)
+    df.round(4).to_csv(repo / results / FIGURE_DATA, index=False)
+    if df.empty:
+        raise ValueError(f"no results grid with tables under {repo / results}: nothing to draw")
+    colours = {"paper": "#7f7f7f", "converged": "#1f77b4", "budget": "#d62728", "budget-24k": "#2ca02c"}
+    rows_of = [[g for g in GRIDS if g != "paper" and g in set(df["grid"])], ["paper"] if "paper" in set(df["grid"]) else []]
+    rows_of = [r for r in rows_of if r]
+    fig, axes = plt.subplots(len(rows_of), len(DATASET_ORDER), figsize=(10, 2.9 * len(rows_of) + 0.8), dpi=160,
+                             sharey=True, squeeze=False)
+    labelled: set = set()
+    for axrow, grids in zip(axes, rows_of, strict=True):
+        for ax, ds in zip(axrow, DATASET_ORDER, strict=True):
+            ax.axvline(0, color="black", lw=0.8)
+            for i, other in enumerate(OTHERS):
+                for j, g in enumerate(grids):
+                    r = df[(df["grid"] == g) & (df["dataset"] == ds) & (df["other"] == other)]
+                    if r.empty:
+                        continue
+                    r = r.iloc[0]
+                    y = i + (j - (len(grids) - 1) / 2) * 0.22
+                    err = [[r["gap"] - r["ci_low"]], [r["ci_high"] - r["gap"]]] if math.isfinite(r["ci_low"]) else None
+                    ax.errorbar(r["gap"], y, xerr=err, fmt="o", ms=4, color=colours[g], capsize=2, lw=1.3,
+                                label=SHORT[g] if g not in labelled else None)
+                    labelled.add(g)
+                paper = _paper_gap(ds, other)
+                if math.isfinite(paper):
+                    ax.plot(paper, i, marker="D", ms=6, mfc="none", mec="black", ls="none",
+                            label="paper's figure" if "paper_fig" not in labelled else None)
+                    labelled.add("paper_fig")
+            ax.set_title(f"{fmt.dataset_title(ds)}" + (" (paper protocol)" if grids == ["paper"] else ""), fontsize=9)
+            ax.tick_params(labelsize=8)
+            ax.grid(axis="x", alpha=0.3)
+        axrow[0].set_yticks(range(len(OTHERS)), [f"vs {fmt.short_method_title(o)}" for o in OTHERS], fontsize=9)
+    axes[0][0].invert_yaxis()
+    for ax in axes[-1]:
+        ax.set_xlabel("other − RIM, error points", fontsize=8)
+    fig.legend(loc="lower center", ncol=len(labelled), fontsize=9, frameon=False)
+    fig.suptitle("RIM's test-error gap to each method (right of 0: RIM better); bars: interval at its verdict's level",
+                 fontsize=10)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    fig.savefig(out, metadata={"Software": None})
+    plt.close(fig)
+    return out
+
+
+def figure_current(repo=".", results="results") -> bool:
+    """Whether ``results/gaps.csv`` holds the numbers ``gap_rows`` computes now."""
+    p = Path(repo) / results / FIGURE_DATA
+    if not p.is_file():
+        return False
+    return p.read_text() == gap_rows(Path(repo) / results).round(4).to_csv(index=False)
+
+
+__all__ = ["gap_rows", "plain_answer", "write_answer", "read_answer", "read_gap_rows", "write_figure",
+           "figure_current"]

@@ -1,0 +1,93 @@
+"""The plain answer, the magnitude rule and the results figure (core.report.answer)."""
+import math
+import re
+
+import pandas as pd
+import pytest
+
+from core.paths import ROOT
+from core.report import answer
+from core.report.stats import AS_LARGE, CANNOT_TELL, HOLDS, MAGNITUDE_OPEN, NOT_HOLDS, SMALLER, magnitude
+
+RESULTS = ROOT / "results"
+
+
+def test_the_magnitude_rule():
+    assert magnitude(-0.1, 0.7, 1.0) == SMALLER  # wholly below the paper's 1.0, though it contains 0
+    assert magnitude(-0.9, -0.2, 0.35) == SMALLER  # the other method better: smaller still
+    assert magnitude(0.3, 1.3, 1.0) == AS_LARGE  # excludes 0, contains the paper's figure
+    assert magnitude(1.1, 2.3, 1.0) == AS_LARGE  # above it
+    assert magnitude(-0.3, 1.2, 1.0) == MAGNITUDE_OPEN  # contains 0 and the figure
+    assert magnitude(0.1, 0.5, math.nan) == "" and magnitude(math.nan, 0.5, 1.0) == ""
+
+
+def test_the_shipped_answer_is_short_plain_and_computed():
+    text = answer.plain_answer(RESULTS)
+    sentences = [s for s in re.split(r"(?<=[.])\s+(?=[A-Z])", text) if s]
+    assert len(sentences) <= 3, sentences
+    assert len(text.split()) <= 80, len(text.split())
+    assert ";" not in text and not re.search(r"\bHolm\b|\bTOST\b|\bp [<=]", text)
+    assert text.startswith("RIM (six LSTMs")  # RIM is said before it is used
+    # every set named as beaten at 4,000 iterations holds in the 4,000-iteration table, and back
+    df = answer.gap_rows(RESULTS)
+    short = df[(df["grid"] == "converged") & (df["other"] == "parallel_lstm") & (df["verdict"] == HOLDS)]
+    said = re.search(r"beats four plain LSTMs on (.*?) after 4,000", text).group(1)
+    from core.report.fmt import dataset_title
+
+    assert answer._names(list(short["dataset"])) == said
+    assert {dataset_title(d) for d in short["dataset"]} <= set(re.split(r", | and ", said))
+
+
+def _rows(spec):
+    """gap_rows-like frame: (grid, dataset, other, verdict)."""
+    return pd.DataFrame([{"grid": g, "dataset": d, "other": o, "verdict": v, "seeds": 5} for g, d, o, v in spec])
+
+
+def test_the_main_sentence_follows_the_verdicts():
+    claims = {"paper": {"vs_parallel_mean": {"pooled": -4.24, "verdict": NOT_HOLDS}}}
+    lost = _rows([("converged", "mnist", "parallel_lstm", HOLDS), ("budget", "mnist", "parallel_lstm", CANNOT_TELL),
+                  ("converged", "cifar10", "parallel_lstm", HOLDS)])
+    s = answer._main_sentence(lost, claims)
+    assert "beats four plain LSTMs on MNIST and CIFAR-10 after 4,000 iterations" in s
+    assert "but not measurably after 12,000 on MNIST" in s and "4.24 points worse on average" in s
+    kept = _rows([("converged", "mnist", "parallel_lstm", HOLDS), ("budget-24k", "mnist", "parallel_lstm", HOLDS)])
+    s = answer._main_sentence(kept, {})
+    assert "but not" not in s and "worse" not in s
+    worse = _rows([("converged", "mnist", "parallel_lstm", CANNOT_TELL), ("budget", "mnist", "parallel_lstm", NOT_HOLDS)])
+    s = answer._main_sentence(worse, {})
+    assert "does not beat four plain LSTMs measurably on any data set" in s and "measurably worse on MNIST" in s
+
+
+def test_the_controls_sentence_names_only_what_the_table_decides():
+    rows = [{"dataset": "mnist", "control": "parallel_lstm_h81", "gap_verdict": "the control better"},
+            {"dataset": "cifar10", "control": "parallel_lstm_h60", "gap_verdict": "no measurable difference"},
+            {"dataset": "mnist", "control": "rim_random", "equiv_verdict": "equivalent within the margin"},
+            {"dataset": "fashion_mnist", "control": "rim_random", "equiv_verdict": "equivalence not shown"}]
+    s = answer._controls_sentence(rows)
+    assert s == ("On MNIST, plain LSTMs with as many parameters beat it, and picking the active LSTMs at random "
+                 "moves its error less than the paper's claimed gap.")
+    assert answer._controls_sentence(rows[1:2]) == ""
+
+
+def test_every_figure_row_agrees_with_its_verdict_and_the_figure_is_current():
+    df = answer.gap_rows(RESULTS)
+    assert not df.empty and set(df["grid"]) >= {"paper", "converged"}
+    for r in df.itertuples():
+        if not (math.isfinite(r.ci_low) and math.isfinite(r.ci_high)):
+            continue
+        excludes = r.ci_low > 0 or r.ci_high < 0
+        assert excludes == (r.verdict in (HOLDS, NOT_HOLDS)), r
+        assert r.magnitude == magnitude(r.ci_low, r.ci_high, r.paper_gap)
+    assert answer.figure_current(ROOT), "results/gaps.csv is stale: run `python -m core.reproduce docs`"
+    assert (ROOT / answer.FIGURE).is_file()
+
+
+def test_the_figure_is_drawn_from_a_results_folder(tmp_path):
+    (tmp_path / "results").symlink_to(RESULTS)
+    out = answer.write_figure(tmp_path)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert answer.figure_current(tmp_path)
+    empty = tmp_path / "empty"
+    (empty / "results").mkdir(parents=True)
+    with pytest.raises(ValueError, match="nothing to draw"):
+        answer.write_figure(empty)
