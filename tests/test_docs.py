@@ -98,7 +98,9 @@ def test_document_budget(name):
 
 
 CONVERGED = re.compile(r"\bconverge[ds]?\b|\bconvergence\b", re.IGNORECASE)
-KEYS = re.compile(r"`[^`\n]*`|<!--.*?-->|(?:results|pretrained)/converged|converged-(?:12k|aug)|@converged", re.DOTALL)
+# the protocol keys, and the convergence criterion (a run meets it or is still improving) by its name
+KEYS = re.compile(r"`[^`\n]*`|<!--.*?-->|(?:results|pretrained)/converged|converged-(?:12k|24k|aug)|@converged"
+                  r"|\bconvergence criterion\b", re.DOTALL | re.IGNORECASE)
 
 
 def _converged_words(text: str) -> list[str]:
