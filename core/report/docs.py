@@ -19,7 +19,7 @@ from pathlib import Path
 
 from .columns import TABLES, compact_markdown
 from .markdown import floors_line
-from .tables import FLUCT_WINDOW, excluded_runs
+from .tables import FLUCT_WINDOW, convergence_line, excluded_runs, improving_runs
 
 BLOCK = re.compile(r"<!-- generated:(?P<name>[^\s>]+) -->\n(?P<body>.*?)<!-- /generated:(?P=name) -->", re.S)
 OPEN = re.compile(r"<!-- generated:(?P<name>[^\s>]+) -->")
@@ -32,14 +32,15 @@ class DocsError(Exception):
 
 def _holm(rows: list[dict]) -> str:
     m = rows[0].get("holm_m", 0) if rows else 0
-    return (f"One Holm family: the {m} tests of this table; each interval is at the level of the Holm step that "
-            "decides its test, so it excludes 0 exactly when the verdict is holds or does not hold.")
+    return (f"One Holm family of {m} tests; each interval at its Holm step's level, so it excludes 0 exactly when "
+            "the verdict is holds or does not hold.")
 
 
-def _foot(rows: list[dict], excluded: int) -> str:
+def _foot(rows: list[dict], excluded: int, improving: tuple[list[dict], list[dict]] = ([], [])) -> str:
     return ("Gap = other − RIM in points (positive: RIM better); seeds in brackets. " + _holm(rows) + " "
             + floors_line([r["dataset"] for r in rows])
-            + (f" Unhealthy runs left out of the means: {excluded} (named with the failed runs)." if excluded else ""))
+            + (f" Unhealthy runs left out of the means: {excluded} (named with the failed runs)." if excluded else "")
+            + (" " + convergence_line(*improving) if improving[1] else ""))
 
 
 def _fluctuation_foot(rows: list[dict]) -> str:
@@ -58,7 +59,8 @@ def _compact(grid: str, name: str) -> Callable[[Path], str]:
         tab = t.get(name) or []
         if not tab:
             return f"No {name} in `results/{grid}` yet."
-        foot = _fluctuation_foot(tab) if name == "fluctuation" else _foot(tab, len(excluded_runs(rows, t).get(name) or []))
+        foot = _fluctuation_foot(tab) if name == "fluctuation" else _foot(
+            tab, len(excluded_runs(rows, t).get(name) or []), improving_runs(rows, t).get(name, ([], [])))
         return "\n".join(compact_markdown(TABLES[name], tab) + ["", foot])
 
     return render

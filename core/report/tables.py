@@ -39,6 +39,7 @@ from .comparisons import (
     table4,
 )
 from .controls import controls_markdown, controls_table
+from .convergence import IMPROVING, NOT_MEASURED, plateau
 from .floors import floors
 from .health import HEALTHY, health_of
 from .markdown import family_note, floors_line
@@ -57,7 +58,8 @@ def load_results(out: Path) -> list[dict]:
             continue
         m = meta.get("metrics", {})
         h = health_of(meta)
-        rows.append({"dataset": meta["dataset"], "model": meta.get("variant") or meta["model"], "seed": meta["seed"],
+        pl = plateau(meta)
+        rows.append({"convergence": pl.state, "convergence_gain": pl.gain_points,"dataset": meta["dataset"], "model": meta.get("variant") or meta["model"], "seed": meta["seed"],
                      "protocol": meta.get("protocol") or "paper", "status": meta.get("status"), "health": h["health"],
                      "health_reasons": "; ".join(h["health_reasons"] or []),
                      "health_checked": ", ".join(h["health_checked"] or []),
@@ -128,6 +130,44 @@ def excluded_runs(rows: list[dict], t: dict) -> dict[str, list[dict]]:
     return out
 
 
+def _table_runs(rows: list[dict], t: dict, name: str) -> list[dict]:
+    sets = {r["dataset"] for r in t.get(name) or []}
+    return [r for r in rows if r["dataset"] in sets and r["model"] in TABLE_MODELS[name]]
+
+
+def improving_runs(rows: list[dict], t: dict) -> dict[str, tuple[list[dict], list[dict]]]:
+    """Per table: its runs that fail the convergence criterion (core.report.convergence: still
+    improving at the end of their schedule) and the runs the criterion measured."""
+    out = {}
+    for name in TABLE_MODELS:
+        mine = _table_runs(rows, t, name)
+        measured = [r for r in mine if r.get("convergence", NOT_MEASURED) != NOT_MEASURED]
+        out[name] = ([r for r in measured if r.get("convergence") == IMPROVING], measured)
+    return out
+
+
+def convergence_line(improving: list[dict], measured: list[dict]) -> str:
+    """One line under a table: how many of its runs meet the convergence criterion, and per data
+    set how many are still improving (each run's state: the ``convergence`` column of runs.csv)."""
+    if not measured:
+        return "Convergence criterion: not measured (no validation split)."
+    if not improving:
+        return f"Convergence criterion: all {len(measured)} runs meet it."
+    per = {}
+    for r in improving:
+        per.setdefault(r["dataset"], []).append(r)
+    parts = []
+    for ds in sorted(per, key=lambda d: DATASET_ORDER.index(d) if d in DATASET_ORDER else 99):
+        runs = per[ds]
+        if len(runs) <= 2:
+            parts.append(f"{fmt.dataset_title(ds)} " + ", ".join(
+                f"{fmt.short_method_title(r['model'])} seed {r['seed']}" for r in runs))
+        else:
+            parts.append(f"{fmt.dataset_title(ds)} {len(runs)} of {sum(r['dataset'] == ds for r in measured)}")
+    return (f"Convergence criterion: {len(measured) - len(improving)} of {len(measured)} runs meet it; still "
+            f"improving (in the means): {'; '.join(parts)}.")
+
+
 def _excluded_md(ex: list[dict], include_unhealthy: bool) -> list[str]:
     if not ex:
         return ["", "Every run of this table is healthy."]
@@ -143,6 +183,7 @@ def _excluded_md(ex: list[dict], include_unhealthy: bool) -> list[str]:
 
 def tables_markdown(t: dict, rows: list[dict], include_unhealthy: bool = False) -> str:
     ex = excluded_runs(rows, t)
+    imp = improving_runs(rows, t)
     seeds = sorted({r["seed"] for r in rows})
     its = sorted({r["iterations"] for r in rows if r["iterations"]})
     n_bad = sum(1 for r in rows if r.get("status") != "completed" or r.get("health", HEALTHY) != HEALTHY)
@@ -157,13 +198,13 @@ def tables_markdown(t: dict, rows: list[dict], include_unhealthy: bool = False) 
            "with the full data set.", ""]
     out += ["### Table 2: RIM vs parallel LSTMs", ""]
     out += markdown(TABLES["table2"], t["table2"])
-    out += ["", family_note(t["table2"])] + _excluded_md(ex["table2"], include_unhealthy)
+    out += ["", family_note(t["table2"])] + _excluded_md(ex["table2"], include_unhealthy) + ["", convergence_line(*imp["table2"])]
     out += ["", "### Table 3: RIM vs EntNet, RMC, IndRNN", "",
             "Gap = baseline − RIM for each baseline. RIM has the lowest error on a set only when it holds "
             "against each of the three there. Runner-up: RMC, the paper's named one, fixed in advance; the "
             "lowest-mean baseline beside it was chosen after seeing the data.", ""]
     out += markdown(TABLES["table3"], t["table3"])
-    out += ["", family_note(t["table3"])] + _excluded_md(ex["table3"], include_unhealthy)
+    out += ["", family_note(t["table3"])] + _excluded_md(ex["table3"], include_unhealthy) + ["", convergence_line(*imp["table3"])]
     draws = sorted({r["noise_draws"] for r in rows if r.get("noise_draws")})
     out += ["", f"### Table 4: Gaussian noise (variance 0.01, {'/'.join(map(str, draws)) or '?'} draws per seed)", "",
             "Noisy error (its change from the clean error). Noisy gap = other − RIM on noisy error: RIM is lowest "
@@ -172,7 +213,7 @@ def tables_markdown(t: dict, rows: list[dict], include_unhealthy: bool = False) 
             "noisy error, chosen after seeing the data, beside it; and the parallel LSTMs (our question: is RIM "
             "more robust than them?).", ""]
     out += markdown(TABLES["table4"], t["table4"])
-    out += ["", family_note(t["table4"])] + _excluded_md(ex["table4"], include_unhealthy)
+    out += ["", family_note(t["table4"])] + _excluded_md(ex["table4"], include_unhealthy) + ["", convergence_line(*imp["table4"])]
     if t.get("fluctuation"):
         out += ["", "### Training-loss fluctuation: parallel LSTMs vs RIM", "",
                 f"Second half of training: sd of (batch loss − its centred {FLUCT_WINDOW}-iteration moving "
