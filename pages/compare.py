@@ -8,7 +8,7 @@ import streamlit as st
 from core import paths
 from core.catalog import run_label
 from core.grid.export import protocol_text
-from core.report.answer import read_answer, read_gap_rows
+from core.report.answer import BUDGET_NOTE, read_answer, read_gap_rows, verdict_by_budget
 from core.report.budget import BUDGET_SETS, CHECK_NOTE, check_frame, check_sentence, read_check
 from core.report.claims import CLAIMS_NOTE, GLANCE_LEGEND, claims_frame, display_csv, glance_frame, read_claims
 from core.report.comparisons import Cells
@@ -341,6 +341,7 @@ def claims_table(sched: str, out_dir) -> None:
                            mime="text/csv", key="cmp_csv_claims")
     if sched == "converged":
         budget_check(out_dir.parent)
+        budget_verdicts(out_dir.parent)
 
 
 def budget_check(results) -> None:
@@ -353,6 +354,16 @@ def budget_check(results) -> None:
                      column_config={"comparison": st.column_config.TextColumn("comparison", width="medium")})
         st.caption(f"{CHECK_NOTE} {check_sentence(rows)} Every seed set, and each run beside its seed's "
                    f"4,000-iteration run: `results/budget/tables.md`. {floors_line(BUDGET_SETS)}")
+
+
+def budget_verdicts(results) -> None:
+    """Each verdict of Tables 2-3 at every Adam budget with runs (the answer's numbers, results/gaps.csv)."""
+    vb = verdict_by_budget(_answer(str(results), mtime(results / "answer.md") + mtime(results / "gaps.csv"))[1])
+    if vb.empty:
+        return
+    with st.expander("Verdicts by training budget: 4,000 iterations and longer"):
+        st.dataframe(vb, hide_index=True, width="stretch")
+        st.caption(f"{BUDGET_NOTE} {floors_line(DATASET_ORDER)}")
 
 
 def reproduction_tables_view(sched: str, summary: dict) -> None:

@@ -91,3 +91,31 @@ def test_the_figure_is_drawn_from_a_results_folder(tmp_path):
     (empty / "results").mkdir(parents=True)
     with pytest.raises(ValueError, match="nothing to draw"):
         answer.write_figure(empty)
+
+
+def test_every_table_row_with_a_paper_figure_has_its_magnitude():
+    """Tables 2-4 and the claims table carry the magnitude rule's word for every gap the paper gives a figure for."""
+    from core.report.claims import grid
+
+    _, t = grid(RESULTS / "converged")
+    for r in t["table2"]:
+        assert r["gap_magnitude"] == magnitude(r["gap_ci_low"], r["gap_ci_high"], r["paper_gap"])
+    for r in t["table4"]:
+        assert r["growth_gap_magnitude"] == magnitude(r["growth_gap_ci_low"], r["growth_gap_ci_high"],
+                                                      r["paper_growth_gap"])
+    claims = {r["claim_id"]: r for r in t["claims"]}
+    mean = claims["vs_parallel_mean"]
+    assert mean["magnitude"] == magnitude(mean["pooled_ci_low"], mean["pooled_ci_high"], mean["paper"])
+    assert all(word in (SMALLER, AS_LARGE, MAGNITUDE_OPEN) for part in claims["vs_parallel_all"]["magnitude"].split("; ")
+               for word in [part.split(" on ")[0]])
+
+
+def test_the_verdict_by_budget_table_has_every_budget_and_agrees_with_the_rows():
+    df = answer.gap_rows(RESULTS)
+    vb = answer.verdict_by_budget(df)
+    assert vb.equals(answer.verdict_by_budget(answer.read_gap_rows(RESULTS)))  # the page's stored numbers
+    budgets = [answer.SHORT[g] for g in answer.GRIDS if g != "paper" and g in set(df["grid"])]
+    assert list(vb.columns) == ["data set", "RIM vs", *budgets]
+    mnist = vb[(vb["data set"] == "MNIST") & (vb["RIM vs"] == "Parallel LSTMs")].iloc[0]
+    r = df[(df["grid"] == "converged") & (df["dataset"] == "mnist") & (df["other"] == "parallel_lstm")].iloc[0]
+    assert mnist["Adam, 4,000 iterations"].startswith({HOLDS: "✅", NOT_HOLDS: "❌"}.get(r["verdict"], "❔"))

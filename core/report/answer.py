@@ -160,6 +160,50 @@ def plain_answer(root="results") -> str:
     return " ".join(s for s in (_main_sentence(df, claims), _controls_sentence(controls), _seeds_sentence(df)) if s)
 
 
+MAGNITUDE_MARKS = {"smaller than the paper's": ", below the paper's", "as large as the paper's": ", as large as the paper's"}
+
+
+def verdict_by_budget(df: pd.DataFrame) -> pd.DataFrame:
+    """Each comparison of Tables 2-3 (data set x other method) with its verdict at each Adam
+    budget that has it, and where the paper gives a figure, the magnitude rule's word when it
+    decides. Each grid's verdicts come from its own tables (one Holm family per table and grid).
+    ``df``: ``gap_rows`` (or ``read_gap_rows``)."""
+    grids = [g for g in GRIDS if g != "paper" and g in set(df["grid"])]
+    out = []
+    for ds in DATASET_ORDER:
+        for other in OTHERS:
+            sel = df[(df["dataset"] == ds) & (df["other"] == other)]
+            if sel.empty:
+                continue
+            row = {"data set": fmt.dataset_title(ds), "RIM vs": fmt.short_method_title(other)}
+            for g in grids:
+                r = sel[sel["grid"] == g]
+                if r.empty:
+                    row[SHORT[g]] = "not run"
+                    continue
+                r = r.iloc[0]
+                cell = f"{fmt.marked_verdict(r['verdict']).split(' ')[0]} {fmt.gap(r['gap'], r['ci_low'], r['ci_high'])}"
+                row[SHORT[g]] = cell + MAGNITUDE_MARKS.get(r["magnitude"] if isinstance(r["magnitude"], str) else "", "")
+            out.append(row)
+    return pd.DataFrame(out)
+
+
+BUDGET_NOTE = ("✅ holds, ❌ does not hold, ❔ cannot tell; gap = other − RIM in points (positive: RIM better), its interval "
+               "at its Holm step's level; each budget's verdicts come from its own tables (a Holm family per table), so "
+               "a verdict can change with the gap or with the family; \"below\" / \"as large as the paper's\": the "
+               "magnitude rule, where it decides (REPRODUCTION, Statistics). Seeds: 5 (3 on Animals-10).")
+
+
+def verdict_by_budget_markdown(root="results") -> str:
+    from .markdown import floors_line, md_table
+
+    df = verdict_by_budget(gap_rows(root))
+    if df.empty:
+        return "*No results grid with tables yet.*"
+    return "\n".join(md_table(list(df.columns), df.values.tolist())
+                     + ["", BUDGET_NOTE + " " + floors_line(DATASET_ORDER)])
+
+
 ANSWER_FILE = "answer.md"  # results/answer.md: the plain answer as stored for the pages (no recomputation)
 
 

@@ -91,6 +91,8 @@ def _claim_cell(r: dict | None, detail: bool = True) -> str:
         text += f": {fmt.gap_test(r, 'pooled')}"
     if detail and r.get("detail") and ("pooled" not in r or "missing" in r["detail"]):
         text += f" ({r['detail']})"
+    if r.get("magnitude"):
+        text += f"; against the paper's figure: {r['magnitude']}"
     return text
 
 
@@ -282,6 +284,8 @@ def _glance_cell(verdict_text, row: dict | None) -> str:
     out = fmt.marked_verdict(verdict_text)
     if row and "pooled" in row and math.isfinite(fmt.num(row.get("pooled"))):
         out += " " + fmt.gap(row["pooled"], row.get("pooled_ci_low"), row.get("pooled_ci_high"))
+    if row and row.get("magnitude"):
+        out += f"; {row['magnitude']}"
     return out
 
 

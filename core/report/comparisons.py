@@ -22,6 +22,7 @@ from .paper import ABLATIONS, BASELINES, DATASET_ORDER, PAPER, VARIANT_NOTES
 from .stats import (
     holm,
     holm_levels,
+    magnitude,
     mean_sd,
     paired_test,
     pooled_gap,
@@ -145,6 +146,7 @@ def table2(c: Cells, datasets) -> list[dict]:
     adjust_family(out, ["gap"])
     for r in out:
         r["verdict"] = r["gap_verdict"]
+        r["gap_magnitude"] = _magnitude(r, "gap", r.get("paper_gap"))
     return out
 
 
@@ -194,6 +196,7 @@ def table3(c: Cells, datasets) -> list[dict]:
                 _copy_test(r, name, f"gap_{ru}")
         r["verdict"], groups = verdict_all({b: r.get(f"gap_{b}_verdict") for b in r["baselines"]}, r["baselines"])
         r["verdict_detail"] = _groups_text(groups, fmt.short_method_title)
+        r["gap_magnitude"] = _magnitude(r, "gap", r.get("paper_gap"))
     return out
 
 
@@ -232,6 +235,7 @@ def table4(c: Cells, datasets) -> list[dict]:
                 _copy_test(r, f"growth_gap{suffix}", f"growth_gap_{ru}")
         r["noisy_verdict"], groups = verdict_all({m: r.get(f"noisy_gap_{m}_verdict") for m in r["others"]}, r["others"])
         r["noisy_verdict_detail"] = _groups_text(groups, fmt.short_method_title)
+        r["growth_gap_magnitude"] = _magnitude(r, "growth_gap", r.get("paper_growth_gap"))
     return out
 
 
@@ -378,6 +382,7 @@ def claims_table(c: Cells, t: dict) -> list[dict]:
     family). "Average gap": the pooled gap (``core.report.stats.pooled_gap``); the pooled tests are
     the claims table's own family, Holm-adjusted together (interval at the Holm step's level)."""
     out = []
+    key_of = {cid: key for cid, _, _, key, _, _ in CLAIMS}
     for cid, claim, table, key, mean_key, sets in CLAIMS:
         rows = t.get(table) or []
         row = {"claim_id": cid, "claim": claim, "table": table}
@@ -400,4 +405,27 @@ def claims_table(c: Cells, t: dict) -> list[dict]:
     for r in out:
         if "pooled_verdict" in r:
             r["verdict"] = r["pooled_verdict"]
+            r["magnitude"] = _magnitude(r, "pooled", r.get("paper"))
+        elif key_of.get(r["claim_id"]) in MAGNITUDE_KEYS:
+            mkey = MAGNITUDE_KEYS[key_of[r["claim_id"]]]
+            per = {row["dataset"]: row.get(mkey) or "" for row in t.get(r["table"]) or []}
+            r["magnitude"] = _magnitude_groups(per)
     return out
+
+
+# a per-set gap whose paper figure the magnitude rule reads -> its magnitude field in the table's rows
+MAGNITUDE_KEYS = {"gap": "gap_magnitude", "growth_gap": "growth_gap_magnitude"}
+
+
+def _magnitude(row: dict, key: str, paper) -> str:
+    """The magnitude rule (``core.report.stats.magnitude``) on a tested gap's Holm-step interval."""
+    return magnitude(fmt.num(row.get(f"{key}_ci_low")), fmt.num(row.get(f"{key}_ci_high")), fmt.num(paper))
+
+
+def _magnitude_groups(per: dict) -> str:
+    """Per-set magnitudes in one line: ``"smaller than the paper's on MNIST, CIFAR-10; ..."``."""
+    groups: dict[str, list] = {}
+    for ds in DATASET_ORDER:
+        if per.get(ds):
+            groups.setdefault(per[ds], []).append(fmt.dataset_title(ds))
+    return "; ".join(f"{k} on {', '.join(v)}" for k, v in groups.items())

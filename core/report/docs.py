@@ -85,6 +85,12 @@ def _answer(root: Path) -> str:
     return plain_answer(root)
 
 
+def _verdict_by_budget(root: Path) -> str:
+    from .answer import verdict_by_budget_markdown
+
+    return verdict_by_budget_markdown(root)
+
+
 def _budget_sentence(root: Path) -> str:
     """What the finished 12,000-iteration runs show beside their seeds' 4,000-iteration runs (core.report.budget)."""
     from .budget import budget_sentence
@@ -135,6 +141,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "converged-table2": _compact("converged", "table2"), "converged-table3": _compact("converged", "table3"),
     "converged-table4": _compact("converged", "table4"), "converged-fluctuation": _compact("converged", "fluctuation"),
     "controls": _controls, "budget": _budget, "budget-sentence": _budget_sentence,
+    "verdict-by-budget": _verdict_by_budget,
     "paper-table2": _compact("paper", "table2"), "paper-table3": _compact("paper", "table3"),
     "paper-table4": _compact("paper", "table4"), "paper-failed": _failed,
     "handwriting": _handwriting, "facts": _facts, "interventions": _interventions,

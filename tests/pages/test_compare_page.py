@@ -360,3 +360,16 @@ def test_compare_without_results_says_so_at_the_answer(empty_env):
     at = run_page()
     assert not at.exception
     assert any(m.value.startswith("**The answer.** No results yet") for m in at.markdown)
+
+
+def test_the_verdicts_by_budget_stand_under_the_claims(page_env):
+    """Each verdict of Tables 2-3 at every Adam budget with runs, from the answer's numbers."""
+    from core.report.answer import gap_rows, verdict_by_budget
+
+    at = open_tab(run_page(), "Paper's claims vs ours")
+    assert not at.exception and not at.error
+    assert "Verdicts by training budget: 4,000 iterations and longer" in [e.label for e in at.expander]
+    table = next(d.value for d in at.dataframe if "RIM vs" in d.value.columns)
+    expected = verdict_by_budget(gap_rows(page_env["results"]))
+    assert table.reset_index(drop=True).equals(expected.reset_index(drop=True))
+    assert "Adam, 4,000 iterations" in table.columns
