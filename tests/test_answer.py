@@ -119,3 +119,11 @@ def test_the_verdict_by_budget_table_has_every_budget_and_agrees_with_the_rows()
     mnist = vb[(vb["data set"] == "MNIST") & (vb["RIM vs"] == "Parallel LSTMs")].iloc[0]
     r = df[(df["grid"] == "converged") & (df["dataset"] == "mnist") & (df["other"] == "parallel_lstm")].iloc[0]
     assert mnist["Adam, 4,000 iterations"].startswith({HOLDS: "✅", NOT_HOLDS: "❌"}.get(r["verdict"], "❔"))
+
+
+def test_the_seeds_sentence_counts_the_leading_comparison_not_a_partial_cell():
+    df = pd.DataFrame([{"grid": "budget", "dataset": "mnist", "other": "indrnn", "seeds": 1},
+                       {"grid": "budget", "dataset": "mnist", "other": "parallel_lstm", "seeds": 5},
+                       {"grid": "converged", "dataset": "animals10", "other": "parallel_lstm", "seeds": 3},
+                       {"grid": "paper", "dataset": "mnist", "other": "parallel_lstm", "seeds": 2}])
+    assert answer._seeds_sentence(df) == "Five training seeds per method (three on Animals-10)."
