@@ -38,9 +38,9 @@ def test_the_shipped_answer_is_short_plain_and_computed():
     assert {dataset_title(d) for d in short["dataset"]} <= set(re.split(r", | and ", said))
 
 
-def _rows(spec):
+def _rows(spec, seeds=5):
     """gap_rows-like frame: (grid, dataset, other, verdict)."""
-    return pd.DataFrame([{"grid": g, "dataset": d, "other": o, "verdict": v, "seeds": 5} for g, d, o, v in spec])
+    return pd.DataFrame([{"grid": g, "dataset": d, "other": o, "verdict": v, "seeds": seeds} for g, d, o, v in spec])
 
 
 def test_the_main_sentence_follows_the_verdicts():
@@ -53,6 +53,9 @@ def test_the_main_sentence_follows_the_verdicts():
     kept = _rows([("converged", "mnist", "parallel_lstm", HOLDS), ("budget-24k", "mnist", "parallel_lstm", HOLDS)])
     s = answer._main_sentence(kept, {})
     assert "but not" not in s and "worse" not in s
+    partial = pd.concat([_rows([("converged", "mnist", "parallel_lstm", HOLDS)]),
+                         _rows([("budget-24k", "mnist", "parallel_lstm", CANNOT_TELL)], seeds=2)])
+    assert "but not" not in answer._main_sentence(partial, {})  # a budget still training does not speak
     worse = _rows([("converged", "mnist", "parallel_lstm", CANNOT_TELL), ("budget", "mnist", "parallel_lstm", NOT_HOLDS)])
     s = answer._main_sentence(worse, {})
     assert "does not beat four plain LSTMs measurably on any data set" in s and "measurably worse on MNIST" in s

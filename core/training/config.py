@@ -68,7 +68,7 @@ PROTOCOLS["converged-aug"] = {**PROTOCOLS["converged"], "augment": "scan"}
 # the 12,000 iterations); it tests whether 4,000 iterations are enough (results/budget)
 PROTOCOLS["converged-12k"] = {**PROTOCOLS["converged"], "iterations": 12000}
 # "converged-24k": six times the budget, for the data sets whose runs are still improving at
-# 12,000 iterations by the convergence criterion (core.report.convergence; scripts/long_grid.py)
+# 12,000 iterations by the convergence criterion (core.report.convergence; core.grid.long)
 PROTOCOLS["converged-24k"] = {**PROTOCOLS["converged"], "iterations": 24000}
 
 # the settings that tell the protocols apart (how often the test accuracy is logged does not)
