@@ -26,7 +26,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent  # the repository (pretrained/, assets/, results/)
+# the repository: the package reads its shipped models, samples and results (pretrained/, assets/,
+# results/) from its own checkout, so it installs editable (`pip install -e .`, as the Makefile does);
+# the RIMSCOPE_*_DIR settings above move each of them
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _env_path(name: str) -> Path | None:

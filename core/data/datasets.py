@@ -37,8 +37,7 @@ from .. import paths
 from ..errors import DataUnavailableError
 from .online import NO_INTERNET, Reachability, download_reachable
 
-ROOT = Path(__file__).resolve().parents[2]
-SAMPLES_DIR = ROOT / "assets" / "samples"
+SAMPLES_DIR = paths.ROOT / "assets" / "samples"
 SOURCES = ("npz", "folder", "torchvision", "sample")
 
 # Kaggle Animals-10 ships Italian folder names (and a translate.py we never run).
@@ -236,7 +235,7 @@ _TV_FILES = {"mnist": {"train": "MNIST/raw/train-images-idx3-ubyte", "test": "MN
 
 def download_failed_message(info: DatasetInfo, why: str, data_dir: Path | None = None) -> str:
     """The one sentence a user reads when torchvision cannot fetch ``info`` (the raw reason goes apart)."""
-    folder = data_dir if data_dir is not None else ROOT / "data"
+    folder = data_dir if data_dir is not None else paths.ROOT / "data"
     demo = (f", or train a quick demo on the bundled {info.title} sample (Train page)"
             if (SAMPLES_DIR / f"{info.name}_sample.npz").is_file() else "")
     return (f"{info.title} could not be downloaded: {why}. Put the data at {folder / info.name}/train.npz and "
