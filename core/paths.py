@@ -28,7 +28,7 @@ from pathlib import Path
 
 # the repository: the package reads its shipped models, samples and results (pretrained/, assets/,
 # results/) from its own checkout, so it installs editable (`pip install -e .`, as the Makefile does);
-# the RIMSCOPE_*_DIR settings above move each of them
+# RIMSCOPE_PRETRAINED_DIR and RIMSCOPE_RESULTS_DIR move two of them
 ROOT = Path(__file__).resolve().parent.parent
 
 
