@@ -22,7 +22,6 @@ import importlib
 import importlib.util
 import io
 import re
-import sys
 import tokenize
 from pathlib import Path
 
@@ -173,8 +172,6 @@ def _named_files() -> list[Path]:
 def _name_exists(name: str) -> bool:
     """``core.a.b.c``: the longest prefix that is a module, the rest attributes of it (found
     without importing where the name is a module)."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))  # scripts.* and bench.* run from the repository root
     parts = name.split(".")
     for i in range(len(parts), 0, -1):
         try:
@@ -197,8 +194,6 @@ def _name_exists(name: str) -> bool:
 def _runnable(module: str) -> bool:
     """``python -m module`` runs something: a package with ``__main__``, a module with a main block
     or a script's top-level statements (not only imports, definitions and constants)."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     try:
         spec = importlib.util.find_spec(module)
     except (ImportError, ValueError):
