@@ -236,10 +236,10 @@ TEXT_IN_CLIP_JS = """(clip) => {
           && b.left < clip.x + clip.width) { out.push(n.textContent); break; }
     }
   }
-  // a data frame draws its cells on a canvas; its text is in the element's accessible table
+  // a data frame draws its cells on a canvas; its text is in the element's hidden accessible table
   for (const el of document.querySelectorAll('[data-testid="stDataFrame"]')) {
     const b = el.getBoundingClientRect();
-    if (b.bottom > clip.y && b.top < clip.y + clip.height) out.push(el.innerText);
+    if (b.height && b.bottom > clip.y && b.top < clip.y + clip.height) out.push(el.textContent);
   }
   return out.join("\\n");
 }"""
