@@ -34,7 +34,8 @@ def _touch_after_sources(*stamps: Path) -> None:
         os.utime(stamp, (newest + i, newest + i))
 
 
-@pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
+@pytest.mark.skipif(shutil.which("make") is None and os.environ.get("CI") != "true",
+                    reason="no make on this machine (under CI=true the test runs and fails)")
 def test_make_test_installs_the_browser_only_while_its_stamp_is_missing(tmp_path):
     venv = tmp_path / "venv"
     venv.mkdir()
