@@ -3,6 +3,9 @@
 #   make test   set up (first time) and run the tests (unit, pages, browser)
 #   make test-quick  the unit tests only (no page or browser tests, nothing marked slow): the inner loop
 #   make lint   ruff over core pages tests bench scripts app.py (CI runs it before the tests)
+#   make screenshots  the documents' screenshots, from the app in headless Chromium (scripts/screenshots.py)
+#   make reproduce    every training grid, then the documents (needs the data sets: RIMSCOPE_DATA_DIR)
+#   make pretrained   the shipped models from the grids' results (after make reproduce)
 # The set-up installs the requirements, then RIMscope itself (pip install -e .): `import core`
 # works from any folder, and nothing patches sys.path or PYTHONPATH.
 PYTHON ?= python3
@@ -13,7 +16,7 @@ PY := $(VENV)/bin/python
 # process (no xdist): slower, since most of the suite waits on servers, browsers and subprocesses
 TEST_WORKERS ?= 2
 
-.PHONY: app test test-quick bench bench-pages bench-load reproduce pretrained lint
+.PHONY: app test test-quick bench bench-pages bench-load reproduce pretrained lint screenshots
 
 $(VENV)/.app-installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,11 +32,17 @@ $(VENV)/.dev-installed: $(VENV)/.app-installed requirements-dev.txt
 app: $(VENV)/.app-installed
 	$(VENV)/bin/python app.py
 
+# The test browser is installed and checked once (scripts/install_browser.sh, which may call
+# sudo apt-get); the stamp keeps later runs from checking it again until the script changes.
+$(VENV)/.browser-installed: scripts/install_browser.sh $(VENV)/.dev-installed
+	bash scripts/install_browser.sh
+	touch $@
+
 # Under CI=true (as .ci/run sets it) a browser that cannot be installed fails the run, and so does
 # tests/browser/test_resume_page.py::test_browser_present_under_ci; locally the browser tests
 # are skipped with a clear note.
 test: $(VENV)/.dev-installed
-	@if bash scripts/install_browser.sh; then :; \
+	@if $(MAKE) --no-print-directory $(VENV)/.browser-installed; then :; \
 	elif [ "$${CI:-}" = "true" ]; then \
 		echo "CI=true: the test browser could not be installed (scripts/install_browser.sh failed); failing" >&2; \
 		exit 1; \
@@ -59,15 +68,24 @@ bench-load: $(VENV)/.dev-installed
 	$(PY) -m bench.bench_first_view
 	$(PY) -m bench.bench_load
 
-# full reproduction (needs the data sets: RIMSCOPE_DATA_DIR or torchvision downloads)
+# full reproduction, as README's "Reproduce everything" and REPRODUCTION.md's "Exact commands" run
+# it (needs the data sets: RIMSCOPE_DATA_DIR or torchvision downloads; resumable)
 reproduce: $(VENV)/.app-installed
-	$(PY) -m core.reproduce run --seeds 0 1 2 --out results/paper
-	$(PY) -m core.reproduce run --datasets mnist fashion_mnist --seeds 0 --iterations 5000 --out results/long
+	PY=$(PY) bash scripts/equal_footing_grid.sh results/paper
+	PY=$(PY) bash scripts/converged_grid.sh results/converged
+	PY=$(PY) bash scripts/controls_grid.sh results/converged results/budget
+	$(PY) -m core.reproduce docs
 
+# the shipped models from the grids' results: each cell's median seed (REPRODUCTION.md, "Exact commands")
 pretrained: $(VENV)/.app-installed
-	$(PY) -m core.reproduce run --seeds 0 --out results/paper
 	$(PY) -m scripts.paper_medians
+	$(PY) -m core.reproduce export-pretrained --out results/converged --protocol converged
 	$(PY) -m core.reproduce export-pretrained --out results/paper --seed median --weights-from results/paper_medians --dest pretrained
+
+# the documents' screenshots (assets/screenshots, docs/screenshots, their manifest): the app with
+# the shipped models in headless Chromium at 1280 x 800; a few minutes on 2 cores
+screenshots: $(VENV)/.browser-installed
+	$(PY) -m scripts.screenshots
 
 lint: $(VENV)/.dev-installed
 	$(VENV)/bin/ruff check core pages tests bench scripts app.py

@@ -9,11 +9,17 @@
   only as its key (``--protocol converged``, ``results/converged``).
 * Every relative link in every Markdown document of the repository points at a file or folder
   that exists.
+* Every module or name of the project a document, the Makefile, a grid script or the Streamlit
+  config names (``core.x.y``, ``python -m core.x``) exists, and every ``python -m`` of them runs
+  something (a package with ``__main__``, a module with a ``__main__`` block); CHANGELOG.md
+  names the old ones on purpose.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
+import importlib.util
 import io
 import re
 import tokenize
@@ -153,3 +159,72 @@ def test_the_checks_catch_what_they_should():
     assert _relative_targets("[a](docs/x.md) ![b](assets/y.png) [c](https://e.org) [d](#top)") == [
         "docs/x.md", "assets/y.png"]
     assert _relative_targets("```\n[a](not/a/link.md)\n```\n") == []
+
+
+DOTTED = re.compile(r"(?<![\w/.-])((?:core|bench|scripts)(?:\.[A-Za-z_]\w*)+)")
+RUN_MODULE = re.compile(r"python3? -m ((?:core|bench|scripts)(?:\.\w+)*)")
+
+
+def _named_files() -> list[Path]:
+    files = [p for p in _markdown_files() if p.name != "CHANGELOG.md"]
+    files += [ROOT / "Makefile", ROOT / ".streamlit" / "config.toml", *sorted((ROOT / "scripts").glob("*.sh"))]
+    return [p for p in files if p.is_file()]
+
+
+def _name_exists(name: str) -> bool:
+    """``core.a.b.c``: the longest prefix that is a module, the rest attributes of it (found
+    without importing where the name is a module)."""
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            spec = importlib.util.find_spec(".".join(parts[:i]))
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None:
+            continue
+        if i == len(parts):
+            return True
+        obj = importlib.import_module(".".join(parts[:i]))
+        for attr in parts[i:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+def _runnable(module: str) -> bool:
+    """``python -m module`` runs something: a package with ``__main__``, a module with a main block
+    or a script's top-level statements (not only imports, definitions and constants)."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return False
+    if spec is None:
+        return False
+    if spec.submodule_search_locations is not None:
+        return importlib.util.find_spec(module + ".__main__") is not None
+    quiet = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Assign, ast.AnnAssign)
+    for node in ast.parse(Path(spec.origin).read_text(encoding="utf-8")).body:
+        docstring = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+        if not (isinstance(node, quiet) or docstring):
+            return True  # a main block, or a script's top-level statements
+    return False
+
+
+def _bad_names(text: str) -> list[str]:
+    bad = [f"{m} (no such module or name)" for m in sorted(set(DOTTED.findall(text))) if not _name_exists(m)]
+    return bad + [f"python -m {m} (runs nothing)" for m in sorted(set(RUN_MODULE.findall(text))) if not _runnable(m)]
+
+
+def test_every_named_module_exists():
+    bad = [f"{p.relative_to(ROOT)}: {hit}" for p in _named_files() for hit in _bad_names(p.read_text(encoding="utf-8"))]
+    assert not bad, "names of modules that do not exist (CHANGELOG.md lists the moved ones):\n" + "\n".join(bad)
+
+
+def test_the_name_check_catches_moved_modules():
+    assert _bad_names("images are capped again in core.preprocess") == ["core.preprocess (no such module or name)"]
+    assert _bad_names("`python -m core.eval.selection pretrained/converged/mnist/rim`") == [
+        "python -m core.eval.selection (runs nothing)"]
+    assert _bad_names("run `python -m core.digits generalisation`") == ["python -m core.digits (runs nothing)"]
+    assert _bad_names("`python -m core.studies.selection`, `core.report.fmt.PROTOCOL_SHORT`, make test") == []

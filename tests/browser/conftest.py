@@ -45,7 +45,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -61,7 +60,6 @@ REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 SHOTS_DIR = REPO / "test-artifacts" / "screenshots"
-README_SHOTS_DIR = REPO / "assets" / "screenshots"
 SERVER_START_TIMEOUT_S = 240  # 2 busy cores: importing torch + streamlit can take a while
 TINY_FASHION = {"train": 400, "test": 200}
 
@@ -323,11 +321,9 @@ def screenshot():
 
 
 def save_screenshot(page, name: str) -> Path:
-    """Full-page PNG in test-artifacts/screenshots/; copied to assets/screenshots/ with RIMSCOPE_UPDATE_SCREENSHOTS=1."""
+    """Full-page PNG in test-artifacts/screenshots/ (a record of the test; the documents'
+    screenshots come from ``make screenshots``, scripts/screenshots.py)."""
     SHOTS_DIR.mkdir(parents=True, exist_ok=True)
     path = SHOTS_DIR / f"{name}.png"
     page.screenshot(path=str(path), full_page=True, animations="disabled", timeout=60_000)
-    if os.environ.get("RIMSCOPE_UPDATE_SCREENSHOTS") == "1":
-        README_SHOTS_DIR.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, README_SHOTS_DIR / f"{name}.png")
     return path

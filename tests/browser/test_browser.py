@@ -6,8 +6,8 @@ context, i.e. its own Streamlit session. The machine may be busy (training runs 
 cores), so waits are long: ``RIMSCOPE_BROWSER_TIMEOUT_S`` (default 180 s) per wait, twice
 that for the known slow steps (first page load, scoring every noise level, a training run).
 
-Screenshots go to ``test-artifacts/screenshots/<name>.png``; with
-``RIMSCOPE_UPDATE_SCREENSHOTS=1`` they are also copied to ``assets/screenshots/`` for the README.
+Screenshots go to ``test-artifacts/screenshots/<name>.png`` (the documents' screenshots come from
+``make screenshots``).
 
     .venv/bin/python -m pytest tests/browser -q -m browser
 """
