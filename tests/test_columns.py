@@ -37,7 +37,8 @@ def test_the_compact_blocks_name_what_they_kept():
     titles = {name: [compact_title(c) for c in compact_columns(TABLES[name])]
               for name in ("table2", "table3", "table4", "fluctuation")}
     assert titles["table2"] == ["data set", "RIM", "parallel LSTMs", "gap [interval] (level), p raw / Holm", "paper",
-                                "vs paper", "verdict"]
+                                "vs paper", "floors (%)", "verdict"]
+    assert all("floors (%)" in titles[t] for t in ("table2", "table3", "table4"))  # beside every table, in it
     assert "vs paper" in titles["table3"] and "vs paper" in titles["table4"]  # the magnitude rule's word
     assert "gap RMC (runner-up fixed in advance), p" in titles["table3"]
     assert titles["fluctuation"][-1] == "verdict (post hoc)"

@@ -103,7 +103,7 @@ def _combined(conv: str | None, paper: str | None) -> str:
 
 
 def handwriting_rows(path) -> list[dict]:
-    """The handwriting table (``handwriting.csv`` of ``python -m core.digits generalisation``) with
+    """The handwriting table (``handwriting.csv`` of ``python -m core.studies.handwriting generalisation``) with
     Welch tests recomputed from its means, sds and seeds, one Holm family per set as the CSV defines,
     and the interval at the Holm step's level. Accuracy points, RIM − method (positive: RIM reads better)."""
     p = Path(path) / "handwriting.csv"
@@ -143,7 +143,7 @@ def handwriting_rows(path) -> list[dict]:
 def handwriting_markdown(path) -> list[str]:
     rows = handwriting_rows(path)
     if not rows:
-        return ["No handwriting table yet (`python -m core.digits generalisation`)."]
+        return ["No handwriting table yet (`python -m core.studies.handwriting generalisation`)."]
     body = [[f"{r['set']} ({r['half']})", fmt.display_name(r["method"]), r["seeds"],
              fmt.mean_sd_text(r["accuracy"], r["sd"], 1),
              fmt.gap_test(r, "gap", 1) if "gap" in r else "(reference)", r.get("gap_verdict", "")] for r in rows]

@@ -131,7 +131,7 @@ def _seeds(name: str) -> Cell:
 
 
 DATASET = Column("data set", "data set", lambda r: dataset_title(r.get("dataset")), compact=True)
-FLOORS = Column("floors: chance / majority (%)", "floors (chance / majority)", floors_cell)
+FLOORS = Column("floors: chance / majority (%)", "floors (chance / majority)", floors_cell, compact="floors (%)")
 SEEDS = Column("seeds", None, lambda r: r.get("seeds"))
 
 

@@ -18,7 +18,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .columns import TABLES, compact_markdown
-from .markdown import floors_line
 from .tables import FLUCT_WINDOW, convergence_line, excluded_runs, improving_runs
 
 BLOCK = re.compile(r"<!-- generated:(?P<name>[^\s>]+) -->\n(?P<body>.*?)<!-- /generated:(?P=name) -->", re.S)
@@ -37,8 +36,8 @@ def _holm(rows: list[dict]) -> str:
 
 
 def _foot(rows: list[dict], excluded: int, improving: tuple[list[dict], list[dict]] = ([], [])) -> str:
-    return ("Gap = other − RIM in points (positive: RIM better); seeds in brackets. " + _holm(rows) + " "
-            + floors_line([r["dataset"] for r in rows])
+    return ("Gap = other − RIM in points (positive: RIM better); seeds in brackets; floors: chance / majority-class "
+            "error. " + _holm(rows)
             + (f" Unhealthy runs left out of the means: {excluded} (named with the failed runs)." if excluded else "")
             + (" " + convergence_line(*improving) if improving[1] else ""))
 
