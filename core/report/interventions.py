@@ -373,6 +373,11 @@ def interventions_markdown(root: Path) -> str:
                 row.append(f"{span} ({n_sig} of {len(r)} differ)" if len(seeds) == 1 else
                            f"{span}; mean over {len(seeds)} seeds {per_seed.mean():+.2f} ({n_sig} of {len(r)} differ)")
         body.append(row)
+    controls = {ds: no_communication_control(root, ds) for ds in sets}
+    if any(controls.values()):
+        body.append(["no communication, retrained (test error gap to RIM)"] + [
+            "–" if c is None or cond == "noisy" else f"{c['gap']:+.2f} over {c['seeds']} seeds ({c['verdict']})"
+            for ds, c in controls.items() for cond in CONDITIONS])
     for ds in sets:
         d = df[(df["dataset"] == ds) & (df["variant"] == "intact")]
         seeds = sorted(set(d["seed"]))
@@ -397,7 +402,8 @@ def interventions_markdown(root: Path) -> str:
              "method, until the same table over several seeds (`--weights`) gives it a seed-level interval; a "
              "large per-class drop says the network's computation for that class passes through the LSTM, not "
              "that the LSTM encodes the class; alpha 0 at inference removes a communication the weights were "
-             "trained with and is not the retrained no-communication control (table above).")
+             "trained with, so its drop says what these weights depend on; the retrained no-communication control "
+             "(last row, from the controls table above) says what communication adds to the method.")
     return "\n".join(md_table(head, body) + ["", text, "",
                                              "Per class, with lost / gained counts and raw / Holm p: "
                                              "[results/interventions/knockout.md](results/interventions/knockout.md)."])
