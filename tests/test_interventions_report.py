@@ -99,7 +99,7 @@ def test_reproduction_block_from_the_csv(tmp_path):
     words.write_csv(tmp_path / "interventions" / "knockout.csv", {("mnist", "m", 4): table})
     md = words.interventions_markdown(tmp_path)
     assert "| LSTM removed |" in md and "| LSTM read-out only |" in md and "| alpha 0 at inference |" in md
-    assert "6 of 6 differ" in md and "1 trained network (seed 4)" in md
+    assert "(6/6)" in md and "MNIST 1 network (seed 4, intact 50.00 %, 42 tests each)" in md
     assert "one LSTM short on 100-100 % of rows" in md and "not of the method" in md
     assert "needed" not in md and "necessary" not in md
     assert "no communication, retrained" not in md  # no controls in this results folder
@@ -107,4 +107,4 @@ def test_reproduction_block_from_the_csv(tmp_path):
     (tmp_path / "converged" / "controls.csv").write_text(
         "dataset,control,error,seeds,gap,gap_verdict\nmnist,rim,1.55,5,,\nmnist,rim_alpha0,1.76,5,0.21,cannot tell\n")
     md = words.interventions_markdown(tmp_path)
-    assert "| no communication, retrained (test error gap to RIM) | +0.21 over 5 seeds (cannot tell) | – |" in md
+    assert "| no communication, retrained: test error gap to RIM | +0.21 (5 seeds: cannot tell) | – |" in md

@@ -24,6 +24,7 @@ from .markdown import md_table
 from .stats import ALPHA, holm
 
 CONDITIONS = ("clean", "noisy")
+NO_DIFFERENCE = "no measurable difference at this number of seeds"  # the controls table's verdict
 
 
 def mode_title(mode: str, k: int = 4, fill: str = "zeros") -> str:
@@ -340,70 +341,80 @@ def seeds_markdown(tables: list[InterventionTable], seeds: list, title: str) -> 
 # --------------------------------------------------------------------------- REPRODUCTION's block
 
 
+def _cell(r: pd.DataFrame) -> str:
+    """Drops of one row group on one data set and condition: range, (over seeds) mean, tests."""
+    if r.empty:
+        return "–"
+    seeds = sorted(set(r["seed"]))
+    n_sig = int((r["p_holm"] < ALPHA).sum())
+    span = _span(list(r["drop_points"])).replace("from ", "")
+    mean = "" if len(seeds) == 1 else f"; mean of {len(seeds)} seeds {r.groupby('seed')['drop_points'].mean().mean():+.2f}"
+    return f"{span}{mean} ({n_sig}/{len(r)})"
+
+
+def _patching_sentence(root: Path) -> str:
+    path = Path(root) / "interventions" / "patching.csv"
+    if not path.is_file():
+        return ""
+    df = pd.read_csv(path)
+    bits = []
+    for ds, d in df.groupby("dataset", sort=False):
+        parts = []
+        for pairing, g in d.groupby("pairing", sort=False):
+            state, mask = g[g["what"] == "state"], g[g["what"] == "mask"]
+            b = state.loc[state["share"].idxmax()]
+            parts.append(f"{'another class' if pairing == 'class' else 'clean into noisy'} {100 * b['share']:.1f} % "
+                         f"of {int(b['pairs'])} (LSTM {int(b['unit'])}, rows {b['rows']}; mask "
+                         f"{100 * mask['share'].max():.1f} %)")
+        bits.append(f"{dataset_title(ds)} " + ", ".join(parts))
+    return ("Patching one LSTM's state (or the mask) from a donor on 7 rows moves at most this share of pairs to the "
+            "donor's prediction: " + "; ".join(bits) + ". ")
+
+
 def interventions_markdown(root: Path) -> str:
-    """``root``: the results folder. The brief table of REPRODUCTION.md, from knockout.csv: per
-    data set, each knock-out mode's drops (clean and noisy), how many differ from no change
-    (Holm over that data set's table), the selection swaps, and what the study does not show."""
+    """``root``: the results folder. The brief table of REPRODUCTION.md, from knockout.csv and
+    patching.csv: per data set, each knock-out mode's drops (clean and noisy), how many differ
+    from no change (Holm over each network's table), the selection swaps beside the retrained
+    no-communication control, what patching and the attributions show, and what they do not."""
     path = Path(root) / "interventions" / "knockout.csv"
     if not path.is_file():
         return "*Not in results/ yet: `results/interventions/knockout.csv`.*"
     df = pd.read_csv(path)
     if "mode" not in df.columns:
         return "*`results/interventions/knockout.csv` predates the knock-out modes: rerun `python -m core.studies.interventions`.*"
-    df = df[df["class"].astype(str) == "all"]
-    df["seed"] = df["seed"].astype(str)
+    df = df[df["class"].astype(str) == "all"].assign(seed=lambda d: d["seed"].astype(str))
     sets = list(dict.fromkeys(df["dataset"]))
-    head = ["what", *[f"{dataset_title(ds)} {c}" for ds in sets for c in CONDITIONS]]
-    body, notes = [], []
-    groups = [(f"LSTM {MODE_SHORT[m]}", (df["mode"] == m)) for m in KNOCKOUTS] + [
-        ("selection random", df["mode"] == "random"), ("selection all", df["mode"] == "all"),
-        ("alpha 0 at inference", df["mode"] == "alpha0")]
-    for name, sel in groups:
-        row = [name]
-        for ds in sets:
-            for cond in CONDITIONS:
-                r = df[sel & (df["dataset"] == ds) & (df["condition"] == cond)]
-                if r.empty:
-                    row.append("–")
-                    continue
-                seeds = sorted(set(r["seed"]))
-                per_seed = r.groupby("seed")["drop_points"].mean()
-                n_sig = int((r["p_holm"] < ALPHA).sum())
-                span = _span(list(r["drop_points"]))
-                row.append(f"{span} ({n_sig} of {len(r)} differ)" if len(seeds) == 1 else
-                           f"{span}; mean over {len(seeds)} seeds {per_seed.mean():+.2f} ({n_sig} of {len(r)} differ)")
-        body.append(row)
+    head = ["variant", *[f"{dataset_title(ds)} {c}" for ds in sets for c in CONDITIONS]]
+    groups = [(f"LSTM {MODE_SHORT[m]}", m) for m in KNOCKOUTS] + [
+        ("selection random", "random"), ("selection all", "all"), ("alpha 0 at inference", "alpha0")]
+    body = [[name, *(_cell(df[(df["mode"] == mode) & (df["dataset"] == ds) & (df["condition"] == cond)])
+                     for ds in sets for cond in CONDITIONS)] for name, mode in groups]
     controls = {ds: no_communication_control(root, ds) for ds in sets}
     if any(controls.values()):
-        body.append(["no communication, retrained (test error gap to RIM)"] + [
-            "–" if c is None or cond == "noisy" else f"{c['gap']:+.2f} over {c['seeds']} seeds ({c['verdict']})"
+        body.append(["no communication, retrained: test error gap to RIM"] + [
+            "–" if c is None or cond == "noisy" else
+            f"{c['gap']:+.2f} ({c['seeds']} seeds: {c['verdict'].replace(NO_DIFFERENCE, 'cannot tell')})"
             for ds, c in controls.items() for cond in CONDITIONS])
+    notes = []
     for ds in sets:
-        d = df[(df["dataset"] == ds) & (df["variant"] == "intact")]
-        seeds = sorted(set(d["seed"]))
-        acc = ", ".join(f"{100 * a:.2f}" for a in d[d["condition"] == "clean"]["accuracy"])
+        d = df[(df["dataset"] == ds) & (df["variant"] == "intact") & (df["condition"] == "clean")]
         m = int(df[(df["dataset"] == ds) & df["holm_m"].notna()]["holm_m"].max())
-        notes.append(f"{dataset_title(ds)}: {len(seeds)} trained network{'s' if len(seeds) > 1 else ''} "
-                     f"(seed {', '.join(seeds)}), intact clean accuracy {acc} %, {int(d['images'].iloc[0]):,} test "
-                     f"images, Holm over each network's {m} tests")
-    off = df[df["mode"] == "off"]
-    short = off[off["condition"] == "clean"]["rows_short"].dropna()
-    noise = sorted({f"{v:g}" for v in df["noise_var"] if v > 0})
-    text = (f"Drop = intact accuracy minus the variant's, in points, over the LSTMs (or draws) of each row: its "
-            f"range, and how many of its paired exact (McNemar) tests differ from no change after Holm over the "
-            f"network's table at {ALPHA:g}. Noisy: Gaussian noise of variance {', '.join(noise)}, one draw. "
-            + "; ".join(notes) + ". ")
+        notes.append(f"{dataset_title(ds)} {len(d)} network{'s' if len(d) > 1 else ''} (seed {', '.join(d['seed'])}, "
+                     f"intact {', '.join(f'{100 * a:.2f}' for a in d['accuracy'])} %, {m} tests each)")
+    short = df[(df["mode"] == "off") & (df["condition"] == "clean")]["rows_short"].dropna()
+    noise = ", ".join(sorted({f"{v:g}" for v in df["noise_var"] if v > 0}))
+    text = (f"Drop = intact minus variant accuracy, in points, over the LSTMs (or draws) of the row; (k/m): k of its "
+            f"m paired exact tests differ from no change, Holm over each network's table at {ALPHA:g}. "
+            f"{int(df['images'].iloc[0]):,} test images, noise variance {noise}; " + "; ".join(notes) + ". ")
     if len(short):
-        text += (f"Switched off after selection, a row runs one LSTM short on {100 * short.min():.0f}-"
-                 f"{100 * short.max():.0f} % of rows; removed, the others fill its place. ")
-    text += ("Read-out only leaves the recurrence as trained and takes one LSTM's final state from the classifier: "
-             "its direct effect; the difference to the removed drop goes through the other LSTMs. "
-             "What this does not show: a drop on one trained network is a property of those weights, not of the "
-             "method, until the same table over several seeds (`--weights`) gives it a seed-level interval; a "
-             "large per-class drop says the network's computation for that class passes through the LSTM, not "
-             "that the LSTM encodes the class; alpha 0 at inference removes a communication the weights were "
-             "trained with, so its drop says what these weights depend on; the retrained no-communication control "
-             "(last row, from the controls table above) says what communication adds to the method.")
-    return "\n".join(md_table(head, body) + ["", text, "",
-                                             "Per class, with lost / gained counts and raw / Holm p: "
+        text += (f"Switched off after selection runs one LSTM short on {100 * short.min():.0f}-"
+                 f"{100 * short.max():.0f} % of rows; removed, another fills its place. ")
+    text += ("Read-out only is the direct effect, the rest of a removed drop goes through the other LSTMs. "
+             + _patching_sentence(root) +
+             "Attributions hold the input's own mask fixed, so their shares add up (tested on 50 images). "
+             "Not shown: a drop on one network is a property of its weights, not of the method, until the table "
+             "over seeds (`--weights`) gives it an interval; a per-class drop says the class's computation passes "
+             "through the LSTM, not that it encodes the class; alpha 0 at inference says what these weights depend "
+             "on, the retrained control what communication adds.")
+    return "\n".join(md_table(head, body) + ["", text, "", "Per class, raw / Holm p: "
                                              "[results/interventions/knockout.md](results/interventions/knockout.md)."])
