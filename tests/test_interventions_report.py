@@ -108,3 +108,40 @@ def test_reproduction_block_from_the_csv(tmp_path):
         "dataset,control,error,seeds,gap,gap_verdict\nmnist,rim,1.55,5,,\nmnist,rim_alpha0,1.76,5,0.21,cannot tell\n")
     md = words.interventions_markdown(tmp_path)
     assert "| no communication, retrained: test error gap to RIM | +0.21 (5 seeds: cannot tell) | – |" in md
+
+
+def test_the_study_runs_over_several_weight_files(tmp_path, capsys):
+    """``python -m core.studies.interventions --weights``: one table per trained network (tiny
+    models the test makes, the bundled sample), and the seed-level table across them."""
+    import torch
+
+    from core.models.registry import build_model, model_config_dict
+    from core.studies import interventions as study
+    from core.training.weights import save_weights
+
+    stems = []
+    for seed in (0, 1, 2):
+        torch.manual_seed(seed)
+        m = build_model("rim")
+        stem = tmp_path / f"s{seed}" / "rim"
+        stem.parent.mkdir()
+        save_weights(m, {"model": "rim", "dataset": "mnist", "seed": seed, "config": model_config_dict(m)}, stem)
+        stems.append(f"mnist:{stem}")
+    out = tmp_path / "out"
+    assert study.main(["--datasets", "mnist", "--weights", *stems, "--n", "30", "--train-n", "20", "--patch-n", "20",
+                       "--out", str(out)]) == 0
+    md = (out / "knockout.md").read_text()
+    assert md.count("### mnist:") == 4 and "over 3 trained networks" in md and "mean drop [95% CI over seeds]" in md
+    rows = list(csv.DictReader((out / "knockout.csv").open()))
+    assert {r["seed"] for r in rows} == {"0", "1", "2"}
+    assert {r["pairing"] for r in csv.DictReader((out / "patching.csv").open())} == {"class", "noise"}
+    block = words.interventions_markdown(out.parent if out.name == "interventions" else _as_results(out))
+    assert "mean of 3 seeds" in block
+
+
+def _as_results(out):
+    root = out.parent / "results"
+    (root / "interventions").mkdir(parents=True)
+    for f in out.iterdir():
+        (root / "interventions" / f.name).write_bytes(f.read_bytes())
+    return root
