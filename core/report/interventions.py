@@ -203,16 +203,6 @@ def frame(table: InterventionTable) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def class_drops_frame(table: InterventionTable, condition: str = "clean") -> pd.DataFrame:
-    """Per-class drops, one row per (mode, LSTM): direct and indirect effects side by side."""
-    rows = []
-    for mode in table.modes:
-        for key, d in zip(table.keys("knockout", mode), table.per_class_drops(mode, condition), strict=True):
-            rows.append({"LSTM": table.unit_names[table.variant(key).unit], "how": MODE_SHORT[mode],
-                         **{c: float(x) for c, x in zip(table.classes, d, strict=True)}})
-    return pd.DataFrame(rows)
-
-
 CSV_FIELDS = ["dataset", "model", "seed", "variant", "mode", "unit", "label", "condition", "noise_var", "class",
               "images", "accuracy", "wilson_low", "wilson_high", "drop_points", "lost", "gained", "p_paired",
               "p_holm", "holm_m", "rows_short"]
