@@ -194,6 +194,11 @@ def donor_states(model, images, *, batch_size: int = BATCH) -> tuple[np.ndarray,
     return trace["h"], trace["c"]
 
 
+def noisy_copy(image, noise_var: float = NOISE_VAR, seed: int = 0) -> np.ndarray:
+    """One image with Gaussian noise (the recipient of clean -> noisy patching on one input)."""
+    return add_noise(np.asarray(image)[None], "gaussian", noise_var, seed=seed)[0]
+
+
 def row_cells(T: int, n: int, units, rows) -> np.ndarray:
     """[T, n] bool: the cells of LSTMs ``units`` (0-based) on ``rows`` (1-based, inclusive
     (first, last))."""

@@ -20,6 +20,12 @@ def prediction_line(classes: list[str], p0, p1) -> str:
             f"**{classes[y1]}** ({p1[y1] * 100:.1f}%)" + (" — changed" if y0 != y1 else " — unchanged"))
 
 
+def recipient_note(noise_var: float) -> str:
+    """What runs when the clean input is the donor of its noisy copy."""
+    return (f"Clean into noisy: the input with Gaussian noise (variance {noise_var:g}, one draw) runs, and "
+            f"\"original\" is its prediction; the patched cells come from the clean input.")
+
+
 def change_caption(classes: list[str], p0, p1, m0, m1, pinned, changed, names: list[str]) -> str:
     """How many cells the intervention set, which changed downstream, and the original class's
     probability before and after."""

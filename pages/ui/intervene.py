@@ -23,11 +23,12 @@ CHART = {"displayModeBar": False}
 CELLS = "iv_cells"  # forced cells as text "row.lstm.value;..." (1-based row and LSTM, value 0/1)
 URL_STATE = {CELLS: str, "iv_alpha": float, "iv_selection": str, "iv_seed": int, "iv_ko_*": url_bool, "iv_knock": url_bool,
              "iv_noise": float, "iv_mode": str, "iv_isolate": url_bool, "iv_fill": str, "iv_patch": url_bool,
-             "iv_donor": int, "iv_patch_what": str, "iv_set_isolate": url_bool, "iv_set_fill": str,
+             "iv_donor": int, "iv_patch_what": str, "iv_patch_from": str, "iv_set_isolate": url_bool, "iv_set_fill": str,
              "iv_class_mode": str, "iv_patch_set": url_bool, "iv_pairing": str, "ig_what": str, "ig_steps": int,
              "ig_frozen": url_bool, "ig_margin": url_bool}
 FILLS = {"zeros": "zeros", "mean": "its mean over training images"}
 PATCH_WHAT = {"state": "state (h, c) of the chosen LSTMs", "mask": "whole selection mask"}
+PATCH_FROM = {"test": "a test image", "clean": "this input, clean, into its noisy copy"}
 NOISE_LEVELS = (0.005, 0.01, 0.02, 0.05)
 
 
@@ -102,16 +103,20 @@ def _patch(entry, model, image: np.ndarray, data, T: int, names: list[str]) -> d
     """The donor and what to patch from it, from the widgets (None: no patching)."""
     if not st.session_state.get("iv_patch") or data is None:
         return None
-    idx = int(st.session_state.get("iv_donor", 0)) % len(data.images)
-    donor = np.asarray(data.images[idx])
-    if donor.shape != image.shape:
-        st.warning(f"Test image {idx} is {donor.shape}, this input {image.shape}: a donor must be the same size.")
-        return None
+    recipient, idx = image, "clean"
+    if st.session_state.get("iv_patch_from") == "clean":
+        donor, recipient = image, ivs.noisy_copy(image)
+    else:
+        idx = int(st.session_state.get("iv_donor", 0)) % len(data.images)
+        donor = np.asarray(data.images[idx])
+        if donor.shape != image.shape:
+            st.warning(f"Test image {idx} is {donor.shape}, this input {image.shape}: a donor must be the same size.")
+            return None
     h, c, mask = _donor(model, entry.key, cache.entry_mtime(entry), donor)
     lo, hi = st.session_state.get("iv_patch_rows", (1, T))
     units = [names.index(u) for u in st.session_state.get("iv_patch_units", []) if u in names]
     return {"what": st.session_state.get("iv_patch_what", "state"), "units": units, "rows": (int(lo), min(int(hi), T)),
-            "h": h, "c": c, "mask": mask, "donor": idx}
+            "h": h, "c": c, "mask": mask, "donor": idx, "recipient": recipient}
 
 
 def _intervention(model, T: int, n: int, mean_state, patch) -> Intervention:
@@ -186,8 +191,14 @@ def _patch_controls(T: int, names: list[str], n_test: int) -> None:
     with st.expander("Patch from a donor input", expanded=bool(st.session_state.get("iv_patch"))):
         st.toggle("Patch", key="iv_patch", help="Replace, on the chosen rows, one LSTM's state or the whole "
                                                  "selection mask with what the donor image had there.")
-        st.session_state.setdefault("iv_donor", 0)
-        st.number_input(f"Donor: test image (0-{n_test - 1})", 0, max(n_test - 1, 0), key="iv_donor")
+        if st.session_state.get("iv_patch_from") not in PATCH_FROM:
+            st.session_state["iv_patch_from"] = "test"
+        source = st.radio("Donor", list(PATCH_FROM), horizontal=True, key="iv_patch_from", format_func=PATCH_FROM.get,
+                          help="Clean into noisy: the input with Gaussian noise (variance "
+                               f"{ivs.NOISE_VAR:g}) runs, with states or mask from the clean input.")
+        if source == "test":
+            st.session_state.setdefault("iv_donor", 0)
+            st.number_input(f"Donor: test image (0-{n_test - 1})", 0, max(n_test - 1, 0), key="iv_donor")
         if st.session_state.get("iv_patch_what") not in PATCH_WHAT:
             st.session_state["iv_patch_what"] = "state"
         what = st.radio("What", list(PATCH_WHAT), horizontal=True, key="iv_patch_what", format_func=PATCH_WHAT.get)
@@ -247,8 +258,11 @@ def intervene_view(entry, model, image: np.ndarray, unit_names: list[str], class
         mean_state, _ = _mean_state(model, entry.key, mtime, entry.dataset)
     patch = _patch(entry, model, image, data, T, names)
     iv = _intervention(model, T, n, mean_state, patch)
-    p0, m0 = _run_one(model, entry.key, mtime, image, "none", None)
-    p1, m1 = _run_one(model, entry.key, mtime, image, _describe(iv, patch), iv)
+    recipient = image if patch is None else patch["recipient"]
+    p0, m0 = _run_one(model, entry.key, mtime, recipient, "none", None)
+    p1, m1 = _run_one(model, entry.key, mtime, recipient, _describe(iv, patch), iv)
+    if recipient is not image:
+        st.caption(iv_text.recipient_note(ivs.NOISE_VAR))
     st.session_state["_iv_after"] = m1
     pinned = ivs.pinned_cells(iv, T, n)
     changed = ivs.downstream_changes(m0, m1, iv)

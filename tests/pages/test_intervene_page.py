@@ -100,6 +100,16 @@ def test_patching_from_a_donor_on_the_tab(page_env):
     p = ivs.probabilities(ivs.run(model, data.images[7:8])[0][0])
     y = int(p.argmax())
     assert f"after the intervention **{data.classes[y]}** ({p[y] * 100:.1f}%)" in prediction(at)
+    # clean into noisy: the final states of the clean input give the clean input's prediction
+    at.radio(key="iv_patch_from").set_value("clean").run()
+    assert not at.exception, at.exception
+    clean = ivs.probabilities(ivs.run(model, data.images[3:4])[0][0])
+    noisy = ivs.probabilities(ivs.run(model, ivs.noisy_copy(data.images[3])[None])[0][0])
+    y, y0 = int(clean.argmax()), int(noisy.argmax())
+    assert (f"original **{data.classes[y0]}** ({noisy[y0] * 100:.1f}%) → after the intervention "
+            f"**{data.classes[y]}** ({clean[y] * 100:.1f}%)") in prediction(at)
+    assert any(c.value.startswith("Clean into noisy") for c in at.caption)
+    at.radio(key="iv_patch_from").set_value("test").run()
     at.radio(key="iv_patch_what").set_value("mask").run()
     assert not at.exception, at.exception
     assert caption(at).startswith("6 cells set by the intervention")  # the donor's mask on row 28
