@@ -330,6 +330,23 @@ def _patching_view(entry, model, images, labels, key: tuple) -> None:
     st.caption(iv_text.patch_caption(pt))
 
 
+def _class_views(table, classes: list[str]) -> None:
+    """Per-class drops: a total effect (removed or switched off) beside the direct one (read-out only)."""
+    totals = [m for m in table.modes if m != "readout"]
+    if st.session_state.get("iv_class_mode") not in totals:
+        st.session_state["iv_class_mode"] = totals[0]
+    mode = st.radio("Per class, left", totals, horizontal=True, key="iv_class_mode",
+                    format_func=lambda m: iv_words.MODE_SHORT[m],
+                    help="Left the total effect of taking the LSTM out, right its direct effect (read-out only).")
+    cols = st.columns(2)
+    for col, m in zip(cols, [mode, "readout"], strict=True):
+        drops = table.per_class_drops(m, "clean")
+        col.plotly_chart(traces.unit_heatmap(drops.T, classes, list(table.unit_names), x_title="class",
+                                             colorbar="drop (points)", diverging=True, annotate=True,
+                                             title=f"drop per class, LSTM {iv_words.MODE_SHORT[m]}, clean (points)"),
+                         key=f"iv_class_drops_{m if m == 'readout' else 'total'}", config=CHART)
+
+
 def knockout_view(entry, model, data, data_key: str, n: int, classes: list[str]) -> None:
     """Each LSTM taken out in turn (three ways) and the selection swapped, on a fixed subset of
     the test set; then patching across the subset."""
@@ -363,16 +380,7 @@ def knockout_view(entry, model, data, data_key: str, n: int, classes: list[str])
     control = iv_words.no_communication_control(results_dir(), entry.dataset)
     st.caption(iv_words.caption(table, "clean", network=network, control=control))
     st.caption(iv_words.caption(table, "noisy", network=network, control=control))
-    if st.session_state.get("iv_class_mode") not in table.modes:
-        st.session_state["iv_class_mode"] = table.modes[0]
-    mode = st.radio("Per class", table.modes, horizontal=True, key="iv_class_mode",
-                    format_func=lambda m: iv_words.MODE_SHORT[m],
-                    help="Removed or switched off: the total effect; read-out only: the direct one.")
-    drops = table.per_class_drops(mode, "clean")
-    st.plotly_chart(traces.unit_heatmap(drops.T, classes, list(table.unit_names),
-                                        x_title="class", colorbar="drop (points)", diverging=True, annotate=True,
-                                        title=f"drop per class, LSTM {iv_words.MODE_SHORT[mode]}, clean (points)"),
-                    key="iv_class_drops", config=CHART)
+    _class_views(table, classes)
     _patching_view(entry, model, images, labels, key)
 
 
