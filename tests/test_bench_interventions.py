@@ -17,6 +17,10 @@ def test_bench_interventions_small(tmp_path, capsys):
     out = tmp_path / "iv.json"
     assert bench_interventions.main(["--n", "40", "--repeats", "1", "--out", str(out)]) == 0
     figures = json.loads(out.read_text())
-    assert figures["knockout_images"] == 40 and figures["knockout_runs"] == 20
+    runs = 2 * (1 + 3 * 6 + 3 + 2)  # intact, each LSTM three ways, three random draws, all, alpha 0; clean and noisy
+    assert figures["knockout_images"] == 40 and figures["knockout_runs"] == runs
+    assert set(figures["one_input_by_kind"]) == {"removed", "off", "readout", "patch state", "patch mask"}
     assert 0 < figures["one_input_s"]["median"] and 0 < figures["knockout_table_s"]
-    assert "knock-out table, 40 images, 20 runs" in capsys.readouterr().out
+    assert figures["patching_runs"] == 6 * 4 + 4 and figures["set_wide_s"] >= figures["knockout_table_s"]
+    out = capsys.readouterr().out
+    assert f"knock-out table, 40 images, {runs} runs" in out and "one input, patch state" in out

@@ -2,26 +2,29 @@
 
 Every view elsewhere is correlational (which LSTM fired, on which rows). Here the same trained
 weights are run with a change (``core.models.rim.Intervention``): cells of the active mask
-forced on or off, an LSTM knocked out for the whole input, the communication share ``alpha``
-set at inference, or the selection swapped ("random", seeded, or "all"). Both implementations
+forced on or off, an LSTM taken out in one of three ways (``KNOCKOUTS``), the communication
+share ``alpha`` set at inference, the selection swapped ("random", seeded, or "all"), or one
+LSTM's state or the whole selection mask patched in from a donor input. Both implementations
 of the RIM take the same intervention and give the same numbers (tests/test_interventions.py).
+This module computes; the wording, the tables and the CSV are ``core.report.interventions``.
 
 * ``run``: logits and trace of many images under one intervention (the batched inference loop).
 * ``force_grid`` / ``downstream_changes``: one input's override and the cells that changed
   because of it (the LSTMs whose selection moved at later rows).
-* ``knockout_table``: across a set, knock out each LSTM in turn and swap the selection, clean
-  and under Gaussian noise: accuracy, its Wilson interval and its drop, overall and per class,
-  with a caption computed from the numbers.
-* ``main``: the CLI that writes ``results/interventions/`` for the shipped converged RIMs.
+* ``knockout``: one LSTM taken out as ``removed``, ``off`` or ``readout`` (see ``KNOCKOUTS``).
+* ``donor_states`` / ``patch_state`` / ``patch_mask``: activation patching from a donor input.
+* ``knockout_table`` / ``knockout_tables``: across a set (and across the weights of several
+  seeds), each LSTM taken out in each way and the selection swapped, clean and under Gaussian
+  noise: correct per image, from which accuracy, drops, paired tests and per-class drops follow.
+* patching across a set: ``core.eval.patching``.
 """
 
 from __future__ import annotations
 
-import csv
+import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -32,8 +35,14 @@ from ..models.rim import RIM, Intervention
 from .predict import BATCH
 
 NOISE_VAR = 0.01  # the paper's noise test: Gaussian, variance 0.01
-RANDOM_SEED = 0  # the generator of the "random" selection swap
-SIGNIFICANCE = 0.05  # the paired exact test's level (one test per variant, not adjusted)
+RANDOM_SEEDS = (0, 1, 2)  # the generators of the "random" selection swap: one variant per draw
+# The three ways to take one LSTM out, default first (core.models.rim.Intervention):
+#   "removed": it leaves the top-k competition, so k others stay active at every row;
+#   "off":     it is switched off after the choice, so a row where it ranks in the top k runs
+#              one LSTM short (its place stays empty);
+#   "readout": the recurrence runs as trained and only its final state is replaced at the
+#              classifier (zeros, or its mean over training images): its direct effect.
+KNOCKOUTS = ("removed", "off", "readout")
 
 
 def supports(model) -> bool:
@@ -41,18 +50,36 @@ def supports(model) -> bool:
     return isinstance(model, RIM)
 
 
+def _rows_of(iv: Intervention, i: int, j: int, B: int) -> Intervention:
+    """The part of a per-image intervention that belongs to images i..j-1 (B images in all)."""
+    changes = {}
+    if iv.force is not None and np.ndim(iv.force) == 3:
+        changes["force"] = np.asarray(iv.force)[i:j]
+    if iv.readout is not None and np.ndim(iv.readout) == 3:
+        changes["readout"] = np.asarray(iv.readout)[i:j]
+    if iv.patch is not None:
+        h, c, cells = iv.patch
+        per_image = np.shape(h)[0] == B and B > 1
+        changes["patch"] = (np.asarray(h)[i:j] if per_image else h, np.asarray(c)[i:j] if per_image else c,
+                            np.asarray(cells)[i:j] if np.ndim(cells) == 3 else cells)
+    return dataclasses.replace(iv, **changes) if changes else iv
+
+
 @torch.no_grad()
 def run(model, images, intervention: Intervention | None = None, *, batch_size: int = BATCH,
-        with_trace: bool = False) -> tuple[np.ndarray, dict | None]:
+        with_trace: bool = False, with_states: bool = False) -> tuple[np.ndarray, dict | None]:
     """Logits [N, C] and, with ``with_trace``, the trace ([N, T, ...] numpy arrays) of ``images``
-    (uint8 or [0, 1] floats) under ``intervention``, in evaluation mode. A per-image ``force``
-    ([N, T, n]) is cut into the batches with the images. A seeded "random" selection seeds batch
-    b's generator with ``seed + b``: reproducible for a given ``batch_size``."""
+    (uint8 or [0, 1] floats) under ``intervention``, in evaluation mode; ``with_states`` adds the
+    states after each row ("h", "c" [N, T, n, H]) to the trace. Per-image parts of the
+    intervention ([N, ...] force, read-out, donor states) are cut into the batches with the
+    images. A seeded "random" selection seeds batch b's generator with ``seed + b``:
+    reproducible for a given ``batch_size``."""
     x_all = np.asarray(images)
     if len(x_all) == 0:
         raise ValueError("no images to run")
     if intervention is not None and not supports(model):
         raise ValueError(f"{type(model).__name__} has no mechanisms to intervene on (RIM only)")
+    with_trace = with_trace or with_states
     was = model.training
     model.eval()
     logits, traces = [], []
@@ -60,12 +87,13 @@ def run(model, images, intervention: Intervention | None = None, *, batch_size: 
         for b, i in enumerate(range(0, len(x_all), batch_size)):
             x = to_sequence(x_all[i : i + batch_size])
             iv = intervention
-            if iv is not None and iv.force is not None and np.ndim(iv.force) == 3:
-                iv = Intervention(np.asarray(iv.force)[i : i + batch_size], iv.knock_out, iv.alpha, iv.selection,
-                                  iv.seed)
-            if iv is not None and iv.seed is not None and b:
-                iv = Intervention(iv.force, iv.knock_out, iv.alpha, iv.selection, iv.seed + b)
+            if iv is not None:
+                iv = _rows_of(iv, i, i + batch_size, len(x_all))
+                if iv.seed is not None and b:
+                    iv = dataclasses.replace(iv, seed=iv.seed + b)
             kw = {} if iv is None else {"intervention": iv}
+            if with_states:
+                kw["return_states"] = True
             if with_trace:
                 out, tr = model(x, return_trace=True, **kw)
                 traces.append({k: v.cpu().numpy() for k, v in tr.items()})
@@ -76,6 +104,13 @@ def run(model, images, intervention: Intervention | None = None, *, batch_size: 
         model.train(was)
     trace = {k: np.concatenate([t[k] for t in traces]) for k in traces[0]} if with_trace else None
     return np.concatenate(logits), trace
+
+
+def probabilities(logits) -> np.ndarray:
+    """Softmax of logits [..., C] (numerically stable)."""
+    z = np.asarray(logits, dtype=np.float64)
+    z = np.exp(z - z.max(-1, keepdims=True))
+    return z / z.sum(-1, keepdims=True)
 
 
 def force_grid(T: int, n: int, on=(), off=()) -> np.ndarray:
@@ -91,12 +126,13 @@ def force_grid(T: int, n: int, on=(), off=()) -> np.ndarray:
 
 
 def pinned_cells(intervention: Intervention, T: int, n: int) -> np.ndarray:
-    """[T, n] bool: the cells the intervention sets directly (forced or knocked out)."""
+    """[T, n] bool: the cells of the mask the intervention sets directly (forced, knocked out,
+    removed, or patched from the donor's mask)."""
     pinned = np.zeros((T, n), dtype=bool)
     if intervention.force is not None:
         f = np.nan_to_num(np.asarray(intervention.force, dtype=np.float64), nan=-1.0)
         pinned |= (f.reshape(-1, T, n) >= 0).any(0)
-    for i in intervention.knock_out:
+    for i in (*intervention.knock_out, *intervention.remove):
         pinned[:, int(i)] = True
     return pinned
 
@@ -108,18 +144,130 @@ def downstream_changes(original: np.ndarray, after: np.ndarray, intervention: In
     return (original != after) & ~pinned_cells(intervention, *original.shape)
 
 
+# --------------------------------------------------------------------------- taking one LSTM out
+
+
+def final_states(model, images, *, batch_size: int = BATCH) -> np.ndarray:
+    """[N, n, H]: each LSTM's state after the last row, the input of the classifier."""
+    _, trace = run(model, images, batch_size=batch_size, with_states=True)
+    return trace["h"][:, -1]
+
+
+def mean_final_state(model, images, *, batch_size: int = BATCH) -> np.ndarray:
+    """[n, H]: the mean final state over ``images`` (training images: the read-out-only
+    knock-out's replacement by the mean)."""
+    return final_states(model, images, batch_size=batch_size).mean(0)
+
+
+def knockout(model, mode: str, units, *, isolate: bool = False, mean_state=None, **others) -> Intervention:
+    """LSTMs ``units`` (0-based) taken out as ``mode`` (see ``KNOCKOUTS``). ``isolate``: they
+    also leave every reader's communication softmax ("removed" and "off"; the read-out-only
+    knock-out leaves the recurrence as trained). ``mean_state`` ([n, H], "readout" only): the
+    final state put in their place (None: zeros). ``others``: further fields of the
+    ``Intervention`` (force, alpha, selection, seed)."""
+    units = tuple(int(i) for i in ([units] if np.isscalar(units) else units))
+    if mode not in KNOCKOUTS:
+        raise ValueError(f"knock-out mode must be one of {', '.join(KNOCKOUTS)}, got {mode!r}")
+    if mode == "readout":
+        c = model.config
+        readout = np.full((c.num_units, c.hidden_size), np.nan)
+        fill = np.zeros((c.num_units, c.hidden_size)) if mean_state is None else np.asarray(mean_state, dtype=float)
+        if fill.shape != readout.shape:
+            raise ValueError(f"mean_state must be [n, H] = {list(readout.shape)}, got {list(fill.shape)}")
+        for i in units:
+            if not 0 <= i < c.num_units:
+                raise ValueError(f"LSTM index {i} is not in 0..{c.num_units - 1}")
+            readout[i] = fill[i]
+        return Intervention(readout=readout if units else None, **others)
+    iso = units if isolate else ()
+    if mode == "removed":
+        return Intervention(remove=units, isolate=iso, **others)
+    return Intervention(knock_out=units, isolate=iso, **others)
+
+
+# --------------------------------------------------------------------------- activation patching
+
+
+def donor_states(model, images, *, batch_size: int = BATCH) -> tuple[np.ndarray, np.ndarray]:
+    """(h, c) [N, T, n, H]: the states after each row of the donor ``images``."""
+    _, trace = run(model, images, batch_size=batch_size, with_states=True)
+    return trace["h"], trace["c"]
+
+
+def noisy_copy(image, noise_var: float = NOISE_VAR, seed: int = 0) -> np.ndarray:
+    """One image with Gaussian noise (the recipient of clean -> noisy patching on one input)."""
+    return add_noise(np.asarray(image)[None], "gaussian", noise_var, seed=seed)[0]
+
+
+def row_cells(T: int, n: int, units, rows) -> np.ndarray:
+    """[T, n] bool: the cells of LSTMs ``units`` (0-based) on ``rows`` (1-based, inclusive
+    (first, last))."""
+    lo, hi = (int(r) for r in rows)
+    if not 1 <= lo <= hi <= T:
+        raise ValueError(f"rows must be 1 <= first <= last <= {T}, got {lo}..{hi}")
+    cells = np.zeros((T, n), dtype=bool)
+    for i in units:
+        if not 0 <= int(i) < n:
+            raise ValueError(f"LSTM index {i} is not in 0..{n - 1}")
+        cells[lo - 1 : hi, int(i)] = True
+    return cells
+
+
+def patch_state(h, c, units, rows, **others) -> Intervention:
+    """Patch the state (h and c) of LSTMs ``units`` after each row in ``rows`` with the donor's
+    (``h``, ``c``: ``donor_states`` of one donor [T, n, H] or one per image [N, T, n, H])."""
+    h, c = np.asarray(h), np.asarray(c)
+    if h.ndim == 3:
+        h, c = h[None], c[None]
+    T, n = h.shape[1], h.shape[2]
+    return Intervention(patch=(h, c, row_cells(T, n, units, rows)), **others)
+
+
+def patch_mask(donor_mask, rows, **others) -> Intervention:
+    """Patch the whole selection mask on ``rows`` with the donor's (``donor_mask`` [T, n] or one
+    per image [N, T, n], 1 = active): those rows run with exactly the LSTMs the donor had."""
+    m = np.asarray(donor_mask, dtype=np.float32)
+    T, n = m.shape[-2:]
+    cells = row_cells(T, n, range(n), rows)
+    return Intervention(force=np.where(cells, (m > 0.5).astype(np.float32), -1.0).astype(np.float32), **others)
+
+
+def one_input(model, T: int, *, cells: dict | None = None, knock_out=(), mode: str = KNOCKOUTS[0],
+              isolate: bool = False, mean_state=None, alpha: float | None = None, selection: str | None = None,
+              seed: int | None = None, patch: dict | None = None) -> Intervention:
+    """Everything the Intervene tab sets on one input of ``T`` rows, as one ``Intervention``:
+    forced ``cells`` ({(row, LSTM) 0-based: 0 or 1}), the LSTMs ``knock_out`` taken out as
+    ``mode`` (see ``knockout``), alpha, the selection and its seed, and a ``patch`` from a donor:
+    {"what": "state" or "mask", "units", "rows" (1-based, inclusive), "h", "c" [T, n, H],
+    "mask" [T, n]}. A forced cell wins over the donor's mask on the same cell."""
+    n = model.config.num_units
+    force = None
+    if patch is not None and patch["what"] == "mask":
+        force = patch_mask(patch["mask"], patch["rows"]).force
+    if cells:
+        grid = force_grid(T, n, on=[c for c, v in cells.items() if v], off=[c for c, v in cells.items() if not v])
+        force = grid if force is None else np.where(grid >= 0, grid, force).astype(np.float32)
+    iv = knockout(model, mode, tuple(knock_out), isolate=isolate, mean_state=mean_state, force=force, alpha=alpha,
+                  selection=selection, seed=seed)
+    if patch is not None and patch["what"] == "state" and len(patch["units"]):
+        iv = dataclasses.replace(iv, patch=patch_state(patch["h"], patch["c"], patch["units"], patch["rows"]).patch)
+    return iv
+
+
 # --------------------------------------------------------------------------- across a set
 
 
 @dataclass
 class Variant:
-    """One way of running the model across the set, with its accuracies."""
+    """One way of running the model across the set, with what it gets right."""
 
-    key: str  # "intact", "knockout:0", ..., "selection:random", "selection:all", "alpha:0"
-    label: str
+    key: str  # "intact", "removed:0", "off:0", "readout:0", ..., "random:0", "selection:all", "alpha:0"
     kind: str  # "intact", "knockout", "selection"
     clean: np.ndarray  # [N] bool, correct per image
     noisy: np.ndarray  # [N] bool
+    mode: str = ""  # the knock-out mode, or the selection swap ("random", "all", "alpha0")
+    unit: int | None = None  # the LSTM taken out (0-based)
+    seed: int | None = None  # the random selection's generator
 
 
 @dataclass
@@ -131,6 +279,11 @@ class InterventionTable:
     unit_names: list[str]
     noise_var: float
     variants: list[Variant] = field(default_factory=list)
+    alpha: float = math.nan  # the trained communication share
+    isolate: bool = False  # the taken-out LSTMs also left the communication softmax
+    readout_fill: str = "zeros"  # what replaces the final state in the read-out-only knock-out
+    k_active: int = 0
+    active_count: dict = field(default_factory=dict)  # variant key -> [N, T] active LSTMs per row (clean)
 
     @property
     def n(self) -> int:
@@ -138,6 +291,13 @@ class InterventionTable:
 
     def variant(self, key: str) -> Variant:
         return next(v for v in self.variants if v.key == key)
+
+    def keys(self, kind: str | None = None, mode: str | None = None) -> list[str]:
+        return [v.key for v in self.variants if (kind is None or v.kind == kind) and (mode is None or v.mode == mode)]
+
+    @property
+    def modes(self) -> list[str]:
+        return list(dict.fromkeys(v.mode for v in self.variants if v.kind == "knockout"))
 
     def accuracy(self, key: str, condition: str = "clean", cls: int | None = None) -> tuple[float, float, float, int]:
         """(accuracy, Wilson low, Wilson high, images) of a variant, overall or on one class."""
@@ -165,146 +325,72 @@ class InterventionTable:
         lost, gained = self.flips(key, condition)
         return 1.0 if lost + gained == 0 else float(binomtest(lost, lost + gained, 0.5).pvalue)
 
-    def significant(self, key: str, condition: str = "clean", level: float = SIGNIFICANCE) -> bool:
-        """The variant's accuracy differs from the intact model's (paired exact test, p < level)."""
-        return self.p_value(key, condition) < level
+    def per_class_drops(self, mode: str = KNOCKOUTS[0], condition: str = "clean") -> np.ndarray:
+        """[n LSTMs, C] drop in points per class of the knock-out ``mode``."""
+        keys = self.keys("knockout", mode)
+        return np.array([[self.drop(k, condition, c) for c in range(len(self.classes))] for k in keys])
 
-    def significant_drop(self, key: str, condition: str = "clean") -> bool:
-        return self.drop(key, condition) > 0 and self.significant(key, condition)
-
-    def rows(self) -> list[dict]:
-        """Long-format rows (one per variant x condition x class, 'all' first) for the CSV."""
-        out = []
-        for v in self.variants:
-            for condition in ("clean", "noisy"):
-                for cls in [None, *range(len(self.classes))]:
-                    acc, lo, hi, n = self.accuracy(v.key, condition, cls)
-                    lost, gained = self.flips(v.key, condition) if cls is None else (None, None)
-                    out.append({"variant": v.key, "label": v.label, "condition": condition,
-                                "noise_var": self.noise_var if condition == "noisy" else 0.0,
-                                "class": "all" if cls is None else self.classes[cls], "images": n,
-                                "accuracy": acc, "wilson_low": lo, "wilson_high": hi,
-                                "drop_points": self.drop(v.key, condition, cls),
-                                "lost": lost, "gained": gained,
-                                "p_paired": self.p_value(v.key, condition) if cls is None else None})
-        return out
-
-    def per_class_drops(self, condition: str = "clean") -> np.ndarray:
-        """[n LSTMs, C] knock-out drop in points per class."""
-        knock = [v.key for v in self.variants if v.kind == "knockout"]
-        return np.array([[self.drop(k, condition, c) for c in range(len(self.classes))] for k in knock])
-
-    def caption(self, condition: str = "clean") -> str:
-        """What the numbers mean, in one paragraph computed from them."""
-        knock = [v for v in self.variants if v.kind == "knockout"]
-        what = "clean" if condition == "clean" else f"with Gaussian noise (variance {self.noise_var:g})"
-        base = self.accuracy("intact", condition)[0] * 100
-        parts = [f"On {self.n:,} images {what}, the intact model is right on {base:.2f}%."]
-        if knock:
-            drops = [self.drop(v.key, condition) for v in knock]
-            unit = [self.unit_names[int(v.key.split(":")[1])] for v in knock]
-            worst = unit[int(np.argmax(drops))]
-            needed = [u for u, v in zip(unit, knock) if self.significant_drop(v.key, condition)]
-            test = f"paired exact test, p < {SIGNIFICANCE:g}"
-            if not needed:
-                parts.append(f"No single LSTM is necessary: each knock-out costs at most {max(drops):.2f} points "
-                             f"({worst}), none of them significant ({test}).")
-            elif len(needed) == len(knock):
-                parts.append(f"Every LSTM is needed: knocking out one costs from {min(drops):.2f} to {max(drops):.2f} "
-                             f"points, each drop significant ({test}); the largest: {worst}.")
-            else:
-                rest = [u for u in unit if u not in needed]
-                parts.append(f"Knocking out one LSTM costs from {min(drops):.2f} to {max(drops):.2f} points; "
-                             f"{', '.join(needed)} {'is' if len(needed) == 1 else 'are'} needed ({test}), "
-                             f"{', '.join(rest)} not; the largest drop: {worst}.")
-            per_class = self.per_class_drops(condition)
-            if per_class.size:
-                u, c = np.unravel_index(int(np.nanargmax(per_class)), per_class.shape)
-                parts.append(f"Per class the largest drop is {per_class[u, c]:.1f} points "
-                             f"({unit[u]} knocked out, class {self.classes[c]}).")
-        swaps = [v for v in self.variants if v.kind == "selection"]
-        if swaps:
-            parts.append("At inference with the same weights: " + "; ".join(
-                f"{v.label} {self._signed(v.key, condition)}" for v in swaps) + ".")
-        return " ".join(parts)
-
-    def _signed(self, key: str, condition: str) -> str:
-        d = -self.drop(key, condition)
-        sig = "significant" if self.significant(key, condition) else "not significant"
-        return f"{d:+.2f} points ({sig})"
-
-    def markdown(self, title: str) -> str:
-        """A table of every variant (clean and noisy) and the per-class knock-out drops, with the captions."""
-        lines = [f"### {title}", "", "| Variant | Clean accuracy [95% CI] | Drop (points) | Lost / gained | p (paired) | "
-                 f"Noisy accuracy (var {self.noise_var:g}) [95% CI] | Drop (points) | p (paired) |",
-                 "|---|---|---|---|---|---|---|---|"]
-        for v in self.variants:
-            cells = []
-            for condition in ("clean", "noisy"):
-                acc, lo, hi, _ = self.accuracy(v.key, condition)
-                cells.append(f"{acc * 100:.2f} [{lo * 100:.2f}, {hi * 100:.2f}]")
-                cells.append("–" if v.kind == "intact" else f"{self.drop(v.key, condition):+.2f}")
-                if condition == "clean":
-                    lost, gained = self.flips(v.key, condition)
-                    cells.append("–" if v.kind == "intact" else f"{lost} / {gained}")
-                cells.append("–" if v.kind == "intact" else f"{self.p_value(v.key, condition):.2g}")
-            lines.append(f"| {v.label} | " + " | ".join(cells) + " |")
-        knock = [v for v in self.variants if v.kind == "knockout"]
-        if knock:
-            drops = self.per_class_drops("clean")
-            lines += ["", "Knock-out drop per class (clean, points):", "",
-                      "| | " + " | ".join(self.classes) + " |", "|---" * (len(self.classes) + 1) + "|"]
-            lines += [f"| {v.label} | " + " | ".join(f"{d:+.1f}" for d in row) + " |" for v, row in zip(knock, drops)]
-        lines += ["", self.caption("clean"), "", self.caption("noisy"), ""]
-        return "\n".join(lines)
+    def short_rows(self, key: str) -> float:
+        """Share of rows (clean) on which fewer than k LSTMs are active under the variant."""
+        counts = self.active_count.get(key)
+        return math.nan if counts is None else float((counts < self.k_active).mean())
 
 
-def variants_of(model) -> list[tuple[str, str, str, Intervention | None]]:
-    """(key, label, kind, intervention) of every run in the table: intact, each knock-out, the
-    selection swaps (random with a fixed seed, all) and alpha 0, each at inference."""
-    names = list(getattr(model, "unit_names", [f"LSTM {i + 1}" for i in range(model.config.num_units)]))
-    out: list[tuple[str, str, str, Intervention | None]] = [("intact", "intact (attention)", "intact", None)]
-    out += [(f"knockout:{i}", f"knock out {name}", "knockout", Intervention(knock_out=(i,)))
-            for i, name in enumerate(names)]
-    out += [("selection:random", f"selection random (seed {RANDOM_SEED})", "selection",
-             Intervention(selection="random", seed=RANDOM_SEED)),
-            ("selection:all", "selection all", "selection", Intervention(selection="all")),
-            ("alpha:0", "alpha 0 (no communication)", "selection", Intervention(alpha=0.0))]
+def variants_of(model, modes: Sequence[str] = KNOCKOUTS, random_seeds: Sequence[int] = RANDOM_SEEDS, *,
+                isolate: bool = False, mean_state=None) -> list[tuple[Variant, Intervention | None]]:
+    """(variant without results, intervention) of every run in the table: intact, each LSTM in
+    each knock-out mode, the random selection (one per seed), all active, and alpha 0."""
+    n = model.config.num_units
+    empty = np.zeros(0, dtype=bool)
+    out: list[tuple[Variant, Intervention | None]] = [(Variant("intact", "intact", empty, empty), None)]
+    for mode in modes:
+        out += [(Variant(f"{mode}:{i}", "knockout", empty, empty, mode, i),
+                 knockout(model, mode, i, isolate=isolate, mean_state=mean_state)) for i in range(n)]
+    out += [(Variant(f"random:{s}", "selection", empty, empty, "random", seed=int(s)),
+             Intervention(selection="random", seed=int(s))) for s in random_seeds]
+    out += [(Variant("selection:all", "selection", empty, empty, "all"), Intervention(selection="all")),
+            (Variant("alpha:0", "selection", empty, empty, "alpha0"), Intervention(alpha=0.0))]
     return out
 
 
-def knockout_table(model, images, labels, classes, *, noise_var: float = NOISE_VAR, noise_seed: int = 0,
-                   batch_size: int = BATCH, progress: Callable[[float, str], None] | None = None) -> InterventionTable:
+def knockout_table(model, images, labels, classes, *, modes: Sequence[str] = KNOCKOUTS,
+                   random_seeds: Sequence[int] = RANDOM_SEEDS, isolate: bool = False, mean_state=None,
+                   noise_var: float = NOISE_VAR, noise_seed: int = 0, batch_size: int = BATCH,
+                   progress: Callable[[float, str], None] | None = None) -> InterventionTable:
     """Run every variant of ``variants_of`` on ``images`` clean and with Gaussian noise
-    (``noise_var``, seeded ``noise_seed``). ``progress(fraction, what)`` is called after each run."""
+    (``noise_var``, seeded ``noise_seed``). ``mean_state``: the read-out-only knock-out's
+    replacement (``mean_final_state`` of training images; None: zeros). ``progress(fraction,
+    key)`` is called after each variant."""
     labels = np.asarray(labels, dtype=np.int64)
     noisy_images = add_noise(images, "gaussian", noise_var, seed=noise_seed)
     names = list(getattr(model, "unit_names", [f"LSTM {i + 1}" for i in range(model.config.num_units)]))
-    table = InterventionTable(labels, list(classes), names, noise_var)
-    todo = variants_of(model)
-    for j, (key, label, kind, iv) in enumerate(todo):
-        correct = {}
-        for condition, imgs in (("clean", images), ("noisy", noisy_images)):
-            logits, _ = run(model, imgs, iv, batch_size=batch_size)
-            correct[condition] = logits.argmax(1) == labels
-        table.variants.append(Variant(key, label, kind, correct["clean"], correct["noisy"]))
+    table = InterventionTable(labels, list(classes), names, noise_var, alpha=float(model.config.alpha),
+                              isolate=isolate, readout_fill="zeros" if mean_state is None else "mean",
+                              k_active=int(model.config.k_active))
+    todo = variants_of(model, modes, random_seeds, isolate=isolate, mean_state=mean_state)
+    for j, (v, iv) in enumerate(todo):
+        logits, trace = run(model, images, iv, batch_size=batch_size, with_trace=True)
+        v.clean = logits.argmax(1) == labels
+        table.active_count[v.key] = (trace["active"] > 0.5).sum(-1).astype(np.int8)
+        logits, _ = run(model, noisy_images, iv, batch_size=batch_size)
+        v.noisy = logits.argmax(1) == labels
+        table.variants.append(v)
         if progress is not None:
-            progress((j + 1) / len(todo), label)
+            progress((j + 1) / len(todo), v.key)
     return table
 
 
-CSV_FIELDS = ["dataset", "model", "variant", "label", "condition", "noise_var", "class", "images", "accuracy",
-              "wilson_low", "wilson_high", "drop_points", "lost", "gained", "p_paired"]
+def knockout_tables(models: Sequence, images, labels, classes, **kw) -> list[InterventionTable]:
+    """``knockout_table`` of each model (one per seed, same images and noise draw): the study
+    over several trained networks. ``kw``: as ``knockout_table`` (``mean_state`` may be a list,
+    one per model)."""
+    means = kw.pop("mean_state", None)
+    if means is None or np.ndim(means) == 2:
+        means = [means] * len(models)
+    return [knockout_table(m, images, labels, classes, mean_state=ms, **kw) for m, ms in zip(models, means, strict=True)]
 
 
-def write_csv(path: Path, tables: dict[tuple[str, str], InterventionTable]) -> None:
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
-        w.writeheader()
-        for (dataset, model), table in tables.items():
-            for row in table.rows():
-                w.writerow({"dataset": dataset, "model": model, **{k: _fmt(v) for k, v in row.items()}})
-
-
-def _fmt(v):
-    return f"{v:.6f}" if isinstance(v, float) else ("" if v is None else v)
+def seed_drops(tables: Sequence[InterventionTable], key: str, condition: str = "clean",
+               cls: int | None = None) -> np.ndarray:
+    """[seeds] the drop of variant ``key`` in each table (one per trained network)."""
+    return np.array([t.drop(key, condition, cls) for t in tables])

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 import torch.nn as nn
 
@@ -65,20 +66,38 @@ class Intervention:
     """What to change in a forward pass of trained weights (``RIM.forward(x, intervention=...)``).
 
     Applied in this order at every row: the selection picks the active set ("attention": top-k
-    of the input attention; "random": k drawn from a generator seeded with ``seed``; "all");
-    then ``force`` overrides single cells; then the knocked-out LSTMs are switched off.
+    of the input attention, the removed LSTMs left out of the ranking; "random": k drawn from a
+    generator seeded with ``seed``; "all"); then ``force`` overrides single cells; then the
+    knocked-out and removed LSTMs are switched off; after the step, ``patch`` replaces states.
+    At the end ``readout`` replaces final states before the classifier.
 
+    Three ways to take one LSTM out (``core.eval.interventions.KNOCKOUTS`` names them):
+
+    * ``remove``: the LSTM leaves the top-k competition: the attention ranks only the others, so
+      k of them stay active at every row (the "attention" selection), and it is never active.
+    * ``knock_out``: the LSTM is switched off *after* the choice: it still takes one of the k
+      places when its attention ranks it there, so that row runs one LSTM short. A knocked-out
+      (or removed) LSTM keeps its initial state (h = c = 0) throughout, exactly what the model
+      does to any LSTM until its first activation. In the read-out its 32 columns then multiply
+      zeros (it adds nothing to the logits); in the communication it is still one of the n keys
+      and values, with key and value 0 (the communication projections have no bias), so it
+      takes its share of every reader's softmax and returns nothing (unless ``isolate``d). No
+      new mechanism is added, both implementations run the same code path as an inactive LSTM,
+      and an LSTM that is never active anyway is left exactly as it was (knocking it out
+      changes nothing, bit for bit).
+    * ``readout``: [n, H] or [B, n, H] final states the classifier reads instead of the
+      computed ones (NaN: the computed value): zeros or a mean for one LSTM take its direct
+      effect on the logits away and leave the recurrence as it was.
+
+    * ``isolate``: LSTMs left out of every reader's communication softmax (their key gets no
+      weight), so the others' reads are shared among the remaining LSTMs only.
     * ``force``: the mask override, [T, n] (one for every image) or [B, T, n]: 1 = on, 0 = off,
       -1 (or NaN) = as the selection chose. A forced cell does not push another LSTM out (or
       in): that row may have more or fewer than k active LSTMs.
-    * ``knock_out``: LSTMs that are never active on this input. A knocked-out LSTM keeps its
-      initial state (h = c = 0) throughout, exactly what the model does to any LSTM until its
-      first activation. In the read-out its 32 columns then multiply zeros (it adds nothing to
-      the logits); in the communication it is still one of the n keys and values, with key and
-      value 0 (the communication projections have no bias), so it takes its share of every
-      reader's softmax and returns nothing. No new mechanism is added, both implementations
-      run the same code path as an inactive LSTM, and an LSTM that is never active anyway is
-      left exactly as it was (knocking it out changes nothing, bit for bit).
+    * ``patch``: activation patching, ``(h, c, cells)``: donor states h, c [B or 1, T, n, H]
+      (the state after each row, ``RIM.forward(..., return_states=True)`` of a donor input) and
+      the cells [T, n] or [B, T, n] (bool) where they replace the state after the row's step.
+      Inference only (no gradient flows through a patched run).
     * ``alpha``: the communication share at inference (None: the trained value).
     * ``selection``: "attention", "random" or "all" with the same weights (None: the model's).
     * ``seed``: the generator of the "random" selection (None: torch's global generator).
@@ -89,10 +108,71 @@ class Intervention:
     alpha: float | None = None
     selection: str | None = None
     seed: int | None = None
+    remove: tuple[int, ...] = field(default_factory=tuple)
+    isolate: tuple[int, ...] = field(default_factory=tuple)
+    readout: object = None  # array-like [n, H] or [B, n, H], NaN = as computed
+    patch: object = None  # (h, c, cells), see above
+
+    def _units(self, name: str, n: int) -> list[int]:
+        units = [int(i) for i in getattr(self, name)]
+        for i in units:
+            if not 0 <= i < n:
+                raise ValueError(f"{name}: LSTM index {i} is not in 0..{n - 1}")
+        return units
+
+    def removed(self, n: int, like: torch.Tensor) -> torch.Tensor | None:
+        """[n, 1] bool: the LSTMs left out of the top-k ranking, or None."""
+        units = self._units("remove", n)
+        if not units:
+            return None
+        out = torch.zeros(n, 1, dtype=torch.bool, device=like.device)
+        out[units] = True
+        return out
+
+    def isolated(self, n: int, like: torch.Tensor) -> torch.Tensor | None:
+        """[n] bool: the LSTMs left out of the communication softmax, or None."""
+        units = self._units("isolate", n)
+        if not units:
+            return None
+        if len(set(units)) >= n:
+            raise ValueError("isolate: at least one LSTM must stay in the communication")
+        out = torch.zeros(n, dtype=torch.bool, device=like.device)
+        out[units] = True
+        return out
+
+    def readout_state(self, h: torch.Tensor) -> torch.Tensor:
+        """The final states [B, n, H] the classifier reads (``readout`` where it is not NaN)."""
+        if self.readout is None:
+            return h
+        r = torch.as_tensor(np.asarray(self.readout, dtype=np.float64), dtype=h.dtype, device=h.device)
+        if r.dim() == 2:
+            r = r.unsqueeze(0)
+        if r.shape[1:] != h.shape[1:] or r.shape[0] not in (1, h.shape[0]):
+            raise ValueError(f"readout must be [n, H] = {list(h.shape[1:])} or [B, n, H], got {list(r.shape)}")
+        return torch.where(torch.isnan(r), h, r)
+
+    def patch_tensors(self, B: int, T: int, n: int, H: int, like: torch.Tensor):
+        """The patch as (h, c) [T, B, n, H] and cells [T, B, n, 1] bool, or None."""
+        if self.patch is None:
+            return None
+        h, c, cells = self.patch
+        h = torch.as_tensor(np.asarray(h), dtype=like.dtype, device=like.device)
+        c = torch.as_tensor(np.asarray(c), dtype=like.dtype, device=like.device)
+        cells = torch.as_tensor(np.asarray(cells, dtype=bool), device=like.device)
+        if cells.dim() == 2:
+            cells = cells.unsqueeze(0)
+        for name, v in (("h", h), ("c", c)):
+            if v.dim() != 4 or v.shape[1:] != (T, n, H) or v.shape[0] not in (1, B):
+                raise ValueError(f"patch: donor {name} must be [B or 1, T, n, H] = [{B}, {T}, {n}, {H}], "
+                                 f"got {list(v.shape)}")
+        if cells.shape[1:] != (T, n) or cells.shape[0] not in (1, B):
+            raise ValueError(f"patch: cells must be [T, n] = [{T}, {n}] or [B, T, n], got {list(cells.shape)}")
+        return (h.expand(B, T, n, H).transpose(0, 1), c.expand(B, T, n, H).transpose(0, 1),
+                cells.expand(B, T, n).transpose(0, 1).unsqueeze(-1))
 
     def override(self, B: int, T: int, n: int, like: torch.Tensor) -> torch.Tensor | None:
         """The cell override as a [T, B, n] tensor (-1 = as chosen, 0 = off, 1 = on), or None."""
-        if self.force is None and not self.knock_out:
+        if self.force is None and not self.knock_out and not self.remove:
             return None
         ov = like.new_full((B, T, n), -1.0)
         if self.force is not None:
@@ -105,10 +185,8 @@ class Intervention:
             if not bool(((f == -1) | (f == 0) | (f == 1)).all()):
                 raise ValueError("force holds 1 (on), 0 (off) and -1 or NaN (as chosen) only")
             ov = f.expand(B, T, n).clone()
-        for i in self.knock_out:
-            if not 0 <= int(i) < n:
-                raise ValueError(f"knock_out: LSTM index {i} is not in 0..{n - 1}")
-            ov[:, :, int(i)] = 0.0
+        for i in (*self._units("knock_out", n), *self._units("remove", n)):
+            ov[:, :, i] = 0.0
         return ov.transpose(0, 1).contiguous()
 
 
@@ -196,11 +274,13 @@ class RIM(SequenceModel, config=RIMConfig):
         return like.new_zeros(T, c.num_units, B).scatter_(1, top, 1.0).transpose(1, 2)
 
     # ------------------------------------------------------------------------------------
-    def step(self, e_t, h, cell, active=None, override=None, alpha=None):
+    def step(self, e_t, h, cell, active=None, override=None, alpha=None, removed=None, isolated=None):
         """One timestep for all LSTMs at once: row encoding e_t [B, E], states h, cell [B, n, H],
         an optional fixed mask ``active`` [B, n], an optional cell override [B, n] (-1 = as
-        chosen, 0 = off, 1 = on; see ``Intervention``) and the communication share ``alpha``
-        (None: the config's). Returns the new (h, cell) and this step's trace."""
+        chosen, 0 = off, 1 = on; see ``Intervention``), the communication share ``alpha``
+        (None: the config's), the LSTMs left out of the top-k ranking ``removed`` [n, 1] bool
+        and those left out of the communication softmax ``isolated`` [n] bool (None: none).
+        Returns the new (h, cell) and this step's trace."""
         c = self.config
         alpha = c.alpha if alpha is None else alpha
         B, n, H = h.shape
@@ -224,7 +304,8 @@ class RIM(SequenceModel, config=RIMConfig):
         # 2. Who is active: the k LSTMs with the most attention on the row (ties: topk's
         #    order), or the ablation's fixed mask.
         if active is None:
-            top = w_mean.topk(c.k_active, dim=1).indices
+            rank = w_mean if removed is None else w_mean.masked_fill(removed.t(), -math.inf)
+            top = rank.topk(c.k_active, dim=1).indices
             active = torch.zeros_like(w_mean).scatter_(1, top, 1.0)
         if override is not None:  # an intervention: forced cells replace the choice
             active = torch.where(override >= 0, override, active)
@@ -245,7 +326,10 @@ class RIM(SequenceModel, config=RIMConfig):
         cq = qkv[..., : Hc * dkc].reshape(B, n, Hc, dkc)
         ck = qkv[..., Hc * dkc : 2 * Hc * dkc].reshape(B, n, Hc, dkc)
         cv = qkv[..., 2 * Hc * dkc :].reshape(B, n, Hc, dvc)
-        comm_att = torch.softmax(torch.einsum("bihd,bjhd->bhij", cq, ck) / math.sqrt(dkc), dim=-1)
+        comm_scores = torch.einsum("bihd,bjhd->bhij", cq, ck) / math.sqrt(dkc)
+        if isolated is not None:  # an intervention: these keys get no weight
+            comm_scores = comm_scores.masked_fill(isolated, -math.inf)
+        comm_att = torch.softmax(comm_scores, dim=-1)
         read = torch.einsum("bhij,bjhd->bihd", comm_att, cv).reshape(B, n, Hc * dvc)
         h = torch.where(act, h_tilde + alpha * _per_unit(read, self.w_comm_out), h_tilde)
 
@@ -253,13 +337,16 @@ class RIM(SequenceModel, config=RIMConfig):
                  "comm_attention": comm_att.mean(1), "hidden_norm": h.norm(dim=-1)}
         return h, cell, trace
 
-    def forward(self, x: torch.Tensor, return_trace: bool = False, intervention: Intervention | None = None):
+    def forward(self, x: torch.Tensor, return_trace: bool = False, intervention: Intervention | None = None,
+                return_states: bool = False):
         """Logits [B, C], or ``(logits, trace)``. The trace holds [B, T, ...] tensors: "active"
         [B,T,n] (1 = active, after any intervention), "input_attention" [B,T,n] (head-averaged
         weight on the row), "input_attention_heads" [B,T,n,Hi], "comm_attention" [B,T,n,n]
         (reader i over read j, head-averaged), "hidden_norm" [B,T,n] (|h| after the step) and
         "activity" (= "active"). ``intervention``: see ``Intervention`` (None: the trained model
-        as it is, bit for bit)."""
+        as it is, bit for bit). ``return_states``: the trace also holds "h" and "c" [B,T,n,H],
+        the states after each row (computed by the reference step, whichever the impl: the
+        donor states of activation patching)."""
         c = self.config
         B, T, _ = x.shape
         iv = intervention or Intervention()
@@ -268,17 +355,26 @@ class RIM(SequenceModel, config=RIMConfig):
         mask = self.selection_mask(T, B, x, iv.selection, generator)  # [T, B, n] or None
         override = iv.override(B, T, c.num_units, x)  # [T, B, n] or None
         alpha = c.alpha if iv.alpha is None else float(iv.alpha)
-        if c.impl == "fused":
-            h, trace = rim_kernel.fused_forward(self, e, mask, return_trace, override=override, alpha=alpha)
+        removed, isolated = iv.removed(c.num_units, x), iv.isolated(c.num_units, x)
+        patch = iv.patch_tensors(B, T, c.num_units, c.hidden_size, x)
+        if c.impl == "fused" and not return_states:
+            h, trace = rim_kernel.fused_forward(self, e, mask, return_trace, override=override, alpha=alpha,
+                                                removed=removed, isolated=isolated, patch=patch)
         else:
             h = cell = x.new_zeros(B, c.num_units, c.hidden_size)
             steps = []
             for t in range(T):
                 h, cell, tr = self.step(e[:, t], h, cell, None if mask is None else mask[t],
-                                        None if override is None else override[t], alpha)
+                                        None if override is None else override[t], alpha, removed, isolated)
+                if patch is not None:  # activation patching: the donor's state after this row
+                    h, cell = torch.where(patch[2][t], patch[0][t], h), torch.where(patch[2][t], patch[1][t], cell)
+                    tr["hidden_norm"] = h.norm(dim=-1)
+                if return_states:
+                    tr["h"], tr["c"] = h, cell
                 steps.append(tr)
-            trace = {key: torch.stack([tr[key] for tr in steps], 1).detach() for key in rim_kernel.TRACE_KEYS}
-        logits = self.readout(h.reshape(B, c.num_units * c.hidden_size))
+            keys = rim_kernel.TRACE_KEYS + (("h", "c") if return_states else ())
+            trace = {key: torch.stack([tr[key] for tr in steps], 1).detach() for key in keys}
+        logits = self.readout(iv.readout_state(h).reshape(B, c.num_units * c.hidden_size))
         if not return_trace:
             return logits
         trace["activity"] = trace["active"]  # the common per-unit view every model provides

@@ -38,14 +38,18 @@ from ._workspace import WorkspacePool, claim, outputs_with_trace
 
 
 def fused_forward(model, e: torch.Tensor, mask: torch.Tensor | None, return_trace: bool,
-                  override: torch.Tensor | None = None, alpha: float | None = None):
+                  override: torch.Tensor | None = None, alpha: float | None = None,
+                  removed: torch.Tensor | None = None, isolated: torch.Tensor | None = None, patch=None):
     """The recurrence of ``model`` (a ``RIM``) on the row encodings ``e`` [B,T,E].
 
     ``mask`` [T,B,n] is a fixed activation mask (the random / all ablations) or None (top-k of
     the input attention); ``override`` [T,B,n] replaces single cells of it (-1 = as chosen,
     0 = off, 1 = on: an intervention, see ``rim.Intervention``); ``alpha`` is the
-    communication share (None: the config's). Returns the final states [B, n, H] and the trace
-    (stacked [B,T,...] tensors, keyed as ``rim.py`` documents) or None.
+    communication share (None: the config's); ``removed`` [n, 1] bool: LSTMs left out of the
+    top-k ranking; ``isolated`` [n] bool: LSTMs left out of the communication softmax; ``patch``:
+    donor states (h, c [T,B,n,H], cells [T,B,n,1]) written over the state after each row
+    (inference only). Returns the final states [B, n, H] and the trace (stacked [B,T,...]
+    tensors, keyed as ``rim.py`` documents) or None.
     """
     c = model.config
     B, T, _ = e.shape
@@ -61,13 +65,22 @@ def fused_forward(model, e: torch.Tensor, mask: torch.Tensor | None, return_trac
     if alpha is not None and float(alpha) != dims.alpha:
         dims = dataclasses.replace(dims, alpha=float(alpha))
     needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (keys, vals, *weights))
+    if removed is not None:
+        removed = removed.view(c.num_units, 1, 1)  # [n,1,1]: broadcasts over the batch
+    if isolated is not None:
+        isolated = isolated.view(1, c.num_units, 1, 1)  # [1,n_j,1,1]
+    if patch is not None:  # [T,B,n,H] -> [T,n,H,B]
+        patch = tuple(p.permute(0, 2, 3, 1).contiguous() for p in patch)
     if needs_grad:
-        h, *stacked = _RIMSequence.apply(keys, vals, *weights, dims, mask, return_trace, override)
+        if patch is not None:
+            raise ValueError("activation patching runs without gradients (torch.no_grad())")
+        h, *stacked = _RIMSequence.apply(keys, vals, *weights, dims, mask, return_trace, override, removed,
+                                         isolated)
         trace = dict(zip(TRACE_KEYS, stacked)) if return_trace else None
     else:
         with torch.no_grad():
             h, tr = _recurrence(keys, vals, *_g_doubled(*weights, dims), dims, trace=return_trace, mask=mask,
-                                override=override)
+                                override=override, removed=removed, isolated=isolated, patch=patch)
         trace = _stack(tr) if return_trace else None
     return h.permute(2, 0, 1), trace  # h: [n,H,B] -> [B,n,H]
 
@@ -113,14 +126,17 @@ def _g_doubled(w_hq, b_hq, w_ih, w_comm, w_comm_out, d: _Dims):
 
 
 def _recurrence(keys, vals, w_hq, b_hq, w_ih, w_comm, w_comm_out, d: _Dims, trace=False, ws=None,
-                mask=None, override=None):
+                mask=None, override=None, removed=None, isolated=None, patch=None):
     # long: the fused step keeps all T steps in one function so its buffers stay in place and the
     # step reads top to bottom; tests/test_equivalence.py holds it to core/models/rim.py
     """Run all T steps. Returns the final h [n,H,B] and the trace lists (or None).
 
     ``mask`` [T,n,1,B]: a fixed activation mask (the random / all ablations) used instead of
     the top-k of the input attention. ``override`` [T,n,1,B]: cells forced on (1) or off (0)
-    after the choice, -1 elsewhere (an intervention).
+    after the choice, -1 elsewhere (an intervention). ``removed`` [n,1,1] bool: left out of the
+    top-k ranking; ``isolated`` [1,n,1,1] bool: keys left out of the communication softmax;
+    ``patch``: (h, c [T,n,H,B], cells [T,n,1,B]) donor states written over the state after a row
+    (inference only: not with ``ws``).
 
     With a workspace ``ws`` (training) every tensor the backward needs is written into it;
     without one (inference, tracing) nothing is kept. The weights come from ``_g_doubled``.
@@ -161,7 +177,8 @@ def _recurrence(keys, vals, w_hq, b_hq, w_ih, w_comm, w_comm_out, d: _Dims, trac
         w_mean = w.mean(1)  # [n,B] head-averaged, ranks the LSTMs
         if mask is None:
             # top-k activation: exactly k LSTMs per example (ties broken by topk's order)
-            top = w_mean.topk(k, dim=0).indices  # [k,B]
+            rank = w_mean if removed is None else w_mean.masked_fill(removed.view(n, 1), -math.inf)
+            top = rank.topk(k, dim=0).indices  # [k,B]
             act = (w_mean.new_zeros(n, 1, B) if ws is None else act_out[t].zero_())
             act.squeeze(1).scatter_(0, top, 1.0)  # [n,1,B], 1 = active
         else:
@@ -190,10 +207,15 @@ def _recurrence(keys, vals, w_hq, b_hq, w_ih, w_comm, w_comm_out, d: _Dims, trac
         cq = qkv[:, :C].view(n, 1, Hc, dkc, B)  # reader i
         ck = qkv[:, C : 2 * C].view(1, n, Hc, dkc, B)  # read j
         cv = qkv[:, 2 * C :].view(1, n, Hc, dvc, B)
-        att = torch._softmax((cq * ck).sum(3) * scale, 1, False, out=att_out[t])  # [n_i,n_j,Hc,B]
+        s = (cq * ck).sum(3) * scale
+        if isolated is not None:  # an intervention: these keys get no weight
+            s = s.masked_fill(isolated, -math.inf)
+        att = torch._softmax(s, 1, False, out=att_out[t])  # [n_i,n_j,Hc,B]
         read = torch.sum(att.unsqueeze(3) * cv, 1, out=read_out[t])  # [n,Hc,dvc,B]
         comm = torch.bmm(w_out_t, read.view(n, Hc * dvc, B))  # [n,H,B]
         h = torch.addcmul(h_t, act, comm, value=d.alpha, out=h_out[t])
+        if patch is not None:  # activation patching: the donor's state after this row
+            h, c = torch.where(patch[2][t], patch[0][t], h), torch.where(patch[2][t], patch[1][t], c)
 
         if tr is not None:
             tr["active"].append(act.squeeze(1).t())
@@ -312,11 +334,12 @@ class _RIMSequence(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, keys, vals, w_hq, b_hq, w_ih, w_comm, w_comm_out, dims, mask=None, trace=False,
-                override=None):
+                override=None, removed=None, isolated=None):
         T, _, B = keys.shape
         ws = _workspace(T, B, dims, keys.dtype, keys.device)
         weights = _g_doubled(w_hq, b_hq, w_ih, w_comm, w_comm_out, dims)
-        h, tr = _recurrence(keys, vals, *weights, dims, trace=trace, ws=ws, mask=mask, override=override)
+        h, tr = _recurrence(keys, vals, *weights, dims, trace=trace, ws=ws, mask=mask, override=override,
+                            removed=removed, isolated=isolated)
         ctx.ws, ctx.dims, ctx.weights = ws, dims, weights
         ctx.save_for_backward(keys, vals)
         return outputs_with_trace(ctx, h.clone(), _stack(tr) if trace else None)
@@ -328,4 +351,4 @@ class _RIMSequence(torch.autograd.Function):
         grads = _recurrence_backward(dh.contiguous(), ws, *ctx.saved_tensors, *ctx.weights, ctx.dims)
         ctx.weights = None
         _release(ws)
-        return (*grads, None, None, None, None)
+        return (*grads, None, None, None, None, None, None)

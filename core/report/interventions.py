@@ -1,54 +1,410 @@
-"""The interventions study in brief (results/interventions/knockout.csv, written by
-``python -m core.studies.interventions``): one row per variant, a column per data set and
-condition, for the documents; the full tables with the per-class drops are in knockout.md."""
+"""The interventions in words and tables: what ``core.eval.interventions`` computes across a
+set, as the Intervene tab, ``results/interventions/`` (knockout.csv, knockout.md) and
+REPRODUCTION's generated block show it (one input and patching: ``core.report.intervene``).
+
+One significance rule everywhere: the paired exact (McNemar) test of each variant against the
+intact model on the same images, Holm-adjusted over the tests of the table it belongs to (one
+trained network on one data set, clean and noisy), at ``ALPHA``. A sentence says that a drop
+differs from no change when its adjusted p is below ``ALPHA``, and that it cannot be told from
+no change otherwise; no sentence calls an LSTM needed or not necessary (a drop on one network
+does not decide that).
+"""
 from __future__ import annotations
 
+import csv
+import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
+from ..eval.interventions import KNOCKOUTS, InterventionTable, seed_drops
 from .fmt import dataset_title
 from .markdown import md_table
-from .stats import holm
+from .stats import ALPHA, holm
 
-ALPHA = 0.05
+CONDITIONS = ("clean", "noisy")
+NO_DIFFERENCE = "no measurable difference at this number of seeds"  # the controls table's verdict
+
+
+def mode_title(mode: str, k: int = 4, fill: str = "zeros") -> str:
+    """A knock-out mode in words (``KNOCKOUTS``)."""
+    return {"removed": f"removed (leaves the competition; {k} others stay active)",
+            "off": "switched off after selection (its place stays empty)",
+            "readout": "read-out only (its final state " + ("zeroed" if fill == "zeros" else
+                                                             "set to its mean over training images")
+                       + " at the classifier)"}[mode]
+
+
+MODE_SHORT = {"removed": "removed", "off": "switched off", "readout": "read-out only"}
+
+
+def variant_label(table: InterventionTable, key: str) -> str:
+    """One variant of the table in words."""
+    v = table.variant(key)
+    if v.kind == "intact":
+        return "intact (attention)"
+    if v.kind == "knockout":
+        return f"{table.unit_names[v.unit]} {MODE_SHORT[v.mode]}"
+    return {"random": f"selection random (draw {v.seed})", "all": "selection all",
+            "alpha0": "alpha 0 at inference"}[v.mode]
+
+
+def p_text(p) -> str:
+    """A p value: three significant digits, in scientific notation below 0.001 (``"2.1e-57"``);
+    an exact test's p that underflows to 0 is ``"<1e-300"``."""
+    p = float(p)
+    if math.isnan(p):
+        return "n/a"
+    if p == 0.0:
+        return "<1e-300"
+    return f"{p:.2e}" if p < 1e-3 else f"{p:.3g}"
+
+
+def adjusted(table: InterventionTable) -> dict[tuple[str, str], float]:
+    """Holm-adjusted p of every test of the table: (variant key, condition) -> p."""
+    tests = [(v.key, cond) for v in table.variants if v.kind != "intact" for cond in CONDITIONS]
+    p = holm([table.p_value(k, c) for k, c in tests])
+    return dict(zip(tests, (float(x) for x in p), strict=True))
+
+
+def differs(holm_p: dict, key: str, condition: str) -> bool:
+    return holm_p[(key, condition)] < ALPHA
+
+
+def _span(values) -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:+.2f}" if math.isclose(lo, hi) else f"from {lo:+.2f} to {hi:+.2f}"
+
+
+def _mode_sentence(table: InterventionTable, mode: str, condition: str, holm_p: dict) -> str:
+    keys = table.keys("knockout", mode)
+    drops = [table.drop(k, condition) for k in keys]
+    sig = [k for k in keys if differs(holm_p, k, condition)]
+    names = [table.unit_names[table.variant(k).unit] for k in keys]
+    worst = names[int(np.argmax(drops))]
+    title = mode_title(mode, table.k_active, table.readout_fill)
+    text = (f"{title[0].upper()}{title[1:]}: the drop per LSTM runs {_span(drops)} points (largest: {worst}); "
+            f"{len(sig)} of {len(keys)} differ from no change")
+    if mode == "off" and condition == "clean":
+        short = [table.short_rows(k) for k in keys]
+        if all(np.isfinite(short)):
+            text += (f"; fewer than {table.k_active} LSTMs are active on {100 * min(short):.0f}-"
+                     f"{100 * max(short):.0f} % of rows")
+    return text + "."
+
+
+def caption(table: InterventionTable, condition: str = "clean", *, network: str = "one trained network",
+            control: dict | None = None) -> str:
+    """What the numbers of one condition say, in one paragraph computed from them. ``network``:
+    which weights (the sentence says the findings are theirs); ``control``: the retrained
+    no-communication control (``no_communication_control``) shown beside alpha 0."""
+    holm_p = adjusted(table)
+    m = len(holm_p)
+    what = "clean" if condition == "clean" else f"with Gaussian noise (variance {table.noise_var:g})"
+    base = table.accuracy("intact", condition)[0] * 100
+    parts = [f"On {table.n:,} images {what}, {network} is right on {base:.2f}% intact "
+             f"(a property of these weights, not of the method)."]
+    modes = table.modes
+    parts += [_mode_sentence(table, mode, condition, holm_p) for mode in modes]
+    parts.append(f"A drop differs from no change when its paired exact test, Holm-adjusted over the table's {m} "
+                 f"tests, is below {ALPHA:g}; the others cannot be told from no change on these images.")
+    if modes:
+        parts.append(_class_sentence(table, modes, condition))
+    swaps = [v for v in table.variants if v.kind == "selection"]
+    if swaps:
+        parts.append(_swap_sentence(table, swaps, condition, holm_p, control))
+    return " ".join(p for p in parts if p)
+
+
+def _class_sentence(table: InterventionTable, modes: list[str], condition: str) -> str:
+    first = modes[0]
+    per_class = table.per_class_drops(first, condition)
+    if not per_class.size:
+        return ""
+    u, c = np.unravel_index(int(np.nanargmax(per_class)), per_class.shape)
+    name, cls = table.unit_names[table.variant(table.keys("knockout", first)[u]).unit], table.classes[c]
+    text = f"Per class the largest drop ({MODE_SHORT[first]}) is {per_class[u, c]:.1f} points ({name}, class {cls})"
+    if "readout" in modes and first != "readout":
+        direct = table.per_class_drops("readout", condition)[u, c]
+        text += (f"; with the recurrence left as trained and only {name}'s final state taken from the classifier "
+                 f"(its direct effect) the drop on that class is {direct:.1f} points, so the rest goes through "
+                 f"what the other LSTMs compute without it")
+    return text + "."
+
+
+def _swap_sentence(table, swaps, condition, holm_p, control) -> str:
+    def word(keys):
+        n_sig = sum(differs(holm_p, k, condition) for k in keys)
+        return "differs from no change" if n_sig == len(keys) else (
+            "cannot be told from no change" if n_sig == 0 else f"{n_sig} of {len(keys)} draws differ from no change")
+
+    bits = []
+    rand = [v.key for v in swaps if v.mode == "random"]
+    if rand:
+        d = [-table.drop(k, condition) for k in rand]
+        bits.append(f"random selection {np.mean(d):+.2f} points (mean of {len(d)} draws, {_span(d)}; {word(rand)})")
+    for v in swaps:
+        if v.mode == "all":
+            bits.append(f"all active {-table.drop(v.key, condition):+.2f} points ({word([v.key])})")
+        if v.mode == "alpha0":
+            bits.append(f"alpha 0 {-table.drop(v.key, condition):+.2f} points ({word([v.key])})")
+    text = f"At inference with the same weights (trained with alpha {table.alpha:g}): " + "; ".join(bits) + "."
+    if any(v.mode == "alpha0" for v in swaps):
+        text += " " + alpha_sentence(control)
+    return text
+
+
+def alpha_sentence(control: dict | None) -> str:
+    """Alpha 0 at inference beside the retrained no-communication control, in one sentence."""
+    if not control:
+        return ("Alpha 0 at inference takes from these weights a communication they were trained with; it does not "
+                "measure what communication adds to the method (that is the retrained no-communication control, "
+                "not in results/ here).")
+    return (f"Alpha 0 at inference takes from these weights a communication they were trained with; a RIM trained "
+            f"with no communication ({control['seeds']} seeds) has a test error of {control['error']:.2f}% against "
+            f"RIM's {control['rim_error']:.2f}% (gap {control['gap']:+.2f} points, {control['verdict']}), so the "
+            f"drop at inference measures what these weights depend on, not what communication adds to the method.")
+
+
+def no_communication_control(root: Path, dataset: str) -> dict | None:
+    """The retrained no-communication control of ``dataset`` from results/converged/controls.csv."""
+    path = Path(root) / "converged" / "controls.csv"
+    if not path.is_file():
+        return None
+    df = pd.read_csv(path)
+    df = df[df["dataset"] == dataset]
+    ctrl, rim = df[df["control"] == "rim_alpha0"], df[df["control"] == "rim"]
+    if ctrl.empty or rim.empty:
+        return None
+    r = ctrl.iloc[0]
+    return {"error": float(r["error"]), "rim_error": float(rim.iloc[0]["error"]), "gap": float(r["gap"]),
+            "seeds": int(r["seeds"]), "verdict": str(r["gap_verdict"])}
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def frame(table: InterventionTable) -> pd.DataFrame:
+    """The table as the Intervene tab shows it: one row per variant, accuracy, interval, drop and
+    Holm-adjusted p, clean and noisy."""
+    holm_p = adjusted(table)
+    rows = []
+    for v in table.variants:
+        rec = {"variant": variant_label(table, v.key), "how": "" if v.kind != "knockout" else MODE_SHORT[v.mode]}
+        for condition in CONDITIONS:
+            what = "clean" if condition == "clean" else f"noise {table.noise_var:g}"
+            acc, lo, hi, _ = table.accuracy(v.key, condition)
+            rec[f"accuracy {what} %"] = acc * 100
+            rec[f"95% CI {what}"] = f"{lo * 100:.1f}–{hi * 100:.1f}"
+            rec[f"drop {what} (points)"] = None if v.kind == "intact" else table.drop(v.key, condition)
+            rec[f"p Holm {what}"] = "" if v.kind == "intact" else p_text(holm_p[(v.key, condition)])
+        rows.append(rec)
+    return pd.DataFrame(rows)
+
+
+CSV_FIELDS = ["dataset", "model", "seed", "variant", "mode", "unit", "label", "condition", "noise_var", "class",
+              "images", "accuracy", "wilson_low", "wilson_high", "drop_points", "lost", "gained", "p_paired",
+              "p_holm", "holm_m", "rows_short"]
+
+
+def rows(table: InterventionTable) -> list[dict]:
+    """Long-format rows (one per variant x condition x class, 'all' first) for the CSV."""
+    holm_p, out = adjusted(table), []
+    for v in table.variants:
+        for condition in CONDITIONS:
+            for cls in [None, *range(len(table.classes))]:
+                acc, lo, hi, n = table.accuracy(v.key, condition, cls)
+                overall = cls is None and v.kind != "intact"
+                lost, gained = table.flips(v.key, condition) if overall else (None, None)
+                out.append({"variant": v.key, "mode": v.mode, "unit": "" if v.unit is None else v.unit + 1,
+                            "label": variant_label(table, v.key), "condition": condition,
+                            "noise_var": table.noise_var if condition == "noisy" else 0.0,
+                            "class": "all" if cls is None else table.classes[cls], "images": n,
+                            "accuracy": acc, "wilson_low": lo, "wilson_high": hi,
+                            "drop_points": table.drop(v.key, condition, cls), "lost": lost, "gained": gained,
+                            "p_paired": table.p_value(v.key, condition) if overall else None,
+                            "p_holm": holm_p[(v.key, condition)] if overall else None,
+                            "holm_m": len(holm_p) if overall else None,
+                            "rows_short": table.short_rows(v.key) if cls is None and condition == "clean" else None})
+    return out
+
+
+def csv_value(v):
+    if isinstance(v, float):
+        return "" if math.isnan(v) else f"{v:.6g}"
+    return "" if v is None else v
+
+
+def write_csv(path: Path, tables: dict[tuple[str, str, int | None], InterventionTable]) -> None:
+    """``tables``: (dataset, model, seed) -> table. Numbers with 6 significant digits (small p
+    values in scientific notation)."""
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        w.writeheader()
+        for (dataset, model, seed), table in tables.items():
+            for row in rows(table):
+                w.writerow({"dataset": dataset, "model": model, "seed": "" if seed is None else seed,
+                            **{k: csv_value(v) for k, v in row.items()}})
+
+
+def markdown(table: InterventionTable, title: str, *, network: str = "one trained network",
+             control: dict | None = None) -> str:
+    """Every variant (clean and noisy, raw and Holm-adjusted p) and the per-class drops of each
+    knock-out mode, with the captions."""
+    holm_p = adjusted(table)
+    head = ["Variant", "Clean accuracy [95% CI]", "Drop (points)", "Lost / gained", "p raw / Holm",
+            f"Noisy accuracy (var {table.noise_var:g}) [95% CI]", "Drop (points)", "p raw / Holm",
+            f"Rows with < {table.k_active} active (clean)"]
+    body = []
+    for v in table.variants:
+        cells = [variant_label(table, v.key)]
+        for condition in CONDITIONS:
+            acc, lo, hi, _ = table.accuracy(v.key, condition)
+            cells.append(f"{acc * 100:.2f} [{lo * 100:.2f}, {hi * 100:.2f}]")
+            intact = v.kind == "intact"
+            cells.append("–" if intact else f"{table.drop(v.key, condition):+.2f}")
+            if condition == "clean":
+                lost, gained = table.flips(v.key, condition)
+                cells.append("–" if intact else f"{lost} / {gained}")
+            cells.append("–" if intact else f"{p_text(table.p_value(v.key, condition))} / "
+                                            f"{p_text(holm_p[(v.key, condition)])}")
+        short = table.short_rows(v.key)
+        cells.append("–" if math.isnan(short) else f"{100 * short:.1f} %")
+        body.append(cells)
+    lines = [f"### {title}", "", *md_table(head, body)]
+    for mode in table.modes:
+        drops = table.per_class_drops(mode, "clean")
+        lines += ["", f"Drop per class, {mode_title(mode, table.k_active, table.readout_fill)} (clean, points):", ""]
+        lines += md_table(["", *table.classes],
+                          [[table.unit_names[table.variant(k).unit], *(f"{d:+.1f}" for d in row)]
+                           for k, row in zip(table.keys("knockout", mode), drops, strict=True)])
+    lines += ["", caption(table, "clean", network=network, control=control), "",
+              caption(table, "noisy", network=network, control=control), ""]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- over seeds
+
+
+def seed_interval(values, level: float = 0.95) -> tuple[float, float, float]:
+    """(mean, low, high): the t interval of the mean over seeds (NaN bounds with one seed)."""
+    from scipy.stats import t
+
+    v = np.asarray(values, dtype=float)
+    mean = float(v.mean()) if len(v) else math.nan
+    if len(v) < 2:
+        return mean, math.nan, math.nan
+    half = float(t.ppf(0.5 + level / 2, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v)))
+    return mean, mean - half, mean + half
+
+
+def seeds_frame(tables: list[InterventionTable], seeds: list, condition: str = "clean") -> pd.DataFrame:
+    """One row per variant: its drop on each trained network and the seed-level mean with its
+    95 % t interval (a finding of the method, not of one network, when it excludes 0)."""
+    first = tables[0]
+    out = []
+    for v in first.variants:
+        if v.kind == "intact":
+            continue
+        d = seed_drops(tables, v.key, condition)
+        mean, lo, hi = seed_interval(d)
+        out.append({"variant": variant_label(first, v.key), **{f"seed {s}": float(x) for s, x in zip(seeds, d)},
+                    "mean drop": mean, "95% CI low": lo, "95% CI high": hi, "seeds": len(d)})
+    return pd.DataFrame(out)
+
+
+def seeds_markdown(tables: list[InterventionTable], seeds: list, title: str) -> str:
+    """The drop of each variant on each network, and the seed-level interval, clean and noisy."""
+    lines = [f"### {title}", ""]
+    for condition in CONDITIONS:
+        df = seeds_frame(tables, seeds, condition)
+        head = ["variant", *[f"seed {s}" for s in seeds], "mean drop [95% CI over seeds]"]
+        body = [[r["variant"], *(f"{r[f'seed {s}']:+.2f}" for s in seeds),
+                 f"{r['mean drop']:+.2f}" + ("" if math.isnan(r["95% CI low"]) else
+                                             f" [{r['95% CI low']:+.2f}, {r['95% CI high']:+.2f}]")]
+                for _, r in df.iterrows()]
+        lines += [f"Drop in points, {condition}:", "", *md_table(head, body), ""]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- REPRODUCTION's block
+
+
+def _cell(r: pd.DataFrame) -> str:
+    """Drops of one row group on one data set and condition: range, (over seeds) mean, tests."""
+    if r.empty:
+        return "–"
+    seeds = sorted(set(r["seed"]))
+    n_sig = int((r["p_holm"] < ALPHA).sum())
+    span = _span(list(r["drop_points"])).replace("from ", "")
+    mean = "" if len(seeds) == 1 else f"; mean of {len(seeds)} seeds {r.groupby('seed')['drop_points'].mean().mean():+.2f}"
+    return f"{span}{mean} ({n_sig}/{len(r)})"
+
+
+def _patching_sentence(root: Path) -> str:
+    path = Path(root) / "interventions" / "patching.csv"
+    if not path.is_file():
+        return ""
+    df = pd.read_csv(path)
+    bits = []
+    for ds, d in df.groupby("dataset", sort=False):
+        parts = []
+        for pairing, g in d.groupby("pairing", sort=False):
+            state, mask = g[g["what"] == "state"], g[g["what"] == "mask"]
+            b = state.loc[state["share"].idxmax()]
+            parts.append(f"{'another class' if pairing == 'class' else 'clean into noisy'} {100 * b['share']:.1f} % "
+                         f"of {int(b['pairs'])} (LSTM {int(b['unit'])}, rows {b['rows']}; mask "
+                         f"{100 * mask['share'].max():.1f} %)")
+        bits.append(f"{dataset_title(ds)} " + ", ".join(parts))
+    return ("Patching one LSTM's state (or the mask) from a donor on 7 rows moves at most this share of pairs to the "
+            "donor's prediction: " + "; ".join(bits) + ". ")
 
 
 def interventions_markdown(root: Path) -> str:
-    """``root``: the results folder. Accuracy of the shipped RIM per variant, and its drop from
-    the intact model, clean and noisy; the note says which p threshold every drop meets."""
+    """``root``: the results folder. The brief table of REPRODUCTION.md, from knockout.csv and
+    patching.csv: per data set, each knock-out mode's drops (clean and noisy), how many differ
+    from no change (Holm over each network's table), the selection swaps beside the retrained
+    no-communication control, what patching and the attributions show, and what they do not."""
     path = Path(root) / "interventions" / "knockout.csv"
     if not path.is_file():
         return "*Not in results/ yet: `results/interventions/knockout.csv`.*"
     df = pd.read_csv(path)
-    df = df[df["class"].astype(str) == "all"]
-    cols = list(dict.fromkeys(zip(df["dataset"], df["condition"], strict=True)))
-    labels = list(dict.fromkeys(df["label"]))
-    head = ["variant"] + [f"{dataset_title(ds)} {cond}" for ds, cond in cols]
-    body = []
-    for label in labels:
-        row = [label]
-        for ds, cond in cols:
-            r = df[(df["label"] == label) & (df["dataset"] == ds) & (df["condition"] == cond)]
-            if r.empty:
-                row.append("–")
-                continue
-            r = r.iloc[0]
-            acc = f"{100 * r['accuracy']:.2f} [{100 * r['wilson_low']:.2f}, {100 * r['wilson_high']:.2f}]"
-            row.append(acc if r["variant"] == "intact" else f"{acc}, drop {r['drop_points']:+.2f}")
-        body.append(row)
-    tests = df[df["variant"] != "intact"]
-    m = len(tests)
-    worst = float(holm(tests["p_paired"].to_numpy(dtype=float)).max()) if m else float("nan")
-    noise = sorted({f"{v:g}" for v in df["noise_var"] if v > 0})
-    images = sorted({int(n) for n in df["images"]})
-    note = (f"Accuracy in percent with its 95 % Wilson interval on {', '.join(f'{n:,}' for n in images)} test "
-            f"images; drop = intact minus variant, in points; noisy: Gaussian noise of variance "
-            f"{', '.join(noise)}, one draw. One shipped model per data set (a single trained network, not a "
-            f"spread over seeds). Paired exact (McNemar) test of each variant against the intact model on the "
-            f"same images, Holm-adjusted over the table's {m} tests: the largest adjusted p is {worst:.2g}, ")
-    note += (f"so every drop is significant at {ALPHA:g}." if worst < ALPHA else
-             f"so not every drop is significant at {ALPHA:g}.")
-    return "\n".join(md_table(head, body) + ["", note, "",
-                                             "Per class and with lost / gained counts: "
+    if "mode" not in df.columns:
+        return "*`results/interventions/knockout.csv` predates the knock-out modes: rerun `python -m core.studies.interventions`.*"
+    df = df[df["class"].astype(str) == "all"].assign(seed=lambda d: d["seed"].astype(str))
+    sets = list(dict.fromkeys(df["dataset"]))
+    head = ["variant", *[f"{dataset_title(ds)} {c}" for ds in sets for c in CONDITIONS]]
+    groups = [(f"LSTM {MODE_SHORT[m]}", m) for m in KNOCKOUTS] + [
+        ("selection random", "random"), ("selection all", "all"), ("alpha 0 at inference", "alpha0")]
+    body = [[name, *(_cell(df[(df["mode"] == mode) & (df["dataset"] == ds) & (df["condition"] == cond)])
+                     for ds in sets for cond in CONDITIONS)] for name, mode in groups]
+    controls = {ds: no_communication_control(root, ds) for ds in sets}
+    if any(controls.values()):
+        body.append(["no communication, retrained: test error gap to RIM"] + [
+            "–" if c is None or cond == "noisy" else
+            f"{c['gap']:+.2f} ({c['seeds']} seeds: {c['verdict'].replace(NO_DIFFERENCE, 'cannot tell')})"
+            for ds, c in controls.items() for cond in CONDITIONS])
+    notes = []
+    for ds in sets:
+        d = df[(df["dataset"] == ds) & (df["variant"] == "intact") & (df["condition"] == "clean")]
+        m = int(df[(df["dataset"] == ds) & df["holm_m"].notna()]["holm_m"].max())
+        notes.append(f"{dataset_title(ds)} {len(d)} network{'s' if len(d) > 1 else ''} (seed {', '.join(d['seed'])}, "
+                     f"intact {', '.join(f'{100 * a:.2f}' for a in d['accuracy'])} %, {m} tests each)")
+    short = df[(df["mode"] == "off") & (df["condition"] == "clean")]["rows_short"].dropna()
+    noise = ", ".join(sorted({f"{v:g}" for v in df["noise_var"] if v > 0}))
+    text = (f"Drop = intact minus variant accuracy, in points, over the LSTMs (or draws) of the row; (k/m): k of its "
+            f"m paired exact tests differ from no change, Holm over each network's table at {ALPHA:g}. "
+            f"{int(df['images'].iloc[0]):,} test images, noise variance {noise}; " + "; ".join(notes) + ". ")
+    if len(short):
+        text += (f"Switched off after selection runs one LSTM short on {100 * short.min():.0f}-"
+                 f"{100 * short.max():.0f} % of rows; removed, another fills its place. ")
+    text += ("Read-out only is the direct effect, the rest of a removed drop goes through the other LSTMs. "
+             + _patching_sentence(root) +
+             "Attributions hold the input's own mask fixed, so their shares add up (tested on 50 images). "
+             "Not shown: a drop on one network is a property of its weights, not of the method, until the table "
+             "over seeds (`--weights`) gives it an interval; a per-class drop says the class's computation passes "
+             "through the LSTM, not that it encodes the class; alpha 0 at inference says what these weights depend "
+             "on, the retrained control what communication adds.")
+    return "\n".join(md_table(head, body) + ["", text, "", "Per class, raw / Holm p: "
                                              "[results/interventions/knockout.md](results/interventions/knockout.md)."])

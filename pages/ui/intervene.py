@@ -1,13 +1,18 @@
-"""Mechanisms, "Intervene": switch LSTMs on and off on one input and see what the choice does;
-knock each LSTM out across the test set (core.eval.interventions computes, this draws)."""
+"""Mechanisms, "Intervene": switch LSTMs on and off on one input, take them out, patch from a donor
+and see what the choice does; the same across the test set (core computes and words, this lays out)."""
 
 from __future__ import annotations
 
 import numpy as np
 import streamlit as st
 
+from core.errors import RimscopeError
 from core.eval import interventions as ivs
+from core.eval import patching
 from core.models.rim import SELECTIONS, Intervention
+from core.paths import results_dir
+from core.report import intervene as iv_text
+from core.report import interventions as iv_words
 from core.report.plots import interventions as iv_plots
 from core.report.plots import traces
 
@@ -17,7 +22,13 @@ from .urlstate import url_bool
 CHART = {"displayModeBar": False}
 CELLS = "iv_cells"  # forced cells as text "row.lstm.value;..." (1-based row and LSTM, value 0/1)
 URL_STATE = {CELLS: str, "iv_alpha": float, "iv_selection": str, "iv_seed": int, "iv_ko_*": url_bool, "iv_knock": url_bool,
-             "iv_noise": float, "ig_what": str, "ig_steps": int}
+             "iv_noise": float, "iv_mode": str, "iv_isolate": url_bool, "iv_fill": str, "iv_patch": url_bool,
+             "iv_donor": int, "iv_patch_what": str, "iv_patch_from": str, "iv_set_isolate": url_bool, "iv_set_fill": str,
+             "iv_class_mode": str, "iv_patch_set": url_bool, "iv_pairing": str, "ig_what": str, "ig_steps": int,
+             "ig_frozen": url_bool, "ig_margin": url_bool}
+FILLS = {"zeros": "zeros", "mean": "its mean over training images"}
+PATCH_WHAT = {"state": "state (h, c) of the chosen LSTMs", "mask": "whole selection mask"}
+PATCH_FROM = {"test": "a test image", "clean": "this input, clean, into its noisy copy"}
 NOISE_LEVELS = (0.005, 0.01, 0.02, 0.05)
 
 
@@ -42,7 +53,8 @@ def _keys() -> list[str]:
     return [k for k in st.session_state if isinstance(k, str) and k.startswith("iv_")]
 
 
-KEEP_ON_RESET = ("iv_rows", "iv_knock", "iv_noise")  # the picker of rows, and the set-wide view's
+KEEP_ON_RESET = ("iv_rows", "iv_knock", "iv_noise", "iv_set_isolate", "iv_set_fill", "iv_class_mode", "iv_patch_set",
+                 "iv_pairing")  # the picker of rows, and the set-wide view's
 
 
 def _reset() -> None:
@@ -69,31 +81,69 @@ def _set_cells(value: int | None, names: list[str]) -> None:
     st.session_state[CELLS] = cells_text(cells)
 
 
-def _intervention(T: int, n: int) -> Intervention:
+@st.cache_data(max_entries=16, show_spinner=False)
+def _mean_state(_model, model_key: str, mtime: float, dataset: str):
+    """The read-out-only knock-out's replacement: each LSTM's mean final state over up to 1,000
+    training images (the bundled sample offline), and where they come from."""
+    from core.data.datasets import load_dataset
+
+    train = load_dataset(dataset, "train", allow_sample=True)
+    images = train.images[:1000]
+    return ivs.mean_final_state(_model, images), f"{len(images):,} training images ({train.source})"
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def _donor(_model, model_key: str, mtime: float, image: np.ndarray):
+    """Donor states (h, c) [T, n, H] and mask [T, n] of one image."""
+    _, trace = ivs.run(_model, np.asarray(image)[None], with_states=True)
+    return trace["h"][0], trace["c"][0], trace["active"][0]
+
+
+def _patch(entry, model, image: np.ndarray, data, T: int, names: list[str]) -> dict | None:
+    """The donor and what to patch from it, from the widgets (None: no patching)."""
+    if not st.session_state.get("iv_patch") or data is None:
+        return None
+    recipient, idx = image, "clean"
+    if st.session_state.get("iv_patch_from") == "clean":
+        donor, recipient = image, ivs.noisy_copy(image)
+    else:
+        idx = int(st.session_state.get("iv_donor", 0)) % len(data.images)
+        donor = np.asarray(data.images[idx])
+        if donor.shape != image.shape:
+            st.warning(f"Test image {idx} is {donor.shape}, this input {image.shape}: a donor must be the same size.")
+            return None
+    h, c, mask = _donor(model, entry.key, cache.entry_mtime(entry), donor)
+    lo, hi = st.session_state.get("iv_patch_rows", (1, T))
+    units = [names.index(u) for u in st.session_state.get("iv_patch_units", []) if u in names]
+    return {"what": st.session_state.get("iv_patch_what", "state"), "units": units, "rows": (int(lo), min(int(hi), T)),
+            "h": h, "c": c, "mask": mask, "donor": idx, "recipient": recipient}
+
+
+def _intervention(model, T: int, n: int, mean_state, patch) -> Intervention:
     cells = {c: v for c, v in parse_cells(st.session_state.get(CELLS, "")).items() if c[0] < T and c[1] < n}
     ko = tuple(i for i in range(n) if st.session_state.get(f"iv_ko_{i + 1}"))
     selection = st.session_state.get("iv_selection", "attention")
-    force = None
-    if cells:
-        force = ivs.force_grid(T, n, on=[c for c, v in cells.items() if v], off=[c for c, v in cells.items() if not v])
-    return Intervention(force=force, knock_out=ko, alpha=st.session_state.get("iv_alpha"),
-                        selection=None if selection == "attention" else selection,
-                        seed=int(st.session_state.get("iv_seed", 0)) if selection == "random" else None)
+    return ivs.one_input(model, T, cells=cells, knock_out=ko, mode=st.session_state.get("iv_mode", ivs.KNOCKOUTS[0]),
+                         isolate=bool(st.session_state.get("iv_isolate")), mean_state=mean_state,
+                         alpha=st.session_state.get("iv_alpha"),
+                         selection=None if selection == "attention" else selection,
+                         seed=int(st.session_state.get("iv_seed", 0)) if selection == "random" else None, patch=patch)
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
 def _run_one(_model, model_key: str, mtime: float, image: np.ndarray, what: str, _iv: Intervention):
     """Probabilities [C] and mask [T, n] of one image under an intervention (``what`` keys it)."""
     logits, trace = ivs.run(_model, np.asarray(image)[None], _iv, with_trace=True)
-    z = logits[0] - logits[0].max()
-    return np.exp(z) / np.exp(z).sum(), trace["active"][0]
+    return ivs.probabilities(logits[0]), trace["active"][0]
 
 
-def _describe(iv: Intervention) -> str:
-    force = "" if iv.force is None else np.asarray(iv.force).tobytes().hex()
-    return f"{force}|{iv.knock_out}|{iv.alpha}|{iv.selection}|{iv.seed}"
+def _describe(iv: Intervention, patch: dict | None) -> str:
+    def b(a):
+        return "" if a is None else np.asarray(a).tobytes().hex()
 
-
+    donor = "" if patch is None else f"{patch['donor']}|{patch['what']}|{patch['units']}|{patch['rows']}"
+    return f"{b(iv.force)}|{iv.knock_out}|{iv.remove}|{iv.isolate}|{b(iv.readout)}|{iv.alpha}|{iv.selection}|" \
+           f"{iv.seed}|{donor}"
 
 
 def _clicked(event, names: list[str]) -> None:
@@ -119,14 +169,58 @@ def _clicked(event, names: list[str]) -> None:
     st.rerun()
 
 
+def _knockout_controls(n: int, names: list[str], k: int) -> None:
+    st.markdown("Take out (for the whole input)")
+    cols = st.columns(min(n, 3))
+    for i in range(n):
+        cols[i % len(cols)].toggle(names[i], key=f"iv_ko_{i + 1}")
+    if st.session_state.get("iv_mode") not in ivs.KNOCKOUTS:
+        st.session_state["iv_mode"] = ivs.KNOCKOUTS[0]
+    mode = st.radio("How", list(ivs.KNOCKOUTS), horizontal=True, key="iv_mode",
+                    format_func=lambda m: iv_words.MODE_SHORT[m],
+                    help=" ".join(iv_text.knockout_help(m, k) for m in ivs.KNOCKOUTS))
+    if mode == "readout":
+        if st.session_state.get("iv_fill") not in FILLS:
+            st.session_state["iv_fill"] = "zeros"
+        st.radio("Final state replaced by", list(FILLS), horizontal=True, key="iv_fill", format_func=FILLS.get)
+    else:
+        st.toggle("Also out of the communication (no reader attends to it)", key="iv_isolate")
+
+
+def _patch_controls(T: int, names: list[str], n_test: int) -> None:
+    with st.expander("Patch from a donor input", expanded=bool(st.session_state.get("iv_patch"))):
+        st.toggle("Patch", key="iv_patch", help="Replace, on the chosen rows, one LSTM's state or the whole "
+                                                 "selection mask with what the donor image had there.")
+        if st.session_state.get("iv_patch_from") not in PATCH_FROM:
+            st.session_state["iv_patch_from"] = "test"
+        source = st.radio("Donor", list(PATCH_FROM), horizontal=True, key="iv_patch_from", format_func=PATCH_FROM.get,
+                          help="Clean into noisy: the input with Gaussian noise (variance "
+                               f"{ivs.NOISE_VAR:g}) runs, with states or mask from the clean input.")
+        if source == "test":
+            st.session_state.setdefault("iv_donor", 0)
+            st.number_input(f"Donor: test image (0-{n_test - 1})", 0, max(n_test - 1, 0), key="iv_donor")
+        if st.session_state.get("iv_patch_what") not in PATCH_WHAT:
+            st.session_state["iv_patch_what"] = "state"
+        what = st.radio("What", list(PATCH_WHAT), horizontal=True, key="iv_patch_what", format_func=PATCH_WHAT.get)
+        if "iv_patch_rows" not in st.session_state or max(st.session_state["iv_patch_rows"]) > T:
+            st.session_state["iv_patch_rows"] = (1, T)
+        st.slider("Rows to patch", 1, T, key="iv_patch_rows")
+        if what == "state":
+            st.multiselect("LSTMs to patch", names, key="iv_patch_units")
+
+
 def intervene_view(entry, model, image: np.ndarray, unit_names: list[str], classes: list[str]) -> None:
-    """One input: force cells, knock out LSTMs, set alpha and the selection; the new prediction
-    beside the original and the mask after the intervention."""
+    """One input: force cells, take LSTMs out (three ways), set alpha and the selection, patch
+    from a donor; the new prediction beside the original and the mask after the intervention."""
     if not ivs.supports(model):
         st.info("Interventions act on the RIM's selection of LSTMs; pick a RIM model above.")
         return
-    T, n = image.shape[0], model.config.num_units
+    T, n, k = image.shape[0], model.config.num_units, model.config.k_active
     names = list(unit_names)
+    try:
+        data = cache.test_data(entry.dataset)
+    except RimscopeError:  # no test set to take a donor from: everything else still works
+        data = None
     c_cells, c_run = st.columns([3, 2])
     with c_cells:
         t_now = int(st.session_state.get("mech_t", 1))
@@ -141,11 +235,10 @@ def intervene_view(entry, model, image: np.ndarray, unit_names: list[str], class
                   use_container_width=True)
         st.caption("Or click a cell of the mask below: a free cell is forced to the opposite of its state, a forced "
                    "one goes back to the attention's choice. A forced cell does not push another LSTM out.")
+        if data is not None:
+            _patch_controls(T, names, len(data.images))
     with c_run:
-        st.markdown("Knock out (never active on this input)")
-        cols = st.columns(min(n, 3))
-        for i in range(n):
-            cols[i % len(cols)].toggle(names[i], key=f"iv_ko_{i + 1}")
+        _knockout_controls(n, names, k)
         st.session_state.setdefault("iv_alpha", float(model.config.alpha))
         st.slider("Communication share alpha", 0.0, 1.0, step=0.05, key="iv_alpha",
                   help=f"Trained with alpha = {model.config.alpha:g}.")
@@ -159,16 +252,21 @@ def intervene_view(entry, model, image: np.ndarray, unit_names: list[str], class
             st.number_input("Seed of the random selection", 0, 10_000, key="iv_seed")
         st.button("Reset", key="iv_reset", on_click=_reset, type="primary")
 
-    iv = _intervention(T, n)
     mtime = cache.entry_mtime(entry)
-    p0, m0 = _run_one(model, entry.key, mtime, image, "none", None)
-    p1, m1 = _run_one(model, entry.key, mtime, image, _describe(iv), iv)
+    mean_state = None
+    if st.session_state.get("iv_mode") == "readout" and st.session_state.get("iv_fill") == "mean":
+        mean_state, _ = _mean_state(model, entry.key, mtime, entry.dataset)
+    patch = _patch(entry, model, image, data, T, names)
+    iv = _intervention(model, T, n, mean_state, patch)
+    recipient = image if patch is None else patch["recipient"]
+    p0, m0 = _run_one(model, entry.key, mtime, recipient, "none", None)
+    p1, m1 = _run_one(model, entry.key, mtime, recipient, _describe(iv, patch), iv)
+    if recipient is not image:
+        st.caption(iv_text.recipient_note(ivs.NOISE_VAR))
     st.session_state["_iv_after"] = m1
     pinned = ivs.pinned_cells(iv, T, n)
     changed = ivs.downstream_changes(m0, m1, iv)
-    y0, y1 = int(np.argmax(p0)), int(np.argmax(p1))
-    st.markdown(f"**Prediction**: original **{classes[y0]}** ({p0[y0] * 100:.1f}%) → after the intervention "
-                f"**{classes[y1]}** ({p1[y1] * 100:.1f}%)" + (" — changed" if y0 != y1 else " — unchanged"))
+    st.markdown(iv_text.prediction_line(classes, p0, p1))
     c_p, c_m = st.columns([2, 3])
     with c_p:
         rows = [{"label": "original", "method": entry.model, "probs": p0},
@@ -177,15 +275,7 @@ def intervene_view(entry, model, image: np.ndarray, unit_names: list[str], class
     with c_m:
         event = st.plotly_chart(iv_plots.mask_figure(m0, m1, pinned, changed, names, "active mask after the intervention"),
                                 key="iv_mask", config=CHART, on_select="rerun", selection_mode="points")
-    n_changed = int(changed.sum())
-    moved = [names[i] for i in np.flatnonzero(changed.any(0))]
-    first = int(np.flatnonzero(changed.any(1))[0]) + 1 if n_changed else None
-    n_set = int(pinned.sum())
-    st.caption(f"{n_set} cell{'' if n_set == 1 else 's'} set by the intervention; {n_changed} other "
-               f"cell{'' if n_changed == 1 else 's'} changed downstream"
-               + (f" (from row {first} on, {', '.join(moved)})" if n_changed else "")
-               + f"; {int((m0 != m1).sum())} of {T * n} cells differ from the original mask. "
-               f"Probability of {classes[y0]}: {p0[y0] * 100:.1f}% → {p1[y0] * 100:.1f}%.")
+    st.caption(iv_text.change_caption(classes, p0, p1, m0, m1, pinned, changed, names))
     _clicked(event, names)
 
 
@@ -194,119 +284,162 @@ def intervene_view(entry, model, image: np.ndarray, unit_names: list[str], class
 
 @st.cache_resource(show_spinner=False)
 def _tables() -> dict:
-    """Computed knock-out tables, shared by the sessions: (model, data, n, noise) -> table."""
+    """Computed knock-out and patching tables, shared by the sessions: key -> table."""
     return {}
 
 
-def _table(model, model_key: str, mtime: float, data_key: str, images, labels, classes: list[str], n: int,
-           noise_var: float):
-    """The table for this model and subset, computed once (with a progress bar), then cached."""
-    from core.eval.robustness_points import fixed_subset
-
-    key = (model_key, mtime, data_key, n, noise_var)
+def _held(key: tuple, compute, what: str):
+    """A table computed once (with a progress bar), then cached (eight at most)."""
     held = _tables()
     if key not in held:
-        idx = fixed_subset(len(images), n, seed=0)
-        bar = st.progress(0.0, text=f"Knocking out each LSTM in turn on {len(idx)} images…")
-        held[key] = ivs.knockout_table(model, images[idx], labels[idx], classes, noise_var=noise_var,
-                                       progress=lambda f, what: bar.progress(f, text=f"Ran: {what}"))
+        bar = st.progress(0.0, text=what)
+        held[key] = compute(lambda f, done: bar.progress(f, text=f"Ran: {done}"))
         bar.empty()
         while len(held) > 8:
             held.pop(next(iter(held)))
     return held[key]
 
 
-def knockout_view(entry, model, data, data_key: str, n: int, classes: list[str]) -> None:
-    """Each LSTM knocked out in turn and the selection swapped, on a fixed subset of the test set."""
-    import pandas as pd
+def _subset(images, labels, n: int):
+    from core.eval.robustness_points import fixed_subset
 
+    idx = fixed_subset(len(images), n, seed=0)
+    return images[idx], labels[idx]
+
+
+def _patching_view(entry, model, images, labels, key: tuple) -> None:
+    """Patching across the subset: the share of predictions that move to the donor's."""
+    if not st.toggle("Patch each LSTM's state, and the mask, from a donor across these images", key="iv_patch_set",
+                     help=f"{len(model.unit_names) * len(patching.BANDS) + len(patching.BANDS)} runs of the model over the "
+                          "pairs; cached per model after the first time."):
+        return
+    pairings = {"class": "donor of another class", "noise": "clean donor into its noisy self"}
+    if st.session_state.get("iv_pairing") not in pairings:
+        st.session_state["iv_pairing"] = "class"
+    pairing = st.radio("Pairs", list(pairings), horizontal=True, key="iv_pairing", format_func=pairings.get)
+    from core.data.transforms import add_noise
+
+    if pairing == "class":
+        rec, don = images, images[patching.class_donors(labels, seed=0)]
+    else:
+        rec, don = add_noise(images, "gaussian", ivs.NOISE_VAR, seed=0), images
+    pt = _held((*key, "patch", pairing), lambda progress: patching.patching_table(model, rec, don, pairing=pairing,
+                                                                             progress=progress),
+               f"Patching on {len(images)} pairs…")
+    st.dataframe(iv_text.patch_frame(pt), hide_index=True)
+    st.caption(iv_text.patch_caption(pt))
+
+
+def _class_views(table, classes: list[str]) -> None:
+    """Per-class drops: a total effect (removed or switched off) beside the direct one (read-out only)."""
+    totals = [m for m in table.modes if m != "readout"]
+    if st.session_state.get("iv_class_mode") not in totals:
+        st.session_state["iv_class_mode"] = totals[0]
+    mode = st.radio("Per class, left", totals, horizontal=True, key="iv_class_mode",
+                    format_func=lambda m: iv_words.MODE_SHORT[m],
+                    help="Left the total effect of taking the LSTM out, right its direct effect (read-out only).")
+    cols = st.columns(2)
+    for col, m in zip(cols, [mode, "readout"], strict=True):
+        drops = table.per_class_drops(m, "clean")
+        col.plotly_chart(traces.unit_heatmap(drops.T, classes, list(table.unit_names), x_title="class",
+                                             colorbar="drop (points)", diverging=True, annotate=True,
+                                             title=f"drop per class, LSTM {iv_words.MODE_SHORT[m]}, clean (points)"),
+                         key=f"iv_class_drops_{m if m == 'readout' else 'total'}", config=CHART)
+
+
+def knockout_view(entry, model, data, data_key: str, n: int, classes: list[str]) -> None:
+    """Each LSTM taken out in turn (three ways) and the selection swapped, on a fixed subset of
+    the test set; then patching across the subset."""
     if not ivs.supports(model):
         return
-    st.subheader("Knock out each LSTM (interventions)")
-    if not st.toggle(f"Run each LSTM knocked out, and the selection swapped, on these {min(n, len(data))} images",
-                     key="iv_knock", help="12 more runs of the model over the subset, clean and noisy; cached per "
-                                          "model after the first time."):
+    st.subheader("Take out each LSTM (interventions)")
+    variants = len(ivs.variants_of(model))
+    if not st.toggle(f"Run each LSTM taken out, and the selection swapped, on these {min(n, len(data))} images",
+                     key="iv_knock", help=iv_text.runs_text(variants) + "; cached per model after the first time."):
         return
     if st.session_state.get("iv_noise") not in NOISE_LEVELS:
         st.session_state["iv_noise"] = 0.01
-    noise = st.select_slider("Noise (Gaussian variance) for the second column", NOISE_LEVELS, key="iv_noise")
-    table = _table(model, entry.key, cache.entry_mtime(entry), data_key, data.images, data.labels, list(classes),
-                   n, float(noise))
-    rows = []
-    for v in table.variants:
-        rec = {"variant": v.label}
-        for condition, what in (("clean", "clean"), ("noisy", f"noise {noise:g}")):
-            acc, lo, hi, _ = table.accuracy(v.key, condition)
-            rec[f"accuracy {what} %"] = acc * 100
-            rec[f"95% CI {what}"] = f"{lo * 100:.1f}–{hi * 100:.1f}"
-            rec[f"drop {what} (points)"] = None if v.kind == "intact" else table.drop(v.key, condition)
-        rows.append(rec)
-    df = pd.DataFrame(rows)
+    c1, c2, c3 = st.columns(3)
+    noise = c1.select_slider("Noise (Gaussian variance) for the second column", NOISE_LEVELS, key="iv_noise")
+    if st.session_state.get("iv_set_fill") not in FILLS:
+        st.session_state["iv_set_fill"] = "zeros"
+    fill = c2.radio("Read-out only: final state replaced by", list(FILLS), key="iv_set_fill", format_func=FILLS.get)
+    isolate = c3.toggle("Taken-out LSTMs also leave the communication", key="iv_set_isolate")
+    mtime = cache.entry_mtime(entry)
+    mean_state = _mean_state(model, entry.key, mtime, entry.dataset)[0] if fill == "mean" else None
+    images, labels = _subset(data.images, data.labels, n)
+    key = (entry.key, mtime, data_key, n)
+    table = _held((*key, float(noise), fill, bool(isolate)),
+                  lambda progress: ivs.knockout_table(model, images, labels, list(classes), noise_var=float(noise),
+                                                      isolate=bool(isolate), mean_state=mean_state, progress=progress),
+                  f"Taking out each LSTM in turn on {len(images)} images…")
+    df = iv_words.frame(table)
     st.dataframe(df, hide_index=True, column_config={c: st.column_config.NumberColumn(format="%.2f")
                                                      for c in df.columns if "%" in c or "points" in c})
-    st.caption(table.caption("clean"))
-    st.caption(table.caption("noisy"))
-    drops = table.per_class_drops("clean")
-    st.plotly_chart(traces.unit_heatmap(drops.T, classes, list(table.unit_names),
-                                        x_title="class", colorbar="drop (points)", diverging=True, annotate=True,
-                                        title="drop per class when the LSTM is knocked out, clean (points)"),
-                    key="iv_class_drops", config=CHART)
+    network = f"{entry.display} (one trained network)"
+    control = iv_words.no_communication_control(results_dir(), entry.dataset)
+    st.caption(iv_words.caption(table, "clean", network=network, control=control))
+    st.caption(iv_words.caption(table, "noisy", network=network, control=control))
+    _class_views(table, classes)
+    _patching_view(entry, model, images, labels, key)
 
 
 # --------------------------------------------------------------------------- which pixels drive it
 
-IG_STEPS = (32, 64, 256)
+IG_STEPS = (32, 64, 128, 256)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def _attribution(_model, model_key: str, mtime: float, image: np.ndarray, what: str, row: int, unit: int, steps: int):
+def _attribution(_model, model_key: str, mtime: float, image: np.ndarray, what: str, row: int, unit: int, steps: int,
+                 frozen: bool, margin: bool):
     from core.eval import attribution
 
     if what == "prediction":
-        return attribution.prediction_attribution(_model, image, steps=steps)
-    return attribution.selection_attribution(_model, image, row, unit, steps=steps)
-
-
+        return attribution.prediction_attribution(_model, image, steps=steps, frozen=frozen)
+    return attribution.selection_attribution(_model, image, row, unit, steps=steps, frozen=frozen, margin=margin)
 
 
 def attribution_view(entry, model, image: np.ndarray, unit_names: list[str], classes: list[str]) -> None:
-    """Integrated Gradients of the prediction (every model) and of one LSTM's selection score at
-    the timeline's current row (RIM), drawn over the input."""
+    """Integrated Gradients of the prediction (every model) and of one LSTM's selection margin
+    (or raw weight) at the timeline's current row (RIM), drawn over the input."""
     from core.eval import attribution
 
     T = image.shape[0]
     row = min(max(1, int(st.session_state.get("mech_t", 1))), T)
     c1, c2 = st.columns([2, 1])
-    whats = ["prediction"] + (["selection"] if ivs.supports(model) else [])
+    selects = ivs.supports(model)
+    whats = ["prediction"] + (["selection"] if selects else [])
     if st.session_state.get("ig_what") not in whats:
         st.session_state["ig_what"] = "prediction"
     what = c1.radio("Attribute", whats, horizontal=True, key="ig_what",
                     format_func=lambda w: "the predicted class's logit" if w == "prediction"
-                    else f"an LSTM's selection score at row {row} (the timeline's row)")
+                    else f"an LSTM's selection at row {row} (the timeline's row)")
     if st.session_state.get("ig_steps") not in IG_STEPS:
         st.session_state["ig_steps"] = attribution.STEPS
     steps = c2.select_slider("Integration points", IG_STEPS, key="ig_steps")
-    unit = 0
+    unit, frozen, margin = 0, False, True
+    if selects:
+        st.session_state.setdefault("ig_frozen", True)
+        frozen = st.toggle("Hold the image's own active mask fixed along the path", key="ig_frozen",
+                           help="A smooth function of the pixels, equal to the model on the image: its shares add "
+                                "up. Off: the model as it runs, whose mask switches along the path leave a gap.")
     if what == "selection":
         names = list(unit_names)
         pick = st.selectbox("LSTM", names, key="ig_unit")
         unit = names.index(pick)
+        st.session_state.setdefault("ig_margin", True)
+        margin = st.toggle("Its margin against its competitor (else its raw attention weight)", key="ig_margin",
+                           help="The choice depends on the LSTM's rank: the margin is its weight minus that of the "
+                                f"{model.config.k_active + 1}-th ranked LSTM when it is active, of the "
+                                f"{model.config.k_active}-th when it is not.")
     with st.spinner("Integrated Gradients…"):
-        a = _attribution(model, entry.key, cache.entry_mtime(entry), image, what, row, unit, int(steps))
-    label = a.target
-    if what == "prediction":
-        cls = int(a.target.rsplit(" ", 1)[-1])
-        label = f"the logit of {classes[cls]}"
+        a = _attribution(model, entry.key, cache.entry_mtime(entry), image, what, row, unit, int(steps),
+                         bool(frozen), bool(margin))
+    label, text = iv_text.attribution_caption(a, classes, selects)
     c_img, c_txt = st.columns([3, 2])
-    c_img.plotly_chart(iv_plots.overlay_figure(image, a.pixels, row, f"Integrated Gradients of {label}"), key="ig_overlay",
-                       config=CHART)
+    c_img.plotly_chart(iv_plots.overlay_figure(image, a.pixels, row, f"Integrated Gradients of {label}"),
+                       key="ig_overlay", config=CHART)
     with c_txt:
         st.markdown(f"Baseline: a black image; {int(steps)} points on the straight path from it to the input. "
                     "Red pixels raise the score, blue ones lower it; the framed row is the timeline's.")
-        text = a.summary()
-        st.caption(text[0].upper() + text[1:] + ". " + (
-            "Completeness holds within the bound." if a.complete else
-            "The gap is above the bound: " + ("the attention's top-k selection switches LSTMs along the path, and "
-                                              "a gradient does not see such jumps." if ivs.supports(model) and
-                                              getattr(model.config, "selection", "") != "all" else
-                                              "more integration points shrink it.")))
+        st.caption(text)

@@ -116,15 +116,15 @@ def test_attribution_overlay_and_set_wide_knockout(page, app_server, screenshot)
     line.wait_for(timeout=SLOW_MS)
     assert page.locator(".st-key-ig_overlay").count() == 1
     settle(page)
-    page.get_by_text("an LSTM's selection score at row 14").first.click()
-    page.get_by_text(re.compile(r"the selection score of LSTM 1 at row 14")).first.wait_for(timeout=SLOW_MS)
+    page.get_by_text("an LSTM's selection at row 14").first.click()
+    page.get_by_text(re.compile(r"the selection margin of LSTM 1 at row 14")).first.wait_for(timeout=SLOW_MS)
     settle(page)
     assert_no_errors(page, "Which pixels drive it")
     full_screenshot(page, screenshot, "mechanisms-attribution")
 
     page.goto(f"{app_server['url']}/mechanisms?mech_tab=Across+the+test+set&mech_stats_n=200&iv_knock=1",
               wait_until="commit", timeout=SLOW_MS)
-    cap = page.get_by_text(re.compile(r"On 200 images clean, the intact model is right on")).first
+    cap = page.get_by_text(re.compile(r"On 200 images clean, .+ is right on [\d.]+% intact")).first
     cap.wait_for(timeout=SLOW_MS)
     noisy = page.get_by_text(re.compile(r"On 200 images with Gaussian noise"))
     noisy.first.wait_for(timeout=SLOW_MS)  # the same script run draws it a moment after the clean one

@@ -72,12 +72,47 @@ def test_intervention_shown_equals_core(page_env):
 
     data = ui_cache.test_data("mnist")
     model, _ = load_weights(Path(page_env["pretrained"]) / "mnist" / "rim")
-    iv = Intervention(force=ivs.force_grid(28, 6, on=[(0, 0), (1, 0), (2, 0)]), knock_out=(1,))
-    logits, _ = ivs.run(model, data.images[3:4], iv)
-    p = np.exp(logits[0] - logits[0].max())
-    p /= p.sum()
+    force = ivs.force_grid(28, 6, on=[(0, 0), (1, 0), (2, 0)])
+    for mode, iv in (("removed", Intervention(force=force, remove=(1,))),
+                     ("off", Intervention(force=force, knock_out=(1,))),
+                     ("readout", ivs.knockout(model, "readout", 1, force=force))):
+        at.radio(key="iv_mode").set_value(mode).run()
+        assert not at.exception, at.exception
+        logits, _ = ivs.run(model, data.images[3:4], iv)
+        p = np.exp(logits[0] - logits[0].max())
+        p /= p.sum()
+        y = int(p.argmax())
+        assert f"after the intervention **{data.classes[y]}** ({p[y] * 100:.1f}%)" in prediction(at), mode
+
+
+def test_patching_from_a_donor_on_the_tab(page_env):
+    """Patching every LSTM's state on the last row from a donor gives the donor's prediction."""
+
+    from core.eval import interventions as ivs
+    from core.training.weights import load_weights
+    from pages.ui import cache as ui_cache
+
+    at = run_page(mech_more="Intervene", mech_idx=3, iv_patch=True, iv_donor=7, iv_patch_what="state",
+                  iv_patch_rows=(28, 28), iv_patch_units=[f"LSTM {i}" for i in range(1, 7)])
+    assert not at.exception, at.exception
+    data = ui_cache.test_data("mnist")
+    model, _ = load_weights(Path(page_env["pretrained"]) / "mnist" / "rim")
+    p = ivs.probabilities(ivs.run(model, data.images[7:8])[0][0])
     y = int(p.argmax())
     assert f"after the intervention **{data.classes[y]}** ({p[y] * 100:.1f}%)" in prediction(at)
+    # clean into noisy: the final states of the clean input give the clean input's prediction
+    at.radio(key="iv_patch_from").set_value("clean").run()
+    assert not at.exception, at.exception
+    clean = ivs.probabilities(ivs.run(model, data.images[3:4])[0][0])
+    noisy = ivs.probabilities(ivs.run(model, ivs.noisy_copy(data.images[3])[None])[0][0])
+    y, y0 = int(clean.argmax()), int(noisy.argmax())
+    assert (f"original **{data.classes[y0]}** ({noisy[y0] * 100:.1f}%) → after the intervention "
+            f"**{data.classes[y]}** ({clean[y] * 100:.1f}%)") in prediction(at)
+    assert any(c.value.startswith("Clean into noisy") for c in at.caption)
+    at.radio(key="iv_patch_from").set_value("test").run()
+    at.radio(key="iv_patch_what").set_value("mask").run()
+    assert not at.exception, at.exception
+    assert caption(at).startswith("6 cells set by the intervention")  # the donor's mask on row 28
 
 
 def test_non_rim_model_gets_a_note(page_env):
@@ -92,10 +127,22 @@ def test_knockout_view_across_the_test_set(page_env):
     assert not any("the intact model is right on" in c.value for c in at.caption)  # off until asked
     at.toggle(key="iv_knock").set_value(True).run()
     assert not at.exception, at.exception
-    cap = next(c.value for c in at.caption if "the intact model is right on" in c.value)
+    cap = next(c.value for c in at.caption if "intact (a property of these weights" in c.value)
     assert "images clean" in cap and "At inference with the same weights" in cap
+    assert "Holm-adjusted over the table's" in cap and "needed" not in cap and "necessary" not in cap
+    assert "direct effect" in cap
     df = next(d.value for d in at.dataframe if "variant" in d.value.columns)
-    assert len(df) == 1 + 6 + 3 and df["variant"].iloc[0] == "intact (attention)"
+    assert len(df) == 1 + 3 * 6 + 3 + 2 and df["variant"].iloc[0] == "intact (attention)"
+    assert set(df["how"]) == {"", "removed", "switched off", "read-out only"}
+    assert at.toggle(key="iv_knock").help.startswith(f"{2 * len(df)} runs")
+    assert at.radio(key="iv_class_mode").options == ["removed", "switched off"]
+    at.radio(key="iv_class_mode").set_value("off").run()
+    assert not at.exception, at.exception
+    at.toggle(key="iv_patch_set").set_value(True).run()
+    assert not at.exception, at.exception
+    pf = next(d.value for d in at.dataframe if "patched" in d.value.columns)
+    assert len(pf) == 7 and list(pf.columns)[1:] == ["rows 1-7", "rows 8-14", "rows 15-21", "rows 22-28"]
+    assert any("share of predictions that become the donor's" in c.value for c in at.caption)
 
 
 def test_attribution_tab_prediction_and_selection(page_env):
@@ -107,7 +154,11 @@ def test_attribution_tab_prediction_and_selection(page_env):
     at.selectbox(key="ig_unit").set_value("LSTM 2").run()
     assert not at.exception, at.exception
     cap = next(c.value for c in at.caption if "completeness gap" in c.value)
-    assert "the selection score of LSTM 2 at row 9" in cap
+    assert "the selection margin of LSTM 2 at row 9" in cap and "own mask held fixed" in cap
+    at.toggle(key="ig_margin").set_value(False).run()
+    at.toggle(key="ig_frozen").set_value(False).run()
+    cap = next(c.value for c in at.caption if "completeness gap" in c.value)
+    assert "the selection score of LSTM 2 at row 9" in cap and "own mask" not in cap
 
 
 def test_attribution_tab_for_a_baseline_model(page_env):
