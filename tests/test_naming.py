@@ -19,7 +19,8 @@ def test_protocol_of_a_run_follows_its_settings():
     assert protocol_of({}) == "" and protocol_of(None) == ""
     assert protocol_of(TrainConfig.from_protocol("converged-aug").to_dict()) == "converged-aug"
     assert protocol_of(TrainConfig.from_protocol("converged-12k").to_dict()) == "converged-12k"
-    assert set(PROTOCOLS) == {"paper", "converged", "converged-aug", "converged-12k"}
+    assert protocol_of(TrainConfig.from_protocol("converged-24k").to_dict()) == "converged-24k"
+    assert set(PROTOCOLS) == {"paper", "converged", "converged-aug", "converged-12k", "converged-24k"}
 
 
 def test_model_label_reads_as_one_name():
