@@ -67,8 +67,8 @@ def test_the_controls_sentence_names_only_what_the_table_decides():
             {"dataset": "mnist", "control": "rim_random", "equiv_verdict": "equivalent within the margin"},
             {"dataset": "fashion_mnist", "control": "rim_random", "equiv_verdict": "equivalence not shown"}]
     s = answer._controls_sentence(rows)
-    assert s == ("On MNIST, plain LSTMs with as many parameters beat it, and picking the active LSTMs at random "
-                 "moves its error less than the paper's claimed gap.")
+    assert s == ("On MNIST, equally large plain LSTMs beat it, and random instead of attention-chosen LSTMs change "
+                 "its error by less than the paper's claimed gap.")
     assert answer._controls_sentence(rows[1:2]) == ""
 
 
@@ -129,4 +129,4 @@ def test_the_seeds_sentence_counts_the_leading_comparison_not_a_partial_cell():
                        {"grid": "budget", "dataset": "mnist", "other": "parallel_lstm", "seeds": 5},
                        {"grid": "converged", "dataset": "animals10", "other": "parallel_lstm", "seeds": 3},
                        {"grid": "paper", "dataset": "mnist", "other": "parallel_lstm", "seeds": 2}])
-    assert answer._seeds_sentence(df) == "Five training seeds per method (three on Animals-10)."
+    assert answer._seeds_sentence(df) == "Five seeds per method (three on Animals-10)."

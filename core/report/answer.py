@@ -118,9 +118,9 @@ def _main_sentence(df: pd.DataFrame, claims: dict) -> str:
     if mean and math.isfinite(fmt.num(mean.get("pooled"))):
         v, pooled = mean.get("verdict", ""), fmt.num(mean["pooled"])
         if v.startswith("does not hold"):
-            parts.append(f"under the paper's schedule is {abs(pooled):.2f} points worse on average")
+            parts.append(f"under the paper's schedule is {abs(pooled):.2f} points worse on average over four sets")
         elif v == HOLDS:
-            parts.append(f"under the paper's schedule is {pooled:.2f} points better on average")
+            parts.append(f"under the paper's schedule is {pooled:.2f} points better on average over four sets")
     body = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + ", and " + parts[-1]
     return f"{head} {body}."
 
@@ -133,8 +133,8 @@ def _controls_sentence(controls: list[dict]) -> str:
                  and str(r.get("equiv_verdict", "")).startswith("equivalent")}
     m = _names([d for d in DATASET_ORDER if d in matched]) if matched else ""
     r = _names([d for d in DATASET_ORDER if d in random_eq]) if random_eq else ""
-    said_m = "plain LSTMs with as many parameters beat it"
-    said_r = "picking the active LSTMs at random moves its error less than the paper's claimed gap"
+    said_m = "equally large plain LSTMs beat it"
+    said_r = "random instead of attention-chosen LSTMs change its error by less than the paper's claimed gap"
     if m and m == r:
         return f"On {m}, {said_m}, and {said_r}."
     parts = [f"{said_m} on {m}"] * bool(m) + [f"{said_r} on {r}"] * bool(r)
@@ -155,8 +155,8 @@ def _seeds_sentence(df: pd.DataFrame) -> str:
     n = int(main[main["dataset"] != "animals10"]["seeds"].min()) if (main["dataset"] != "animals10").any() else 0
     a = int(main[main["dataset"] == "animals10"]["seeds"].min()) if (main["dataset"] == "animals10").any() else n
     if not n:
-        return f"{_count(a)} training seeds per method."
-    return f"{_count(n)} training seeds per method" + (f" ({_count(a).lower()} on Animals-10)." if a != n else ".")
+        return f"{_count(a)} seeds per method."
+    return f"{_count(n)} seeds per method" + (f" ({_count(a).lower()} on Animals-10)." if a != n else ".")
 
 
 def plain_answer(root="results") -> str:
@@ -286,8 +286,8 @@ def write_figure(repo=".", results="results") -> Path:
     for ax in axes[-1]:
         ax.set_xlabel("other − RIM, error points", fontsize=8)
     fig.legend(loc="lower center", ncol=len(labelled), fontsize=9, frameon=False)
-    fig.suptitle("RIM's test-error gap to each method (right of 0: RIM better); bars: interval at its verdict's level",
-                 fontsize=10)
+    fig.suptitle("RIM's test-error gap to each method (right of 0: RIM better). Bars: the Holm-adjusted interval, "
+                 "which excludes 0 exactly when a difference is shown; no bar: one seed", fontsize=9)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     fig.savefig(out, metadata={"Software": None})
     plt.close(fig)
