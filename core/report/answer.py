@@ -286,8 +286,8 @@ def write_figure(repo=".", results="results") -> Path:
     for ax in axes[-1]:
         ax.set_xlabel("other − RIM, error points", fontsize=8)
     fig.legend(loc="lower center", ncol=len(labelled), fontsize=9, frameon=False)
-    fig.suptitle("RIM's test-error gap to each method (right of 0: RIM better). Bars: the Holm-adjusted interval, "
-                 "which excludes 0 exactly when a difference is shown; no bar: one seed", fontsize=9)
+    fig.suptitle("RIM's test-error gap to each method (right of 0: RIM better)\nbars: the Holm-adjusted interval, "
+                 "which excludes 0 exactly when a difference is shown; no bar: one seed", fontsize=10)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     fig.savefig(out, metadata={"Software": None})
     plt.close(fig)
