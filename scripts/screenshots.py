@@ -76,22 +76,12 @@ class Shot:
 
 
 def _draw_seven(page, server) -> None:
-    from tests.browser.helpers import INSIDE, WAIT_S, choose_input, drawing_canvas, poll, settle, stable_box
+    from tests.browser.helpers import INSIDE, choose_input, draw_on_canvas, settle
 
     page.get_by_text(INSIDE).first.wait_for()
     choose_input(page, "Draw")
     page.get_by_text("The canvas is empty").wait_for()
-    canvas = drawing_canvas(page)
-    canvas.wait_for()
-    canvas.scroll_into_view_if_needed()
-    box = poll(stable_box(canvas), WAIT_S, what="the canvas to be laid out")
-    sx, sy = box["width"] / 280, box["height"] / 280
-    stroke = [(60, 60), (220, 60), (190, 120), (160, 185), (135, 240)]  # a "7"
-    page.mouse.move(box["x"] + stroke[0][0] * sx, box["y"] + stroke[0][1] * sy)
-    page.mouse.down()
-    for x, y in stroke[1:]:
-        page.mouse.move(box["x"] + x * sx, box["y"] + y * sy, steps=10)
-    page.mouse.up()
+    draw_on_canvas(page, [(60, 60), (220, 60), (190, 120), (160, 185), (135, 240)])  # a "7"
     page.get_by_text("What the model sees: your drawing").wait_for()
     page.get_by_text(INSIDE).first.wait_for()
     settle(page)
@@ -99,34 +89,18 @@ def _draw_seven(page, server) -> None:
 
 def _flip_cell(server) -> tuple[int, int, int]:
     """(test image, row, LSTM) of a single forced cell that changes the shipped MNIST RIM's answer."""
-    import numpy as np
-
     from core import catalog
     from core.data.datasets import load_dataset
-    from core.eval import interventions as ivs
-    from core.models.rim import Intervention
+    from core.eval.interventions import decisive_cell
     from core.training.weights import load_weights
 
     entries = [e for e in catalog.pretrained_entries("mnist", Path(server["pretrained"])) if e.model == "rim"]
     model, _ = load_weights(catalog.preferred_entry(entries).stem)
     data = load_dataset("mnist", "test", data_dir=server["data_dir"], download=False)
-    logits_all, _ = ivs.run(model, data.images)
-    top2 = np.sort(logits_all, axis=1)[:, -2:]
-    for idx in np.argsort(top2[:, 1] - top2[:, 0])[:30]:  # the least decided images first
-        idx = int(idx)
-        img = data.images[idx: idx + 1]
-        logits, tr = ivs.run(model, img, with_trace=True)
-        mask = tr["active"][0]
-        T, n = mask.shape
-        cells = [(t, i) for t in range(T) for i in range(n)]
-        force = np.full((len(cells), T, n), -1.0, dtype=np.float32)
-        for b, (t, i) in enumerate(cells):
-            force[b, t, i] = 1.0 - mask[t, i]
-        out, _ = ivs.run(model, np.repeat(img, len(cells), 0), Intervention(force=force))
-        flips = np.flatnonzero(out.argmax(1) != logits.argmax(1))
-        if len(flips):
-            return (idx, *cells[int(flips[0])])
-    raise SystemExit("no single forced cell changes the shipped RIM's answer on the 30 least decided images")
+    cell = decisive_cell(model, data.images)
+    if cell is None:
+        raise SystemExit("no single forced cell changes the shipped RIM's answer on the 30 least decided images")
+    return cell
 
 
 def _intervene(page, server) -> None:
@@ -152,7 +126,7 @@ def _intervene(page, server) -> None:
 def _train_demo(page, server) -> None:
     """A demo run of RIM on the bundled MNIST sample (the Adam protocol's settings with fewer
     iterations and a smaller validation split), to its end; one that does not learn is refused."""
-    from tests.browser.helpers import WAIT_S, poll, settle
+    from tests.browser.helpers import WAIT_S, fill_inputs, poll, settle
 
     page.get_by_text("Your runs").wait_for()
     page.get_by_text("Adam, cosine, 4,000 iterations (best of a validation split)", exact=True).click()
@@ -162,13 +136,8 @@ def _train_demo(page, server) -> None:
     page.get_by_text(re.compile("Train a quick demo on the bundled MNIST sample")).click()
     settle(page)
     # the sample's 800 training images: 100 of them are the validation split (the protocol's 5,000 do not fit)
-    for label, value in (("Iterations", str(TRAIN_ITERATIONS)), ("Validation images (from the training data)", "100"),
-                         ("Test accuracy every (iterations)", "100")):
-        box = page.get_by_label(label, exact=True)
-        box.fill(value)
-        box.press("Enter")
-        poll(lambda b=box, v=value: b.input_value() == v, WAIT_S, what=f"{label} = {value}")
-        settle(page)
+    fill_inputs(page, (("Iterations", str(TRAIN_ITERATIONS)), ("Validation images (from the training data)", "100"),
+                       ("Test accuracy every (iterations)", "100")), each=settle)
     button = page.get_by_role("button", name="Start 1 run")
     poll(button.is_enabled, WAIT_S, what="an enabled Start button")
     button.click()

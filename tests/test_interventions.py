@@ -386,3 +386,19 @@ def test_one_input_composes_the_tabs_settings():
     assert np.isnan(iv2.readout[0]).all() and (iv2.readout[1] == 0).all() and iv2.patch[2][:2, 0].all()
 
 
+
+
+def test_decisive_cell_names_a_cell_whose_flip_alone_changes_the_answer():
+    from core.data.datasets import SAMPLES_DIR
+
+    model, _ = load_weights(PRETRAINED / "converged" / "mnist" / "rim")
+    with np.load(SAMPLES_DIR / "mnist_sample.npz", allow_pickle=False) as d:
+        images = d["x"][:300]
+    idx, row, lstm = ivs.decisive_cell(model, images)
+    img = images[idx: idx + 1]
+    logits, tr = ivs.run(model, img, with_trace=True)
+    force = np.full(tr["active"].shape, -1.0, dtype=np.float32)
+    force[0, row, lstm] = 1.0 - tr["active"][0, row, lstm]
+    flipped, _ = ivs.run(model, img, Intervention(force=force))
+    assert flipped.argmax(1)[0] != logits.argmax(1)[0]
+    assert ivs.decisive_cell(model, images, look_at=0) is None

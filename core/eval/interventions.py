@@ -394,3 +394,27 @@ def seed_drops(tables: Sequence[InterventionTable], key: str, condition: str = "
                cls: int | None = None) -> np.ndarray:
     """[seeds] the drop of variant ``key`` in each table (one per trained network)."""
     return np.array([t.drop(key, condition, cls) for t in tables])
+
+
+def decisive_cell(model, images, look_at: int = 30) -> tuple[int, int, int] | None:
+    """(image index, row, LSTM), all 0-based, of one mask cell whose flip alone changes the
+    model's answer, searched over the ``look_at`` least decided images (smallest gap between the
+    two highest logits) first; ``None`` when none of them has such a cell. What the Intervene tab
+    shows when one click should change the answer (its browser test and its screenshot)."""
+    logits_all, _ = run(model, images)
+    top2 = np.sort(logits_all, axis=1)[:, -2:]
+    for idx in np.argsort(top2[:, 1] - top2[:, 0])[:look_at]:
+        idx = int(idx)
+        img = np.asarray(images)[idx: idx + 1]
+        logits, tr = run(model, img, with_trace=True)
+        mask = tr["active"][0]
+        T, n = mask.shape
+        cells = [(t, i) for t in range(T) for i in range(n)]
+        force = np.full((len(cells), T, n), -1.0, dtype=np.float32)
+        for b, (t, i) in enumerate(cells):
+            force[b, t, i] = 1.0 - mask[t, i]
+        out, _ = run(model, np.repeat(img, len(cells), 0), Intervention(force=force))
+        flips = np.flatnonzero(out.argmax(1) != logits.argmax(1))
+        if len(flips):
+            return (idx, *cells[int(flips[0])])
+    return None

@@ -210,3 +210,36 @@ def drawing_canvas(page):
     if frames.count():
         return page.frame_locator("iframe[title*='canvas' i]").first.locator("canvas.upper-canvas, canvas").last
     return page.locator("canvas.upper-canvas").first
+
+
+SEVEN = [(50, 50), (230, 50), (200, 110), (165, 175), (135, 245)]  # a "7" on the 280 x 280 canvas
+
+
+def draw_on_canvas(page, stroke=SEVEN) -> dict:
+    """Draw one mouse stroke through ``stroke`` (canvas pixels, 280 x 280) on the Draw canvas, laid
+    out and scrolled into view first; returns the canvas' box."""
+    canvas = drawing_canvas(page)
+    canvas.wait_for(timeout=WAIT_MS)
+    canvas.scroll_into_view_if_needed()
+    box = poll(stable_box(canvas), WAIT_S, what="the canvas to be laid out")
+    assert box and box["width"] > 100 and box["height"] > 100, f"canvas box {box}"
+    sx, sy = box["width"] / 280, box["height"] / 280
+    page.mouse.move(box["x"] + stroke[0][0] * sx, box["y"] + stroke[0][1] * sy)
+    page.mouse.down()
+    for x, y in stroke[1:]:
+        page.mouse.move(box["x"] + x * sx, box["y"] + y * sy, steps=10)
+    page.mouse.up()
+    return box
+
+
+def fill_inputs(page, values, each=None) -> None:
+    """Type each (label, value) into the input of that label and wait until it holds it; ``each``
+    (e.g. ``settle``) runs after every field."""
+    for label, value in values:
+        box = page.get_by_label(label, exact=True)
+        box.fill(value)
+        box.press("Enter")
+        poll(lambda b=box, v=value: b.input_value() == v, WAIT_S, what=f"{label} = {value}")
+        if each:
+            each(page)
+

@@ -31,13 +31,13 @@ from tests.browser.helpers import (
     assert_no_errors,
     choose_input,
     current_url,
-    drawing_canvas,
+    draw_on_canvas,
+    fill_inputs,
     full_screenshot,
     open_page,
     poll,
     press_slider,
     settle,
-    stable_box,
 )
 
 pytestmark = BROWSER
@@ -97,18 +97,7 @@ def test_mechanisms_draw_digit(page, app_server, screenshot):
     page.get_by_text(INSIDE).first.wait_for(timeout=SLOW_MS)
     choose_input(page, "Draw")
     page.get_by_text("The canvas is empty").wait_for(timeout=WAIT_MS)
-    canvas = drawing_canvas(page)
-    canvas.wait_for(timeout=WAIT_MS)
-    canvas.scroll_into_view_if_needed()
-    box = poll(stable_box(canvas), WAIT_S, what="the canvas to be laid out")
-    assert box and box["width"] > 100 and box["height"] > 100, f"canvas box {box}"
-    sx, sy = box["width"] / 280, box["height"] / 280
-    stroke = [(50, 50), (230, 50), (200, 110), (165, 175), (135, 245)]  # a "7"
-    page.mouse.move(box["x"] + stroke[0][0] * sx, box["y"] + stroke[0][1] * sy)
-    page.mouse.down()
-    for x, y in stroke[1:]:
-        page.mouse.move(box["x"] + x * sx, box["y"] + y * sy, steps=10)
-    page.mouse.up()
+    draw_on_canvas(page)
     _expect_prediction(page, screenshot, "your drawing", "mechanisms-draw")
 
 
@@ -167,11 +156,7 @@ def test_train_short_run(page, app_server, screenshot):
     page.get_by_text("Training data: npz folder").wait_for(timeout=WAIT_MS)
     page.get_by_role("button", name="Remove Parallel LSTMs").click()
     page.get_by_role("button", name="Start 1 run").wait_for(timeout=WAIT_MS)
-    for label, value in (("Iterations", "20"), ("Test accuracy every (iterations)", "5")):
-        box = page.get_by_label(label, exact=True)
-        box.fill(value)
-        box.press("Enter")
-        poll(lambda b=box, v=value: b.input_value() == v, WAIT_S, what=f"{label} = {value}")
+    fill_inputs(page, (("Iterations", "20"), ("Test accuracy every (iterations)", "5")))
     settle(page)
     button = page.get_by_role("button", name="Start 1 run")
     poll(button.is_enabled, WAIT_S, what="an enabled Start button")

@@ -11,9 +11,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import numpy as np
-import pytest
-
 from tests.browser.helpers import (
     BROWSER,
     SLOW_MS,
@@ -33,31 +30,15 @@ def _flip_cell(app_server):
     """(image index, row 0-based, LSTM 0-based) of a single-cell flip that changes the prediction."""
     from core import catalog
     from core.data.datasets import load_dataset
-    from core.eval import interventions as ivs
-    from core.models.rim import Intervention
+    from core.eval.interventions import decisive_cell
     from core.training.weights import load_weights
 
     entries = [e for e in catalog.pretrained_entries("mnist", Path(app_server["pretrained"])) if e.model == "rim"]
-    entry = catalog.preferred_entry(entries)
-    model, _ = load_weights(entry.stem)
+    model, _ = load_weights(catalog.preferred_entry(entries).stem)
     data = load_dataset("mnist", "test", data_dir=app_server["data_dir"], download=False)
-    logits_all, _ = ivs.run(model, data.images)
-    top2 = np.sort(logits_all, axis=1)[:, -2:]
-    for idx in np.argsort(top2[:, 1] - top2[:, 0])[:30]:  # the least decided images first
-        idx = int(idx)
-        img = data.images[idx : idx + 1]
-        logits, tr = ivs.run(model, img, with_trace=True)
-        mask = tr["active"][0]
-        T, n = mask.shape
-        cells = [(t, i) for t in range(T) for i in range(n)]
-        force = np.full((len(cells), T, n), -1.0, dtype=np.float32)
-        for b, (t, i) in enumerate(cells):
-            force[b, t, i] = 1.0 - mask[t, i]
-        out, _ = ivs.run(model, np.repeat(img, len(cells), 0), Intervention(force=force))
-        flips = np.flatnonzero(out.argmax(1) != logits.argmax(1))
-        if len(flips):
-            return (idx, *cells[int(flips[0])])
-    pytest.skip("no single-cell flip changes the prediction on the 30 least decided images")
+    cell = decisive_cell(model, data.images)
+    assert cell is not None, "no single-cell flip changes the prediction on the 30 least decided images"
+    return cell
 
 
 def _prediction(page):
