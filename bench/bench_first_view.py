@@ -7,9 +7,9 @@ Run from the repository root (needs Chromium and Playwright: ``scripts/install_b
 
 It starts ``python app.py`` as ``make app`` does (bench_pages' server: offline, an empty run store, the
 shipped pretrained models; the bundled samples unless ``RIMSCOPE_DATA_DIR`` is set) and measures
-in headless Chromium, from the navigation to the settled page (its main content drawn, the
-script run over; the end is time-stamped by a MutationObserver in the page, so polling adds
-nothing):
+in headless Chromium, from the navigation to the page's last change (its main content drawn,
+the script run over and everything drawn after it; the ends are time-stamped by MutationObservers
+in the page, so polling adds nothing):
 
 * **fresh server**: the very first page after the server answers its health check (what
   ``make app`` prints the URL for), then every other page in turn through the sidebar, as a
@@ -34,8 +34,10 @@ import time
 from pathlib import Path
 
 from bench.bench_pages import (
+    CHANGE_JS,
     OBSERVER_JS,
     SETTLE_S,
+    last_change,
     machine,
     open_browser,
     require_chromium,
@@ -72,10 +74,12 @@ def log(msg: str) -> None:
 def _install_observer(page) -> None:
     page.locator('[data-testid="stApp"]').first.wait_for(state="attached", timeout=WAIT_MS)
     page.evaluate(OBSERVER_JS)
+    page.evaluate(CHANGE_JS)
 
 
 def _settled(page, name: str, t0_ms: float, need_run: bool) -> float:
-    """Seconds from ``t0_ms`` (page clock) to the end of the last script run of a settled page."""
+    """Seconds from ``t0_ms`` (page clock) to the last change of a settled page: its last script
+    run over and everything drawn after it (``bench_pages.last_change``)."""
     _, _, heading, ready = PAGES[name]
     page.locator("h1").filter(has_text=heading).first.wait_for(timeout=WAIT_MS)
     if ready is not None:
@@ -86,7 +90,7 @@ def _settled(page, name: str, t0_ms: float, need_run: bool) -> float:
         now = page.evaluate("() => performance.now()")
         state = page.locator('[data-testid="stApp"]').get_attribute("data-test-script-state")
         if end is not None and state == "notRunning" and now - end >= CALM_S * 1000:
-            return (end - t0_ms) / 1000.0
+            return (last_change(page, t0_ms, end) - t0_ms) / 1000.0
         time.sleep(0.05)
     raise TimeoutError(f"{name} did not settle")
 
@@ -102,6 +106,7 @@ def click_to(page, name: str) -> float:
     """In-app navigation through the sidebar link, as a person moves between pages."""
     page.evaluate("() => { window.__rs = null; }")
     page.evaluate(OBSERVER_JS)
+    page.evaluate(CHANGE_JS)
     link = page.locator('[data-testid="stSidebarNav"] a').filter(has_text=PAGES[name][1]).first
     t0 = page.evaluate("() => performance.now()")
     link.dispatch_event("click")

@@ -25,9 +25,11 @@ drives headless Chromium through the interactions users repeat:
   there), Mechanisms' "Find the same mechanisms elsewhere" and "Across the test set"; each in a
   fresh session, after the server's warm-up had ``RIMSCOPE_BENCH_WARM_WAIT_S`` (180) seconds.
 
-Latency = from the input event to the end of the script run it causes, taken from the page
-itself: a MutationObserver time-stamps every change of Streamlit's ``data-test-script-state``
-attribute, so the Python side's polling adds nothing. Each setting of ``--gc`` is a separate
+Latency = from the input event to the page's last change it causes (the script run over and
+everything it drew, the page then unchanged for ``RIMSCOPE_BENCH_CHANGE_QUIET_S``, 0.75 s), taken
+from the page itself: MutationObservers time-stamp every change of Streamlit's
+``data-test-script-state`` attribute and of the app's DOM, so the Python side's polling adds
+nothing; the end of the script run is kept beside it (``script_end_s``). Each setting of ``--gc`` is a separate
 server: ``on`` is Streamlit's default (a full ``gc.collect(2)`` after every script run),
 ``off`` is this app's ``.streamlit/config.toml`` (``runner.postScriptGC = false``). Medians,
 ratios (on / off) and every sample go to ``bench/results/pages.json``.
@@ -186,6 +188,29 @@ def settle(page, timeout_s: float = 300, quiet_s: float | None = None) -> bool:
 
 
 SCRIPT_RUNS: list[float] = []  # the last measurement's running -> notRunning span, per call of timed()
+SCRIPT_ENDS: list[float] = []  # the same measurement's input event -> end of the script run (s)
+
+# every change of the app's DOM (an element added, removed, re-texted or re-attributed) stamps
+# window.__ch: what a person sees change, figures drawn after the script run included
+CHANGE_JS = """() => { const app = document.querySelector('[data-testid="stApp"]');
+  if (!app || window.__chApp === app) return; window.__chApp = app; window.__ch = performance.now();
+  new MutationObserver(() => { window.__ch = performance.now(); })
+    .observe(app, {childList: true, subtree: true, characterData: true, attributes: true}); }"""
+CHANGE_QUIET_S = float(os.environ.get("RIMSCOPE_BENCH_CHANGE_QUIET_S", "0.75"))  # unchanged this long: done
+CHANGE_WAIT_S = 15.0  # a page that never stays unchanged this long is measured to its script end
+
+
+def last_change(page, t0_ms: float, after_ms: float) -> float:
+    """Milliseconds (page clock) of the page's last change at or after ``after_ms`` once it has
+    stayed unchanged for ``CHANGE_QUIET_S``; ``after_ms`` itself when it does not go quiet within
+    ``CHANGE_WAIT_S`` (a page that redraws by itself) or changed nothing after it."""
+    deadline = time.monotonic() + CHANGE_WAIT_S
+    while time.monotonic() < deadline:
+        ch, now = page.evaluate("() => [window.__ch || 0, performance.now()]")
+        if now - max(ch, after_ms) >= CHANGE_QUIET_S * 1000:
+            return max(ch, after_ms)
+        time.sleep(0.05)
+    return after_ms
 
 
 def log(msg: str) -> None:
@@ -213,6 +238,7 @@ def timed(page, action, done_js: str | None = None, arg=None, timeout_s: float =
     ``LostInput`` too (seen under load: a slider moved by its key, its value never sent).
     """
     page.evaluate(OBSERVER_JS)
+    page.evaluate(CHANGE_JS)
     if prepare is not None:
         prepare()
     t0 = page.evaluate("() => performance.now()")
@@ -225,7 +251,8 @@ def timed(page, action, done_js: str | None = None, arg=None, timeout_s: float =
         end = page.evaluate("() => window.__done")
         run = page.evaluate(RUN_AFTER_JS, t0)
         SCRIPT_RUNS.append((run[1] - run[0]) / 1000.0 if run else math.nan)
-        return (end - t0) / 1000.0
+        SCRIPT_ENDS.append((end - t0) / 1000.0)
+        return (last_change(page, t0, end) - t0) / 1000.0
     acted = time.monotonic()
     deadline = acted + timeout_s
     started = start_within_s is None
@@ -233,7 +260,8 @@ def timed(page, action, done_js: str | None = None, arg=None, timeout_s: float =
         run = page.evaluate(RUN_AFTER_JS, t0)
         if run:
             SCRIPT_RUNS.append((run[1] - run[0]) / 1000.0)
-            return (run[1] - t0) / 1000.0
+            SCRIPT_ENDS.append((run[1] - t0) / 1000.0)
+            return (last_change(page, t0, run[1]) - t0) / 1000.0
         if not started:
             started = page.evaluate(STARTED_AFTER_JS, t0)
             if not started and time.monotonic() - acted > start_within_s:
@@ -538,21 +566,24 @@ def bench_slow(page, url: str, reps: int) -> dict[str, list[float]]:
     return out
 
 
-def _summary(samples: list[float], spans: list[float]) -> dict:
-    """``samples``: input event -> end of run; ``spans``: the same runs' running -> notRunning
-    (the server's script run as the page sees it; the rest is input, transport and drawing)."""
+def _summary(samples: list[float], spans: list[float], ends: list[float] | None = None) -> dict:
+    """``samples``: input event -> the page's last change (the script run over and everything it
+    drew); ``spans``: the same runs' running -> notRunning (the server's script run as the page
+    sees it); ``ends``: input event -> end of the script run."""
     spans_seen = [x for x in spans if not math.isnan(x)]
+    ends = ends or []
     return {"median_s": statistics.median(samples), "min_s": min(samples), "max_s": max(samples),
             "n": len(samples), "script_median_s": statistics.median(spans_seen) if spans_seen else math.nan,
-            "samples_s": [round(x, 4) for x in samples], "script_s": [round(x, 4) for x in spans]}
+            "script_end_median_s": statistics.median(ends) if ends else math.nan,
+            "samples_s": [round(x, 4) for x in samples], "script_s": [round(x, 4) for x in spans],
+            "script_end_s": [round(x, 4) for x in ends]}
 
 
 def _measured(fn, *args):
-    """Run a bench function; pair its samples with the script spans recorded meanwhile."""
-    start = len(SCRIPT_RUNS)
+    """Run a bench function; pair its samples with the script spans and ends recorded meanwhile."""
+    start, start_end = len(SCRIPT_RUNS), len(SCRIPT_ENDS)
     out = fn(*args)
-    spans = SCRIPT_RUNS[start:]
-    return out, spans
+    return out, SCRIPT_RUNS[start:], SCRIPT_ENDS[start_end:]
 
 
 SECTIONS = ("timestep", "noise", "drawing", "explore", "slow")
@@ -619,16 +650,17 @@ def run(gc_on: bool, reps: int, sections=SECTIONS) -> dict:
                 browser, page = open_browser(p)
                 res = {}
                 if "timestep" in sections:
-                    steps, spans = _measured(bench_timestep, page, url, reps)
-                    res["timestep_step"] = _summary(steps, spans[-len(steps):])
+                    steps, spans, ends = _measured(bench_timestep, page, url, reps)
+                    res["timestep_step"] = _summary(steps, spans[-len(steps):], ends[-len(steps):])
                 if "noise" in sections:
-                    (cold, cached), spans = _measured(bench_noise, page, url, reps)
+                    (cold, cached), spans, ends = _measured(bench_noise, page, url, reps)
                     # bench_noise times right (cold), left, right (cached) in turn
-                    res["noise_slider_cold"] = _summary(cold, spans[0::3])
-                    res["noise_slider_cached"] = _summary(cached, [x for i, x in enumerate(spans) if i % 3])
+                    res["noise_slider_cold"] = _summary(cold, spans[0::3], ends[0::3])
+                    res["noise_slider_cached"] = _summary(cached, [x for i, x in enumerate(spans) if i % 3],
+                                                          [x for i, x in enumerate(ends) if i % 3])
                 if "drawing" in sections:
-                    draws, spans = _measured(bench_drawing, page, url, reps)
-                    res["new_drawing"] = _summary(draws, spans[-len(draws):])
+                    draws, spans, ends = _measured(bench_drawing, page, url, reps)
+                    res["new_drawing"] = _summary(draws, spans[-len(draws):], ends[-len(draws):])
                 if "explore" in sections:
                     for name, samples in bench_explore(page, url, reps).items():
                         res[name] = _summary(samples, [math.nan] * len(samples))  # page-side times only
