@@ -16,6 +16,7 @@ from core.eval.scorer import Scorer
 from core.models.registry import is_method, trace_schema
 from core.report.floors import floors_from_counts
 from core.report.fmt import short_method_title, source_parts
+from core.report.frames import ErrorAt, error_change_frames
 from core.report.plots import robustness, traces
 from pages import ui
 from pages.ui.handwriting import URL_STATE as HANDWRITING_URL_STATE
@@ -154,34 +155,29 @@ def _error_metrics(scorer: Scorer | None, dataset: str, heading: str, spinner: s
     with st.spinner(spinner):
         base = {m: base_of(m) for m in scorer.models}
         points = {m: here_of(m) for m in scorer.models}
-    import pandas as pd
-
-    rows, numbers = [], []
-    for method, p in points.items():
-        lo, hi = p.interval
-        d = (p.error - base[method].error) * 100
-        entry = scorer.models[method][0]
-        name = entry.display
-        full = (entry.metrics or {}).get("test_error")
-        rows.append({"model": name, f"test error on {p.n:,} {_images_word(scorer)}": f"{p.error * 100:.1f}%",
-                     f"change vs {versus}": f"{d:+.1f} points" if round(d, 1) else "±0.0 points",
-                     "95% interval": f"{lo * 100:.1f}-{hi * 100:.1f}%",
-                     "clean, full test set": f"{full * 100:.2f}%" if isinstance(full, (int, float)) else "–"})
-        numbers.append({"model": name, "setting": heading.removeprefix("Test error at "),
-                        "test error (%)": round(p.error * 100, 4), f"{versus} error (%)": round(base[method].error * 100, 4),
-                        "95% low (%)": round(lo * 100, 4), "95% high (%)": round(hi * 100, 4), "images": p.n})
+    rows = [ErrorAt(scorer.models[m][0].display, p.error, *p.interval, p.n, base[m].error, _full_error(scorer.models[m][0]))
+            for m, p in points.items()]
+    shown, numbers = error_change_frames(rows, _images_word(scorer), heading.removeprefix("Test error at "), versus)
     # a static table (not one metric per model): every model's full name fits, nothing is cut
-    st.table(pd.DataFrame(rows), hide_index=True)
+    st.table(shown, hide_index=True)
     c_note, c_dl = st.columns([4, 1], vertical_alignment="center")
     c_note.caption(f"95% intervals: Wilson, over the {next(iter(points.values())).n} {_images_word(scorer)}{suffix}. "
-                   "The full-test-set error is the one recorded when the model was trained.",
+                   f"Change vs {versus}: the error here minus the {versus} error on the same images. The last "
+                   "column is the clean error on the full test set, recorded when the model was trained (other "
+                   "images, so it does not enter the change).",
                    help="A 95% interval is the range the error would fall in for 95 of 100 other sets of this many "
                         "images of the same kind: the narrower, the surer the figure. Two models whose intervals "
                         "overlap much may not differ at all.")
-    c_dl.download_button("⬇ CSV: this table", pd.DataFrame(numbers).to_csv(index=False).encode(),
+    c_dl.download_button("⬇ CSV: this table", numbers.to_csv(index=False).encode(),
                          file_name=f"{dataset}_test_error_{_slug(heading)}.csv", mime="text/csv",
                          key=f"rb_dl_table_{versus}", on_click="ignore")
     return True
+
+
+def _full_error(entry) -> float | None:
+    """The clean error on the full test set that a model's metadata records, if any."""
+    full = (entry.metrics or {}).get("test_error")
+    return float(full) if isinstance(full, (int, float)) else None
 
 
 def _images_word(scorer: Scorer) -> str:

@@ -106,6 +106,22 @@ def test_page_loads_with_the_paper_noise_level(page_env):
     assert any("Dashed: the error of guessing at random" in c for c in captions(at))
 
 
+def test_the_change_vs_clean_adds_up_with_the_clean_error_on_the_same_images(page_env):
+    """The change is measured against the clean error on the scored subset, which stands beside it;
+    the full test set's clean error is apart (other images)."""
+    at = run_page()
+    at.select_slider(key="rb_strength_gaussian").set_value(0.2).run()
+    assert not at.exception
+    df = next(t for t in tables(at) if "change vs clean" in t.columns)
+    cols = list(df.columns)
+    assert cols.index("clean, same 100 sample images") == cols.index("change vs clean") - 1
+    assert cols[-1] == "clean, full test set"
+    for r in df.to_dict("records"):
+        noisy, clean = (float(r[c].rstrip("%")) for c in ("test error on 100 sample images", "clean, same 100 sample images"))
+        change = r["change vs clean"].split()[0].replace("±", "")
+        assert float(change) == pytest.approx(noisy - clean, abs=1e-9)
+
+
 def test_moving_the_noise_slider_changes_the_errors(page_env):
     at = run_page()
     before = metrics(at)
