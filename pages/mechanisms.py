@@ -96,10 +96,11 @@ def _pick_test_image(dataset: str, model, entry, data):
     """A test image chosen at random, by class, or among the model's mistakes."""
     classes = list(data.classes)
     n = len(data)
+    word = "sample image" if data.is_sample else "test image"
     st.session_state.setdefault("mech_idx", 0)
     st.session_state["mech_idx"] = int(min(max(0, st.session_state["mech_idx"]), n - 1))
     ui.pickers.keep_valid("mech_how", ["Random", "By class", "Misclassified"])
-    how = st.radio("Which test image", ["Random", "By class", "Misclassified"], horizontal=True, key="mech_how",
+    how = st.radio(f"Which {word}", ["Random", "By class", "Misclassified"], horizontal=True, key="mech_how",
                    help="Misclassified: images of a fixed test subset that the chosen model gets wrong, "
                         "the most confident mistakes first.")
     rng = np.random.default_rng()
@@ -129,7 +130,7 @@ def _pick_test_image(dataset: str, model, entry, data):
                             f"{ui.explore.images_word(data)} are wrong)",
                             1, len(wrong), 1, key="mech_wrong")
         st.session_state["mech_idx"] = int(wrong[int(k) - 1])
-    i = st.number_input(f"Test image number (0-{n - 1})", 0, n - 1, key="mech_idx", disabled=how == "Misclassified")
+    i = st.number_input(f"{word.capitalize()} number (0-{n - 1})", 0, n - 1, key="mech_idx", disabled=how == "Misclassified")
     st.caption(f"From the {source_parts(data.source)[0]}.", help=f"Read from {source_parts(data.source)[1] or data.source}.")
     return np.asarray(data.images[int(i)]), int(data.labels[int(i)]), None, ui.messages.image_name(data, int(i))
 
@@ -241,16 +242,39 @@ def _timestep_view(image: np.ndarray, a: ui.pair.Side, b: ui.pair.Side | None, p
 # --------------------------------------------------------------------------- views
 
 
-def input_source(dataset: str) -> str:
-    """The input's source: a test image, a drawing (grey data sets), an upload or, for MNIST, other
-    people's handwriting."""
+def input_sources(dataset: str) -> list[str]:
+    """The inputs offered: a test image, a drawing (grey data sets), an upload and, for MNIST,
+    other people's handwriting."""
     grey = DATASETS[dataset].channels == 1
-    sources = ["Test image", "Draw", "Upload"] if grey else ["Test image", "Upload"]
-    if dataset == "mnist":
-        sources.append("Other handwriting")
+    return ["Test image"] + (["Draw"] if grey else []) + ["Upload"] + (["Other handwriting"] if dataset == "mnist" else [])
+
+
+def _set_images(dataset: str) -> str:
+    """What the pickable images are: "Sample image" (the bundled sample, offline) or "Test image"."""
+    try:
+        return "Sample image" if ui.cache.test_data(dataset).is_sample else "Test image"
+    except DataUnavailableError:
+        return "Test image"
+
+
+def input_source(dataset: str) -> str:
+    """The input's source, one of :func:`input_sources` (the test images called sample images
+    when they are the bundled sample's)."""
+    grey = DATASETS[dataset].channels == 1
+    sources = input_sources(dataset)
     ui.pickers.keep_valid("mech_source", sources)
+    word = _set_images(dataset)
     return st.radio("Input", sources, horizontal=True, key="mech_source",
+                    format_func=lambda s: word if s == "Test image" else s,
                     help=None if grey else "Drawing is offered for the grey data sets (MNIST, Fashion-MNIST).")
+
+
+def _still_works(dataset: str) -> str:
+    """The other inputs offered, in words: "drawing or uploading an image still works"."""
+    verbs = {"Draw": "drawing", "Upload": "uploading", "Other handwriting": "reading other people's handwriting"}
+    said = [verbs[s] for s in input_sources(dataset) if s in verbs]
+    return (", ".join(said[:-1]) + " or " + said[-1] if len(said) > 1 else said[0]).replace(
+        "uploading", "uploading an image", 1) + " still works"
 
 
 def input_panel(dataset: str, entry, model, source: str) -> tuple:
@@ -262,8 +286,7 @@ def input_panel(dataset: str, entry, model, source: str) -> tuple:
         try:
             data = ui.cache.test_data(dataset)
         except DataUnavailableError as exc:
-            ui.messages.missing_data_note(dataset, exc, "there are no test images to pick (uploading or drawing "
-                                                   "an image still works)")
+            ui.messages.missing_data_note(dataset, exc, f"there are no test images to pick ({_still_works(dataset)})")
             data = None
         if data is not None:
             picked = _pick_test_image(dataset, model, entry, data)

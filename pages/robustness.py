@@ -101,7 +101,9 @@ def _session_memo(name: str, key: tuple, build):
 def _pick_image(dataset: str, data, key: str):
     """A test image (by number or at random) or an uploaded one: ``(image, label, caption)``."""
     ui.pickers.keep_valid(f"{key}_src", ["Test image", "Upload"])
-    src = st.radio("Image", ["Test image", "Upload"], horizontal=True, key=f"{key}_src") if data is not None else "Upload"
+    word = "sample image" if data is not None and data.is_sample else "test image"
+    src = st.radio("Image", ["Test image", "Upload"], horizontal=True, key=f"{key}_src",
+                   format_func=lambda s: word.capitalize() if s == "Test image" else s) if data is not None else "Upload"
     if src == "Upload":
         image = ui.upload.usable_array(ui.upload.uploaded_image(dataset, f"{key}_upload", "Upload an image to see it with noise."))
         return None if image is None else (image, None, "your image")
@@ -110,8 +112,8 @@ def _pick_image(dataset: str, data, key: str):
     ui.pickers.clamp_state(f"{key}_idx", 0, n - 1)
     rng = np.random.default_rng()
     c1, c2 = st.columns([3, 2], vertical_alignment="bottom")
-    i = c1.number_input(f"Test image number (0-{n - 1})", 0, n - 1, key=f"{key}_idx")
-    c2.button("Random", key=f"{key}_rand", help="a random test image",
+    i = c1.number_input(f"{word.capitalize()} number (0-{n - 1})", 0, n - 1, key=f"{key}_idx")
+    c2.button("Random", key=f"{key}_rand", help=f"a random {word}",
               on_click=lambda: st.session_state.update({f"{key}_idx": int(rng.integers(n))}))
     return np.asarray(data.images[int(i)]), int(data.labels[int(i)]), ui.messages.image_name(data, int(i))
 

@@ -13,7 +13,7 @@ from streamlit.errors import StreamlitAPIException
 
 from core.catalog import is_demo, run_label, seconds_per_iteration
 from core.data.datasets import DATASETS, how_to_get
-from core.data.plan import SAMPLE_TRAIN, DataPlan, training_data_plan
+from core.data.plan import SAMPLE_TRAIN, DataPlan, no_training_data_text, training_data_plan
 from core.errors import ConfigError, DataUnavailableError, RimscopeError
 from core.models.registry import DEFAULT_MODEL, config_fields, list_models
 from core.models.rim import SELECTIONS
@@ -397,10 +397,9 @@ def data_plan(dataset: str, data_dir: str, holdout: bool) -> tuple[DataPlan | No
     except DataUnavailableError as exc:
         data_ok = False
         say = st.info if st.session_state.get("train_demo") and dataset in SAMPLE_DATASETS else st.error
-        # the plain "not found" message names the ways to get the data, which the list below gives:
-        # say it once; any other reason (a damaged file, a failed download) is shown as it is
-        not_found = str(exc).startswith(f"No {DATASETS[dataset].title} train data found.")
-        say(f"No training data for {DATASETS[dataset].title} here" + ("." if not_found else f": {exc}"))
+        # the ways to get the data are listed below, once: the message says only why (its reason);
+        # a reason the error does not give apart (a damaged file) is shown as it is
+        say(no_training_data_text(DATASETS[dataset].title, exc))
         details(exc.detail)
         st.markdown("Training needs the full training set. Ways to get it:  \n" + "\n".join(
             f"- {w}" for w in how_to_get(dataset)) + "\n- or type a folder under *More settings → Data folder*.")

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 
+from ..report.fmt import source_parts
+
 FINAL_EVALUATION = "final evaluation on the whole test set…"
 STOPPING = "stopping: evaluating and saving what it learned…"
 FAR_BELOW = 0.05  # final test accuracy this far (5 points) under the best periodic one: said on the card
@@ -21,6 +23,12 @@ def progress_text(run) -> str:
     if run.status == "running" and run.total and run.iteration >= run.total:
         return f"{FINAL_EVALUATION} · {its}"
     return f"{run.status} · {its}"
+
+
+def training_text(source: str, n_images: int) -> str:
+    """The card's line while a run trains: how many images, from which source in plain words (its
+    path, and a sample's own size, stay in the run's status: ``data_source``)."""
+    return f"training on {n_images:,} images from the {source_parts(source)[0]}"
 
 
 def stop_outcome(run) -> str | None:

@@ -41,7 +41,11 @@ def test_page_loads_with_rim_by_default(page_env):
     assert not at.exception
     assert at.selectbox(key="mech_dataset").value == "mnist"
     assert at.selectbox(key="mech_model_mnist").value == "pretrained:mnist/rim"
-    assert at.radio(key="mech_source").options == ["Test image", "Draw", "Upload", "Other handwriting"]
+    # offline the pickable images are the bundled sample's: called so, in the radio and beside the number
+    assert at.radio(key="mech_source").options == ["Sample image", "Draw", "Upload", "Other handwriting"]
+    assert at.radio(key="mech_source").value == "Test image"
+    assert at.radio(key="mech_how").label == "Which sample image"
+    assert at.number_input(key="mech_idx").label.startswith("Sample image number")
     assert at.radio(key="mech_how").value == "Random"
     assert at.slider(key="mech_t").value == 1 and at.slider(key="mech_t").max == 28
     assert step_text(at).startswith("**Step 1 of 28**") and "Active:" in step_text(at)
@@ -196,6 +200,7 @@ def test_colour_data_set_without_data_says_how_to_get_it(page_env):
     assert at.radio(key="mech_source").options == ["Test image", "Upload"]
     warning = " ".join(w.value for w in at.warning)
     assert "No CIFAR-10 test data on this machine" in warning
+    assert "(uploading an image still works)" in warning and "draw" not in warning.lower()  # no Draw here
     how = " ".join(m.value for m in at.markdown)
     assert "RIMSCOPE_DATA_DIR=/path/to/folder make app" in how and "torchvision downloads" in how
     assert len([w for w in at.warning if "CIFAR-10" in w.value]) == 1  # said once, not repeated

@@ -182,6 +182,8 @@ def test_stretch_view(page_env):
 
 def test_random_image_and_upload(page_env):
     at = run_page()
+    assert at.radio(key="rb_img_src").options == ["Sample image", "Upload"]  # offline: the bundled sample's
+    assert at.number_input(key="rb_img_idx").label.startswith("Sample image number")
     at.number_input(key="rb_img_idx").set_value(5).run()
     assert not at.exception
     at.radio(key="rb_img_src").set_value("Upload").run()

@@ -96,12 +96,33 @@ def test_no_data_offline_disables_start(home, monkeypatch):
     at.selectbox(key="train_dataset").set_value("cifar10").run()
     assert not at.exception
     # said once: a short error, then the ways to get the data (not the ways twice, in the error too)
-    assert "No training data for CIFAR-10 here." in errors(at)
+    assert "No training data for CIFAR-10 here: none of its sources holds the train split." in errors(at)
     assert not any("RIMSCOPE_DATA_DIR" in e for e in errors(at))
     assert at.button(key="train_start").disabled
     ways = " ".join(m.value for m in at.markdown)
     assert "RIMSCOPE_DATA_DIR=/path/to/folder make app" in ways and "torchvision downloads" in ways
     assert not [c for c in at.checkbox if c.key == "train_demo"]  # no CIFAR-10 sample to demo on
+
+
+def test_a_machine_found_offline_says_why_once_and_lists_the_ways_once(home, monkeypatch, tmp_path):
+    """No RIMSCOPE_OFFLINE, but the download source does not answer: the error says why in one
+    clause (not the ways to get the data, nor "(Train page)" on the Train page); the ways are
+    listed once below it."""
+    from core.data import plan
+    from core.data.online import Reachability
+
+    monkeypatch.delenv("RIMSCOPE_OFFLINE")
+    monkeypatch.setenv("RIMSCOPE_DATA_DIR", str(tmp_path / "nothing"))
+    monkeypatch.setattr(plan, "download_reachable", lambda *a, **k: Reachability(False, "no route"))
+    at = run_page()
+    assert not at.exception
+    said = errors(at)
+    assert said == ["No training data for MNIST here: MNIST could not be downloaded: this machine has no internet "
+                    "connection."], said
+    shown = " ".join(said + [m.value for m in at.markdown] + [c.label for c in at.checkbox])
+    assert "Train page" not in shown
+    assert shown.count("RIMSCOPE_DATA_DIR") == 1 and shown.count("train.npz") == 1
+    assert len([c for c in at.checkbox if c.key == "train_demo"]) == 1
 
 
 def test_offline_without_data_offers_a_labelled_demo_on_the_sample(home, monkeypatch, tmp_path):
