@@ -515,3 +515,31 @@ def test_eroding_thick_strokes_never_spills_ink_onto_the_paper():
     assert ((out > 0) == own).all()
     whole = prepare_digit(np.where(digit, 0, 255).astype(np.uint8))
     assert whole.warning is None and (whole.array > 0).mean() < 0.5  # a digit, not a white field
+
+
+def _photo_of_a_seven(width: int, height: int, fmt: str) -> bytes:
+    """A phone-sized photo of a 7: dark ink on white paper."""
+    img = Image.new("L", (width, height), 235)
+    ImageDraw.Draw(img).line([(width * 0.35, height * 0.25), (width * 0.65, height * 0.25), (width * 0.45, height * 0.75)],
+                             fill=20, width=width // 25)
+    return encode(img, fmt, **({"quality": 85} if fmt == "JPEG" else {}))
+
+
+def test_a_48_megapixel_phone_jpeg_is_read_reduced_and_used():
+    """Over MAX_PIXELS declared, a JPEG is decoded at a half (Image.draft), never in full, and reads as a digit."""
+    from core.digits.load import MAX_PIXELS
+
+    data = _photo_of_a_seven(8000, 6000, "JPEG")
+    start = time.perf_counter()
+    img = load_image(data)
+    assert img.size == (4000, 3000) and img.size[0] * img.size[1] <= MAX_PIXELS
+    result = prepare_digit(img)
+    assert result.warning is None and result.array.shape == (28, 28) and result.array.max() > 200
+    assert time.perf_counter() - start < HANG_GUARD_S
+
+
+def test_a_large_image_that_cannot_be_read_reduced_is_refused_in_one_line():
+    with pytest.raises(InputImageError) as err:
+        load_image(_photo_of_a_seven(8000, 6000, "PNG"))
+    assert str(err.value) == ("The image is 8000 x 6000 pixels (48 megapixels); a PNG this large cannot be read reduced "
+                              "and the limit is 40 megapixels: scale it down or save it as JPEG.")
