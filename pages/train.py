@@ -456,6 +456,19 @@ def time_estimate(store: RunStore, configs: list[TrainConfig]) -> None:
                    "runs beyond the worker limit wait in the queue.")
 
 
+def not_again(store: RunStore, viewer: Viewer, configs: list[TrainConfig], data_dir: str) -> list[TrainConfig]:
+    """``configs`` less those the user already has a run of with the same settings (queued, running
+    or finished: the same result), which are named, with where they stand, instead of queued twice."""
+    mine = [r for r in store.list_runs() if viewer.owns(r)]
+    there = {i: store.identical_run(cfg, mine, data_dir or None) for i, cfg in enumerate(configs)}
+    same = [r for r in there.values() if r is not None]
+    if same:
+        st.info("Already in your runs with these settings, so not queued again: "
+                + "; ".join(f"{run_name(r)} ({r.status})" for r in same)
+                + ". Change a setting (a seed, say) to train another.")
+    return [cfg for i, cfg in enumerate(configs) if there[i] is None]
+
+
 def start_button(store: RunStore, viewer: Viewer, owner: str, configs: list[TrainConfig], blocked: bool, label: str,
                  data_dir: str) -> None:
     """Sign-in, then the Start button: queues ``configs`` for ``owner`` (disabled when ``blocked`` or
@@ -497,6 +510,7 @@ def set_up(store: RunStore, viewer: Viewer, owner: str) -> None:
     configs, errors = run_configs(form, models, seeds_text, plan)
     if configs:
         time_estimate(store, configs)
+        configs = not_again(store, viewer, configs, data_dir)
     start_button(store, viewer, owner, configs, bool(errors) or not data_ok, label, data_dir)
 
 

@@ -162,6 +162,24 @@ def test_every_problem_is_listed_and_duplicate_seeds_give_one_run(home):
     assert at.button(key="train_start").label == "Start 2 runs"  # rim and parallel LSTMs, seed 1 once
 
 
+def test_an_identical_run_is_not_queued_twice_and_the_page_says_which(home):
+    at = run_page()
+    at.checkbox(key="train_holdout").uncheck().run()
+    at.multiselect(key="train_models").set_value(["rim"]).run()
+    assert at.button(key="train_start").label == "Start 1 run"
+    at.button(key="train_start").click().run()
+    assert not at.exception and len(RunStore().list_runs()) == 1
+    at.run()  # the same form again: the run is there, queued
+    said = " ".join(i.value for i in at.info)
+    assert "Already in your runs with these settings, so not queued again: RIM" in said and "(queued)" in said
+    assert at.button(key="train_start").label == "Start" and at.button(key="train_start").disabled
+    at.text_input(key="train_seeds").input("0-1").run()  # seed 1 is new: only it is queued
+    assert at.button(key="train_start").label == "Start 1 run"
+    at.button(key="train_start").click().run()
+    runs = RunStore().list_runs()
+    assert sorted(r.seed for r in runs) == [0, 1]  # not two entries that differ only by run id
+
+
 def test_estimated_duration_from_measured_speed(home, monkeypatch, tmp_path):
     """With a shipped model whose JSON records 100 s for 1,000 iterations, 1,000,000 iterations of it
     are estimated at about 27.8 hours."""
