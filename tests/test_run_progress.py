@@ -9,7 +9,7 @@ import pytest
 
 from core.runs import progress, worker
 from core.runs.store import RunStore
-from tests.test_runs import tiny
+from tests.run_helpers import tiny
 
 
 @pytest.fixture

@@ -14,14 +14,14 @@ import numpy as np
 from PIL import Image, ImageDraw
 from streamlit.testing.v1 import AppTest
 
+from tests.pages import helpers
+from tests.pages.helpers import walk, with_converged_rim
+
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "mechanisms.py")
 
 
 def run_page(**state) -> AppTest:
-    at = AppTest.from_file(PAGE, default_timeout=120)
-    for k, v in state.items():
-        at.session_state[k] = v
-    return at.run()
+    return helpers.run_page("mechanisms", **state)
 
 
 def step_text(at: AppTest) -> str:
@@ -50,7 +50,7 @@ def test_page_loads_with_rim_by_default(page_env):
     assert at.slider(key="mech_t").value == 1 and at.slider(key="mech_t").max == 28
     assert step_text(at).startswith("**Step 1 of 28**") and "Active:" in step_text(at)
     assert at.toggle(key="mech_play").value is False
-    charts = {getattr(e, "key", None) for e in _walk(at.main)}
+    charts = {getattr(e, "key", None) for e in walk(at.main)}
     assert {"mech_probs", "mech_timeline", "mech_comm"} <= charts
     assert not at.error
 
@@ -73,12 +73,6 @@ def test_the_first_view_opens_this_inputs_tab_and_traces_no_set(page_env, monkey
     assert traced == [], "the first view traced the searched set"
     at = run_page(mech_more="Find the same mechanisms elsewhere")
     assert not at.exception and traced == [1]  # opened: traced once
-
-
-def _walk(node):
-    yield node
-    for child in getattr(node, "children", {}).values():
-        yield from _walk(child)
 
 
 def test_timestep_slider_and_buttons_change_the_displayed_step(page_env):
@@ -123,7 +117,7 @@ def test_drawing_canvas_is_present_and_empty_drawing_explains(page_env):
     assert not at.exception
     assert any("canvas is empty" in i.value for i in at.info)
     # the canvas is a custom component: AppTest shows it as an unknown element
-    assert any(type(e).__name__ == "UnknownElement" for e in _walk(at.main))
+    assert any(type(e).__name__ == "UnknownElement" for e in walk(at.main))
     assert not [m for m in at.markdown if m.value.startswith("**Step ")]
 
 
@@ -158,7 +152,7 @@ def test_dataset_view_shows_class_and_row_heatmaps(page_env):
     import re
 
     assert re.search(r"Test error of RIM [^:]*: \d+\.\d % on 1,000 sample images; full test set 3\.12 %", cap), cap
-    charts = {getattr(e, "key", None) for e in _walk(at.main)}
+    charts = {getattr(e, "key", None) for e in walk(at.main)}
     assert {"mech_stats_class", "mech_stats_row"} <= charts
     assert len(at.dataframe) == 1 and len(at.dataframe[0].value) == 6  # one row per LSTM
     at.select_slider(key="mech_stats_n").set_value(200).run()
@@ -177,7 +171,7 @@ def test_dataset_view_measures_the_selection(page_env):
     share = float(labels["Rows with a changed active set under noise"].value.rstrip("%"))
     assert 0.0 <= share <= 100.0
     assert "vs random selection" in labels["Rows with a changed active set under noise"].delta
-    assert any(getattr(e, "key", None) == "mech_margin_hist" for e in _walk(at.main))
+    assert any(getattr(e, "key", None) == "mech_margin_hist" for e in walk(at.main))
     assert any("Random twin" in c.value for c in at.caption)
     # a model without a selection shows none of it
     at.selectbox(key="mech_model_mnist").set_value("pretrained:mnist/parallel_lstm").run()
@@ -190,7 +184,7 @@ def test_baseline_model_shows_its_activity(page_env):
     assert not at.exception
     assert any("hidden-state norm" in c.value for c in at.caption)
     assert "hidden-state norm" in step_text(at)
-    assert not any(getattr(e, "key", None) == "mech_comm" for e in _walk(at.main))
+    assert not any(getattr(e, "key", None) == "mech_comm" for e in walk(at.main))
 
 
 def test_colour_data_set_without_data_says_how_to_get_it(page_env):
@@ -228,32 +222,8 @@ def test_play_advances_one_row_per_run(page_env):
     assert step_text(at) != s1
 
 
-def _with_converged_rim(fixture_dirs, tmp_path, monkeypatch) -> None:
-    """The fixture's pretrained models plus a 'converged' MNIST rim (other weights)."""
-    import json
-    import shutil
-
-    import torch
-
-    from core.models.registry import build_model
-    from core.training.weights import save_weights
-
-    pre = tmp_path / "pretrained"
-    shutil.copytree(fixture_dirs["pretrained"], pre)
-    torch.manual_seed(7)
-    model = build_model("rim")
-    meta = json.loads((pre / "mnist" / "rim.json").read_text())
-    save_weights(model, meta, pre / "converged" / "mnist" / "rim")
-    manifest = json.loads((pre / "manifest.json").read_text())
-    manifest["models"].append({"dataset": "mnist", "model": "rim", "seed": 0, "protocol": "converged",
-                               "weights": "converged/mnist/rim.safetensors", "metadata": "converged/mnist/rim.json",
-                               "test_error": 0.0151, "test_accuracy": 0.9849})
-    (pre / "manifest.json").write_text(json.dumps(manifest))
-    monkeypatch.setenv("RIMSCOPE_PRETRAINED_DIR", str(pre))
-
-
 def test_converged_models_are_the_default_with_a_switch(page_env, fixture_dirs, tmp_path, monkeypatch):
-    _with_converged_rim(fixture_dirs, tmp_path, monkeypatch)
+    with_converged_rim(fixture_dirs, tmp_path, monkeypatch)
     at = run_page()
     assert not at.exception
     sw = at.sidebar.radio(key="pretrained_protocol")
@@ -265,7 +235,7 @@ def test_converged_models_are_the_default_with_a_switch(page_env, fixture_dirs, 
 
 
 def test_mask_statistics_side_by_side_for_both_protocols(page_env, fixture_dirs, tmp_path, monkeypatch):
-    _with_converged_rim(fixture_dirs, tmp_path, monkeypatch)
+    with_converged_rim(fixture_dirs, tmp_path, monkeypatch)
     at = run_page(mech_tab="Across the test set")
     assert not at.exception
     table = next(d.value for d in at.dataframe if "LSTM 1" in d.value.columns)

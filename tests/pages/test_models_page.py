@@ -8,10 +8,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.models.registry import build_model
 from core.report.fmt import method_title, short_method_title
-from core.training.weights import weights_bytes
 from pages.ui.auth import owner_id
+from tests.pages.helpers import valid_checkpoint
 
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "models.py")
 # the page as a signed-in user sees it (sign-in configured: st.user has is_logged_in); runs
@@ -30,16 +29,6 @@ def store():
     from core.runs.store import RunStore
 
     return RunStore()
-
-
-def valid_checkpoint(dataset="mnist", model="parallel_lstm", error=0.0777) -> tuple[bytes, bytes]:
-    from core.data.datasets import DATASETS
-
-    m = build_model(model, input_dim=DATASETS[dataset].input_dim)
-    return weights_bytes(m, {"model": model, "dataset": dataset, "seed": 7,
-                                "metrics": {"test_error": error, "noisy_test_error": error + 0.01},
-                                "history": {"iteration": [1, 2, 3], "loss": [2.3, 2.0, 1.5],
-                                            "batch_acc": [0.1, 0.2, 0.3]}})
 
 
 def upload(at: AppTest, weights: tuple[str, bytes], meta: tuple[str, bytes], dataset: str | None = None) -> AppTest:
