@@ -166,13 +166,13 @@ def list_entries(dataset: str | None = None, store=None) -> list[ModelEntry]:
     return pretrained_entries(dataset) + run_entries(dataset, store)
 
 
-def featured_entry(entries: list[ModelEntry]) -> ModelEntry | None:
-    """The model a page shows first: the paper's method on MNIST, converged pretrained when
-    shipped, else any of its pretrained or own models there, else the first entry."""
+def featured_entry(entries: list[ModelEntry], protocol: str = DEFAULT_PROTOCOL) -> ModelEntry | None:
+    """The model a page shows first: the paper's method on MNIST, pretrained with ``protocol``
+    when shipped, else any of its pretrained or own models there, else the first entry."""
     if not entries:
         return None
     home = [e for e in entries if e.model == DEFAULT_MODEL and e.dataset == DEFAULT_DATASET]
-    return next((e for e in home if e.protocol == DEFAULT_PROTOCOL), home[0] if home else entries[0])
+    return next((e for e in home if e.source == "pretrained" and e.protocol == protocol), home[0] if home else entries[0])
 
 
 def preferred_entry(candidates: list[ModelEntry], protocol: str = DEFAULT_PROTOCOL) -> ModelEntry:

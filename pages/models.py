@@ -20,6 +20,7 @@ from pages.ui.auth import Viewer, current_viewer, sign_in_prompt
 from pages.ui.cache import entry_metadata, model_entries, run_store
 from pages.ui.export import figure_downloads
 from pages.ui.messages import show_error
+from pages.ui.pickers import sidebar_protocol
 from pages.ui.upload import MAX_UPLOAD_MB, check_upload
 from pages.ui.urlstate import session_owner
 
@@ -124,9 +125,24 @@ def table_row(entry: ModelEntry, meta: dict | None, owner: str = "") -> dict:
     }
 
 
-def choose_opened(entries: list[ModelEntry], infos: dict, viewer: Viewer) -> None:
+def follow_protocol(entries: list[ModelEntry], protocol: str | None) -> None:
+    """When the sidebar's protocol changes (here or on another page), a shipped model open under
+    *Inspect a model* becomes its twin of the new protocol (same data set and method)."""
+    followed = st.session_state.get("_models_protocol")
+    st.session_state["_models_protocol"] = protocol
+    by_key = {e.key: e for e in entries}
+    now = by_key.get(st.session_state.get("models_pick"))
+    if protocol is None or followed in (None, protocol) or now is None or now.source != "pretrained":
+        return
+    twin = next((e for e in entries if e.source == "pretrained" and e.protocol == protocol
+                 and (e.dataset, e.model) == (now.dataset, now.model)), None)
+    if twin is not None:
+        st.session_state["models_pick_next"] = twin.key
+
+
+def choose_opened(entries: list[ModelEntry], infos: dict, viewer: Viewer, protocol: str | None) -> None:
     """What to open: a run sent here by the Train page (or ?model= in the URL), else the user's
-    latest run, else the featured model."""
+    latest run, else the featured model of the sidebar's ``protocol``."""
     by_key_all = {e.key: e for e in entries}
     wanted = st.session_state.pop("models_open", None) or st.query_params.get("model")
     if wanted in by_key_all and st.session_state.get("models_opened") != wanted:
@@ -139,7 +155,7 @@ def choose_opened(entries: list[ModelEntry], infos: dict, viewer: Viewer) -> Non
     elif "models_pick" not in st.session_state and "models_pick_next" not in st.session_state and entries:
         own = [e for e in entries if e.source != "pretrained" and infos.get(e.key) is not None
                and viewer.owns(infos[e.key])]
-        first = own[0] if own else featured_entry(entries)
+        first = own[0] if own else (featured_entry(entries, protocol) if protocol else featured_entry(entries))
         st.session_state["models_pick_next"] = first.key
 
 
@@ -407,7 +423,9 @@ store = run_store()
 owner = session_owner()
 viewer = current_viewer()
 infos = {e.key: run_info(store, e) for e in entries if e.source != "pretrained"}
-choose_opened(entries, infos, viewer)
+protocol = sidebar_protocol()
+follow_protocol(entries, protocol)
+choose_opened(entries, infos, viewer, protocol)
 shown, metas = models_table(entries, infos, viewer)
 if shown:
     inspect(store, viewer, shown, metas, infos)

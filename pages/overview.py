@@ -14,6 +14,7 @@ from core.report.plots.comparison import INPUT_SHAPES, parameter_bar_figure
 from core.report.plots.style import method_color
 from pages.ui.cache import RESULT_FOLDERS, entry_metadata, manifest, model_entries, result_folders
 from pages.ui.messages import show_error
+from pages.ui.pickers import sidebar_protocol
 
 DIAGRAM = ROOT / "assets" / "diagram.svg"
 
@@ -307,6 +308,7 @@ def where_to_start() -> None:
 
 
 st.title("RIMscope")
+sidebar_protocol()  # the app's one protocol switch, on every page
 intro()
 st.header("How the method works")
 how_it_works()

@@ -38,7 +38,7 @@ from core.training.config import (
 from pages.ui.auth import Viewer, current_viewer, sign_in_prompt
 from pages.ui.cache import mtime
 from pages.ui.messages import details, show_error
-from pages.ui.pickers import dataset_picker, keep_valid
+from pages.ui.pickers import dataset_picker, keep_valid, sidebar_protocol
 from pages.ui.urlstate import restore_from_url, session_owner, sync_url, url_bool, url_list
 
 SAMPLE_DATASETS = ("mnist", "fashion_mnist")  # the data sets with a bundled sample
@@ -284,6 +284,10 @@ def protocol_picker(intro) -> None:
     protocol = st.radio("Protocol", list(PROTOCOLS), horizontal=True, key="train_protocol", on_change=apply_protocol,
                         format_func=lambda p: PROTOCOL_TITLES.get(p, str(p)),
                         help="Sets the settings below to that protocol's; each can still be changed.")
+    shipped = sidebar_protocol()
+    if shipped is not None:
+        st.caption(f"The protocol of your new runs, this page's own choice; the sidebar's pretrained models "
+                   f"({PROTOCOL_TITLES.get(shipped, shipped).split(' (')[0]}) are what the other pages show.")
     intro.caption(PROTOCOL_INTROS.get(protocol, "") + " Runs train in background worker processes, one at a time by "
                   "default, and keep going when you close or reload the page; they are kept in your run store. "
                   "Completed runs appear on the Models page, and so do runs stopped early, marked as such.",
