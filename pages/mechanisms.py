@@ -153,7 +153,6 @@ def _drawn_image(dataset: str):
     except Exception as exc:  # the optional canvas package is missing or broken
         st.error(f"The drawing canvas is not available ({type(exc).__name__}); upload an image instead.")
         return None
-    st.caption("Draw with your finger or the mouse (white on black, like MNIST). Undo and Clear are below the canvas.")
     canvas = st_canvas(stroke_width=18, stroke_color="#FFFFFF", background_color="#000000", height=280, width=280,
                        drawing_mode="freedraw", return_image_data=True, key=f"mech_canvas_{dataset}",
                        initial_drawing=st.session_state.get(f"mech_canvas_init_{dataset}"))
@@ -164,12 +163,15 @@ def _drawn_image(dataset: str):
                 disabled=not objects)
     edit.button("Clear", key="mech_canvas_clear", icon=":material/delete:", on_click=_canvas_edit,
                 args=(dataset, "clear"), disabled=not objects)
+    # under the canvas: above it, the canvas's own toolbar (shown on hover, in the component's
+    # isolated styles, so it cannot be hidden) would cover it
+    st.caption("Draw with your finger or the mouse, white on black like MNIST; Undo takes back the last stroke.")
     pixels = canvas.image_data if canvas is not None and objects else None
     if pixels is None:
         st.info("The canvas is empty: draw a " + ("digit" if dataset == "mnist" else "piece of clothing") + ".")
         return None
     try:
-        return ui.upload.prepare_pixels(pixels, dataset)
+        return ui.upload.prepare_pixels(pixels, dataset, drawn=True)
     except InputImageError as exc:
         ui.messages.show_error(exc, "The drawing cannot be used")
     return None

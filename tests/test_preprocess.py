@@ -543,3 +543,24 @@ def test_a_large_image_that_cannot_be_read_reduced_is_refused_in_one_line():
         load_image(_photo_of_a_seven(8000, 6000, "PNG"))
     assert str(err.value) == ("The image is 8000 x 6000 pixels (48 megapixels); a PNG this large cannot be read reduced "
                               "and the limit is 40 megapixels: scale it down or save it as JPEG.")
+
+
+def _drawn_seven() -> Image.Image:
+    """White on black, as the canvas draws it (a 280 px field, stroke 18): its mass is high up."""
+    drawn = Image.new("L", (280, 280), 0)
+    ImageDraw.Draw(drawn).line([(60, 50), (220, 50), (120, 250)], fill=255, width=18)
+    return drawn
+
+
+def test_a_drawing_keeps_black_rows_under_a_sevens_foot():
+    """Centred by its mass alone, a drawn 7 stands on the bottom edge of the 28 x 28 input; a
+    drawing keeps DRAWN_EDGE_KEEP black pixels at every edge, an upload follows MNIST's recipe."""
+    from core.digits.prepare import DRAWN_EDGE_KEEP, prepare_for_dataset
+
+    mnist = prepare_digit(_drawn_seven()).array
+    assert np.flatnonzero(mnist.any(axis=1))[-1] >= 26  # MNIST's recipe: the foot at the edge
+    drawn = prepare_for_dataset(np.asarray(_drawn_seven()), (28, 28), edge_keep=DRAWN_EDGE_KEEP).array
+    rows, cols = np.flatnonzero(drawn.any(axis=1)), np.flatnonzero(drawn.any(axis=0))
+    assert rows[0] >= DRAWN_EDGE_KEEP and rows[-1] <= 27 - DRAWN_EDGE_KEEP
+    assert cols[0] >= DRAWN_EDGE_KEEP and cols[-1] <= 27 - DRAWN_EDGE_KEEP
+    assert drawn.max() == 255 and np.array_equal(np.sort(drawn.ravel()), np.sort(mnist.ravel()))  # only moved

@@ -297,3 +297,38 @@ def test_a_subplot_title_names_the_protocol_as_the_pickers_do():
     titles = {e.protocol: short_name(e) for e in catalog.pretrained_entries("mnist") if e.model == "rim"}
     assert titles["converged"].startswith("RIM Adam 4k s") and "converged" not in titles["converged"]
     assert titles["paper"].startswith("RIM paper s")
+
+
+def test_a_drawn_seven_keeps_black_rows_under_its_foot_and_the_caption_is_under_the_canvas(page_env, monkeypatch):
+    """The canvas (a fake here, as AppTest cannot draw) sends a 7; what the model sees keeps two
+    black rows under its foot. The drawing's caption is under the canvas and its buttons, where
+    the canvas's own hover toolbar (above it) cannot cover it."""
+    import sys
+    import types
+
+    from PIL import ImageDraw as Draw
+
+    from pages.ui import upload
+
+    drawn = Image.new("RGBA", (280, 280), (0, 0, 0, 255))
+    Draw.Draw(drawn).line([(60, 50), (220, 50), (120, 250)], fill=(255, 255, 255, 255), width=18)
+    result = types.SimpleNamespace(json_data={"objects": [{"type": "path"}]}, image_data=np.asarray(drawn))
+
+    def fake_canvas(**kwargs):
+        import streamlit as st
+
+        st.markdown("FAKE CANVAS")
+        return result
+
+    monkeypatch.setitem(sys.modules, "streamlit_drawable_canvas", types.SimpleNamespace(st_canvas=fake_canvas))
+    seen = []
+    real = upload.prepare_pixels
+    monkeypatch.setattr(upload, "prepare_pixels", lambda *a, **k: seen.append(real(*a, **k)) or seen[-1])
+    at = run_page(mech_source="Draw")
+    assert not at.exception and not at.error
+    a = seen[-1].array
+    assert a.max() == 255 and not a[-2:].any() and not a[:2].any()
+    order = [getattr(e, "value", None) for e in walk(at.main)]
+    canvas = order.index("FAKE CANVAS")
+    caption = next(i for i, v in enumerate(order) if isinstance(v, str) and v.startswith("Draw with your finger"))
+    assert caption > canvas
