@@ -241,7 +241,9 @@ def key_numbers(entry: ModelEntry, meta: dict) -> None:
     c[4].metric("Seed", entry.seed if entry.seed is not None else "n/a")
     fl = error_floors(entry.dataset, meta.get("metrics") or {})
     if fl["classes"]:  # what an answer that ignores the image would score (core.report.floors)
-        floor_text = (f"For comparison: on the {_ds_title(entry.dataset)} test set, guessing at random errs "
+        on = (f"the {_ds_title(entry.dataset)} test set" if fl["tested_n"] is None
+              else f"the {fl['tested_n']:,} {_ds_title(entry.dataset)} images it was tested on")
+        floor_text = (f"For comparison: on {on}, guessing at random errs "
                       f"{pct(fl['chance_error'])} and always answering the largest class {pct(fl['majority_error'])}.")
         if fl["unbalanced"]:
             floor_text += (f" Its classes are unbalanced, so the fair figure is the balanced error (the mean of the "

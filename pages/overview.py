@@ -9,7 +9,7 @@ from core.data.datasets import DATASETS, SOURCES, available_sources
 from core.models.registry import DEFAULT_MODEL, config_fields, get_spec, list_models, parameter_counts
 from core.paths import ROOT, results_dir
 from core.report.claims import read_claims
-from core.report.fmt import method_title, protocol_title, shipped_models_text
+from core.report.fmt import PROTOCOL_SHORT, method_title, protocol_title, shipped_models_text
 from core.report.plots.comparison import INPUT_SHAPES, parameter_bar_figure
 from core.report.plots.style import method_color
 from pages.ui.cache import RESULT_FOLDERS, entry_metadata, manifest, model_entries, result_folders
@@ -224,7 +224,7 @@ def loaded_table(pretrained_by_ds: dict, protocols: list[str], own: list) -> Non
               "your runs": st.column_config.NumberColumn("your runs", width=75, help="Your runs (trained or uploaded) "
                                                          "with weights, on this data set")}
     for p in protocols:
-        short = "paper" if p == "paper" else protocol_title(p)
+        short = "paper" if p == "paper" else PROTOCOL_SHORT.get(p, protocol_title(p))  # "Adam 4k": fits 130 px
         config[f"pretrained, {protocol_title(p)}"] = st.column_config.TextColumn(
             f"shipped, {short}", width=130,
             help=f"Shipped models trained with the {protocol_title(p)}: how many of the {len(list_models())} methods")

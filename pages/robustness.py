@@ -269,8 +269,9 @@ def noise_curve(dataset: str, scorer: Scorer, kind: str, strength: float, title:
         lines = _error_lines(scorer, lambda m: scorer.noise_curve(m, kind, GRID))
         fig = robustness.error_curve_figure(lines, x_title=f"{title} noise {param}",
                                             reference=PAPER_VAR if kind == "gaussian" else None,
-                                            reference_label="paper (0.01)", floors=_floors(scorer))
-        return _labels_apart(fig), lines
+                                            reference_label="paper (0.01)", floors=_floors(scorer),
+                                            floors_of=_floors_of(scorer))
+        return fig, lines
 
     fig, lines = _session_memo("_rb_noise_curve", scorer.signature(kind), build)
     st.plotly_chart(robustness.mark_current(fig, strength), key="rb_curve", config=CHART)
@@ -390,8 +391,8 @@ def stretch_view(dataset: str, data, scorer: Scorer | None, models: dict) -> Non
         lines = _error_lines(scorer, lambda m: scorer.stretch_curve(m, FACTORS))
         fig = robustness.error_curve_figure(lines, x_title="vertical stretch factor (1 = training length)",
                                             reference=1.0, reference_label="training length",
-                                            floors=_floors(scorer))
-        return _labels_apart(fig), lines
+                                            floors=_floors(scorer), floors_of=_floors_of(scorer))
+        return fig, lines
 
     fig, lines = _session_memo("_rb_stretch_curve", scorer.signature("stretch"), build)
     st.plotly_chart(robustness.mark_current(fig, factor), key="rb_s_curve", config=CHART)
@@ -400,11 +401,9 @@ def stretch_view(dataset: str, data, scorer: Scorer | None, models: dict) -> Non
         ("⬇ CSV: the curves", lambda: _lines_csv(lines, "vertical stretch factor"), f"{name}.csv", "text/csv")])
 
 
-def _labels_apart(fig):
-    """The curves end near the chance and majority-class errors at the right, where both floor
-    labels sat (and overlapped): the majority-class label goes under its line, the chance label
-    stays above its own (the left end holds the labels of the paper's and the current noise level)."""
-    return fig.update_annotations(selector=lambda a: str(a.text).startswith("majority"), yanchor="top")
+def _floors_of(scorer: Scorer) -> str:
+    """What the curves' majority class is of: the scored images, not the whole test set."""
+    return "" if scorer.labels is None else f" of these {len(scorer.labels):,} {_images_word(scorer)}"
 
 
 def _floors(scorer: Scorer) -> dict:

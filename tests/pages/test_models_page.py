@@ -381,6 +381,26 @@ def test_floors_beside_the_error_and_the_balanced_error_where_classes_are_unbala
     assert "largest class 82.31 %" in cap and "unbalanced" in cap and "this model's is **50.00 %**" in cap
 
 
+def test_a_demo_run_compares_with_the_floors_of_the_images_it_was_tested_on(page_env):
+    """Tested on 200 images of the bundled sample, not on the MNIST test set: the floors beside its
+    error are those 200 images' (from its confusion matrix), not the full test set's 88.65 %."""
+    import json
+
+    import numpy as np
+
+    w, m = valid_checkpoint()
+    meta = json.loads(m)
+    meta["train_config"] = {"iterations": 3, "data_source": "sample"}
+    counts = [30, 20, 20, 20, 20, 20, 20, 20, 15, 15]  # 200 images, class 0 the largest
+    meta["metrics"]["confusion"] = np.diag(counts).tolist()
+    rid = store().import_weights(w, json.dumps(meta).encode(), expected_dataset="mnist", owner=OWNER)
+    at = run_page()
+    assert at.selectbox(key="models_pick").value == f"run:{rid}"
+    cap = next(c.value for c in at.caption if c.value.startswith("For comparison"))
+    assert cap.startswith("For comparison: on the 200 MNIST images it was tested on, guessing at random errs 90.00 %")
+    assert "largest class 85.00 %" in cap and "88.65" not in cap
+
+
 def test_a_final_evaluation_far_below_the_best_seen_is_said_on_inspect(page_env):
     import json
 
