@@ -150,14 +150,13 @@ def run_card(store: RunStore, r: RunInfo, editable: bool, metrics: dict | None =
                 details(r.detail)
         with ctl:
             # every button's key and callback carry the run id: a click acts on the run this card
-            # names, even when the list changed between the render and the click
+            # names, even when the list changed between the render and the click. No tooltips: a
+            # button with one is drawn twice (the second a zero-size copy); what a click did is said
+            # in the message above the cards
             if editable and r.active and not r.stop_requested:
-                st.button("Stop", key=f"stop_{r.run_id}", on_click=_act, args=("stop", r.run_id),
-                          help="Stop after the current iteration and keep what the model learned so far")
+                st.button("Stop", key=f"stop_{r.run_id}", on_click=_act, args=("stop", r.run_id))
             if editable and r.status in RESUMABLE:
-                st.button("Resume", key=f"resume_{r.run_id}", type="primary", on_click=_act, args=("resume", r.run_id),
-                          help="Continue from the last checkpoint; the run ends exactly as it would have "
-                               "without the interruption")
+                st.button("Resume", key=f"resume_{r.run_id}", type="primary", on_click=_act, args=("resume", r.run_id))
             if r.status in ("completed", "uploaded"):
                 models_link(r.run_id)
             if editable and not r.active:
