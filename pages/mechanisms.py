@@ -11,7 +11,7 @@ from core.errors import DataUnavailableError, InputImageError
 from core.eval import robustness_points
 from core.models.registry import get_spec
 from core.report.export import matrix_csv
-from core.report.fmt import source_parts
+from core.report.fmt import even_share_text, source_parts
 from core.report.plots import style, traces
 from pages import ui
 from pages.ui import handwriting, intervene
@@ -401,7 +401,7 @@ def _downloads(dataset: str, image: np.ndarray, a: ui.pair.Side, b: ui.pair.Side
                        name=f"{dataset}_{a.entry.model}_trace", key="mech_dl")
 
 
-def protocol_mask_view(dataset: str, entry, stats, others, data, n: int) -> None:
+def protocol_mask_view(dataset: str, entry, model, stats, others, data, n: int) -> None:
     """Share of rows each LSTM is active, this model beside the other protocols' pretrained ones
     (does the Adam 4k model still use its mechanism the way the paper-protocol one does?)."""
     import pandas as pd
@@ -421,7 +421,7 @@ def protocol_mask_view(dataset: str, entry, stats, others, data, n: int) -> None
     df = pd.DataFrame({name: v for name, v in rows.items()}, index=units).T
     st.dataframe(df, column_config={u: st.column_config.NumberColumn(format="%.2f") for u in units})
     spread = {name: float(np.max(v) - np.min(v)) for name, v in rows.items()}
-    st.caption("With k = 4 of 6 every LSTM would be active in 0.67 of the rows if the attention chose evenly. "
+    st.caption(even_share_text(model.config) + " "
                + "; ".join(f"{name}: from {np.min(v):.2f} to {np.max(v):.2f} (spread {spread[name]:.2f})"
                            for name, v in rows.items()) + ".")
 
@@ -483,7 +483,7 @@ def dataset_view(dataset: str, entry, model, all_entries=()) -> None:
     if spec.selects_units:
         others = [e for e in all_entries if e.source == "pretrained" and e.model == entry.model
                   and e.protocol != entry.protocol and e.key != entry.key]
-        protocol_mask_view(dataset, entry, stats, others, data, n)
+        protocol_mask_view(dataset, entry, model, stats, others, data, n)
         selection_view(dataset, entry, model, data, n)
         intervene.knockout_view(entry, model, data, _data_key(dataset, data), n, classes)
 

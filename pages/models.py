@@ -14,6 +14,7 @@ from core.report.fmt import dataset_title as _ds_title
 from core.report.fmt import method_title, params, pct, pct_value, protocol_title, short_method_title
 from core.report.health import HEALTHY, health_of, summary_text
 from core.report.plots.training import run_curves_figure
+from core.runs.compare import history_from_metrics
 from core.runs.progress import kept_weights
 from core.runs.schema import RunInfo
 from pages.ui.auth import Viewer, current_viewer, sign_in_prompt
@@ -71,16 +72,9 @@ def _source(entry: ModelEntry) -> str:
 def history_from_store(store, entry: ModelEntry) -> dict:
     """Curves of a run whose checkpoint JSON has none, from the store's live metrics file."""
     try:
-        m = store.read_metrics(entry.run_id)
+        return history_from_metrics(store.read_metrics(entry.run_id))
     except Exception:
         return {}
-    out = {}
-    if m.get("iteration"):
-        out["history"] = {"iteration": m["iteration"], "loss": m.get("loss", []), "batch_acc": m.get("batch_acc", [])}
-    if m.get("eval_iteration"):
-        out["evals"] = {"iteration": m["eval_iteration"], "test_acc": m.get("test_acc", []),
-                        "test_loss": m.get("test_loss", [])}
-    return out
 
 
 def _health(meta: dict) -> dict:

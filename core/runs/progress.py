@@ -40,7 +40,8 @@ def stop_outcome(run) -> str | None:
     return f"ended {run.status} ({run.iteration:,} of {run.total:,} iterations) before the stop took effect."
 
 
-def _num(v) -> float | None:
+def _finite_or_none(v) -> float | None:
+    """``v`` as a float when it is a finite number, else None (an accuracy to compare)."""
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
 
 
@@ -48,7 +49,7 @@ def best_seen(evals: dict) -> tuple[float, int] | None:
     """(the best periodic test accuracy, its iteration) from ``{"iteration"|"eval_iteration": [...],
     "test_acc": [...]}``; None without any."""
     its = evals.get("eval_iteration") or evals.get("iteration") or []
-    pts = [(a, int(i)) for i, a in zip(its, (_num(v) for v in evals.get("test_acc") or [])) if a is not None]
+    pts = [(a, int(i)) for i, a in zip(its, (_finite_or_none(v) for v in evals.get("test_acc") or [])) if a is not None]
     return max(pts, key=lambda p: (p[0], -p[1])) if pts else None
 
 
@@ -68,7 +69,7 @@ def kept_weights(metrics: dict, evals: dict) -> dict:
         kept = f"kept the final weights (iteration {done:,})"
     else:
         kept = ""
-    final, seen = _num(metrics.get("test_accuracy")), best_seen(evals or {})
+    final, seen = _finite_or_none(metrics.get("test_accuracy")), best_seen(evals or {})
     warning = ""
     if final is not None and seen is not None and seen[0] - final > FAR_BELOW:
         which = (f"the weights of iteration {best_it:,}, chosen on the validation split" if isinstance(best_it, int)

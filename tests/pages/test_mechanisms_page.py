@@ -244,6 +244,7 @@ def test_mask_statistics_side_by_side_for_both_protocols(page_env, fixture_dirs,
     assert ((table.to_numpy() >= 0) & (table.to_numpy() <= 1)).all()
     assert abs(table.to_numpy().sum(axis=1) - 4).max() < 1e-6  # 4 of 6 active in every row
     assert any("spread" in c.value for c in at.caption)
+    assert any(c.value.startswith("With k = 4 of 6 every LSTM would be active in 0.67 of the rows") for c in at.caption)
 
 
 def test_view_state_lives_in_the_url_and_a_link_restores_it(page_env):
