@@ -75,8 +75,9 @@ def _warm_when_up(timeout_s: float = 240.0) -> None:
             return
         time.sleep(0.05)
     try:
-        from pages.ui.cache import warm_before_first_page
+        from pages.ui.cache import stop_at_exit, warm_before_first_page
 
+        stop_at_exit(threading.current_thread())  # the server's exit waits for its current step
         warm_before_first_page()
     except Exception:  # noqa: BLE001 - the first page loads what it needs itself
         return

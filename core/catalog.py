@@ -166,13 +166,13 @@ def list_entries(dataset: str | None = None, store=None) -> list[ModelEntry]:
     return pretrained_entries(dataset) + run_entries(dataset, store)
 
 
-def featured_entry(entries: list[ModelEntry]) -> ModelEntry | None:
-    """The model a page shows first: the paper's method on MNIST, converged pretrained when
-    shipped, else any of its pretrained or own models there, else the first entry."""
+def featured_entry(entries: list[ModelEntry], protocol: str = DEFAULT_PROTOCOL) -> ModelEntry | None:
+    """The model a page shows first: the paper's method on MNIST, pretrained with ``protocol``
+    when shipped, else any of its pretrained or own models there, else the first entry."""
     if not entries:
         return None
     home = [e for e in entries if e.model == DEFAULT_MODEL and e.dataset == DEFAULT_DATASET]
-    return next((e for e in home if e.protocol == DEFAULT_PROTOCOL), home[0] if home else entries[0])
+    return next((e for e in home if e.source == "pretrained" and e.protocol == protocol), home[0] if home else entries[0])
 
 
 def preferred_entry(candidates: list[ModelEntry], protocol: str = DEFAULT_PROTOCOL) -> ModelEntry:
@@ -222,19 +222,34 @@ UNBALANCED_RATIO = 1.5  # test classes this unequal (largest / smallest count): 
 
 def error_floors(dataset: str, metrics: dict | None = None) -> dict:
     """What a model's test error on ``dataset`` compares with (``core.report.floors``): the chance
-    and majority-class errors, whether the test classes are unbalanced, and (from the stored
+    and majority-class errors of the images it was tested on (the stored confusion matrix's, when
+    they are not the whole test split: ``tested_n``; a demo run's 200), whether their classes are
+    unbalanced, and (from the stored
     confusion matrix or per-class accuracies, when there) the model's balanced error, the mean
     per-class error, whose floor is chance for any answer that ignores the image."""
-    from .report.floors import TEST_CLASS_COUNTS, floors
+    from .report.floors import TEST_CLASS_COUNTS, floors, floors_from_counts
     from .report.health import balanced_accuracy
 
-    out = dict(floors(dataset))
-    counts = [c for c in TEST_CLASS_COUNTS.get(dataset, []) if c > 0]
-    out["unbalanced"] = bool(counts) and max(counts) > UNBALANCED_RATIO * min(counts)
     m = metrics or {}
+    full = list(TEST_CLASS_COUNTS.get(dataset, []))
+    tested = _tested_counts(m.get("confusion"))  # the images it was tested on (a demo run: 200 of the sample)
+    own = tested is not None and tested != full
+    out = dict(floors_from_counts(tested) if own else floors(dataset))
+    out["tested_n"] = sum(tested) if own else None  # None: the data set's whole test split
+    counts = [c for c in (tested if own else full) if c > 0]
+    out["unbalanced"] = bool(counts) and max(counts) > UNBALANCED_RATIO * min(counts)
     bal = balanced_accuracy(m.get("confusion"), m.get("per_class_accuracy"))
     out["balanced_error"] = None if bal != bal else 1.0 - bal
     return out
+
+
+def _tested_counts(confusion) -> list[int] | None:
+    """Per-class image counts of a stored confusion matrix (its row sums), or None without a valid one."""
+    try:
+        rows = [int(sum(r)) for r in confusion]
+    except (TypeError, ValueError):
+        return None
+    return rows if rows and sum(rows) > 0 and all(c >= 0 for c in rows) else None
 
 
 def same_weights(weights: bytes, entries: list[ModelEntry]) -> ModelEntry | None:

@@ -15,7 +15,13 @@ class RimscopeError(Exception):
 
 
 class DataUnavailableError(RimscopeError):
-    """A data set could not be found or fetched from any source."""
+    """A data set could not be found or fetched from any source. ``reason``: why, in one short
+    clause without the ways to get the data (for a page that lists those itself); "" when the
+    message has no such clause."""
+
+    def __init__(self, *args, detail: str = "", reason: str = ""):
+        super().__init__(*args, detail=detail)
+        self.reason = reason
 
 
 class CheckpointError(RimscopeError):

@@ -132,23 +132,42 @@ def _excluded(summary: dict, name: str) -> None:
 
 
 URL_STATE = {"cmp_schedule": str, "cmp_curves_ds": str, "cmp_tab": str, "cmp_err_metric": str, "cmp_sm_metric": str,
-             "cmp_own_runs": url_list}
+             "cmp_own_runs": url_list, "pretrained_protocol": str}
 TABS = ["Training curves", "Final errors over seeds", "Paper's claims vs ours", "Runs"]
 
 
-def pick_experiment(available: dict) -> str:
-    """The experiment (a results folder) to show: a radio when there are several."""
+def follow_protocol(available: dict, protocol: str | None) -> None:
+    """The experiment follows the sidebar's protocol: at the first view (unless a link names an
+    experiment) and whenever the protocol changes, here or on another page."""
+    followed = st.session_state.get("_cmp_protocol")
+    st.session_state["_cmp_protocol"] = protocol
+    if protocol not in available or followed == protocol:
+        return
+    if followed is not None or "cmp_schedule" not in st.session_state:
+        st.session_state["cmp_schedule"] = protocol
+
+
+def pick_experiment(available: dict, protocol: str | None) -> str:
+    """The experiment (a results folder) to show: a radio when there are several; an experiment
+    other than the sidebar's protocol is said so beside it."""
     names = list(available)
     if len(names) == 1:
         st.caption(f"Showing the {RESULT_FOLDERS.get(names[0], names[0])}.", help=f"Read from `results/{names[0]}`.")
         return names[0]
     ui.pickers.keep_valid("cmp_schedule", names)
-    return st.radio("Experiment", names, key="cmp_schedule", horizontal=True,
-                    format_func=lambda n: RESULT_FOLDERS.get(n, n),
-                    help="Adam, cosine, 4,000 iterations (first): every method with Adam and a cosine decay over "
-                         "4,000 iterations, the weights of the best validation accuracy kept; the paper's short "
-                         "schedule: 1,000 SGD iterations at learning rate 0.1, under two epochs of MNIST. "
-                         "Folders: " + ", ".join(f"`results/{n}`" for n in names) + ".")
+    follow_protocol(available, protocol)
+    sched = st.radio("Experiment", names, key="cmp_schedule", horizontal=True,
+                     format_func=lambda n: RESULT_FOLDERS.get(n, n),
+                     help="Adam, cosine, 4,000 iterations (first): every method with Adam and a cosine decay over "
+                          "4,000 iterations, the weights of the best validation accuracy kept; the paper's short "
+                          "schedule: 1,000 SGD iterations at learning rate 0.1, under two epochs of MNIST. "
+                          "Follows the sidebar's pretrained models; changed here, it is this page's own choice. "
+                          "Folders: " + ", ".join(f"`results/{n}`" for n in names) + ".")
+    if protocol in available and sched != protocol:
+        st.caption(f"This page's own choice: the sidebar's pretrained models are those of the "
+                   f"{ui.pickers.PROTOCOL_TITLES.get(protocol, protocol)}; the experiment shown is the "
+                   f"{RESULT_FOLDERS.get(sched, sched)}.")
+    return sched
 
 
 def grid_caption(sched: str, out_dir, summary: dict | None, rows: list[dict]) -> None:
@@ -464,13 +483,14 @@ def answer_view() -> None:
 
 ui.urlstate.restore_from_url(URL_STATE)
 st.title("Compare the methods")
+protocol = ui.pickers.sidebar_protocol()
 answer_view()
 available = result_folders()
 if not available:
     st.info("No reproduction results yet: this page reads `results/paper/summary.json` and the runs beside it. "
             + reproduce_hint("results/paper"))
     st.stop()
-sched = pick_experiment(available)
+sched = pick_experiment(available, protocol)
 out_dir = available[sched]
 summary = load_summary(out_dir)
 rows = (summary or {}).get("runs") or []

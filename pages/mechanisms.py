@@ -11,7 +11,7 @@ from core.errors import DataUnavailableError, InputImageError
 from core.eval import robustness_points
 from core.models.registry import get_spec
 from core.report.export import matrix_csv
-from core.report.fmt import source_parts
+from core.report.fmt import even_share_text, source_parts
 from core.report.plots import style, traces
 from pages import ui
 from pages.ui import handwriting, intervene
@@ -96,10 +96,11 @@ def _pick_test_image(dataset: str, model, entry, data):
     """A test image chosen at random, by class, or among the model's mistakes."""
     classes = list(data.classes)
     n = len(data)
+    word = "sample image" if data.is_sample else "test image"
     st.session_state.setdefault("mech_idx", 0)
     st.session_state["mech_idx"] = int(min(max(0, st.session_state["mech_idx"]), n - 1))
     ui.pickers.keep_valid("mech_how", ["Random", "By class", "Misclassified"])
-    how = st.radio("Which test image", ["Random", "By class", "Misclassified"], horizontal=True, key="mech_how",
+    how = st.radio(f"Which {word}", ["Random", "By class", "Misclassified"], horizontal=True, key="mech_how",
                    help="Misclassified: images of a fixed test subset that the chosen model gets wrong, "
                         "the most confident mistakes first.")
     rng = np.random.default_rng()
@@ -129,7 +130,7 @@ def _pick_test_image(dataset: str, model, entry, data):
                             f"{ui.explore.images_word(data)} are wrong)",
                             1, len(wrong), 1, key="mech_wrong")
         st.session_state["mech_idx"] = int(wrong[int(k) - 1])
-    i = st.number_input(f"Test image number (0-{n - 1})", 0, n - 1, key="mech_idx", disabled=how == "Misclassified")
+    i = st.number_input(f"{word.capitalize()} number (0-{n - 1})", 0, n - 1, key="mech_idx", disabled=how == "Misclassified")
     st.caption(f"From the {source_parts(data.source)[0]}.", help=f"Read from {source_parts(data.source)[1] or data.source}.")
     return np.asarray(data.images[int(i)]), int(data.labels[int(i)]), None, ui.messages.image_name(data, int(i))
 
@@ -152,7 +153,6 @@ def _drawn_image(dataset: str):
     except Exception as exc:  # the optional canvas package is missing or broken
         st.error(f"The drawing canvas is not available ({type(exc).__name__}); upload an image instead.")
         return None
-    st.caption("Draw with your finger or the mouse (white on black, like MNIST). Undo and Clear are below the canvas.")
     canvas = st_canvas(stroke_width=18, stroke_color="#FFFFFF", background_color="#000000", height=280, width=280,
                        drawing_mode="freedraw", return_image_data=True, key=f"mech_canvas_{dataset}",
                        initial_drawing=st.session_state.get(f"mech_canvas_init_{dataset}"))
@@ -163,12 +163,15 @@ def _drawn_image(dataset: str):
                 disabled=not objects)
     edit.button("Clear", key="mech_canvas_clear", icon=":material/delete:", on_click=_canvas_edit,
                 args=(dataset, "clear"), disabled=not objects)
+    # under the canvas: above it, the canvas's own toolbar (shown on hover, in the component's
+    # isolated styles, so it cannot be hidden) would cover it
+    st.caption("Draw with your finger or the mouse, white on black like MNIST; Undo takes back the last stroke.")
     pixels = canvas.image_data if canvas is not None and objects else None
     if pixels is None:
         st.info("The canvas is empty: draw a " + ("digit" if dataset == "mnist" else "piece of clothing") + ".")
         return None
     try:
-        return ui.upload.prepare_pixels(pixels, dataset)
+        return ui.upload.prepare_pixels(pixels, dataset, drawn=True)
     except InputImageError as exc:
         ui.messages.show_error(exc, "The drawing cannot be used")
     return None
@@ -241,16 +244,39 @@ def _timestep_view(image: np.ndarray, a: ui.pair.Side, b: ui.pair.Side | None, p
 # --------------------------------------------------------------------------- views
 
 
-def input_source(dataset: str) -> str:
-    """The input's source: a test image, a drawing (grey data sets), an upload or, for MNIST, other
-    people's handwriting."""
+def input_sources(dataset: str) -> list[str]:
+    """The inputs offered: a test image, a drawing (grey data sets), an upload and, for MNIST,
+    other people's handwriting."""
     grey = DATASETS[dataset].channels == 1
-    sources = ["Test image", "Draw", "Upload"] if grey else ["Test image", "Upload"]
-    if dataset == "mnist":
-        sources.append("Other handwriting")
+    return ["Test image"] + (["Draw"] if grey else []) + ["Upload"] + (["Other handwriting"] if dataset == "mnist" else [])
+
+
+def _set_images(dataset: str) -> str:
+    """What the pickable images are: "Sample image" (the bundled sample, offline) or "Test image"."""
+    try:
+        return "Sample image" if ui.cache.test_data(dataset).is_sample else "Test image"
+    except DataUnavailableError:
+        return "Test image"
+
+
+def input_source(dataset: str) -> str:
+    """The input's source, one of :func:`input_sources` (the test images called sample images
+    when they are the bundled sample's)."""
+    grey = DATASETS[dataset].channels == 1
+    sources = input_sources(dataset)
     ui.pickers.keep_valid("mech_source", sources)
+    word = _set_images(dataset)
     return st.radio("Input", sources, horizontal=True, key="mech_source",
+                    format_func=lambda s: word if s == "Test image" else s,
                     help=None if grey else "Drawing is offered for the grey data sets (MNIST, Fashion-MNIST).")
+
+
+def _still_works(dataset: str) -> str:
+    """The other inputs offered, in words: "drawing or uploading an image still works"."""
+    verbs = {"Draw": "drawing", "Upload": "uploading", "Other handwriting": "reading other people's handwriting"}
+    said = [verbs[s] for s in input_sources(dataset) if s in verbs]
+    return (", ".join(said[:-1]) + " or " + said[-1] if len(said) > 1 else said[0]).replace(
+        "uploading", "uploading an image", 1) + " still works"
 
 
 def input_panel(dataset: str, entry, model, source: str) -> tuple:
@@ -262,8 +288,7 @@ def input_panel(dataset: str, entry, model, source: str) -> tuple:
         try:
             data = ui.cache.test_data(dataset)
         except DataUnavailableError as exc:
-            ui.messages.missing_data_note(dataset, exc, "there are no test images to pick (uploading or drawing "
-                                                   "an image still works)")
+            ui.messages.missing_data_note(dataset, exc, f"there are no test images to pick ({_still_works(dataset)})")
             data = None
         if data is not None:
             picked = _pick_test_image(dataset, model, entry, data)
@@ -376,7 +401,7 @@ def _downloads(dataset: str, image: np.ndarray, a: ui.pair.Side, b: ui.pair.Side
                        name=f"{dataset}_{a.entry.model}_trace", key="mech_dl")
 
 
-def protocol_mask_view(dataset: str, entry, stats, others, data, n: int) -> None:
+def protocol_mask_view(dataset: str, entry, model, stats, others, data, n: int) -> None:
     """Share of rows each LSTM is active, this model beside the other protocols' pretrained ones
     (does the Adam 4k model still use its mechanism the way the paper-protocol one does?)."""
     import pandas as pd
@@ -396,7 +421,7 @@ def protocol_mask_view(dataset: str, entry, stats, others, data, n: int) -> None
     df = pd.DataFrame({name: v for name, v in rows.items()}, index=units).T
     st.dataframe(df, column_config={u: st.column_config.NumberColumn(format="%.2f") for u in units})
     spread = {name: float(np.max(v) - np.min(v)) for name, v in rows.items()}
-    st.caption("With k = 4 of 6 every LSTM would be active in 0.67 of the rows if the attention chose evenly. "
+    st.caption(even_share_text(model.config) + " "
                + "; ".join(f"{name}: from {np.min(v):.2f} to {np.max(v):.2f} (spread {spread[name]:.2f})"
                            for name, v in rows.items()) + ".")
 
@@ -458,7 +483,7 @@ def dataset_view(dataset: str, entry, model, all_entries=()) -> None:
     if spec.selects_units:
         others = [e for e in all_entries if e.source == "pretrained" and e.model == entry.model
                   and e.protocol != entry.protocol and e.key != entry.key]
-        protocol_mask_view(dataset, entry, stats, others, data, n)
+        protocol_mask_view(dataset, entry, model, stats, others, data, n)
         selection_view(dataset, entry, model, data, n)
         intervene.knockout_view(entry, model, data, _data_key(dataset, data), n, classes)
 

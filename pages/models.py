@@ -14,12 +14,14 @@ from core.report.fmt import dataset_title as _ds_title
 from core.report.fmt import method_title, params, pct, pct_value, protocol_title, short_method_title
 from core.report.health import HEALTHY, health_of, summary_text
 from core.report.plots.training import run_curves_figure
+from core.runs.compare import history_from_metrics
 from core.runs.progress import kept_weights
 from core.runs.schema import RunInfo
 from pages.ui.auth import Viewer, current_viewer, sign_in_prompt
 from pages.ui.cache import entry_metadata, model_entries, run_store
 from pages.ui.export import figure_downloads
 from pages.ui.messages import show_error
+from pages.ui.pickers import sidebar_protocol
 from pages.ui.upload import MAX_UPLOAD_MB, check_upload
 from pages.ui.urlstate import session_owner
 
@@ -70,16 +72,9 @@ def _source(entry: ModelEntry) -> str:
 def history_from_store(store, entry: ModelEntry) -> dict:
     """Curves of a run whose checkpoint JSON has none, from the store's live metrics file."""
     try:
-        m = store.read_metrics(entry.run_id)
+        return history_from_metrics(store.read_metrics(entry.run_id))
     except Exception:
         return {}
-    out = {}
-    if m.get("iteration"):
-        out["history"] = {"iteration": m["iteration"], "loss": m.get("loss", []), "batch_acc": m.get("batch_acc", [])}
-    if m.get("eval_iteration"):
-        out["evals"] = {"iteration": m["eval_iteration"], "test_acc": m.get("test_acc", []),
-                        "test_loss": m.get("test_loss", [])}
-    return out
 
 
 def _health(meta: dict) -> dict:
@@ -124,9 +119,24 @@ def table_row(entry: ModelEntry, meta: dict | None, owner: str = "") -> dict:
     }
 
 
-def choose_opened(entries: list[ModelEntry], infos: dict, viewer: Viewer) -> None:
+def follow_protocol(entries: list[ModelEntry], protocol: str | None) -> None:
+    """When the sidebar's protocol changes (here or on another page), a shipped model open under
+    *Inspect a model* becomes its twin of the new protocol (same data set and method)."""
+    followed = st.session_state.get("_models_protocol")
+    st.session_state["_models_protocol"] = protocol
+    by_key = {e.key: e for e in entries}
+    now = by_key.get(st.session_state.get("models_pick"))
+    if protocol is None or followed in (None, protocol) or now is None or now.source != "pretrained":
+        return
+    twin = next((e for e in entries if e.source == "pretrained" and e.protocol == protocol
+                 and (e.dataset, e.model) == (now.dataset, now.model)), None)
+    if twin is not None:
+        st.session_state["models_pick_next"] = twin.key
+
+
+def choose_opened(entries: list[ModelEntry], infos: dict, viewer: Viewer, protocol: str | None) -> None:
     """What to open: a run sent here by the Train page (or ?model= in the URL), else the user's
-    latest run, else the featured model."""
+    latest run, else the featured model of the sidebar's ``protocol``."""
     by_key_all = {e.key: e for e in entries}
     wanted = st.session_state.pop("models_open", None) or st.query_params.get("model")
     if wanted in by_key_all and st.session_state.get("models_opened") != wanted:
@@ -139,7 +149,7 @@ def choose_opened(entries: list[ModelEntry], infos: dict, viewer: Viewer) -> Non
     elif "models_pick" not in st.session_state and "models_pick_next" not in st.session_state and entries:
         own = [e for e in entries if e.source != "pretrained" and infos.get(e.key) is not None
                and viewer.owns(infos[e.key])]
-        first = own[0] if own else featured_entry(entries)
+        first = own[0] if own else (featured_entry(entries, protocol) if protocol else featured_entry(entries))
         st.session_state["models_pick_next"] = first.key
 
 
@@ -225,7 +235,9 @@ def key_numbers(entry: ModelEntry, meta: dict) -> None:
     c[4].metric("Seed", entry.seed if entry.seed is not None else "n/a")
     fl = error_floors(entry.dataset, meta.get("metrics") or {})
     if fl["classes"]:  # what an answer that ignores the image would score (core.report.floors)
-        floor_text = (f"For comparison: on the {_ds_title(entry.dataset)} test set, guessing at random errs "
+        on = (f"the {_ds_title(entry.dataset)} test set" if fl["tested_n"] is None
+              else f"the {fl['tested_n']:,} {_ds_title(entry.dataset)} images it was tested on")
+        floor_text = (f"For comparison: on {on}, guessing at random errs "
                       f"{pct(fl['chance_error'])} and always answering the largest class {pct(fl['majority_error'])}.")
         if fl["unbalanced"]:
             floor_text += (f" Its classes are unbalanced, so the fair figure is the balanced error (the mean of the "
@@ -407,7 +419,9 @@ store = run_store()
 owner = session_owner()
 viewer = current_viewer()
 infos = {e.key: run_info(store, e) for e in entries if e.source != "pretrained"}
-choose_opened(entries, infos, viewer)
+protocol = sidebar_protocol()
+follow_protocol(entries, protocol)
+choose_opened(entries, infos, viewer, protocol)
 shown, metas = models_table(entries, infos, viewer)
 if shown:
     inspect(store, viewer, shown, metas, infos)

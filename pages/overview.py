@@ -9,11 +9,13 @@ from core.data.datasets import DATASETS, SOURCES, available_sources
 from core.models.registry import DEFAULT_MODEL, config_fields, get_spec, list_models, parameter_counts
 from core.paths import ROOT, results_dir
 from core.report.claims import read_claims
-from core.report.fmt import method_title, protocol_title, shipped_models_text
+from core.report.facts import parameter_gap_text
+from core.report.fmt import PROTOCOL_SHORT, method_title, protocol_title, shipped_models_text
 from core.report.plots.comparison import INPUT_SHAPES, parameter_bar_figure
 from core.report.plots.style import method_color
 from pages.ui.cache import RESULT_FOLDERS, entry_metadata, manifest, model_entries, result_folders
 from pages.ui.messages import show_error
+from pages.ui.pickers import sidebar_protocol
 
 DIAGRAM = ROOT / "assets" / "diagram.svg"
 
@@ -147,27 +149,9 @@ def sizes_and_colours(counts: dict) -> None:
             for m in list_models())
         st.markdown(legend, unsafe_allow_html=True)
         st.caption("These colours stand for the same method on every page.")
-        if counts:
-            first = next(iter(counts.values()))
-            if first.get("rim") and first.get("parallel_lstm"):
-                ratio = first["rim"] / first["parallel_lstm"]
-                st.markdown(
-                    f"The paper matches RIM with parallel LSTMs by **neuron count** (4 LSTMs x 32 units, as many as "
-                    f"RIM's 4 active ones), not by parameters: here RIM has **{ratio:.1f}x the parameters** of the "
-                    "parallel LSTMs (six LSTMs plus two attentions). Keep this in mind when reading the comparisons. "
-                    "EntNet, RMC and IndRNN are sized to be in the same range as the parallel LSTMs."
-                    + _parameter_matched_sentence()
-                )
-
-
-def _parameter_matched_sentence() -> str:
-    """The verdict of the parameter-matched control (4 parallel LSTMs of 81 units), as the claims
-    table on Compare gives it; nothing when the results hold no such row."""
-    row = next((r for r in read_claims(results_dir()) if r.get("claim_id") == "control_parallel_lstm_h81"), None)
-    if row is None:
-        return ""
-    return (" A parameter-matched control, four parallel LSTMs of 81 units, is in the claims table on the Compare "
-            f"page (\"{row['claim']}\"): {row['converged']}.")
+        gap = parameter_gap_text(counts or {}, read_claims(results_dir()))
+        if gap:
+            st.markdown(gap)
 
 
 def knobs_table() -> None:
@@ -223,7 +207,7 @@ def loaded_table(pretrained_by_ds: dict, protocols: list[str], own: list) -> Non
               "your runs": st.column_config.NumberColumn("your runs", width=75, help="Your runs (trained or uploaded) "
                                                          "with weights, on this data set")}
     for p in protocols:
-        short = "paper" if p == "paper" else protocol_title(p)
+        short = "paper" if p == "paper" else PROTOCOL_SHORT.get(p, protocol_title(p))  # "Adam 4k": fits 130 px
         config[f"pretrained, {protocol_title(p)}"] = st.column_config.TextColumn(
             f"shipped, {short}", width=130,
             help=f"Shipped models trained with the {protocol_title(p)}: how many of the {len(list_models())} methods")
@@ -307,6 +291,7 @@ def where_to_start() -> None:
 
 
 st.title("RIMscope")
+sidebar_protocol()  # the app's one protocol switch, on every page
 intro()
 st.header("How the method works")
 how_it_works()

@@ -16,6 +16,7 @@ from core.eval.scorer import Scorer
 from core.models.registry import is_method, trace_schema
 from core.report.floors import floors_from_counts
 from core.report.fmt import short_method_title, source_parts
+from core.report.frames import ErrorAt, error_change_frames
 from core.report.plots import robustness, traces
 from pages import ui
 from pages.ui.handwriting import URL_STATE as HANDWRITING_URL_STATE
@@ -100,7 +101,9 @@ def _session_memo(name: str, key: tuple, build):
 def _pick_image(dataset: str, data, key: str):
     """A test image (by number or at random) or an uploaded one: ``(image, label, caption)``."""
     ui.pickers.keep_valid(f"{key}_src", ["Test image", "Upload"])
-    src = st.radio("Image", ["Test image", "Upload"], horizontal=True, key=f"{key}_src") if data is not None else "Upload"
+    word = "sample image" if data is not None and data.is_sample else "test image"
+    src = st.radio("Image", ["Test image", "Upload"], horizontal=True, key=f"{key}_src",
+                   format_func=lambda s: word.capitalize() if s == "Test image" else s) if data is not None else "Upload"
     if src == "Upload":
         image = ui.upload.usable_array(ui.upload.uploaded_image(dataset, f"{key}_upload", "Upload an image to see it with noise."))
         return None if image is None else (image, None, "your image")
@@ -109,8 +112,8 @@ def _pick_image(dataset: str, data, key: str):
     ui.pickers.clamp_state(f"{key}_idx", 0, n - 1)
     rng = np.random.default_rng()
     c1, c2 = st.columns([3, 2], vertical_alignment="bottom")
-    i = c1.number_input(f"Test image number (0-{n - 1})", 0, n - 1, key=f"{key}_idx")
-    c2.button("Random", key=f"{key}_rand", help="a random test image",
+    i = c1.number_input(f"{word.capitalize()} number (0-{n - 1})", 0, n - 1, key=f"{key}_idx")
+    c2.button("Random", key=f"{key}_rand", help=f"a random {word}",
               on_click=lambda: st.session_state.update({f"{key}_idx": int(rng.integers(n))}))
     return np.asarray(data.images[int(i)]), int(data.labels[int(i)]), ui.messages.image_name(data, int(i))
 
@@ -154,34 +157,29 @@ def _error_metrics(scorer: Scorer | None, dataset: str, heading: str, spinner: s
     with st.spinner(spinner):
         base = {m: base_of(m) for m in scorer.models}
         points = {m: here_of(m) for m in scorer.models}
-    import pandas as pd
-
-    rows, numbers = [], []
-    for method, p in points.items():
-        lo, hi = p.interval
-        d = (p.error - base[method].error) * 100
-        entry = scorer.models[method][0]
-        name = entry.display
-        full = (entry.metrics or {}).get("test_error")
-        rows.append({"model": name, f"test error on {p.n:,} {_images_word(scorer)}": f"{p.error * 100:.1f}%",
-                     f"change vs {versus}": f"{d:+.1f} points" if round(d, 1) else "±0.0 points",
-                     "95% interval": f"{lo * 100:.1f}-{hi * 100:.1f}%",
-                     "clean, full test set": f"{full * 100:.2f}%" if isinstance(full, (int, float)) else "–"})
-        numbers.append({"model": name, "setting": heading.removeprefix("Test error at "),
-                        "test error (%)": round(p.error * 100, 4), f"{versus} error (%)": round(base[method].error * 100, 4),
-                        "95% low (%)": round(lo * 100, 4), "95% high (%)": round(hi * 100, 4), "images": p.n})
+    rows = [ErrorAt(scorer.models[m][0].display, p.error, *p.interval, p.n, base[m].error, _full_error(scorer.models[m][0]))
+            for m, p in points.items()]
+    shown, numbers = error_change_frames(rows, _images_word(scorer), heading.removeprefix("Test error at "), versus)
     # a static table (not one metric per model): every model's full name fits, nothing is cut
-    st.table(pd.DataFrame(rows), hide_index=True)
+    st.table(shown, hide_index=True)
     c_note, c_dl = st.columns([4, 1], vertical_alignment="center")
     c_note.caption(f"95% intervals: Wilson, over the {next(iter(points.values())).n} {_images_word(scorer)}{suffix}. "
-                   "The full-test-set error is the one recorded when the model was trained.",
+                   f"Change vs {versus}: the error here minus the {versus} error on the same images. The last "
+                   "column is the clean error on the full test set, recorded when the model was trained (other "
+                   "images, so it does not enter the change).",
                    help="A 95% interval is the range the error would fall in for 95 of 100 other sets of this many "
                         "images of the same kind: the narrower, the surer the figure. Two models whose intervals "
                         "overlap much may not differ at all.")
-    c_dl.download_button("⬇ CSV: this table", pd.DataFrame(numbers).to_csv(index=False).encode(),
+    c_dl.download_button("⬇ CSV: this table", numbers.to_csv(index=False).encode(),
                          file_name=f"{dataset}_test_error_{_slug(heading)}.csv", mime="text/csv",
                          key=f"rb_dl_table_{versus}", on_click="ignore")
     return True
+
+
+def _full_error(entry) -> float | None:
+    """The clean error on the full test set that a model's metadata records, if any."""
+    full = (entry.metrics or {}).get("test_error")
+    return float(full) if isinstance(full, (int, float)) else None
 
 
 def _images_word(scorer: Scorer) -> str:
@@ -271,8 +269,9 @@ def noise_curve(dataset: str, scorer: Scorer, kind: str, strength: float, title:
         lines = _error_lines(scorer, lambda m: scorer.noise_curve(m, kind, GRID))
         fig = robustness.error_curve_figure(lines, x_title=f"{title} noise {param}",
                                             reference=PAPER_VAR if kind == "gaussian" else None,
-                                            reference_label="paper (0.01)", floors=_floors(scorer))
-        return _labels_apart(fig), lines
+                                            reference_label="paper (0.01)", floors=_floors(scorer),
+                                            floors_of=_floors_of(scorer))
+        return fig, lines
 
     fig, lines = _session_memo("_rb_noise_curve", scorer.signature(kind), build)
     st.plotly_chart(robustness.mark_current(fig, strength), key="rb_curve", config=CHART)
@@ -392,8 +391,8 @@ def stretch_view(dataset: str, data, scorer: Scorer | None, models: dict) -> Non
         lines = _error_lines(scorer, lambda m: scorer.stretch_curve(m, FACTORS))
         fig = robustness.error_curve_figure(lines, x_title="vertical stretch factor (1 = training length)",
                                             reference=1.0, reference_label="training length",
-                                            floors=_floors(scorer))
-        return _labels_apart(fig), lines
+                                            floors=_floors(scorer), floors_of=_floors_of(scorer))
+        return fig, lines
 
     fig, lines = _session_memo("_rb_stretch_curve", scorer.signature("stretch"), build)
     st.plotly_chart(robustness.mark_current(fig, factor), key="rb_s_curve", config=CHART)
@@ -402,11 +401,9 @@ def stretch_view(dataset: str, data, scorer: Scorer | None, models: dict) -> Non
         ("⬇ CSV: the curves", lambda: _lines_csv(lines, "vertical stretch factor"), f"{name}.csv", "text/csv")])
 
 
-def _labels_apart(fig):
-    """The curves end near the chance and majority-class errors at the right, where both floor
-    labels sat (and overlapped): the majority-class label goes under its line, the chance label
-    stays above its own (the left end holds the labels of the paper's and the current noise level)."""
-    return fig.update_annotations(selector=lambda a: str(a.text).startswith("majority"), yanchor="top")
+def _floors_of(scorer: Scorer) -> str:
+    """What the curves' majority class is of: the scored images, not the whole test set."""
+    return "" if scorer.labels is None else f" of these {len(scorer.labels):,} {_images_word(scorer)}"
 
 
 def _floors(scorer: Scorer) -> dict:

@@ -13,7 +13,7 @@ from streamlit.errors import StreamlitAPIException
 
 from core.catalog import is_demo, run_label, seconds_per_iteration
 from core.data.datasets import DATASETS, how_to_get
-from core.data.plan import SAMPLE_TRAIN, DataPlan, training_data_plan
+from core.data.plan import SAMPLE_TRAIN, DataPlan, no_training_data_text, training_data_plan
 from core.errors import ConfigError, DataUnavailableError, RimscopeError
 from core.models.registry import DEFAULT_MODEL, config_fields, list_models
 from core.models.rim import SELECTIONS
@@ -38,7 +38,7 @@ from core.training.config import (
 from pages.ui.auth import Viewer, current_viewer, sign_in_prompt
 from pages.ui.cache import mtime
 from pages.ui.messages import details, show_error
-from pages.ui.pickers import dataset_picker, keep_valid
+from pages.ui.pickers import dataset_picker, keep_valid, sidebar_protocol
 from pages.ui.urlstate import restore_from_url, session_owner, sync_url, url_bool, url_list
 
 SAMPLE_DATASETS = ("mnist", "fashion_mnist")  # the data sets with a bundled sample
@@ -150,14 +150,13 @@ def run_card(store: RunStore, r: RunInfo, editable: bool, metrics: dict | None =
                 details(r.detail)
         with ctl:
             # every button's key and callback carry the run id: a click acts on the run this card
-            # names, even when the list changed between the render and the click
+            # names, even when the list changed between the render and the click. No tooltips: a
+            # button with one is drawn twice (the second a zero-size copy); what a click did is said
+            # in the message above the cards
             if editable and r.active and not r.stop_requested:
-                st.button("Stop", key=f"stop_{r.run_id}", on_click=_act, args=("stop", r.run_id),
-                          help="Stop after the current iteration and keep what the model learned so far")
+                st.button("Stop", key=f"stop_{r.run_id}", on_click=_act, args=("stop", r.run_id))
             if editable and r.status in RESUMABLE:
-                st.button("Resume", key=f"resume_{r.run_id}", type="primary", on_click=_act, args=("resume", r.run_id),
-                          help="Continue from the last checkpoint; the run ends exactly as it would have "
-                               "without the interruption")
+                st.button("Resume", key=f"resume_{r.run_id}", type="primary", on_click=_act, args=("resume", r.run_id))
             if r.status in ("completed", "uploaded"):
                 models_link(r.run_id)
             if editable and not r.active:
@@ -284,6 +283,10 @@ def protocol_picker(intro) -> None:
     protocol = st.radio("Protocol", list(PROTOCOLS), horizontal=True, key="train_protocol", on_change=apply_protocol,
                         format_func=lambda p: PROTOCOL_TITLES.get(p, str(p)),
                         help="Sets the settings below to that protocol's; each can still be changed.")
+    shipped = sidebar_protocol()
+    if shipped is not None:
+        st.caption(f"The protocol of your new runs, this page's own choice; the sidebar's pretrained models "
+                   f"({PROTOCOL_TITLES.get(shipped, shipped).split(' (')[0]}) are what the other pages show.")
     intro.caption(PROTOCOL_INTROS.get(protocol, "") + " Runs train in background worker processes, one at a time by "
                   "default, and keep going when you close or reload the page; they are kept in your run store. "
                   "Completed runs appear on the Models page, and so do runs stopped early, marked as such.",
@@ -397,10 +400,9 @@ def data_plan(dataset: str, data_dir: str, holdout: bool) -> tuple[DataPlan | No
     except DataUnavailableError as exc:
         data_ok = False
         say = st.info if st.session_state.get("train_demo") and dataset in SAMPLE_DATASETS else st.error
-        # the plain "not found" message names the ways to get the data, which the list below gives:
-        # say it once; any other reason (a damaged file, a failed download) is shown as it is
-        not_found = str(exc).startswith(f"No {DATASETS[dataset].title} train data found.")
-        say(f"No training data for {DATASETS[dataset].title} here" + ("." if not_found else f": {exc}"))
+        # the ways to get the data are listed below, once: the message says only why (its reason);
+        # a reason the error does not give apart (a damaged file) is shown as it is
+        say(no_training_data_text(DATASETS[dataset].title, exc))
         details(exc.detail)
         st.markdown("Training needs the full training set. Ways to get it:  \n" + "\n".join(
             f"- {w}" for w in how_to_get(dataset)) + "\n- or type a folder under *More settings → Data folder*.")
@@ -457,6 +459,19 @@ def time_estimate(store: RunStore, configs: list[TrainConfig]) -> None:
                    "runs beyond the worker limit wait in the queue.")
 
 
+def not_again(store: RunStore, viewer: Viewer, configs: list[TrainConfig], data_dir: str) -> list[TrainConfig]:
+    """``configs`` less those the user already has a run of with the same settings (queued, running
+    or finished: the same result), which are named, with where they stand, instead of queued twice."""
+    mine = [r for r in store.list_runs() if viewer.owns(r)]
+    there = {i: store.identical_run(cfg, mine, data_dir or None) for i, cfg in enumerate(configs)}
+    same = [r for r in there.values() if r is not None]
+    if same:
+        st.info("Already in your runs with these settings, so not queued again: "
+                + "; ".join(f"{run_name(r)} ({r.status})" for r in same)
+                + ". Change a setting (a seed, say) to train another.")
+    return [cfg for i, cfg in enumerate(configs) if there[i] is None]
+
+
 def start_button(store: RunStore, viewer: Viewer, owner: str, configs: list[TrainConfig], blocked: bool, label: str,
                  data_dir: str) -> None:
     """Sign-in, then the Start button: queues ``configs`` for ``owner`` (disabled when ``blocked`` or
@@ -498,6 +513,7 @@ def set_up(store: RunStore, viewer: Viewer, owner: str) -> None:
     configs, errors = run_configs(form, models, seeds_text, plan)
     if configs:
         time_estimate(store, configs)
+        configs = not_again(store, viewer, configs, data_dir)
     start_button(store, viewer, owner, configs, bool(errors) or not data_ok, label, data_dir)
 
 

@@ -12,12 +12,8 @@ import sys
 
 import pytest
 
-# One torch (OpenMP) thread per test process and per process a test starts (servers, workers,
-# `python -m core.train`): make test runs two pytest-xdist processes on 2 cores, and two
-# processes of 2 threads each made CPU-bound tests 5-45x slower than one thread each (OpenMP
-# threads spinning for a core: the full-test-set check of the converged MNIST models took 75-119 s
-# beside the RMC equivalence tests, 16 s with one thread each). RIMSCOPE_TEST_THREADS overrides.
-TEST_THREADS = int(os.environ.get("RIMSCOPE_TEST_THREADS", "1"))
+from tests.threads import TEST_THREADS  # why one thread: there
+
 os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(TEST_THREADS)
 
 from tests.run_helpers import write_tiny_mnist  # noqa: E402  (after the thread setting above)

@@ -28,3 +28,17 @@ def kill_running_workers(store) -> None:
             except OSError:
                 pass
     store.pump()
+
+
+TINY = {"parallel_lstm": {"num_units": 1, "hidden_size": 8},
+        "rim": {"num_units": 2, "k_active": 1, "hidden_size": 8}}
+
+
+def tiny(model: str = "parallel_lstm", **kw):
+    """A TrainConfig of a few seconds on the tiny MNIST: ``model`` at a tiny size (``TINY``), ``kw`` on top."""
+    from core.training.config import TrainConfig
+
+    base = dict(dataset="mnist", model=model, iterations=30, batch_size=20, eval_every=10, eval_samples=50,
+                noise_draws=1, holdout_sample=False, model_overrides=dict(TINY.get(model, {})))
+    base.update(kw)
+    return TrainConfig(**base)

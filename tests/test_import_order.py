@@ -8,7 +8,7 @@ so it sees imports inside functions too.
 
 from __future__ import annotations
 
-from tests.test_layout import MODULES, _graph
+from tests.code_graph import MODULES, _graph
 
 # bottom to top; the same order is written in docs/architecture.md
 ORDER: list[tuple[str, ...]] = [

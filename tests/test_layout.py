@@ -15,81 +15,11 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-CORE = ROOT / "core"
+from tests.code_graph import CORE, MODULES, ROOT, _cycle, _graph
+
 MAX_LINES = 450
 MAX_FUNCTION_LINES = 80
 LONG = "# long:"  # a comment at the top of a function's body: why it stays over MAX_FUNCTION_LINES
-
-
-def _modules() -> dict[str, Path]:
-    out = {}
-    for p in sorted(CORE.rglob("*.py")):
-        parts = list(p.relative_to(ROOT).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        out[".".join(parts)] = p
-    return out
-
-
-MODULES = _modules()
-
-
-def _absolute(module: str, path: Path, node: ast.ImportFrom) -> str:
-    """The dotted module an ``ImportFrom`` names, relative imports resolved."""
-    if node.level == 0:
-        return node.module or ""
-    base = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
-    base = base[: len(base) - (node.level - 1)]
-    return ".".join(base + ([node.module] if node.module else []))
-
-
-def _imports(module: str, path: Path) -> list[tuple[str, int, list[str]]]:
-    """Every core module ``module`` imports (at top level or inside a function), with the line
-    and the names taken from it."""
-    out = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom):
-            src = _absolute(module, path, node)
-            if src == "core" or src.startswith("core."):
-                out.append((src, node.lineno, [a.name for a in node.names]))
-        elif isinstance(node, ast.Import):
-            out += [(a.name, node.lineno, []) for a in node.names if a.name.startswith("core.")]
-    return out
-
-
-def _graph() -> dict[str, set[str]]:
-    """module -> the core modules it imports; ``from core.x import y`` with y a module counts as
-    an import of ``core.x.y``."""
-    graph: dict[str, set[str]] = {m: set() for m in MODULES}
-    for m, p in MODULES.items():
-        for src, _, names in _imports(m, p):
-            subs = [f"{src}.{n}" for n in names if f"{src}.{n}" in MODULES]
-            targets = subs if subs and len(subs) == len(names) else [src, *subs]
-            graph[m] |= {t for t in targets if t in MODULES and t != m}
-    return graph
-
-
-def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    state: dict[str, int] = {}  # 1 = on the path, 2 = done
-    path: list[str] = []
-
-    def visit(m: str) -> list[str] | None:
-        state[m] = 1
-        path.append(m)
-        for n in sorted(graph[m]):
-            if state.get(n) == 1:
-                return path[path.index(n):] + [n]
-            if n not in state and (found := visit(n)):
-                return found
-        path.pop()
-        state[m] = 2
-        return None
-
-    for m in sorted(graph):
-        if m not in state and (found := visit(m)):
-            return found
-    return None
 
 
 def test_the_walk_sees_imports_of_every_kind():
@@ -340,3 +270,18 @@ def test_core_imports_from_any_folder(tmp_path):
     out = subprocess.run([sys.executable, "-c", "import core.report.columns, pages.ui; import core; print(core.__file__)"],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, f"`import core` outside the repository fails (pip install -e .): {out.stderr[-500:]}"
+
+
+def test_no_test_imports_another_test_module_or_a_conftest():
+    """What tests share lives in helper modules (tests/run_helpers.py, tests/pages/helpers.py,
+    tests/browser/helpers.py, ...): a test module or a conftest is never imported by another file."""
+    found = []
+    for p in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text())):
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else
+                     [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            for name in names:
+                last = name.split(".")[-1]
+                if name.startswith("tests") and (last.startswith("test_") or last == "conftest"):
+                    found.append(f"{p.relative_to(ROOT)}:{node.lineno} imports {name}")
+    assert found == []

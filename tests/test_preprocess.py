@@ -515,3 +515,52 @@ def test_eroding_thick_strokes_never_spills_ink_onto_the_paper():
     assert ((out > 0) == own).all()
     whole = prepare_digit(np.where(digit, 0, 255).astype(np.uint8))
     assert whole.warning is None and (whole.array > 0).mean() < 0.5  # a digit, not a white field
+
+
+def _photo_of_a_seven(width: int, height: int, fmt: str) -> bytes:
+    """A phone-sized photo of a 7: dark ink on white paper."""
+    img = Image.new("L", (width, height), 235)
+    ImageDraw.Draw(img).line([(width * 0.35, height * 0.25), (width * 0.65, height * 0.25), (width * 0.45, height * 0.75)],
+                             fill=20, width=width // 25)
+    return encode(img, fmt, **({"quality": 85} if fmt == "JPEG" else {}))
+
+
+def test_a_48_megapixel_phone_jpeg_is_read_reduced_and_used():
+    """Over MAX_PIXELS declared, a JPEG is decoded at a half (Image.draft), never in full, and reads as a digit."""
+    from core.digits.load import MAX_PIXELS
+
+    data = _photo_of_a_seven(8000, 6000, "JPEG")
+    start = time.perf_counter()
+    img = load_image(data)
+    assert img.size == (4000, 3000) and img.size[0] * img.size[1] <= MAX_PIXELS
+    result = prepare_digit(img)
+    assert result.warning is None and result.array.shape == (28, 28) and result.array.max() > 200
+    assert time.perf_counter() - start < HANG_GUARD_S
+
+
+def test_a_large_image_that_cannot_be_read_reduced_is_refused_in_one_line():
+    with pytest.raises(InputImageError) as err:
+        load_image(_photo_of_a_seven(8000, 6000, "PNG"))
+    assert str(err.value) == ("The image is 8000 x 6000 pixels (48 megapixels); a PNG this large cannot be read reduced "
+                              "and the limit is 40 megapixels: scale it down or save it as JPEG.")
+
+
+def _drawn_seven() -> Image.Image:
+    """White on black, as the canvas draws it (a 280 px field, stroke 18): its mass is high up."""
+    drawn = Image.new("L", (280, 280), 0)
+    ImageDraw.Draw(drawn).line([(60, 50), (220, 50), (120, 250)], fill=255, width=18)
+    return drawn
+
+
+def test_a_drawing_keeps_black_rows_under_a_sevens_foot():
+    """Centred by its mass alone, a drawn 7 stands on the bottom edge of the 28 x 28 input; a
+    drawing keeps DRAWN_EDGE_KEEP black pixels at every edge, an upload follows MNIST's recipe."""
+    from core.digits.prepare import DRAWN_EDGE_KEEP, prepare_for_dataset
+
+    mnist = prepare_digit(_drawn_seven()).array
+    assert np.flatnonzero(mnist.any(axis=1))[-1] >= 26  # MNIST's recipe: the foot at the edge
+    drawn = prepare_for_dataset(np.asarray(_drawn_seven()), (28, 28), edge_keep=DRAWN_EDGE_KEEP).array
+    rows, cols = np.flatnonzero(drawn.any(axis=1)), np.flatnonzero(drawn.any(axis=0))
+    assert rows[0] >= DRAWN_EDGE_KEEP and rows[-1] <= 27 - DRAWN_EDGE_KEEP
+    assert cols[0] >= DRAWN_EDGE_KEEP and cols[-1] <= 27 - DRAWN_EDGE_KEEP
+    assert drawn.max() == 255 and np.array_equal(np.sort(drawn.ravel()), np.sort(mnist.ravel()))  # only moved

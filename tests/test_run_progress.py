@@ -9,7 +9,7 @@ import pytest
 
 from core.runs import progress, worker
 from core.runs.store import RunStore
-from tests.test_runs import tiny
+from tests.run_helpers import tiny
 
 
 @pytest.fixture
@@ -80,3 +80,9 @@ def test_progress_text():
     assert progress.progress_text(run) == "running · 299 / 300 iterations"
     run.stop_requested = True
     assert progress.progress_text(run).startswith("stopping after the current iteration")
+
+
+def test_the_training_line_says_the_images_once_and_the_source_in_plain_words():
+    text = progress.training_text("bundled sample (1000 MNIST train images, assets/samples)", 800)
+    assert text == "training on 800 images from the bundled sample"
+    assert progress.training_text("npz folder (/data/mnist)", 60000) == "training on 60,000 images from the npz folder"

@@ -23,19 +23,9 @@ from core.runs.events import read_metrics_file
 from core.runs.schema import RunStoreError
 from core.runs.store import RunStore
 from core.runs.worker import run_worker
-from core.training.config import TrainConfig, parse_seeds
+from core.training.config import parse_seeds
 from core.training.weights import load_weights, weights_bytes
-from tests.run_helpers import kill_running_workers
-
-TINY = {"parallel_lstm": {"num_units": 1, "hidden_size": 8},
-        "rim": {"num_units": 2, "k_active": 1, "hidden_size": 8}}
-
-
-def tiny(model: str = "parallel_lstm", **kw) -> TrainConfig:
-    base = dict(dataset="mnist", model=model, iterations=30, batch_size=20, eval_every=10, eval_samples=50,
-                noise_draws=1, holdout_sample=False, model_overrides=dict(TINY.get(model, {})))
-    base.update(kw)
-    return TrainConfig(**base)
+from tests.run_helpers import TINY, kill_running_workers, tiny
 
 
 def wait_for(pred, timeout: float, poll: float = 0.1):

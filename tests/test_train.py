@@ -196,9 +196,9 @@ def test_default_threads_follow_omp_num_threads(monkeypatch):
 
 
 def test_the_test_session_runs_one_torch_thread_and_passes_it_on():
-    """tests/conftest.py: this process and what it starts use TEST_THREADS threads (1), so two
+    """tests/conftest.py (with tests/threads.py): this process and what it starts use TEST_THREADS threads (1), so two
     test processes on 2 cores do not fight over them; a run that names none takes it too."""
-    from tests.conftest import TEST_THREADS
+    from tests.threads import TEST_THREADS
 
     assert torch.get_num_threads() == TEST_THREADS
     assert os.environ["OMP_NUM_THREADS"] == os.environ["MKL_NUM_THREADS"] == str(TEST_THREADS)

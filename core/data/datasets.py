@@ -233,12 +233,17 @@ _TV_FILES = {"mnist": {"train": "MNIST/raw/train-images-idx3-ubyte", "test": "MN
              "cifar10": {"train": "cifar-10-batches-py/data_batch_1", "test": "cifar-10-batches-py/test_batch"}}
 
 
+def download_failed_reason(info: DatasetInfo, why: str) -> str:
+    """The reason of :func:`download_failed_message` alone, without the ways to get the data."""
+    return f"{info.title} could not be downloaded: {why}"
+
+
 def download_failed_message(info: DatasetInfo, why: str, data_dir: Path | None = None) -> str:
     """The one sentence a user reads when torchvision cannot fetch ``info`` (the raw reason goes apart)."""
     folder = data_dir if data_dir is not None else paths.ROOT / "data"
     demo = (f", or train a quick demo on the bundled {info.title} sample (Train page)"
             if (SAMPLES_DIR / f"{info.name}_sample.npz").is_file() else "")
-    return (f"{info.title} could not be downloaded: {why}. Put the data at {folder / info.name}/train.npz and "
+    return (f"{download_failed_reason(info, why)}. Put the data at {folder / info.name}/train.npz and "
             f"test.npz (x uint8, y int64, classes), or start the app with RIMSCOPE_DATA_DIR=/path/to/folder "
             f"(python -m core.train: --data-dir) pointing at a folder that holds {info.name}/{demo}.")
 
@@ -246,6 +251,7 @@ def download_failed_message(info: DatasetInfo, why: str, data_dir: Path | None =
 def offline_error(info: DatasetInfo, reach: Reachability, data_dir: Path | None) -> DataUnavailableError:
     """The error of a download that cannot work: the sentence, the probe's raw reason as detail."""
     return DataUnavailableError(download_failed_message(info, NO_INTERNET, data_dir),
+                                reason=download_failed_reason(info, NO_INTERNET),
                                 detail=f"torchvision's download source did not answer: {reach.reason}")
 
 
@@ -273,7 +279,7 @@ def _from_torchvision(info: DatasetInfo, split: str, download: bool,
             offline = not download_reachable(info.name, refresh=True).reachable
             why = NO_INTERNET if offline else "the download failed although its source answers"
             raise DataUnavailableError(download_failed_message(info, why, data_dir),
-                                       detail=f"{type(exc).__name__}: {exc}") from exc
+                                       reason=download_failed_reason(info, why), detail=f"{type(exc).__name__}: {exc}") from exc
     x = ds.data.numpy() if isinstance(ds.data, torch.Tensor) else np.asarray(ds.data)
     y = np.asarray(ds.targets, dtype=np.int64)
     return LoadedData(x.astype(np.uint8), y, list(info.classes), f"torchvision ({root})",
@@ -304,6 +310,11 @@ def how_to_get(name: str) -> list[str]:
     if info.name == "animals10":
         ways.append("the Kaggle Animals-10 `raw-img` folder: `RIMSCOPE_ANIMALS10_DIR=/path/to/raw-img make app`")
     return ways
+
+
+def missing_reason(info: DatasetInfo, split: str) -> str:
+    """Why ``split`` of ``info`` is missing, without the ways to get it (those :func:`how_to_get` lists)."""
+    return f"none of its sources holds the {split} split"
 
 
 def missing_message(info: DatasetInfo, split: str) -> str:
@@ -357,7 +368,7 @@ def load_dataset(name: str, split: str = "test", *, data_dir: str | Path | None 
         if result is not None:
             break
     if result is None:
-        raise download_error or DataUnavailableError(missing_message(info, split))
+        raise download_error or DataUnavailableError(missing_message(info, split), reason=missing_reason(info, split))
     with _CACHE_LOCK:
         _CACHE[key] = result
     return result

@@ -21,6 +21,7 @@ from .datasets import (
     get_info,
     load_dataset,
     missing_message,
+    missing_reason,
     mnist_holdout_applies,
     offline_error,
 )
@@ -98,7 +99,7 @@ def training_data_plan(dataset: str, data_dir: str | Path | None = None, holdout
             if reach.reachable:
                 return plan(f"torchvision download into {root} (its source answers)", n)
             raise offline_error(info, reach, ddir)
-    raise DataUnavailableError(missing_message(info, "train"))
+    raise DataUnavailableError(missing_message(info, "train"), reason=missing_reason(info, "train"))
 
 
 def demo_positions(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -158,3 +159,9 @@ def prepare_training_data(cfg, data_dir=None) -> tuple[LoadedData, LoadedData, s
             train = dataclasses.replace(train, images=train.images[keep], labels=train.labels[keep],
                                         indices=train.indices[keep])
     return train, test, note
+
+
+def no_training_data_text(title: str, exc: DataUnavailableError) -> str:
+    """The Train page's one line for training data that is not here: why, without the ways to get
+    it (the page lists them once); the whole message when the error gives no reason apart."""
+    return f"No training data for {title} here: {exc.reason or exc}" + ("." if exc.reason else "")

@@ -10,7 +10,11 @@ Guards against hostile or broken files, in the order ``load_image`` applies them
 * the byte size is capped before Pillow sees anything;
 * only a few common formats are tried, which keeps Pillow's rarer decoders out of reach;
 * the pixel count is checked from the header, before any pixel is decoded (a tiny PNG can
-  declare 100000 x 100000 pixels), and Pillow's own decompression-bomb warning is an error;
+  declare 100000 x 100000 pixels): at most ``MAX_PIXELS`` are ever decoded. A larger JPEG (a
+  phone photo of 48 megapixels or more) is decoded reduced, by a half, a quarter or an eighth
+  (``Image.draft``: the decoder skips the detail, the full image never exists in memory); a
+  larger image of another format cannot be reduced while decoding and is refused. Pillow's own
+  decompression-bomb limit (twice ``Image.MAX_IMAGE_PIXELS`` declared) refuses the rest;
 * ``load()`` forces the full decode inside the guarded block, so a truncated or corrupt
   file fails here and not later somewhere in the dashboard.
 """
@@ -21,12 +25,13 @@ import io
 import warnings
 
 import numpy as np
-from PIL import Image, ImageOps
+from PIL import Image, ImageOps, JpegImagePlugin
 
 from ..errors import InputImageError
 
-MAX_UPLOAD_BYTES = 10 * 1024 * 1024
-MAX_PIXELS = 40_000_000  # about a 7300 x 5500 photo; far below what would exhaust memory
+MAX_UPLOAD_BYTES = 20 * 1024 * 1024  # the upload widget's limit (server.maxUploadSize); a 48 MP phone JPEG fits
+MAX_PIXELS = 40_000_000  # decoded at most (about a 7300 x 5500 photo); far below what would exhaust memory
+JPEG_REDUCTIONS = (2, 4, 8)  # the scales a JPEG decoder can skip to (Image.draft)
 
 # Formats people upload. Restricting Image.open to these keeps Pillow's rarer decoders (and
 # their bugs) out of reach; phone JPEGs that are really MPO still open through "JPEG".
@@ -52,10 +57,11 @@ def load_image(data: bytes) -> Image.Image:
         # catch_warnings is process-global, not per thread (Streamlit runs sessions in
         # threads); a race can at worst leave this one filter installed, which is harmless.
         with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            # between MAX_PIXELS and Pillow's hard limit, the bound below decides (a JPEG is read reduced)
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             with Image.open(io.BytesIO(data), formats=ALLOWED_FORMATS) as im:
-                # Image.open has read only the header so far: refuse before decoding.
-                _check_dimensions(*im.size)
+                # Image.open has read only the header so far: reduce or refuse before decoding.
+                _reduce_while_decoding(im)
                 # Multi-frame files (GIF, APNG, WebP) open on their first frame, and load()
                 # decodes just that one.
                 im.load()
@@ -66,9 +72,10 @@ def load_image(data: bytes) -> Image.Image:
         raise InputImageError(
             "This file is not an image in a supported format (PNG, JPEG, GIF, BMP or WebP)."
         ) from err
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as err:
+    except Image.DecompressionBombError as err:
         raise InputImageError(
-            f"The image has too many pixels; the limit is {MAX_PIXELS / 1e6:.0f} megapixels."
+            f"The image has more than {2 * Image.MAX_IMAGE_PIXELS / 1e6:.0f} megapixels, over the limit of what "
+            "can be read even reduced: scale it down first."
         ) from err
     except Exception as err:
         # Pillow's decoders report damaged data with many exception types (OSError,
@@ -78,6 +85,26 @@ def load_image(data: bytes) -> Image.Image:
             "The image file is damaged or incomplete and cannot be read."
         ) from err
     return Image.fromarray(to_array(upright))
+
+
+def _reduce_while_decoding(im: Image.Image) -> None:
+    """Before any pixel is decoded: a JPEG larger than ``MAX_PIXELS`` is set to decode at the
+    smallest reduction that fits (``Image.draft``); any other image larger than that, or a JPEG
+    too large even at an eighth, is refused with one line."""
+    width, height = im.size
+    if width < 1 or height < 1 or width * height <= MAX_PIXELS:
+        _check_dimensions(width, height)
+        return
+    mp = f"{width} x {height} pixels ({width * height / 1e6:.0f} megapixels)"
+    if not isinstance(im, JpegImagePlugin.JpegImageFile):
+        raise InputImageError(f"The image is {mp}; a {im.format or 'file'} this large cannot be read reduced "
+                              f"and the limit is {MAX_PIXELS / 1e6:.0f} megapixels: scale it down or save it as JPEG.")
+    scale = next((s for s in JPEG_REDUCTIONS if -(-width // s) * -(-height // s) <= MAX_PIXELS), None)
+    if scale is None:
+        raise InputImageError(f"The image is {mp}; even read at an eighth of its size it is over the limit of "
+                              f"{MAX_PIXELS / 1e6:.0f} megapixels: scale it down first.")
+    im.draft(im.mode, (-(-width // scale), -(-height // scale)))
+    _check_dimensions(*im.size)  # what the decoder will hold
 
 
 def _check_dimensions(width: int, height: int) -> None:

@@ -44,6 +44,7 @@ from .load import to_array
 
 MNIST_SIZE = 28
 CENTRE = MNIST_SIZE / 2  # where the centre of mass goes, in pixel-index coordinates
+DRAWN_EDGE_KEEP = 2  # a drawing: black pixels kept between its ink and every edge (``edge_keep``)
 # The grey pipelines end at 28 px, so they first shrink huge photos to this longer side:
 # finer detail would only cost time and memory (a 40-megapixel float copy is 160 MB).
 WORKING_SIDE = 1024
@@ -93,7 +94,7 @@ def _grey(image: Image.Image | np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- grey pipelines
 
 
-def prepare_digit(image: Image.Image | np.ndarray, *, invert: Invert = "auto") -> PreparedImage:
+def prepare_digit(image: Image.Image | np.ndarray, *, invert: Invert = "auto", edge_keep: int = 0) -> PreparedImage:
     """MNIST-style 28 x 28: bright ink on black, cropped, fitted into 20 x 20, mass-centred.
 
     The steps, following the recipe behind MNIST:
@@ -111,7 +112,9 @@ def prepare_digit(image: Image.Image | np.ndarray, *, invert: Invert = "auto") -
     5. a digit stretched to fill a square picture (its ink touches all four edges) is
        narrowed to MNIST's typical width, ``STRETCHED_ASPECT`` of its height (``_unstretch``);
     6. fit into 20 x 20 keeping the aspect ratio, and place so that the centre of mass is at
-       the centre of the 28 x 28 field.
+       the centre of the 28 x 28 field, as far as the ink keeps ``edge_keep`` black pixels from
+       every edge (0, MNIST's recipe: uploads and the studies; ``DRAWN_EDGE_KEEP`` for a
+       drawing, whose 7 would otherwise stand on the bottom edge of what the model sees).
 
     An image without ink gives a blank result and a ``warning``.
     """
@@ -143,7 +146,7 @@ def prepare_digit(image: Image.Image | np.ndarray, *, invert: Invert = "auto") -
     # shrunk to 20 px, so stretch once more.
     fitted = fitted * (255 / fitted.max())
     # Like MNIST: shift so the centre of mass (not the box centre) lands on the field's centre.
-    top, left = _mass_offsets(fitted)
+    top, left = _mass_offsets(fitted, edge_keep)
     array = _paste(fitted, top, left)
     steps["fitted"] = _to_uint8(fitted)
     return PreparedImage(array=array, inverted=inverted, warning=None, steps=steps, notes=notes)
@@ -168,8 +171,10 @@ def _unstretch(cropped: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.nd
     return np.clip(np.asarray(ink), 0, 255), np.asarray(shape) >= 0.5
 
 
-def _mass_offsets(fitted: np.ndarray) -> tuple[int, int]:
-    """Whole-pixel offsets that put the centre of mass at the field's centre (as MNIST).
+def _mass_offsets(fitted: np.ndarray, edge_keep: int = 0) -> tuple[int, int]:
+    """Whole-pixel offsets that put the centre of mass at the field's centre (as MNIST), as far
+    as the ink keeps ``edge_keep`` black pixels from every edge (a 7's mass is high up: centred,
+    its foot can touch the bottom edge).
 
     Whole pixels keep the ink inside a 20 x 20 box; a sub-pixel shift would smear it into 21.
     """
@@ -177,6 +182,9 @@ def _mass_offsets(fitted: np.ndarray) -> tuple[int, int]:
     mass = fitted.sum()
     top = round(CENTRE - (rows * fitted).sum() / mass)
     left = round(CENTRE - (cols * fitted).sum() / mass)
+    height, width = fitted.shape
+    top = min(max(top, edge_keep), MNIST_SIZE - edge_keep - height) if edge_keep else top
+    left = min(max(left, edge_keep), MNIST_SIZE - edge_keep - width) if edge_keep else left
     return top, left
 
 
@@ -295,17 +303,19 @@ def prepare_for_dataset(
     image_shape: tuple[int, ...],
     *,
     mode: Literal["digit", "plain"] = "digit",
+    edge_keep: int = 0,
 ) -> PreparedImage:
     """Prepare ``image`` for a data set whose images have ``image_shape``.
 
     (28, 28): ``mode="digit"`` (MNIST) crops to the ink and mass-centres it; ``mode="plain"``
-    (Fashion-MNIST) fits the whole image. (S, S, 3): ``prepare_rgb`` at size S.
+    (Fashion-MNIST) fits the whole image. (S, S, 3): ``prepare_rgb`` at size S. ``edge_keep``:
+    see :func:`prepare_digit`.
     """
     if mode not in ("digit", "plain"):
         raise ValueError(f"mode must be 'digit' or 'plain', got {mode!r}")
     shape = tuple(image_shape)
     if shape == (MNIST_SIZE, MNIST_SIZE):
-        return prepare_digit(image) if mode == "digit" else prepare_plain(image)
+        return prepare_digit(image, edge_keep=edge_keep) if mode == "digit" else prepare_plain(image)
     if len(shape) == 3 and shape[2] == 3 and shape[0] == shape[1]:
         return prepare_rgb(image, size=shape[0])
     raise ValueError(f"No preprocessing for image shape {shape}")

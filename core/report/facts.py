@@ -16,24 +16,13 @@ import numpy as np
 from . import fmt
 from .floors import floors
 from .health import health_of
-
-
-def _records(path) -> list[dict]:
-    out = []
-    for p in sorted((Path(path) / "runs").glob("*/*.json")):
-        try:
-            meta = json.loads(p.read_text())
-        except (OSError, json.JSONDecodeError):
-            continue
-        if isinstance(meta, dict) and "dataset" in meta:
-            out.append(meta)
-    return out
+from .tables import run_records
 
 
 def health_facts(path) -> dict:
     """Runs of a grid by health class, the unhealthy ones named, and how many predict one class for
     (nearly) every test image (the largest predicted share at least 99.9 %)."""
-    recs = _records(path)
+    recs = run_records(path)
     classes: Counter = Counter()
     named: dict[str, list[str]] = {}
     one_class = also = 0
@@ -105,7 +94,7 @@ def shipped_facts(pretrained="pretrained") -> list[dict]:
 def data_facts(path) -> dict:
     """Images per data set as the runs recorded them (train incl. validation, test)."""
     out = {}
-    for m in _records(path):
+    for m in run_records(path):
         src = m.get("data_source") or {}
         if m["dataset"] not in out and src.get("n_train") is not None:
             out[m["dataset"]] = {"train": int(src["n_train"]), "test": int(src.get("n_test") or 0)}
@@ -182,3 +171,36 @@ def facts_markdown(root="results", pretrained="pretrained") -> str:
 
 if __name__ == "__main__":
     print(facts_markdown())
+
+
+NEURON_MATCHED = "parallel_lstm"  # the paper's Table 2 baseline, matched to RIM's active LSTMs by neuron count
+
+
+def parameter_gap_text(counts: dict, claim_rows: list[dict]) -> str:
+    """Overview's paragraph on what the parameter gap means for the comparisons: the paper matches
+    the method and ``NEURON_MATCHED`` by neuron count (their sizes from the models' configs), the
+    ratio of their parameter counts (``counts``: data set -> method -> parameters, the first data
+    set's), and the verdict of the parameter-matched control on the first data set from the claims
+    table (``claim_rows``, as Compare shows it; left out when it holds no such row). "" without
+    both counts."""
+    from ..data.datasets import DATASETS
+    from ..models.registry import DEFAULT_MODEL, config_fields
+    from .paper import PARAM_MATCHED
+
+    first = next(iter(counts.values()), {})
+    ref, base = first.get(DEFAULT_MODEL), first.get(NEURON_MATCHED)
+    if not (ref and base):
+        return ""
+    p, r = config_fields(NEURON_MATCHED), config_fields(DEFAULT_MODEL)
+    text = (f"The paper matches RIM with parallel LSTMs by **neuron count** ({p['num_units']} LSTMs x "
+            f"{p['hidden_size']} units, as many as RIM's {r['k_active']} active ones), not by parameters: here RIM "
+            f"has **{ref / base:.1f}x the parameters** of the parallel LSTMs ({r['num_units']} LSTMs plus two "
+            "attentions). Keep this in mind when reading the comparisons. EntNet, RMC and IndRNN are sized to be in "
+            "the same range as the parallel LSTMs.")
+    control = PARAM_MATCHED.get(next(iter(DATASETS)))
+    # the claims table names a control's claim "control_<variant>" (core.report.claims)
+    row = next((c for c in claim_rows if c.get("claim_id") == f"control_{control}"), None)
+    if row is None:
+        return text
+    return (text + f" A parameter-matched control, {fmt.display_name(control).split(' (')[0]}, is in the claims "
+            f"table on the Compare page (\"{row['claim']}\"): {row['converged']}.")

@@ -267,3 +267,12 @@ def duration(seconds) -> str:
 
 
 CI = "[Holm-step interval]"  # the interval of every table: at the level of the Holm step deciding its test
+
+
+def even_share_text(config) -> str:
+    """What an even choice would give, from a RIM's ``config`` (its ``k_active`` of ``num_units``;
+    every one with ``selection="all"``): "With k = 4 of 6 every LSTM would be active in 0.67 of
+    the rows if the attention chose evenly." """
+    n = int(config.num_units)
+    k = n if getattr(config, "selection", "attention") == "all" else int(config.k_active)
+    return f"With k = {k} of {n} every LSTM would be active in {k / n:.2f} of the rows if the attention chose evenly."

@@ -5,6 +5,7 @@ number beside ours; the raw numbers stay in the summary's own lists (for CSV dow
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -154,3 +155,39 @@ def handwriting_table(summary: pd.DataFrame, titles: dict | None = None, referen
             "verdict": marked_verdict(v) if tested else "(reference)",
         })
     return pd.DataFrame(rows)
+
+
+# --- the Robustness page's error table: each model's error here beside its error on the same images
+@dataclass(frozen=True)
+class ErrorAt:
+    """One model's test error on a subset in a changed setting (noise, stretch) and on the same
+    images unchanged; ``full_error``: the clean error its metadata records on the full test set."""
+
+    name: str
+    error: float
+    low: float
+    high: float
+    n: int
+    base_error: float
+    full_error: float | None = None
+
+
+def error_change_frames(rows: list[ErrorAt], images: str, setting: str,
+                        versus: str = "clean") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The error table as shown and as its CSV. Shown: the error here, the ``versus`` error on the
+    same images, and the change between the two as shown (one decimal each, so the three add up);
+    the full test set's clean error last, apart (other images). ``images``: what the subset's
+    images are called ("sample images"); ``setting``: the CSV's name of the setting."""
+    shown, numbers = [], []
+    for r in rows:
+        here, base = round(r.error * 100, 1), round(r.base_error * 100, 1)
+        d = round(here - base, 1)
+        shown.append({"model": r.name, f"test error on {r.n:,} {images}": f"{here:.1f}%",
+                      f"{versus}, same {r.n:,} {images}": f"{base:.1f}%",
+                      f"change vs {versus}": f"{d:+.1f} points" if d else "±0.0 points",
+                      "95% interval": f"{r.low * 100:.1f}-{r.high * 100:.1f}%",
+                      "clean, full test set": "–" if r.full_error is None else f"{r.full_error * 100:.2f}%"})
+        numbers.append({"model": r.name, "setting": setting, "test error (%)": round(r.error * 100, 4),
+                        f"{versus} error (%)": round(r.base_error * 100, 4), "95% low (%)": round(r.low * 100, 4),
+                        "95% high (%)": round(r.high * 100, 4), "images": r.n})
+    return pd.DataFrame(shown), pd.DataFrame(numbers)

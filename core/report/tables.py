@@ -46,20 +46,28 @@ from .markdown import family_note, floors_line
 from .paper import ABLATIONS, BASELINES, DATASET_ORDER, INIT_STUDY, PAPER, controls_for
 
 
-def load_results(out: Path) -> list[dict]:
-    """One row per run JSON under ``out/runs``: what the tables use, with its health."""
-    rows = []
+def run_records(out: Path) -> list[dict]:
+    """Every run JSON under ``out/runs`` (``<run>/<file>.json``, in path order) that reads as a run
+    (a dict with a ``dataset``); unreadable ones are left out."""
+    metas = []
     for p in sorted((Path(out) / "runs").glob("*/*.json")):
         try:
             meta = json.loads(p.read_text())
         except (OSError, json.JSONDecodeError):
             continue
-        if not isinstance(meta, dict) or "dataset" not in meta:
-            continue
+        if isinstance(meta, dict) and "dataset" in meta:
+            metas.append(meta)
+    return metas
+
+
+def load_results(out: Path) -> list[dict]:
+    """One row per run JSON under ``out/runs``: what the tables use, with its health."""
+    rows = []
+    for meta in run_records(out):
         m = meta.get("metrics", {})
         h = health_of(meta)
         pl = plateau(meta)
-        rows.append({"convergence": pl.state, "convergence_gain": pl.gain_points,"dataset": meta["dataset"], "model": meta.get("variant") or meta["model"], "seed": meta["seed"],
+        rows.append({"convergence": pl.state, "convergence_gain": pl.gain_points, "dataset": meta["dataset"], "model": meta.get("variant") or meta["model"], "seed": meta["seed"],
                      "protocol": meta.get("protocol") or "paper", "status": meta.get("status"), "health": h["health"],
                      "health_reasons": "; ".join(h["health_reasons"] or []),
                      "health_checked": ", ".join(h["health_checked"] or []),
@@ -196,45 +204,38 @@ def tables_markdown(t: dict, rows: list[dict], include_unhealthy: bool = False) 
            "unadjusted. Floors: the error of guessing at random (chance) / of always answering the test set's "
            "biggest class (majority). Animals-10 is a small unbalanced real subset (1,320 images): not comparable "
            "with the full data set.", ""]
-    out += ["### Table 2: RIM vs parallel LSTMs", ""]
-    out += markdown(TABLES["table2"], t["table2"])
-    out += ["", family_note(t["table2"])] + _excluded_md(ex["table2"], include_unhealthy) + ["", convergence_line(*imp["table2"])]
-    out += ["", "### Table 3: RIM vs EntNet, RMC, IndRNN", "",
-            "Gap = baseline − RIM for each baseline. RIM has the lowest error on a set only when it holds "
-            "against each of the three there. Runner-up: RMC, the paper's named one, fixed in advance; the "
-            "lowest-mean baseline beside it was chosen after seeing the data.", ""]
-    out += markdown(TABLES["table3"], t["table3"])
-    out += ["", family_note(t["table3"])] + _excluded_md(ex["table3"], include_unhealthy) + ["", convergence_line(*imp["table3"])]
     draws = sorted({r["noise_draws"] for r in rows if r.get("noise_draws")})
-    out += ["", f"### Table 4: Gaussian noise (variance 0.01, {'/'.join(map(str, draws)) or '?'} draws per seed)", "",
-            "Noisy error (its change from the clean error). Noisy gap = other − RIM on noisy error: RIM is lowest "
-            "under noise on a set when it holds against each other method. Growth gap = other's growth − RIM's "
-            "(positive: RIM's error grows less); the runner-up is RMC, fixed in advance; the one with the lowest "
-            "noisy error, chosen after seeing the data, beside it; and the parallel LSTMs (our question: is RIM "
-            "more robust than them?).", ""]
-    out += markdown(TABLES["table4"], t["table4"])
-    out += ["", family_note(t["table4"])] + _excluded_md(ex["table4"], include_unhealthy) + ["", convergence_line(*imp["table4"])]
-    if t.get("fluctuation"):
-        out += ["", "### Training-loss fluctuation: parallel LSTMs vs RIM", "",
-                f"Second half of training: sd of (batch loss − its centred {FLUCT_WINDOW}-iteration moving "
-                "average): the absolute statistic, primary. Divided by the mean of the moving average: the "
-                "relative statistic, **chosen after seeing the data** (it grows whenever a method's loss is "
-                "lower). Gap = parallel LSTMs − RIM (positive: parallel LSTMs fluctuate more, as the paper says). "
-                "A loss statistic: the error floors do not apply.", ""]
-        out += markdown(TABLES["fluctuation"], t["fluctuation"])
-        out += ["", family_note(t["fluctuation"])] + _excluded_md(ex["fluctuation"], include_unhealthy)
-    if t.get("init_study"):
-        out += ["", "### Initialisation study: forget-gate bias 1 (default) vs 0", "",
-                "Gap = parallel LSTMs − RIM (positive: RIM better). Effect = error at forget bias 0 − at 1.", ""]
-        out += markdown(TABLES["init_study"], t["init_study"])
-        out += ["", family_note(t["init_study"])] + _excluded_md(ex["init_study"], include_unhealthy)
-    if t.get("ablations"):
-        out += ["", "### Ablations of the method", "",
-                "Gap = variant − RIM in test-error points (positive: the variant is worse, so what it removes "
-                "helped); growth = noisy − clean error; growth gap = variant − RIM. The parallel LSTMs' row carries "
-                "Table 2's and Table 4's tests (one comparison, one p).", ""]
-        out += markdown(TABLES["ablations"], t["ablations"])
-        out += ["", family_note(t["ablations"])] + _excluded_md(ex["ablations"], include_unhealthy)
+    sections = [  # (table, heading, the text under it; None: none), in the order of the document
+        ("table2", "### Table 2: RIM vs parallel LSTMs", None),
+        ("table3", "### Table 3: RIM vs EntNet, RMC, IndRNN",
+         "Gap = baseline − RIM for each baseline. RIM has the lowest error on a set only when it holds "
+         "against each of the three there. Runner-up: RMC, the paper's named one, fixed in advance; the "
+         "lowest-mean baseline beside it was chosen after seeing the data."),
+        ("table4", f"### Table 4: Gaussian noise (variance 0.01, {'/'.join(map(str, draws)) or '?'} draws per seed)",
+         "Noisy error (its change from the clean error). Noisy gap = other − RIM on noisy error: RIM is lowest "
+         "under noise on a set when it holds against each other method. Growth gap = other's growth − RIM's "
+         "(positive: RIM's error grows less); the runner-up is RMC, fixed in advance; the one with the lowest "
+         "noisy error, chosen after seeing the data, beside it; and the parallel LSTMs (our question: is RIM "
+         "more robust than them?)."),
+        ("fluctuation", "### Training-loss fluctuation: parallel LSTMs vs RIM",
+         f"Second half of training: sd of (batch loss − its centred {FLUCT_WINDOW}-iteration moving "
+         "average): the absolute statistic, primary. Divided by the mean of the moving average: the "
+         "relative statistic, **chosen after seeing the data** (it grows whenever a method's loss is "
+         "lower). Gap = parallel LSTMs − RIM (positive: parallel LSTMs fluctuate more, as the paper says). "
+         "A loss statistic: the error floors do not apply."),
+        ("init_study", "### Initialisation study: forget-gate bias 1 (default) vs 0",
+         "Gap = parallel LSTMs − RIM (positive: RIM better). Effect = error at forget bias 0 − at 1."),
+        ("ablations", "### Ablations of the method",
+         "Gap = variant − RIM in test-error points (positive: the variant is worse, so what it removes "
+         "helped); growth = noisy − clean error; growth gap = variant − RIM. The parallel LSTMs' row carries "
+         "Table 2's and Table 4's tests (one comparison, one p)."),
+    ]
+    for k, (name, heading, text) in enumerate(sections):
+        if k < 3 or t.get(name):  # Tables 2-4 always, the others when there are rows
+            out += ([""] if k else []) + [heading, ""] + ([text, ""] if text else []) + markdown(TABLES[name], t[name])
+            out += ["", family_note(t[name])] + _excluded_md(ex[name], include_unhealthy)
+            if name in ("table2", "table3", "table4"):
+                out += ["", convergence_line(*imp[name])]
     if t.get("controls"):
         out += ["", "### The controls of why", ""] + controls_markdown(t["controls"])
     if t.get("claims"):

@@ -49,7 +49,8 @@ def _empty() -> dict:
     return {k: [] for k in METRIC_KEYS}
 
 
-def _num(v):
+def _number_or_none(v) -> float | None:
+    """``v`` as a float when it is a number (a non-finite loss too: a diverging run shows it), else None."""
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
@@ -65,12 +66,12 @@ def parse_line(raw: bytes) -> dict | None:
 def _add(ev: dict, data: dict) -> None:
     if ev.get("kind") == "iter":
         data["iteration"].append(ev["iteration"])
-        data["loss"].append(_num(ev.get("loss")))
-        data["batch_acc"].append(_num(ev.get("batch_acc")))
+        data["loss"].append(_number_or_none(ev.get("loss")))
+        data["batch_acc"].append(_number_or_none(ev.get("batch_acc")))
     elif ev.get("kind") == "eval":
         data["eval_iteration"].append(ev["iteration"])
-        data["test_acc"].append(_num(ev.get("test_acc")))
-        data["test_loss"].append(_num(ev.get("test_loss")))
+        data["test_acc"].append(_number_or_none(ev.get("test_acc")))
+        data["test_loss"].append(_number_or_none(ev.get("test_loss")))
 
 
 def read_metrics_file(path: str | Path) -> dict:

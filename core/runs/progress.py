@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 
+from ..report.fmt import source_parts
+
 FINAL_EVALUATION = "final evaluation on the whole test set…"
 STOPPING = "stopping: evaluating and saving what it learned…"
 FAR_BELOW = 0.05  # final test accuracy this far (5 points) under the best periodic one: said on the card
@@ -23,6 +25,12 @@ def progress_text(run) -> str:
     return f"{run.status} · {its}"
 
 
+def training_text(source: str, n_images: int) -> str:
+    """The card's line while a run trains: how many images, from which source in plain words (its
+    path, and a sample's own size, stay in the run's status: ``data_source``)."""
+    return f"training on {n_images:,} images from the {source_parts(source)[0]}"
+
+
 def stop_outcome(run) -> str | None:
     """What became of a run someone asked to stop, once its worker is done (None while it runs)."""
     if run is None or run.active:
@@ -32,7 +40,8 @@ def stop_outcome(run) -> str | None:
     return f"ended {run.status} ({run.iteration:,} of {run.total:,} iterations) before the stop took effect."
 
 
-def _num(v) -> float | None:
+def _finite_or_none(v) -> float | None:
+    """``v`` as a float when it is a finite number, else None (an accuracy to compare)."""
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
 
 
@@ -40,7 +49,7 @@ def best_seen(evals: dict) -> tuple[float, int] | None:
     """(the best periodic test accuracy, its iteration) from ``{"iteration"|"eval_iteration": [...],
     "test_acc": [...]}``; None without any."""
     its = evals.get("eval_iteration") or evals.get("iteration") or []
-    pts = [(a, int(i)) for i, a in zip(its, (_num(v) for v in evals.get("test_acc") or [])) if a is not None]
+    pts = [(a, int(i)) for i, a in zip(its, (_finite_or_none(v) for v in evals.get("test_acc") or [])) if a is not None]
     return max(pts, key=lambda p: (p[0], -p[1])) if pts else None
 
 
@@ -60,7 +69,7 @@ def kept_weights(metrics: dict, evals: dict) -> dict:
         kept = f"kept the final weights (iteration {done:,})"
     else:
         kept = ""
-    final, seen = _num(metrics.get("test_accuracy")), best_seen(evals or {})
+    final, seen = _finite_or_none(metrics.get("test_accuracy")), best_seen(evals or {})
     warning = ""
     if final is not None and seen is not None and seen[0] - final > FAR_BELOW:
         which = (f"the weights of iteration {best_it:,}, chosen on the validation split" if isinstance(best_it, int)

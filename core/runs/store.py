@@ -9,6 +9,7 @@ Torch-free until an upload is checked.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import secrets
 import shutil
@@ -194,6 +195,18 @@ class RunStore(QueueMixin):
                 RunConfig(kind="train", dataset=config.dataset, model=config.model, owner=clean_text(owner, 100),
                           label=clean_text(label), data_dir=data_dir or None, train_config=config.to_dict()),
                 RunStatus(status="queued", total=config.iterations, message="waiting for a free worker"))
+
+    @staticmethod
+    def identical_run(config: TrainConfig, runs: list[RunInfo], data_dir: str | Path | None = None) -> RunInfo | None:
+        """Among ``runs``, one that trains exactly what :meth:`submit` would queue for ``config``
+        and ``data_dir`` (the same settings, so the same result), newest first; a failed run does
+        not count (trying again is the point). None when there is none."""
+        if config.threads is None:
+            config = dataclasses.replace(config, threads=paths.worker_threads())
+        wanted = json.loads(json.dumps(json_safe(config.to_dict())))  # as config.json holds it
+        folder = str(Path(data_dir).expanduser()) if data_dir else None
+        return next((r for r in sorted(runs, key=lambda r: (r.created_ts, r.run_id), reverse=True)
+                     if r.status != "failed" and r.config == wanted and (r.data_dir or None) == folder), None)
 
     def import_weights(self, weights: bytes, meta: bytes, expected_dataset: str | None = None,
                           owner: str = "", label: str = "") -> str:

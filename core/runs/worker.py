@@ -19,7 +19,7 @@ from pathlib import Path
 from ..errors import RimscopeError
 from ..fileio import read_json, write_json
 from .events import MetricsWriter, truncate_metrics
-from .progress import FINAL_EVALUATION, STOPPING
+from .progress import FINAL_EVALUATION, STOPPING, training_text
 from .queue import process_started, worker_alive
 from .schema import (
     CONFIG_FILE,
@@ -132,7 +132,7 @@ def _train(run_dir: Path, run_id: str, writer: StatusWriter, state: dict) -> str
                                                                           flush=True))
     start = resume_from.iteration if resume_from is not None else 0
     truncate_metrics(run_dir / METRICS_FILE, start)  # what the killed worker did after its checkpoint
-    train_msg = f"training on {train_data.source} ({len(train_data)} images)"
+    train_msg = training_text(train_data.source, len(train_data))
     if resume_from is not None:
         train_msg += f"; resumed from iteration {start}"
     writer.write(force=True, message=train_msg, total=cfg.iterations, data_source=train_data.source,

@@ -10,7 +10,9 @@ in a background thread once that first page is drawn.
 
 from __future__ import annotations
 
+import atexit
 import json
+import logging
 import os
 import threading
 import time
@@ -297,10 +299,29 @@ def shipped_scorer(dataset: str, models: dict):
 
 # --------------------------------------------------------------------------- warm-up
 
+WARMUP_THREADS = "rimscope-"  # the names of the warm-up's threads start so (app.py's and start_warmup's)
+
+
+class _NoContextOnPurpose(logging.Filter):
+    """The warm-up's threads read the shared caches outside any script run, on purpose: Streamlit's
+    "missing ScriptRunContext!" warning (one per cache read, seven at a server's start) is dropped
+    for them; any other thread still gets it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (threading.current_thread().name.startswith(WARMUP_THREADS)
+                    and "missing ScriptRunContext" in record.getMessage())
+
+
+_CONTEXT_LOGGER = logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context")
+if not any(isinstance(f, _NoContextOnPurpose) for f in _CONTEXT_LOGGER.filters):
+    _CONTEXT_LOGGER.addFilter(_NoContextOnPurpose())
+
 WARMUP: dict = {"state": "not started", "steps": {}, "error": None,  # what the warm-up did, for benches/tests
                 "before_first_page": {}}  # the steps of warm_before_first_page, in seconds
 _FIRST_RUN_OVER = threading.Event()
 FIRST_RUN_WAIT_S = 60.0  # the warm-up starts when the first script run is over, or after this long
+_STOP = threading.Event()  # the interpreter is exiting: the warm-up ends after its current step
+EXIT_WAIT_S = 120.0  # at exit, the longest the warm-up's current step is waited for
 
 
 _RUNNING = [0]  # script runs of app.py in progress, every session together
@@ -460,6 +481,9 @@ def _warm() -> None:
     WARMUP["state"] = "running"
     for name, fn in steps:
         _yield_to_pages()
+        if _STOP.is_set():
+            WARMUP["state"] = "stopped at exit"
+            return
         _step(name, fn, WARMUP["steps"])
     WARMUP["state"] = "done"
 
@@ -495,8 +519,20 @@ def warm_before_first_page() -> None:
     if _warmup_off():
         return
     for name, fn in _first_steps(next(iter(DATASETS))):
-        if not _step(name, fn, WARMUP["before_first_page"], "before the first page, "):
+        if _STOP.is_set() or not _step(name, fn, WARMUP["before_first_page"], "before the first page, "):
             return
+
+
+def stop_at_exit(thread: threading.Thread) -> None:
+    """At interpreter exit, end the warm-up ``thread`` after its current step and wait for it: a
+    daemon thread still in PyTorch when the interpreter goes down aborts the process ("terminate
+    called without an active exception"), e.g. at the end of a test of app.py."""
+    def stop() -> None:
+        _STOP.set()
+        _FIRST_RUN_OVER.set()  # a warm-up still waiting for the first page goes on to its end
+        thread.join(EXIT_WAIT_S)
+
+    atexit.register(stop)
 
 
 @st.cache_resource(show_spinner=False)
@@ -508,4 +544,5 @@ def start_warmup() -> threading.Thread | None:
         return None
     t = threading.Thread(target=_warm, name="rimscope-warmup", daemon=True)
     t.start()
+    stop_at_exit(t)
     return t

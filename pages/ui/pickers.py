@@ -115,6 +115,17 @@ def protocol_switch(entries: list[catalog.ModelEntry]) -> str:
                                  "iterations.")
 
 
+def sidebar_protocol() -> str | None:
+    """The sidebar's switch over every shipped model, drawn by every page: the protocol the whole
+    app follows, or None when only one protocol is shipped (no switch)."""
+    try:
+        entries = catalog.pretrained_entries(None)
+    except Exception:  # a malformed manifest: the page that lists the models says so
+        entries = []
+    protocol_switch(entries)
+    return chosen_protocol() if len({e.protocol for e in entries}) > 1 else None
+
+
 def _preferred(candidates: list[catalog.ModelEntry]) -> catalog.ModelEntry:
     return catalog.preferred_entry(candidates, chosen_protocol())
 
@@ -126,7 +137,7 @@ def entries_or_stop(dataset: str) -> list[catalog.ModelEntry]:
     from .messages import no_models_note
 
     entries, problems = model_entries(dataset)
-    protocol_switch(entries)
+    sidebar_protocol()
     for problem in problems:
         st.warning(problem)
     if not entries:

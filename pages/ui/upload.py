@@ -22,12 +22,13 @@ def prepare_upload(data: bytes, dataset: str):
     return prepare_pixels(load_image(data), dataset)
 
 
-def prepare_pixels(pixels, dataset: str):
-    """An image array (an upload, a drawing) -> ``PreparedImage`` for ``dataset``."""
-    from core.digits.prepare import prepare_for_dataset
+def prepare_pixels(pixels, dataset: str, drawn: bool = False):
+    """An image array (an upload, a drawing: ``drawn``) -> ``PreparedImage`` for ``dataset``."""
+    from core.digits.prepare import DRAWN_EDGE_KEEP, prepare_for_dataset
 
     mode = "plain" if dataset == "fashion_mnist" else "digit"
-    return prepare_for_dataset(pixels, DATASETS[dataset].image_shape, mode=mode)
+    return prepare_for_dataset(pixels, DATASETS[dataset].image_shape, mode=mode,
+                               edge_keep=DRAWN_EDGE_KEEP if drawn else 0)
 
 
 def uploaded_image(dataset: str, key: str, prompt: str):

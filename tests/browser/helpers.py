@@ -243,3 +243,18 @@ def fill_inputs(page, values, each=None) -> None:
         if each:
             each(page)
 
+
+def run_bench(module: str, *args: str) -> str:
+    """``python -m <module> args`` in its own process (Playwright's sync API cannot start twice in
+    one process, and the session's browser fixture may already hold it); the bundled samples, as
+    on a fresh machine, with short settle waits. Returns what it printed; fails with its output when it fails."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if k != "RIMSCOPE_DATA_DIR"}
+    env["RIMSCOPE_BENCH_SETTLE_S"] = "0.3"  # short waits between actions: this checks the bench, not the times
+    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=Path(__file__).resolve().parents[2], env=env, capture_output=True,
+                          text=True, timeout=1200)
+    assert proc.returncode == 0, f"{module} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout

@@ -52,8 +52,8 @@ def _cli(out: dict, env: dict, tmp: Path) -> None:
 def _browser(out: dict, env: dict, home: Path, data: Path) -> None:
     from playwright.sync_api import sync_playwright
 
-    from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, _free_port, _wait_healthy, stop_server
     from tests.browser.helpers import settle
+    from tests.browser.server import CHROMIUM, CHROMIUM_ARGS, _free_port, _wait_healthy, stop_server
 
     port = _free_port()
     url = f"http://127.0.0.1:{port}"

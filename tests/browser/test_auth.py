@@ -20,8 +20,8 @@ import pytest
 
 from core.runs.store import RunStore
 from pages.ui.auth import owner_id
-from tests.browser.conftest import browser_missing_reason, running_server
 from tests.browser.helpers import poll
+from tests.browser.server import browser_missing_reason, running_server
 
 WAIT_MS = 60_000
 PROVIDER_STOP_S = 10

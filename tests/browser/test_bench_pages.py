@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 import math
 
-from tests.browser.helpers import BROWSER
-from tests.browser.test_bench_load import run_bench
+from tests.browser.helpers import BROWSER, run_bench
 
 pytestmark = BROWSER
 

@@ -90,7 +90,7 @@ def test_block_matches_open_one_and_compare_two_models(page, app_server, screens
     new = poll(lambda: _idx_in_url(page) == target and target, WAIT_S,
                what=f"mech_idx={target} in the URL; server log: {_log_tail(page)}")
     settle(page)
-    shown = page.locator('[data-testid="stNumberInput"]').filter(has_text="Test image number").locator("input")
+    shown = page.locator('[data-testid="stNumberInput"]').filter(has_text=re.compile(r"(Test|Sample) image number")).locator("input")
     assert int(shown.input_value()) == new
 
     # a second model beside the first: both predictions, the masks' difference

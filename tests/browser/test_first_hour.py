@@ -149,7 +149,7 @@ def _prediction(pg) -> str:
 
 
 def _pick_image(page, number: int) -> None:
-    box = page.get_by_label(re.compile(r"^Test image number"))
+    box = page.get_by_label(re.compile(r"^(Test|Sample) image number"))
     box.fill(str(number))
     box.press("Enter")
     page.get_by_text(re.compile(rf"^What the model sees: sample image #{number}\b")).first.wait_for(timeout=WAIT_MS)
@@ -196,7 +196,7 @@ def test_shared_mechanisms_url_opens_the_same_view(page, browser, app_server, or
         other.goto(url, wait_until="commit", timeout=SLOW_MS)
         other.get_by_text(INSIDE).first.wait_for(timeout=SLOW_MS)
         settle(other, SLOW_MS / 1000)
-        box = other.get_by_label(re.compile(r"^Test image number"))
+        box = other.get_by_label(re.compile(r"^(Test|Sample) image number"))
         poll(lambda: box.input_value() == "17", WAIT_S, what="image 17 in the second browser")  # a busy machine
         settle(other)
         assert other.get_by_text(re.compile(r"^What the model sees: sample image #17\b")).count() == 1

@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from tests.browser.conftest import browser_missing_reason
 from tests.browser.helpers import BROWSER_MISSING, SLOW_MS, WAIT_MS, WAIT_S, assert_no_errors, poll, settle
+from tests.browser.server import browser_missing_reason
 
 OWNER = "0123456789abcdef"
 ITERATIONS = 60

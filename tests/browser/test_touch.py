@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.conftest import SHOTS_DIR
 from tests.browser.helpers import (
     BROWSER,
     INSIDE,
@@ -28,6 +27,7 @@ from tests.browser.helpers import (
     settle,
     stable_box,
 )
+from tests.browser.server import SHOTS_DIR
 
 pytestmark = BROWSER
 

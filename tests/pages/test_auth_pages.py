@@ -102,7 +102,7 @@ def test_not_signed_in_starts_nothing_and_acts_on_nothing(home):
 
 
 def test_models_page_without_sign_in_lets_any_run_be_deleted(page_env):
-    from tests.pages.test_models_page import valid_checkpoint
+    from tests.pages.helpers import valid_checkpoint
 
     w, m = valid_checkpoint()
     rid = RunStore().import_weights(w, m, "mnist", owner="someone-from-another-tab")

@@ -14,9 +14,15 @@ import re
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
-from tests.pages.test_mechanisms_page import PAGE, _walk, _with_converged_rim, run_page
+from tests.pages import helpers
+from tests.pages.helpers import walk, with_converged_rim
 
+PAGE = helpers.page_path("mechanisms")
 FIND, UNITS = "Find the same mechanisms elsewhere", "What each LSTM is for"
+
+
+def run_page(**state) -> AppTest:
+    return helpers.run_page("mechanisms", **state)
 
 
 def run_find(**state) -> AppTest:
@@ -47,7 +53,7 @@ def _expected(page_env, idx: int, t1: int, t2: int, units: tuple, thr: int) -> i
 
 
 def _charts(at: AppTest) -> set:
-    return {getattr(e, "key", None) for e in _walk(at.main)}
+    return {getattr(e, "key", None) for e in walk(at.main)}
 
 
 def test_find_view_counts_matches_like_core_and_follows_the_threshold(page_env):
@@ -146,7 +152,7 @@ def test_models_without_a_mask_explain_and_still_show_their_units(page_env):
 
 
 def test_compare_with_a_second_model(page_env, fixture_dirs, tmp_path, monkeypatch):
-    _with_converged_rim(fixture_dirs, tmp_path, monkeypatch)
+    with_converged_rim(fixture_dirs, tmp_path, monkeypatch)
     at = run_page(mech_idx=3)
     picker = at.selectbox(key="mech_with_mnist")
     assert picker.value == "" and "pretrained:mnist/rim@converged" not in picker.options  # the main model
@@ -160,7 +166,7 @@ def test_compare_with_a_second_model(page_env, fixture_dirs, tmp_path, monkeypat
     for m in at.metric[:2]:  # the model's probability, without an arrow (it is not a change)
         assert m.delta.endswith("% probability") and m.proto.direction == Metric.MetricDirection.NONE
     assert any(m.value.startswith(f"*{paper}*: Active:") for m in at.markdown)
-    spec = json.loads(next(e for e in _walk(at.main) if getattr(e, "key", None) == "mech_timeline").proto.spec)
+    spec = json.loads(next(e for e in walk(at.main) if getattr(e, "key", None) == "mech_timeline").proto.spec)
     titles = [a["text"] for a in spec["layout"]["annotations"]]
     diff = next(t for t in titles if t.startswith("where the masks differ"))
     # short subplot titles (the full names are in the pickers above): no "(pretrained)" in each

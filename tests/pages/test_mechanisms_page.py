@@ -14,14 +14,14 @@ import numpy as np
 from PIL import Image, ImageDraw
 from streamlit.testing.v1 import AppTest
 
+from tests.pages import helpers
+from tests.pages.helpers import walk, with_converged_rim
+
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "mechanisms.py")
 
 
 def run_page(**state) -> AppTest:
-    at = AppTest.from_file(PAGE, default_timeout=120)
-    for k, v in state.items():
-        at.session_state[k] = v
-    return at.run()
+    return helpers.run_page("mechanisms", **state)
 
 
 def step_text(at: AppTest) -> str:
@@ -41,12 +41,16 @@ def test_page_loads_with_rim_by_default(page_env):
     assert not at.exception
     assert at.selectbox(key="mech_dataset").value == "mnist"
     assert at.selectbox(key="mech_model_mnist").value == "pretrained:mnist/rim"
-    assert at.radio(key="mech_source").options == ["Test image", "Draw", "Upload", "Other handwriting"]
+    # offline the pickable images are the bundled sample's: called so, in the radio and beside the number
+    assert at.radio(key="mech_source").options == ["Sample image", "Draw", "Upload", "Other handwriting"]
+    assert at.radio(key="mech_source").value == "Test image"
+    assert at.radio(key="mech_how").label == "Which sample image"
+    assert at.number_input(key="mech_idx").label.startswith("Sample image number")
     assert at.radio(key="mech_how").value == "Random"
     assert at.slider(key="mech_t").value == 1 and at.slider(key="mech_t").max == 28
     assert step_text(at).startswith("**Step 1 of 28**") and "Active:" in step_text(at)
     assert at.toggle(key="mech_play").value is False
-    charts = {getattr(e, "key", None) for e in _walk(at.main)}
+    charts = {getattr(e, "key", None) for e in walk(at.main)}
     assert {"mech_probs", "mech_timeline", "mech_comm"} <= charts
     assert not at.error
 
@@ -69,12 +73,6 @@ def test_the_first_view_opens_this_inputs_tab_and_traces_no_set(page_env, monkey
     assert traced == [], "the first view traced the searched set"
     at = run_page(mech_more="Find the same mechanisms elsewhere")
     assert not at.exception and traced == [1]  # opened: traced once
-
-
-def _walk(node):
-    yield node
-    for child in getattr(node, "children", {}).values():
-        yield from _walk(child)
 
 
 def test_timestep_slider_and_buttons_change_the_displayed_step(page_env):
@@ -119,7 +117,7 @@ def test_drawing_canvas_is_present_and_empty_drawing_explains(page_env):
     assert not at.exception
     assert any("canvas is empty" in i.value for i in at.info)
     # the canvas is a custom component: AppTest shows it as an unknown element
-    assert any(type(e).__name__ == "UnknownElement" for e in _walk(at.main))
+    assert any(type(e).__name__ == "UnknownElement" for e in walk(at.main))
     assert not [m for m in at.markdown if m.value.startswith("**Step ")]
 
 
@@ -154,7 +152,7 @@ def test_dataset_view_shows_class_and_row_heatmaps(page_env):
     import re
 
     assert re.search(r"Test error of RIM [^:]*: \d+\.\d % on 1,000 sample images; full test set 3\.12 %", cap), cap
-    charts = {getattr(e, "key", None) for e in _walk(at.main)}
+    charts = {getattr(e, "key", None) for e in walk(at.main)}
     assert {"mech_stats_class", "mech_stats_row"} <= charts
     assert len(at.dataframe) == 1 and len(at.dataframe[0].value) == 6  # one row per LSTM
     at.select_slider(key="mech_stats_n").set_value(200).run()
@@ -173,7 +171,7 @@ def test_dataset_view_measures_the_selection(page_env):
     share = float(labels["Rows with a changed active set under noise"].value.rstrip("%"))
     assert 0.0 <= share <= 100.0
     assert "vs random selection" in labels["Rows with a changed active set under noise"].delta
-    assert any(getattr(e, "key", None) == "mech_margin_hist" for e in _walk(at.main))
+    assert any(getattr(e, "key", None) == "mech_margin_hist" for e in walk(at.main))
     assert any("Random twin" in c.value for c in at.caption)
     # a model without a selection shows none of it
     at.selectbox(key="mech_model_mnist").set_value("pretrained:mnist/parallel_lstm").run()
@@ -186,7 +184,7 @@ def test_baseline_model_shows_its_activity(page_env):
     assert not at.exception
     assert any("hidden-state norm" in c.value for c in at.caption)
     assert "hidden-state norm" in step_text(at)
-    assert not any(getattr(e, "key", None) == "mech_comm" for e in _walk(at.main))
+    assert not any(getattr(e, "key", None) == "mech_comm" for e in walk(at.main))
 
 
 def test_colour_data_set_without_data_says_how_to_get_it(page_env):
@@ -196,6 +194,7 @@ def test_colour_data_set_without_data_says_how_to_get_it(page_env):
     assert at.radio(key="mech_source").options == ["Test image", "Upload"]
     warning = " ".join(w.value for w in at.warning)
     assert "No CIFAR-10 test data on this machine" in warning
+    assert "(uploading an image still works)" in warning and "draw" not in warning.lower()  # no Draw here
     how = " ".join(m.value for m in at.markdown)
     assert "RIMSCOPE_DATA_DIR=/path/to/folder make app" in how and "torchvision downloads" in how
     assert len([w for w in at.warning if "CIFAR-10" in w.value]) == 1  # said once, not repeated
@@ -223,32 +222,8 @@ def test_play_advances_one_row_per_run(page_env):
     assert step_text(at) != s1
 
 
-def _with_converged_rim(fixture_dirs, tmp_path, monkeypatch) -> None:
-    """The fixture's pretrained models plus a 'converged' MNIST rim (other weights)."""
-    import json
-    import shutil
-
-    import torch
-
-    from core.models.registry import build_model
-    from core.training.weights import save_weights
-
-    pre = tmp_path / "pretrained"
-    shutil.copytree(fixture_dirs["pretrained"], pre)
-    torch.manual_seed(7)
-    model = build_model("rim")
-    meta = json.loads((pre / "mnist" / "rim.json").read_text())
-    save_weights(model, meta, pre / "converged" / "mnist" / "rim")
-    manifest = json.loads((pre / "manifest.json").read_text())
-    manifest["models"].append({"dataset": "mnist", "model": "rim", "seed": 0, "protocol": "converged",
-                               "weights": "converged/mnist/rim.safetensors", "metadata": "converged/mnist/rim.json",
-                               "test_error": 0.0151, "test_accuracy": 0.9849})
-    (pre / "manifest.json").write_text(json.dumps(manifest))
-    monkeypatch.setenv("RIMSCOPE_PRETRAINED_DIR", str(pre))
-
-
 def test_converged_models_are_the_default_with_a_switch(page_env, fixture_dirs, tmp_path, monkeypatch):
-    _with_converged_rim(fixture_dirs, tmp_path, monkeypatch)
+    with_converged_rim(fixture_dirs, tmp_path, monkeypatch)
     at = run_page()
     assert not at.exception
     sw = at.sidebar.radio(key="pretrained_protocol")
@@ -260,7 +235,7 @@ def test_converged_models_are_the_default_with_a_switch(page_env, fixture_dirs, 
 
 
 def test_mask_statistics_side_by_side_for_both_protocols(page_env, fixture_dirs, tmp_path, monkeypatch):
-    _with_converged_rim(fixture_dirs, tmp_path, monkeypatch)
+    with_converged_rim(fixture_dirs, tmp_path, monkeypatch)
     at = run_page(mech_tab="Across the test set")
     assert not at.exception
     table = next(d.value for d in at.dataframe if "LSTM 1" in d.value.columns)
@@ -269,6 +244,7 @@ def test_mask_statistics_side_by_side_for_both_protocols(page_env, fixture_dirs,
     assert ((table.to_numpy() >= 0) & (table.to_numpy() <= 1)).all()
     assert abs(table.to_numpy().sum(axis=1) - 4).max() < 1e-6  # 4 of 6 active in every row
     assert any("spread" in c.value for c in at.caption)
+    assert any(c.value.startswith("With k = 4 of 6 every LSTM would be active in 0.67 of the rows") for c in at.caption)
 
 
 def test_view_state_lives_in_the_url_and_a_link_restores_it(page_env):
@@ -322,3 +298,38 @@ def test_a_subplot_title_names_the_protocol_as_the_pickers_do():
     titles = {e.protocol: short_name(e) for e in catalog.pretrained_entries("mnist") if e.model == "rim"}
     assert titles["converged"].startswith("RIM Adam 4k s") and "converged" not in titles["converged"]
     assert titles["paper"].startswith("RIM paper s")
+
+
+def test_a_drawn_seven_keeps_black_rows_under_its_foot_and_the_caption_is_under_the_canvas(page_env, monkeypatch):
+    """The canvas (a fake here, as AppTest cannot draw) sends a 7; what the model sees keeps two
+    black rows under its foot. The drawing's caption is under the canvas and its buttons, where
+    the canvas's own hover toolbar (above it) cannot cover it."""
+    import sys
+    import types
+
+    from PIL import ImageDraw as Draw
+
+    from pages.ui import upload
+
+    drawn = Image.new("RGBA", (280, 280), (0, 0, 0, 255))
+    Draw.Draw(drawn).line([(60, 50), (220, 50), (120, 250)], fill=(255, 255, 255, 255), width=18)
+    result = types.SimpleNamespace(json_data={"objects": [{"type": "path"}]}, image_data=np.asarray(drawn))
+
+    def fake_canvas(**kwargs):
+        import streamlit as st
+
+        st.markdown("FAKE CANVAS")
+        return result
+
+    monkeypatch.setitem(sys.modules, "streamlit_drawable_canvas", types.SimpleNamespace(st_canvas=fake_canvas))
+    seen = []
+    real = upload.prepare_pixels
+    monkeypatch.setattr(upload, "prepare_pixels", lambda *a, **k: seen.append(real(*a, **k)) or seen[-1])
+    at = run_page(mech_source="Draw")
+    assert not at.exception and not at.error
+    a = seen[-1].array
+    assert a.max() == 255 and not a[-2:].any() and not a[:2].any()
+    order = [getattr(e, "value", None) for e in walk(at.main)]
+    canvas = order.index("FAKE CANVAS")
+    caption = next(i for i, v in enumerate(order) if isinstance(v, str) and v.startswith("Draw with your finger"))
+    assert caption > canvas

@@ -8,10 +8,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.models.registry import build_model
 from core.report.fmt import method_title, short_method_title
-from core.training.weights import weights_bytes
 from pages.ui.auth import owner_id
+from tests.pages.helpers import valid_checkpoint
 
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "models.py")
 # the page as a signed-in user sees it (sign-in configured: st.user has is_logged_in); runs
@@ -30,16 +29,6 @@ def store():
     from core.runs.store import RunStore
 
     return RunStore()
-
-
-def valid_checkpoint(dataset="mnist", model="parallel_lstm", error=0.0777) -> tuple[bytes, bytes]:
-    from core.data.datasets import DATASETS
-
-    m = build_model(model, input_dim=DATASETS[dataset].input_dim)
-    return weights_bytes(m, {"model": model, "dataset": dataset, "seed": 7,
-                                "metrics": {"test_error": error, "noisy_test_error": error + 0.01},
-                                "history": {"iteration": [1, 2, 3], "loss": [2.3, 2.0, 1.5],
-                                            "batch_acc": [0.1, 0.2, 0.3]}})
 
 
 def upload(at: AppTest, weights: tuple[str, bytes], meta: tuple[str, bytes], dataset: str | None = None) -> AppTest:
@@ -390,6 +379,26 @@ def test_floors_beside_the_error_and_the_balanced_error_where_classes_are_unbala
     at.selectbox(key="models_pick").set_value(f"run:{rid}").run()
     cap = next(c.value for c in at.caption if c.value.startswith("For comparison"))
     assert "largest class 82.31 %" in cap and "unbalanced" in cap and "this model's is **50.00 %**" in cap
+
+
+def test_a_demo_run_compares_with_the_floors_of_the_images_it_was_tested_on(page_env):
+    """Tested on 200 images of the bundled sample, not on the MNIST test set: the floors beside its
+    error are those 200 images' (from its confusion matrix), not the full test set's 88.65 %."""
+    import json
+
+    import numpy as np
+
+    w, m = valid_checkpoint()
+    meta = json.loads(m)
+    meta["train_config"] = {"iterations": 3, "data_source": "sample"}
+    counts = [30, 20, 20, 20, 20, 20, 20, 20, 15, 15]  # 200 images, class 0 the largest
+    meta["metrics"]["confusion"] = np.diag(counts).tolist()
+    rid = store().import_weights(w, json.dumps(meta).encode(), expected_dataset="mnist", owner=OWNER)
+    at = run_page()
+    assert at.selectbox(key="models_pick").value == f"run:{rid}"
+    cap = next(c.value for c in at.caption if c.value.startswith("For comparison"))
+    assert cap.startswith("For comparison: on the 200 MNIST images it was tested on, guessing at random errs 90.00 %")
+    assert "largest class 85.00 %" in cap and "88.65" not in cap
 
 
 def test_a_final_evaluation_far_below_the_best_seen_is_said_on_inspect(page_env):

@@ -121,6 +121,11 @@ def test_what_is_loaded_fits_a_1280_px_window(page_env, monkeypatch):
     assert "bundled sample" in df.columns
     assert all(cols.get(c, {}).get("width") for c in df.columns), cols
     assert sum(cols[c]["width"] for c in df.columns) <= 820
+    # every header fits its width (a 14 px header: about 6.5 px a character, 16 px of padding),
+    # not cut ("shipped, Adam, cosin")
+    for c in df.columns:
+        label = cols[c].get("label") or c
+        assert len(label) * 6.5 + 16 <= cols[c]["width"], (label, cols[c]["width"])
 
 
 def test_parameter_gap_sentence_gives_the_parameter_matched_controls_verdict(page_env, tmp_path, monkeypatch):

@@ -120,9 +120,9 @@ def test_curves_and_tables_download_as_csv_and_png(page_env):
 
 
 def test_picked_models_live_in_the_url(page_env, fixture_dirs, tmp_path, monkeypatch):
-    from tests.pages.test_mechanisms_page import _with_converged_rim
+    from tests.pages.helpers import with_converged_rim
 
-    _with_converged_rim(fixture_dirs, tmp_path, monkeypatch)
+    with_converged_rim(fixture_dirs, tmp_path, monkeypatch)
     at = run_page()
     assert at.selectbox(key="rb_cmp_mnist_rim").value == "pretrained:mnist/rim@converged"
     at.selectbox(key="rb_cmp_mnist_rim").set_value("pretrained:mnist/rim").run()

@@ -97,13 +97,33 @@ def test_page_loads_with_the_paper_noise_level(page_env):
     layout = json.loads(curve.proto.spec)["layout"]
     dashed = [s["y0"] for s in layout["shapes"] if s.get("line", {}).get("dash") == "dash"]
     labels = [a["text"] for a in layout["annotations"] if a["text"].startswith(("chance", "majority"))]
-    assert dashed[0] == pytest.approx(90.0) and labels[0] == "chance 90.0 %"
-    assert len(dashed) == len(labels) == 2 and 0 < dashed[1] < 90  # the sample is not balanced
-    # the two labels apart: chance above its line, majority class under its own (the left end holds the
-    # labels of the paper's and the current noise level)
-    floor = {a["text"].split()[0]: a for a in layout["annotations"] if a["text"].startswith(("chance", "majority"))}
-    assert floor["chance"]["yanchor"] == "bottom" and floor["majority"]["yanchor"] == "top"
+    assert dashed[0] == pytest.approx(90.0) and len(dashed) == 2 and 0 < dashed[1] < 90  # the sample is not balanced
+    # the majority class is of the scored images (not the test set's, said elsewhere); two floors
+    # closer than FLOORS_APART share one label, two labels apart otherwise
+    from core.report.plots.style import FLOORS_APART
+
+    majority = f"majority class of these 100 sample images {dashed[1]:.2f} %"
+    if 90 - dashed[1] < FLOORS_APART:
+        assert labels == [f"chance 90.0 % · {majority}"]
+    else:
+        assert labels == ["chance 90.0 %", majority]
     assert any("Dashed: the error of guessing at random" in c for c in captions(at))
+
+
+def test_the_change_vs_clean_adds_up_with_the_clean_error_on_the_same_images(page_env):
+    """The change is measured against the clean error on the scored subset, which stands beside it;
+    the full test set's clean error is apart (other images)."""
+    at = run_page()
+    at.select_slider(key="rb_strength_gaussian").set_value(0.2).run()
+    assert not at.exception
+    df = next(t for t in tables(at) if "change vs clean" in t.columns)
+    cols = list(df.columns)
+    assert cols.index("clean, same 100 sample images") == cols.index("change vs clean") - 1
+    assert cols[-1] == "clean, full test set"
+    for r in df.to_dict("records"):
+        noisy, clean = (float(r[c].rstrip("%")) for c in ("test error on 100 sample images", "clean, same 100 sample images"))
+        change = r["change vs clean"].split()[0].replace("±", "")
+        assert float(change) == pytest.approx(noisy - clean, abs=1e-9)
 
 
 def test_moving_the_noise_slider_changes_the_errors(page_env):
@@ -166,6 +186,8 @@ def test_stretch_view(page_env):
 
 def test_random_image_and_upload(page_env):
     at = run_page()
+    assert at.radio(key="rb_img_src").options == ["Sample image", "Upload"]  # offline: the bundled sample's
+    assert at.number_input(key="rb_img_idx").label.startswith("Sample image number")
     at.number_input(key="rb_img_idx").set_value(5).run()
     assert not at.exception
     at.radio(key="rb_img_src").set_value("Upload").run()

@@ -96,12 +96,33 @@ def test_no_data_offline_disables_start(home, monkeypatch):
     at.selectbox(key="train_dataset").set_value("cifar10").run()
     assert not at.exception
     # said once: a short error, then the ways to get the data (not the ways twice, in the error too)
-    assert "No training data for CIFAR-10 here." in errors(at)
+    assert "No training data for CIFAR-10 here: none of its sources holds the train split." in errors(at)
     assert not any("RIMSCOPE_DATA_DIR" in e for e in errors(at))
     assert at.button(key="train_start").disabled
     ways = " ".join(m.value for m in at.markdown)
     assert "RIMSCOPE_DATA_DIR=/path/to/folder make app" in ways and "torchvision downloads" in ways
     assert not [c for c in at.checkbox if c.key == "train_demo"]  # no CIFAR-10 sample to demo on
+
+
+def test_a_machine_found_offline_says_why_once_and_lists_the_ways_once(home, monkeypatch, tmp_path):
+    """No RIMSCOPE_OFFLINE, but the download source does not answer: the error says why in one
+    clause (not the ways to get the data, nor "(Train page)" on the Train page); the ways are
+    listed once below it."""
+    from core.data import plan
+    from core.data.online import Reachability
+
+    monkeypatch.delenv("RIMSCOPE_OFFLINE")
+    monkeypatch.setenv("RIMSCOPE_DATA_DIR", str(tmp_path / "nothing"))
+    monkeypatch.setattr(plan, "download_reachable", lambda *a, **k: Reachability(False, "no route"))
+    at = run_page()
+    assert not at.exception
+    said = errors(at)
+    assert said == ["No training data for MNIST here: MNIST could not be downloaded: this machine has no internet "
+                    "connection."], said
+    shown = " ".join(said + [m.value for m in at.markdown] + [c.label for c in at.checkbox])
+    assert "Train page" not in shown
+    assert shown.count("RIMSCOPE_DATA_DIR") == 1 and shown.count("train.npz") == 1
+    assert len([c for c in at.checkbox if c.key == "train_demo"]) == 1
 
 
 def test_offline_without_data_offers_a_labelled_demo_on_the_sample(home, monkeypatch, tmp_path):
@@ -139,6 +160,24 @@ def test_every_problem_is_listed_and_duplicate_seeds_give_one_run(home):
     at.number_input(key="train_noise_draws").set_value(3).run()
     at.text_input(key="train_seeds").input("1,1").run()
     assert at.button(key="train_start").label == "Start 2 runs"  # rim and parallel LSTMs, seed 1 once
+
+
+def test_an_identical_run_is_not_queued_twice_and_the_page_says_which(home):
+    at = run_page()
+    at.checkbox(key="train_holdout").uncheck().run()
+    at.multiselect(key="train_models").set_value(["rim"]).run()
+    assert at.button(key="train_start").label == "Start 1 run"
+    at.button(key="train_start").click().run()
+    assert not at.exception and len(RunStore().list_runs()) == 1
+    at.run()  # the same form again: the run is there, queued
+    said = " ".join(i.value for i in at.info)
+    assert "Already in your runs with these settings, so not queued again: RIM" in said and "(queued)" in said
+    assert at.button(key="train_start").label == "Start" and at.button(key="train_start").disabled
+    at.text_input(key="train_seeds").input("0-1").run()  # seed 1 is new: only it is queued
+    assert at.button(key="train_start").label == "Start 1 run"
+    at.button(key="train_start").click().run()
+    runs = RunStore().list_runs()
+    assert sorted(r.seed for r in runs) == [0, 1]  # not two entries that differ only by run id
 
 
 def test_estimated_duration_from_measured_speed(home, monkeypatch, tmp_path):

@@ -166,3 +166,35 @@ def test_nothing_is_loaded_before_the_first_page_when_the_warmup_is_off(cache, m
     monkeypatch.setenv("RIMSCOPE_WARMUP", "0")
     cache.warm_before_first_page()
     assert cache.WARMUP["before_first_page"] == {}
+
+
+def test_the_warmup_threads_print_no_missing_context_warning(cache):
+    """The warm-up reads the caches outside any script run, on purpose: Streamlit's "missing
+    ScriptRunContext!" line (seven at a server's start) is not printed for its threads; another
+    thread still gets it."""
+    import logging
+    import threading
+
+    from streamlit.runtime.scriptrunner_utils import script_run_context
+
+    logger = logging.getLogger(script_run_context.__name__)
+    said: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            said.append(f"{threading.current_thread().name}: {record.getMessage()}")
+
+    handler = Keep()
+    logger.addHandler(handler)
+    try:
+        for name in ("rimscope-before-first-page", "someone-else"):
+            for fn in (cache._load_model, cache.test_data):  # cold caches for each
+                fn.clear()
+            t = threading.Thread(target=cache.warm_before_first_page, name=name)
+            t.start()
+            t.join(120)
+    finally:
+        logger.removeHandler(handler)
+    assert cache.WARMUP["before_first_page"] and cache.WARMUP["error"] is None
+    assert not [s for s in said if s.startswith("rimscope-")]
+    assert [s for s in said if s.startswith("someone-else") and "missing ScriptRunContext" in s]

@@ -60,13 +60,14 @@ def mask_shift_figure(clean, noisy, unit_names: list, *, t: int | None = None,
 def error_curve_figure(curves: list[dict], *, x_title: str, current: float | None = None,
                        reference: float | None = None, reference_label: str = "paper",
                        y_title: str = "test error (%)", height: int = 380, band: bool = True,
-                       floors: dict | None = None) -> go.Figure:
+                       floors: dict | None = None, floors_of: str = "") -> go.Figure:
     """Error (or another fraction) against a setting, one line per model coloured by method.
 
     ``curves``: ``{"label", "method", "x", "y"}`` plus optional ``"low"``/``"high"`` (95%
     interval, drawn as a band). Values are fractions and drawn in percent. NaN points (not
     computed yet) are left out. ``floors``: the chance and majority-class error of the scored
-    images (``core.report.floors.floors_from_counts``), drawn as dashed lines.
+    images (``core.report.floors.floors_from_counts``), drawn as dashed lines; ``floors_of``: what
+    their majority class is of (``style.add_floor_lines``' ``of``).
     """
     fig = go.Figure()
     if not curves:
@@ -89,7 +90,7 @@ def error_curve_figure(curves: list[dict], *, x_title: str, current: float | Non
                                  line=dict(color=color, width=2.5 if is_method(c["method"]) else 1.8),
                                  marker=dict(size=5),
                                  hovertemplate=c["label"] + "<br>" + x_title + " %{x}<br>%{y:.1f}%<extra></extra>"))
-    add_floor_lines(fig, floors)
+    add_floor_lines(fig, floors, of=floors_of)
     if reference is not None:
         # the reference's label on the top line of the plot, the current setting's one line below
         # (mark_current): the two never overlap, even when the current setting is the reference

@@ -62,11 +62,16 @@ def rgba(hex_color: str, alpha: float) -> str:
 FLOOR_COLOR = "#444444"
 
 
-def add_floor_lines(fig: go.Figure, floors: dict | None, *, row=None, col=None) -> go.Figure:
+FLOORS_APART = 3.0  # points: two floor lines closer than this share one label (two would overlap)
+
+
+def add_floor_lines(fig: go.Figure, floors: dict | None, *, row=None, col=None, of: str = "") -> go.Figure:
     """Dashed horizontal lines at the chance and majority-class error (``core.report.floors``; percent).
 
-    One line when the two coincide (a balanced test set), two otherwise; each labelled.
-    ``row``/``col``: the subplot of a panel figure.
+    One line when the two coincide (a balanced test set), two otherwise, each labelled; two lines
+    closer than ``FLOORS_APART`` share one label above the upper one (two labels there overlap).
+    ``row``/``col``: the subplot of a panel figure; ``of``: what the majority class is of, when
+    not the whole test set (e.g. " (these 500 images)").
     """
     if not floors:
         return fig
@@ -78,12 +83,15 @@ def add_floor_lines(fig: go.Figure, floors: dict | None, *, row=None, col=None) 
         if lines and abs(100 * major - lines[0][0]) < 0.05:
             lines[0] = (lines[0][0], f"chance = majority class {lines[0][0]:.1f} %")
         else:
-            lines.append((100 * major, f"majority class {100 * major:.2f} %"))
+            lines.append((100 * major, f"majority class{of} {100 * major:.2f} %"))
+    if len(lines) == 2 and abs(lines[0][0] - lines[1][0]) < FLOORS_APART:
+        top, low = sorted(lines, reverse=True)
+        lines = [(top[0], f"{top[1]} · {low[1]}"), (low[0], "")]
     for k, (y, text) in enumerate(lines):
         where = {"row": row, "col": col} if row is not None else {}
-        fig.add_hline(y=y, line=dict(color=FLOOR_COLOR, dash="dash", width=1.2), name="floor",
-                      annotation_text=text, annotation_position="bottom right" if k else "top right",
-                      annotation_font=dict(size=10, color=FLOOR_COLOR), **where)
+        label = dict(annotation_text=text, annotation_position="bottom right" if k else "top right",
+                     annotation_font=dict(size=10, color=FLOOR_COLOR)) if text else {}
+        fig.add_hline(y=y, line=dict(color=FLOOR_COLOR, dash="dash", width=1.2), name="floor", **label, **where)
     return fig
 
 

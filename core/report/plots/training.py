@@ -184,8 +184,8 @@ def curves_small_multiples(curves: list[dict], metric: str = "loss", *, smoothin
             fig.add_trace(tr, row=r + 1, col=c + 1)
     for r in range(1, rows + 1):
         fig.update_yaxes(title_text=axis_title(axis, log_y), row=r, col=1)
-    for c in range(1, cols + 1):
-        fig.update_xaxes(title_text="iteration (optimiser steps)", row=rows, col=c)
+    # one x-axis title, under the middle panel: one under each ran into the next at a laptop's width
+    fig.update_xaxes(title_text="iteration (optimiser steps)", row=rows, col=(cols + 1) // 2)
     if log_y:
         fig.update_yaxes(type="log", tickformat=LOG_TICKS)
     suffix = f" (smoothed, EMA {smoothing:g})" if smoothing else ""
