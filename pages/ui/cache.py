@@ -36,6 +36,8 @@ torch.set_num_threads(1)  # the server shares 2 cores with training workers
 # reproduction outputs under results/ the Compare page offers: result folder -> what it holds
 # the first present is the Compare page's default: the converged grid, where runs are stable
 RESULT_FOLDERS = {**SCHEDULE_TITLES,
+             "budget": "Adam, cosine, 12,000 iterations: the budget check and the long grid's 12,000-iteration cells",
+             "budget-24k": "Adam, cosine, 24,000 iterations: the long grid's 24,000-iteration cells",
              "unequal_init/paper": "old run, unequal initialisation (paper schedule)",
              "unequal_init/long": "old run, unequal initialisation (longer schedule)",
              "unequal_init/param_matched": "old run, unequal initialisation (parameter-matched baselines)"}

@@ -373,3 +373,21 @@ def test_the_verdicts_by_budget_stand_under_the_claims(page_env):
     expected = verdict_by_budget(gap_rows(page_env["results"]))
     assert table.reset_index(drop=True).equals(expected.reset_index(drop=True))
     assert "Adam, 4,000 iterations" in table.columns
+
+
+def test_the_longer_budgets_are_experiments_of_their_own(page_env, tmp_path, monkeypatch):
+    """results/budget (12,000 iterations) and results/budget-24k are offered beside the others and open."""
+    results = tmp_path / "results"
+    shutil.copytree(page_env["results"], results)
+    shutil.copytree(page_env["results"] / "converged", results / "budget-24k")
+    monkeypatch.setenv("RIMSCOPE_RESULTS_DIR", str(results))
+    from pages.ui.cache import RESULT_FOLDERS
+
+    at = run_page()
+    options = at.radio(key="cmp_schedule").options
+    assert RESULT_FOLDERS["budget-24k"] in options and RESULT_FOLDERS["budget"] not in options  # only what has runs
+    at.radio(key="cmp_schedule").set_value("budget-24k").run()
+    assert not at.exception and not at.error
+    for label in TABS:
+        open_tab(at, label)
+        assert not at.exception, label
