@@ -96,7 +96,7 @@ def pages_table(d: dict) -> str:
 
     header = ["interaction"] + [f"GC {k}: median" + (" (script)" if scripts else "") for k in settings]
     rows = [[_label(n)] + [cell(settings[k][n]) if n in settings[k] else "-" for k in settings] for n in names]
-    return (_table(header, rows) + f"\n\nFrom the input event to the updated page, medians of {d.get('reps', '?')}"
+    return (_table(header, rows) + f"\n\nFrom the input event to the page's last change, medians of {d.get('reps', '?')}"
             + ("; in brackets the server's script run" if scripts else "")
             + ". GC off: `runner.postScriptGC = false` (as shipped).")
 
