@@ -33,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import bench_pages
 from bench.bench_pages import (
     CHANGE_JS,
     OBSERVER_JS,
@@ -90,7 +91,7 @@ def _settled(page, name: str, t0_ms: float, need_run: bool) -> float:
         now = page.evaluate("() => performance.now()")
         state = page.locator('[data-testid="stApp"]').get_attribute("data-test-script-state")
         if end is not None and state == "notRunning" and now - end >= CALM_S * 1000:
-            return (last_change(page, t0_ms, end) - t0_ms) / 1000.0
+            return ((last_change(page, t0_ms, end) if bench_pages.UNTIL_LAST_CHANGE else end) - t0_ms) / 1000.0
         time.sleep(0.05)
     raise TimeoutError(f"{name} did not settle")
 

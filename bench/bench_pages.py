@@ -198,6 +198,7 @@ CHANGE_JS = """() => { const app = document.querySelector('[data-testid="stApp"]
     .observe(app, {childList: true, subtree: true, characterData: true, attributes: true}); }"""
 CHANGE_QUIET_S = float(os.environ.get("RIMSCOPE_BENCH_CHANGE_QUIET_S", "0.75"))  # unchanged this long: done
 CHANGE_WAIT_S = 15.0  # a page that never stays unchanged this long is measured to its script end
+UNTIL_LAST_CHANGE = True  # timed() ends at the page's last change; False: at the end of the script run (bench_load)
 
 
 def last_change(page, t0_ms: float, after_ms: float) -> float:
@@ -252,7 +253,7 @@ def timed(page, action, done_js: str | None = None, arg=None, timeout_s: float =
         run = page.evaluate(RUN_AFTER_JS, t0)
         SCRIPT_RUNS.append((run[1] - run[0]) / 1000.0 if run else math.nan)
         SCRIPT_ENDS.append((end - t0) / 1000.0)
-        return (last_change(page, t0, end) - t0) / 1000.0
+        return ((last_change(page, t0, end) if UNTIL_LAST_CHANGE else end) - t0) / 1000.0
     acted = time.monotonic()
     deadline = acted + timeout_s
     started = start_within_s is None
@@ -261,7 +262,7 @@ def timed(page, action, done_js: str | None = None, arg=None, timeout_s: float =
         if run:
             SCRIPT_RUNS.append((run[1] - run[0]) / 1000.0)
             SCRIPT_ENDS.append((run[1] - t0) / 1000.0)
-            return (last_change(page, t0, run[1]) - t0) / 1000.0
+            return ((last_change(page, t0, run[1]) if UNTIL_LAST_CHANGE else run[1]) - t0) / 1000.0
         if not started:
             started = page.evaluate(STARTED_AFTER_JS, t0)
             if not started and time.monotonic() - acted > start_within_s:
