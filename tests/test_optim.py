@@ -129,7 +129,8 @@ def test_protocols():
     assert c.optimizer == "adam" and c.val_images > 0 and c.patience > 0 and c.validate()
     p = TrainConfig.from_protocol("paper")
     assert (p.optimizer, p.lr, p.batch_size, p.iterations) == ("sgd", 0.1, 100, 1000)
-    assert set(PROTOCOLS) == {"paper", "converged", "converged-aug", "converged-12k"}
+    assert set(PROTOCOLS) == {"paper", "converged", "converged-aug", "converged-12k", "converged-24k"}
+    assert PROTOCOLS["converged-24k"] == {**PROTOCOLS["converged"], "iterations": 24000}
     # converged-12k is converged with three times the iterations, nothing else
     assert PROTOCOLS["converged-12k"] == {**PROTOCOLS["converged"], "iterations": 12000}
     # converged-aug is converged plus the scan augmentation, nothing else

@@ -184,7 +184,8 @@ def _knockout_controls(n: int, names: list[str], k: int) -> None:
             st.session_state["iv_fill"] = "zeros"
         st.radio("Final state replaced by", list(FILLS), horizontal=True, key="iv_fill", format_func=FILLS.get)
     else:
-        st.toggle("Also out of the communication (no reader attends to it)", key="iv_isolate")
+        st.toggle("Out of the communication too", key="iv_isolate",
+                  help="No reader attends to the taken-out LSTM: its key leaves every communication softmax.")
 
 
 def _patch_controls(T: int, names: list[str], n_test: int) -> None:
