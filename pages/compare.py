@@ -474,7 +474,10 @@ def answer_view() -> None:
     root = paths.results_dir()
     text, gaps = _answer(str(root), mtime(root / "answer.md") + mtime(root / "gaps.csv"))
     st.markdown(f"**The answer.** {text}")
-    with st.expander("RIM's gap to each method, every data set and protocol", expanded=False):
+    box = st.expander("RIM's gap to each method, every data set and protocol", key="cmp_gaps_open", on_change="rerun")
+    if not box.open:  # drawn only while open: every other run of the page skips the figure
+        return
+    with box:
         st.plotly_chart(gaps_figure(gaps), width="stretch", key="cmp_gaps")
         st.caption("Other − RIM in test-error points (right of 0: RIM better); each bar is the interval at the level "
                    "of the Holm step that decides its verdict; an open diamond is the paper's figure. Hover a point "
