@@ -7,15 +7,13 @@ the bundled samples (no full set on disk) or a tiny full set written here.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.studies.handwriting import external as de
-
-PAGES = Path(__file__).resolve().parents[2] / "pages"
+from tests.pages.helpers import run_page
 
 
 @pytest.fixture(autouse=True)
@@ -25,16 +23,7 @@ def _no_full_sets(monkeypatch, tmp_path):
 
 
 def run(page: str, **state) -> AppTest:
-    at = AppTest.from_file(str(PAGES / page), default_timeout=600)
-    for k, v in state.items():
-        at.session_state[k] = v
-    return at.run()
-
-
-def walk(node):
-    yield node
-    for child in getattr(node, "children", {}).values():
-        yield from walk(child)
+    return run_page(page.removesuffix(".py"), 600, **state)
 
 
 def mechanisms_links(at: AppTest) -> list[dict]:

@@ -15,6 +15,8 @@ from streamlit.testing.v1 import AppTest
 
 from core.catalog import pretrained_entries
 from core.eval import curves
+from tests.pages import helpers
+from tests.pages.helpers import walk
 
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "robustness.py")
 
@@ -25,16 +27,7 @@ def _small_subset(monkeypatch):
 
 
 def run_page(**state) -> AppTest:
-    at = AppTest.from_file(PAGE, default_timeout=600)
-    for k, v in state.items():
-        at.session_state[k] = v
-    return at.run()
-
-
-def walk(node):
-    yield node
-    for child in getattr(node, "children", {}).values():
-        yield from walk(child)
+    return helpers.run_page("robustness", 600, **state)
 
 
 def _shipped_cifar(page_env, tmp_path, monkeypatch, skip: str = "") -> dict:
