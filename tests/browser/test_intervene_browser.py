@@ -75,7 +75,9 @@ def test_click_a_mask_cell_changes_the_prediction_then_reset(page, app_server, s
     after = poll(lambda: (m := _prediction(page)) and m.group(3) == "changed" and m, WAIT_S,
                  what=f"a changed prediction after clicking row {t + 1}, LSTM {i + 1}; caption {_cells_caption(page)!r}")
     assert after.group(1) == before.group(1) and after.group(2) != before.group(1)
-    assert _cells_caption(page).startswith("1 cell set by the intervention")
+    # the caption comes later in the page than the prediction line: the rerun redraws it after
+    poll(lambda: _cells_caption(page).startswith("1 cell set by the intervention"), WAIT_S,
+         what=f"the caption to count the clicked cell; it says {_cells_caption(page)!r}")
     settle(page)
     assert_no_errors(page, "Intervene after a click")
     full_screenshot(page, screenshot, "mechanisms-intervene")
@@ -84,7 +86,8 @@ def test_click_a_mask_cell_changes_the_prediction_then_reset(page, app_server, s
     back = poll(lambda: (m := _prediction(page)) and m.group(3) == "unchanged" and m, WAIT_S,
                 what="the original prediction after Reset")
     assert back.group(2) == before.group(2)
-    assert _cells_caption(page).startswith("0 cells set")
+    poll(lambda: _cells_caption(page).startswith("0 cells set"), WAIT_S,
+         what=f"the caption after Reset; it says {_cells_caption(page)!r}")
     assert_no_errors(page, "Intervene after Reset")
 
 
