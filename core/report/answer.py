@@ -253,7 +253,7 @@ def write_figure(repo=".", results="results") -> Path:
     df.round(4).to_csv(repo / results / FIGURE_DATA, index=False)
     if df.empty:
         raise ValueError(f"no results grid with tables under {repo / results}: nothing to draw")
-    from .plots.comparison import GRID_COLORS as colours  # the same colour per grid as on Compare
+    from .plots.style import GRID_COLORS as colours  # the same colour per grid as on Compare
     rows_of = [[g for g in GRIDS if g != "paper" and g in set(df["grid"])], ["paper"] if "paper" in set(df["grid"]) else []]
     rows_of = [r for r in rows_of if r]
     fig, axes = plt.subplots(len(rows_of), len(DATASET_ORDER), figsize=(10, 2.9 * len(rows_of) + 0.8), dpi=160,

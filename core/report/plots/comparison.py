@@ -10,7 +10,7 @@ from plotly.subplots import make_subplots
 
 from ..floors import floors as dataset_floors
 from ..fmt import dataset_title, display_name, method_title
-from .style import add_floor_lines, empty_figure, method_color, method_order
+from .style import GRID_COLORS, add_floor_lines, empty_figure, method_color, method_order
 
 ERROR_METRICS = {
     "test_error": "clean test error (%)",
@@ -175,7 +175,6 @@ def parameter_bar_figure(counts: dict[str, dict[str, int]], height: int = 380) -
 
 
 GAPS_TITLE = "RIM's gap to each method (other − RIM, test-error points)"
-GRID_COLORS = {"paper": "#7f7f7f", "converged": "#1f77b4", "budget": "#d62728", "budget-24k": "#2ca02c"}
 
 
 def gaps_figure(df, height: int = 520) -> go.Figure:

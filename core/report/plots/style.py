@@ -6,6 +6,9 @@ import plotly.graph_objects as go
 
 from ...models.registry import DEFAULT_MODEL, list_models
 
+# one colour per results folder (grid), the same on Compare and in the README figure
+GRID_COLORS = {"paper": "#7f7f7f", "converged": "#1f77b4", "budget": "#d62728", "budget-24k": "#2ca02c"}
+
 # Okabe-Ito palette: distinguishable for colour-blind readers; RIM gets the strongest colour.
 METHOD_COLORS = {
     "rim": "#D55E00",
