@@ -328,7 +328,11 @@ EXIT_WAIT_S = 120.0  # at exit, the longest the warm-up's current step is waited
 
 _RUNNING = [0]  # script runs of app.py in progress, every session together
 _RUNNING_LOCK = threading.Lock()
+_LAST_RUN_OVER = [-1e9]  # time.monotonic() at the end of the last script run, every session together
 YIELD_MAX_S = 3.0  # the longest the warm-up waits for the pages before its next point
+# after a script run the browser still draws what it sent (plotly's charts take most of a second on
+# 2 cores): the warm-up leaves the machine to it this long after the last run ends
+DRAW_GRACE_S = 1.0
 
 
 def script_run_started() -> None:
@@ -343,14 +347,21 @@ def script_run_over() -> None:
     does not slow exactly that page down on a busy machine) and goes on where it paused."""
     with _RUNNING_LOCK:
         _RUNNING[0] = max(0, _RUNNING[0] - 1)
+        _LAST_RUN_OVER[0] = time.monotonic()
     _FIRST_RUN_OVER.set()
 
 
+def _page_busy() -> bool:
+    """A script run is in progress, or one ended less than ``DRAW_GRACE_S`` ago (its page is drawn)."""
+    return _RUNNING[0] > 0 or time.monotonic() - _LAST_RUN_OVER[0] < DRAW_GRACE_S
+
+
 def _yield_to_pages() -> None:
-    """Before the warm-up's next point: wait while a page is being drawn, at most ``YIELD_MAX_S``
-    (a point in progress is finished first: a page that needs it waits for it, not twice)."""
+    """Before the warm-up's next point: wait while a page is being computed or drawn, at most
+    ``YIELD_MAX_S`` (a point in progress is finished first: a page that needs it waits for it,
+    not twice)."""
     deadline = time.monotonic() + YIELD_MAX_S
-    while _RUNNING[0] > 0 and time.monotonic() < deadline:
+    while _page_busy() and time.monotonic() < deadline:
         time.sleep(0.02)
 
 

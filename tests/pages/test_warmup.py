@@ -138,6 +138,22 @@ def test_the_warmup_pauses_while_a_page_is_drawn(cache, monkeypatch):
     assert cache._RUNNING == [0]
 
 
+def test_the_warmup_leaves_the_machine_to_a_page_being_drawn(cache, monkeypatch):
+    """After a script run the browser draws its charts: the warm-up counts the page as busy for
+    DRAW_GRACE_S more, then goes on."""
+    import time
+
+    monkeypatch.setattr(cache, "_RUNNING", [0])
+    monkeypatch.setattr(cache, "_LAST_RUN_OVER", [-1e9])
+    assert not cache._page_busy()
+    cache.script_run_started()
+    assert cache._page_busy()
+    cache.script_run_over()
+    assert cache._RUNNING == [0] and cache._page_busy()  # the run is over, its page is being drawn
+    cache._LAST_RUN_OVER[0] = time.monotonic() - cache.DRAW_GRACE_S - 0.01
+    assert not cache._page_busy()
+
+
 def test_warmup_can_be_switched_off(cache, monkeypatch):
     monkeypatch.setenv("RIMSCOPE_WARMUP", "0")
     cache.start_warmup.clear()
