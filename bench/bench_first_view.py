@@ -55,7 +55,7 @@ CALM_S = SETTLE_S  # the page counts as settled after this long without a script
 PAGES = {
     "overview": ("", "Overview", "RIMscope", "Where to start"),
     "train": ("train", "Train", "Train", "Your runs"),
-    "models": ("models", "Models", "Models", "Upload a checkpoint"),
+    "models": ("models", "Models", "Models", "Upload a model"),
     "mechanisms": ("mechanisms", "Mechanisms", "Mechanisms", re.compile(r"^Inside .+, row by row$")),
     "robustness": ("robustness", "Robustness", "Robustness", "Error against noise strength"),
     "compare": ("compare", "Compare", "Compare the methods", None),

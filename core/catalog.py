@@ -2,7 +2,7 @@
 
 ``list_entries(dataset)`` merges ``pretrained/manifest.json`` (``read_manifest``, the one
 reader of it) with the runs in the run store that have weights (trained in the app, stopped
-early, or uploaded), and ``load_entry`` loads one through the validating checkpoint loader.
+early, or uploaded), and ``load_entry`` loads one through the validating model loader.
 The pretrained folder is ``core.paths.pretrained_dir()``, read at call time.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import paths
-from .errors import CheckpointError
+from .errors import WeightsError
 from .models.registry import DEFAULT_MODEL
 from .report.fmt import dataset_title, model_label
 from .training.weights import load_weights
@@ -28,7 +28,7 @@ class ModelEntry:
     dataset: str
     model: str
     source: str  # "pretrained", "trained" or "uploaded"
-    stem: Path  # checkpoint path without suffix
+    stem: Path  # model path without suffix
     seed: int | None = None
     label: str = ""
     created: str = ""
@@ -182,9 +182,9 @@ def preferred_entry(candidates: list[ModelEntry], protocol: str = DEFAULT_PROTOC
 
 
 def load_entry(entry: ModelEntry):
-    """``(model, metadata)``; raises CheckpointError with a clear message."""
+    """``(model, metadata)``; raises WeightsError with a clear message."""
     if not Path(entry.stem).with_suffix(".safetensors").is_file():
-        raise CheckpointError(f"The checkpoint for {entry.display} is missing on disk.")
+        raise WeightsError(f"The model for {entry.display} is missing on disk.")
     return load_weights(entry.stem, expected_dataset=entry.dataset)
 
 

@@ -24,8 +24,8 @@ class DataUnavailableError(RimscopeError):
         self.reason = reason
 
 
-class CheckpointError(RimscopeError):
-    """A checkpoint (safetensors + JSON) is missing, malformed, unsafe or does not fit."""
+class WeightsError(RimscopeError):
+    """A model (safetensors + JSON) is missing, malformed, unsafe or does not fit."""
 
 
 class InputImageError(RimscopeError):

@@ -3,7 +3,7 @@
 A temporary file in the same folder, fsync, rename, then fsync of the folder: a reader
 never sees half a file, and a crash leaves either the old file or the new one. JSON is
 written strict (``allow_nan=False``): NaN and infinities (a diverged loss) become ``null``
-through :func:`finite`, the one sanitiser the run store, checkpoints and records share.
+through :func:`finite`, the one sanitiser the run store, models and records share.
 """
 
 from __future__ import annotations

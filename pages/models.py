@@ -9,7 +9,7 @@ import streamlit as st
 
 from core.catalog import ModelEntry, error_floors, featured_entry, same_weights
 from core.data.datasets import DATASETS
-from core.errors import CheckpointError
+from core.errors import WeightsError
 from core.report.fmt import dataset_title as _ds_title
 from core.report.fmt import method_title, params, pct, pct_value, protocol_title, short_method_title
 from core.report.health import HEALTHY, health_of, summary_text
@@ -70,7 +70,7 @@ def _source(entry: ModelEntry) -> str:
 
 
 def history_from_store(store, entry: ModelEntry) -> dict:
-    """Curves of a run whose checkpoint JSON has none, from the store's live metrics file."""
+    """Curves of a run whose metadata JSON has none, from the store's live metrics file."""
     try:
         return history_from_metrics(store.read_metrics(entry.run_id))
     except Exception:
@@ -166,7 +166,7 @@ def models_table(entries: list[ModelEntry], infos: dict, viewer: Viewer) -> tupl
     if not entries:
         st.info("No models yet. Pretrained models appear once `pretrained/manifest.json` exists "
                 "(`python -m core.reproduce run --seeds 0` then `python -m core.reproduce export-pretrained --seed 0`); "
-                "you can also train one on the Train page or upload a checkpoint below.")
+                "you can also train one on the Train page or upload a model below.")
     elif table.empty:
         st.info("No model matches these filters.")
     else:
@@ -292,7 +292,7 @@ def curves_and_settings(store, entry: ModelEntry, meta: dict) -> None:
 
 
 def downloads(entry: ModelEntry) -> None:
-    """The two files of the checkpoint, straight from disk."""
+    """The two files of the model, straight from disk."""
     w_path, m_path = Path(entry.stem).with_suffix(".safetensors"), Path(entry.stem).with_suffix(".json")
     base = f"{entry.dataset}_{entry.model}" + (f"_s{entry.seed}" if entry.seed is not None else "")
     d1 = d2 = st.container(horizontal=True)
@@ -302,7 +302,7 @@ def downloads(entry: ModelEntry) -> None:
         d2.download_button("⬇ Metadata (.json)", m_path.read_bytes(), file_name=f"{base}.json",
                            mime="application/json", key="models_dl_m")
     except OSError as exc:
-        st.error(f"The checkpoint files of {entry.display} cannot be read ({exc.strerror or exc}).")
+        st.error(f"The model files of {entry.display} cannot be read ({exc.strerror or exc}).")
 
 
 def delete_section(store, viewer: Viewer, entry: ModelEntry, info: RunInfo | None) -> None:
@@ -348,10 +348,10 @@ def inspect(store, viewer: Viewer, shown: list[ModelEntry], metas: dict, infos: 
 
 
 def upload(store, viewer: Viewer, owner: str, entries: list[ModelEntry]) -> None:
-    """*Upload a checkpoint*: two files, checked before anything is stored, then imported as a run."""
-    st.header("Upload a checkpoint")
+    """*Upload a model*: two files, checked before anything is stored, then imported as a run."""
+    st.header("Upload a model")
     st.markdown(
-        f"A checkpoint is two files saved by RIMscope: the weights as **.safetensors** and the metadata as **.json** "
+        f"A model is two files saved by RIMscope: the weights as **.safetensors** and the metadata as **.json** "
         f"(both at most {MAX_UPLOAD_MB} MB). They are checked (model, config, every tensor's name, shape and "
         "values) before anything is stored; nothing already stored is changed. **Pickle files such as PyTorch `.pt` "
         "are refused and never opened**, because loading one can run arbitrary code.")
@@ -360,7 +360,7 @@ def upload(store, viewer: Viewer, owner: str, entries: list[ModelEntry]) -> None
     up_m = u2.file_uploader("Metadata (.json)", key="models_up_m", max_upload_size=MAX_UPLOAD_MB)
     up_ds = u3.selectbox("Trained on", [AS_STATED] + list(DATASETS), key="models_up_ds",
                          format_func=lambda d: d if d == AS_STATED else _ds_title(d))
-    sign_in_prompt("upload checkpoints", key="models_sign_in")
+    sign_in_prompt("upload models", key="models_sign_in")
     imported = st.session_state.pop("models_import_flash", None)  # said here, beside the button that did it
     if imported:
         st.success(imported)
@@ -377,7 +377,7 @@ def import_upload(store, owner: str, entries: list[ModelEntry], up_w, up_m, expe
         meta_up = check_upload(up_w.getvalue(), up_m.getvalue(), weights_name=up_w.name,
                                meta_name=up_m.name, expected_dataset=expected)
         same = same_weights(up_w.getvalue(), entries)
-    except CheckpointError as exc:
+    except WeightsError as exc:
         st.error(f"Upload refused: {exc}")
     except Exception as exc:
         show_error(exc, "Upload refused")
@@ -389,13 +389,13 @@ def import_upload(store, owner: str, entries: list[ModelEntry], up_w, up_m, expe
         return
     ds_up = expected or meta_up.get("dataset")
     if store is None:
-        st.warning(f"The checkpoint is valid ({method_title(str(meta_up.get('model')))} on {_ds_title(ds_up)}), but the run store "
+        st.warning(f"The model files are valid ({method_title(str(meta_up.get('model')))} on {_ds_title(ds_up)}), but the run store "
                    "is not available in this installation, so it was not saved.")
         return
     try:
         run_id = store.import_weights(up_w.getvalue(), up_m.getvalue(), ds_up, owner=owner,
                                          label=f"upload {up_w.name}"[:200])
-    except CheckpointError as exc:
+    except WeightsError as exc:
         st.error(f"Upload refused: {exc}")
     except Exception as exc:
         show_error(exc, "Could not store the upload")

@@ -161,7 +161,7 @@ def knobs_table() -> None:
              for k, v in config_fields(DEFAULT_MODEL).items() if k not in ("input_dim", "num_classes")]
     st.table(pd.DataFrame(knobs), hide_index=True)  # wraps the longer meanings
     with st.expander("Details: the settings' names in the code"):
-        st.caption("For checkpoints' metadata (config) and the command line's model overrides.")
+        st.caption("For models' metadata (config) and the command line's model overrides.")
         st.table(pd.DataFrame([{"setting": RIM_KNOBS.get(k, (k, ""))[0], "name in the code": k}
                                for k in config_fields(DEFAULT_MODEL) if k not in ("input_dim", "num_classes")]),
                  hide_index=True)

@@ -94,7 +94,7 @@ def _act(action: str, run_id: str) -> None:
         elif action == "resume":
             store.resume(run_id, actor=actor)
             store.pump()
-            msg = f"Resumed {name}: it continues from its last checkpoint."
+            msg = f"Resumed {name}: it continues from its last training state."
         else:
             store.delete(run_id, actor=actor)
             msg = f"Deleted {name}."

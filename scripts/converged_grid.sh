@@ -2,7 +2,7 @@
 # The converged grid (every method, seeds 0-4 on MNIST, Fashion-MNIST and CIFAR-10,
 # 0-2 on Animals-10; noise evaluation with 10 draws), in priority order so that every phase is a
 # useful answer on its own. Resumable: finished cells are skipped, a half-done cell continues
-# from its training checkpoint. The whole grid (102 runs) is in results/converged.
+# from its training state. The whole grid (102 runs) is in results/converged.
 #   0. seed 0 of every method on every set
 #   1. RIM and parallel LSTMs, seeds 1-4, MNIST + Fashion-MNIST (the main comparison)
 #   2. the other baselines, seeds 1-4, MNIST + Fashion-MNIST

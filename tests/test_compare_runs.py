@@ -109,7 +109,7 @@ def test_runs_without_weights_are_not_offered_and_say_why(status, message, reaso
     assert offer_reason(run, None) == reason
 
 
-def test_a_checkpoint_without_history_is_not_offered_and_one_takes_its_curves_from_the_store(tmp_path):
+def test_a_model_without_history_is_not_offered_and_one_takes_its_curves_from_the_store(tmp_path):
     from core.models.registry import build_model
     from core.runs.store import RunStore
     from core.training.weights import weights_bytes
@@ -120,7 +120,7 @@ def test_a_checkpoint_without_history_is_not_offered_and_one_takes_its_curves_fr
     rid = store.import_weights(w, j, "mnist")
     rec = own_run(store, store.get(rid))
     assert not rec.offered and rec.reason == NO_HISTORY
-    assert offer_reason(store.get(rid), None) == "its checkpoint's metadata is missing or unreadable"
+    assert offer_reason(store.get(rid), None) == "its model's metadata is missing or unreadable"
     with open(store.run_dir(rid) / "metrics.jsonl", "w") as f:  # what a worker writes as it trains
         for i in (1, 2, 3):
             f.write(json.dumps({"kind": "iter", "iteration": i, "loss": 2.0 / i, "batch_acc": 0.1 * i}) + "\n")

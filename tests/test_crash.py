@@ -174,8 +174,8 @@ def test_kill_9_ten_times_and_resume_gives_identical_weights(tmp_path):
     ref = subprocess.Popen(_train_cmd(tmp_path / "data", "--out", str(ref_out)), cwd=root, env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     rng = random.Random(2025)
-    # kill once the newest checkpoint has reached a seeded iteration, a seeded moment later: in an
-    # iteration, an evaluation, a checkpoint write, or (when the target is already passed) while
+    # kill once the newest training state has reached a seeded iteration, a seeded moment later: in an
+    # iteration, an evaluation, a training state write, or (when the target is already passed) while
     # the resumed process is still starting
     targets = sorted(rng.sample(range(3, RESUME_ITERATIONS - 30), RESUME_KILLS))
     delays = [rng.uniform(0.0, 0.15) for _ in targets]
@@ -198,8 +198,8 @@ def test_kill_9_ten_times_and_resume_gives_identical_weights(tmp_path):
         damaged = []
         state = R.latest_state(ckpt, on_damaged=lambda p, e, seen=damaged: seen.append(f"{p.name}: {e}"))
         assert state is not None and not damaged, damaged
-        log.append(f"kill {kills}: target {target}, +{delay:.2f} s, checkpoint {before} -> {state.iteration}"
-                   + (", during a checkpoint write" if mid_write else ""))
+        log.append(f"kill {kills}: target {target}, +{delay:.2f} s, training state {before} -> {state.iteration}"
+                   + (", during a training state write" if mid_write else ""))
         cmd = [sys.executable, "-m", "core.train", "--resume", str(ckpt), "--quiet"]
     last = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=300)
     resumes += 1

@@ -84,7 +84,7 @@ def test_cuda_forward_and_gradients_match_cpu(name):
 
 
 @pytest.mark.cuda
-def test_cuda_training_run_and_checkpoint_is_device_independent(tmp_path):
+def test_cuda_training_run_and_model_is_device_independent(tmp_path):
     r = train(cfg(device="cuda", iterations=6), data(80, 0), data(20, 1))
     assert r.metrics["device"].startswith("cuda") and r.status == "completed"
     meta = run_metadata(cfg(device="cuda"), r, data(80, 0), data(20, 1))

@@ -192,7 +192,7 @@ def test_generalisation_table_per_seed_and_rim_against_the_others(tmp_path):
             model = build_model(name, input_dim=28, num_classes=10, **tiny[name])
             save_weights(model, {"model": name, "dataset": "mnist", "seed": seed}, runs / f"{name}_s{seed}")
     (runs / "rmc_s0.json").write_text("{}")  # metadata without weights: not a seed
-    ckpts = de.grid_checkpoints(runs)
+    ckpts = de.grid_weights(runs)
     assert {m: sorted(s) for m, s in ckpts.items()} == {"parallel_lstm": [0, 1, 2], "rim": [0, 1, 2]}
     sets = {n: de.load_external(n, sample=True) for n in de.SETS}
     sets = {n: de.ExternalSet(n, d.x[:20], d.y[:20], d.index[:20], d.source, d.full) for n, d in sets.items()}

@@ -4,7 +4,7 @@ The RIM and the RMC have two implementations in the package (``impl="fused"``, t
 and ``impl="reference"``, the readable step of ``rim.py`` / ``rmc.py``); each is run against
 the other, starting from either side, under every ablation. The other models are compared
 with their twins in ``tests/reference_models.py``. Compared: logits, every parameter gradient,
-the input gradient and the trace tensors (same ``state_dict`` on both sides). Checkpoints
+the input gradient and the trace tensors (same ``state_dict`` on both sides). Models
 trained with earlier code must keep loading into either implementation, so parameter names
 and shapes are pinned as well.
 
@@ -36,7 +36,7 @@ VARIANTS = [(name, impl) for name in MODELS for impl in (("fused", "reference") 
 VARIANT_IDS = [name if impl is None else f"{name}-{impl}" for name, impl in VARIANTS]
 PRETRAINED = Path(__file__).resolve().parent.parent / "pretrained"
 
-# parameter names and shapes the shipped checkpoints have (input_dim 28, 10 classes)
+# parameter names and shapes the shipped models have (input_dim 28, 10 classes)
 PINNED_SHAPES = {
     "rim": {"w_hq": (6, 32, 192), "b_hq": (6, 1, 192), "w_ih": (6, 64, 128), "w_comm": (6, 32, 192),
             "w_comm_out": (6, 64, 32), "encoder.weight": (64, 28), "encoder.bias": (64,),
@@ -289,8 +289,8 @@ def _shipped(name: str) -> list[str]:
 
 
 @pytest.mark.parametrize("name,weights", [(n, w) for n in TWO_IMPLS for w in _shipped(n)])
-def test_shipped_checkpoints_load_into_both_impls(name, weights):
-    """A shipped checkpoint (trained before ``impl`` existed) loads into either implementation,
+def test_shipped_models_load_into_both_impls(name, weights):
+    """A shipped model (trained before ``impl`` existed) loads into either implementation,
     which then give the same logits and trace on that data set's row shape (float64)."""
     fused, meta = load_weights(PRETRAINED / weights)
     assert fused.config.impl == "fused"  # the default for configs saved without the field

@@ -163,7 +163,7 @@ def test_measure_prints_a_table_and_writes_json(tmp_path, monkeypatch, capsys):
     assert 0.0 <= row["photo"] <= 1.0 and 0.0 <= row["canvas"] <= 1.0
 
 
-def test_measure_takes_checkpoints_by_path_and_names_their_augmentation(tmp_path, capsys):
+def test_measure_takes_models_by_path_and_names_their_augmentation(tmp_path, capsys):
     import shutil
 
     from core import catalog
@@ -179,11 +179,11 @@ def test_measure_takes_checkpoints_by_path_and_names_their_augmentation(tmp_path
     meta["train_config"]["augment"] = "affine"
     stem.with_suffix(".json").write_text(json.dumps(meta))
     out = tmp_path / "m.json"
-    assert digits_cli.main(["measure", "--models", "none", "--checkpoint", str(stem.with_suffix(".json")), "--generate", "10",
+    assert digits_cli.main(["measure", "--models", "none", "--weights", str(stem.with_suffix(".json")), "--generate", "10",
                     "--no-reference", "--json", str(out)]) == 0
     assert f"{entries[0].model} [converged, augment affine]" in capsys.readouterr().out
     (row,) = json.loads(out.read_text())["models"]
     assert row["key"] == f"file:{stem}" and "error" not in row and 0.0 <= row["photo"] <= 1.0
     assert digits_cli.main(["measure", "--models", "none", "--checkpoint", str(tmp_path / "missing"), "--generate", "2"]) == 2
-    assert "not a readable checkpoint" in capsys.readouterr().err
+    assert "not a readable model" in capsys.readouterr().err
     assert digits_cli.main(["measure", "--models", "none", "--generate", "2"]) == 2  # nothing to measure

@@ -2,7 +2,7 @@
 
 The identities that make an intervention trustworthy, checked bit for bit where the maths
 is the same code path (``torch.equal``), and across the two implementations (fused kernel and
-reference step) to round-off in float64 and with identical masks on the shipped checkpoints.
+reference step) to round-off in float64 and with identical masks on the shipped models.
 """
 
 from __future__ import annotations
@@ -275,7 +275,7 @@ def _shipped_rims() -> list[str]:
 
 @pytest.mark.parametrize("weights", _shipped_rims())
 def test_shipped_models_fused_equals_reference_under_interventions(weights):
-    """The shipped checkpoints (float32, fused kernel) give the reference step's numbers under
+    """The shipped models (float32, fused kernel) give the reference step's numbers under
     interventions: identical masks, logits within the project's float32 bound."""
     fused, _ = load_weights(PRETRAINED / weights)
     ref = _twin(fused, "reference")

@@ -42,7 +42,7 @@ def test_paths_leave_the_source_name():
 
 
 def _store_with_runs(tmp_path):
-    """A store with two queued runs that differ only in protocol, and two uploads of one checkpoint."""
+    """A store with two queued runs that differ only in protocol, and two uploads of one model."""
     from core.data.datasets import DATASETS
     from core.models.registry import build_model
     from core.runs.store import RunStore

@@ -162,14 +162,14 @@ def test_cli_protocol_and_explicit_options(tmp_path, capsys):
 # so each option given at that default is seen to win over it (the optimizer test: Adam, no momentum)
 ODD = dict(optimizer="sgd", lr=0.05, momentum=0.5, weight_decay=0.01, schedule="step", step_every=7, step_gamma=0.5,
            iterations=77, batch_size=7, val_images=50, patience=3, eval_every=11, eval_samples=33,
-           class_weighting="balanced", noise_var=0.05, noise_draws=2, device="cpu", checkpoint_every=9,
-           checkpoint_every_s=5.0, augment="affine", grad_clip=2.5, threads=2)
+           class_weighting="balanced", noise_var=0.05, noise_draws=2, device="cpu", state_every=9,
+           state_every_s=5.0, augment="affine", grad_clip=2.5, threads=2)
 OPTIONS = {"optimizer": "--optimizer", "lr": "--lr", "momentum": "--momentum", "weight_decay": "--weight-decay",
            "schedule": "--schedule", "step_every": "--step-every", "step_gamma": "--step-gamma",
            "iterations": "--iterations", "batch_size": "--batch-size", "val_images": "--val-images",
            "patience": "--patience", "eval_every": "--eval-every", "eval_samples": "--eval-samples",
            "class_weighting": "--class-weighting", "noise_var": "--noise-var", "noise_draws": "--noise-draws",
-           "device": "--device", "checkpoint_every": "--state-every", "checkpoint_every_s": "--state-every-s",
+           "device": "--device", "state_every": "--state-every", "state_every_s": "--state-every-s",
            "augment": "--augment"}
 
 
@@ -213,10 +213,27 @@ def test_converged_with_the_papers_sgd_settings_trains_with_them():
     assert _cli_config("--protocol", "converged").lr == PROTOCOLS["converged"]["lr"]
 
 
+def test_configs_and_statuses_stored_under_the_old_names_still_load():
+    """Records, training states and status files written before "checkpoint" became "state" load."""
+    from types import SimpleNamespace
+
+    from core.runs.schema import RunStatus
+    from core.training.state import config_mismatch
+
+    old = {**TrainConfig().to_dict(), "checkpoint_every": 7, "checkpoint_every_s": 9.0}
+    del old["state_every"], old["state_every_s"]
+    c = TrainConfig.from_dict(old)
+    assert (c.state_every, c.state_every_s) == (7, 9.0)
+    assert config_mismatch(SimpleNamespace(train_config=old), TrainConfig(lr=0.1).to_dict()) == []
+    assert config_mismatch(SimpleNamespace(train_config=old), TrainConfig(lr=0.2).to_dict()) == ["lr"]
+    st = RunStatus.from_dict({"status": "running", "checkpoint": {"iteration": 4, "ok": True}})
+    assert st.state == {"iteration": 4, "ok": True}
+
+
 def test_old_option_spellings_still_parse():
     with pytest.warns(FutureWarning, match="--checkpoint-every is deprecated; use --state-every"):
         c = _cli_config("--checkpoint-every", "3", "--checkpoint-every-s", "1.5")
-    assert (c.checkpoint_every, c.checkpoint_every_s) == (3, 1.5)
+    assert (c.state_every, c.state_every_s) == (3, 1.5)
     with pytest.warns(FutureWarning, match="--keep-checkpoints is deprecated; use --keep-states"):
         assert config.build_parser().parse_args(["--keep-checkpoints"]).keep_states
 
@@ -288,7 +305,7 @@ def test_augment_affine_is_torchvision_affine_per_image_within_the_ranges():
 
 def test_augment_none_is_the_unaugmented_run(monkeypatch):
     """augment="none" (the default) never touches the augmentation code and trains on the images as
-    they are: the same run as a config without the setting, and its checkpoints carry no extra state."""
+    they are: the same run as a config without the setting, and its training states carry no extra state."""
     tr, te = rows_data(60, 0), rows_data(20, 1)
     ref = train(cfg(val_images=10), tr, te)
 

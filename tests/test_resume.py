@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from core.data.datasets import LoadedData
-from core.errors import CheckpointError
+from core.errors import WeightsError
 from core.models import rim_kernel, rmc_kernel
 from core.runs.queue import worker_alive
 from core.runs.schema import RunStoreError
@@ -54,7 +54,7 @@ def data():
 
 def cfg(model: str = "rim", **kw) -> TrainConfig:
     base = dict(dataset="mnist", model=model, iterations=14, batch_size=20, eval_every=3, eval_samples=20,
-                noise_draws=1, threads=1, holdout_sample=False, checkpoint_every=4, checkpoint_every_s=0,
+                noise_draws=1, threads=1, holdout_sample=False, state_every=4, state_every_s=0,
                 model_overrides=dict(TINY[model]))
     base.update(kw)
     return TrainConfig(**base)
@@ -95,7 +95,7 @@ def crash_and_resume(c: TrainConfig, data, folder: Path, at: int):
 
 # --------------------------------------------------------------------------- bit-identity
 
-# an augmented run (its own generator, saved in every checkpoint)
+# an augmented run (its own generator, saved in every training state)
 AUGMENTED = cfg("parallel_lstm", augment="affine", optimizer="adam", lr=0.01, schedule="cosine", val_images=30)
 
 CASES = {
@@ -115,20 +115,20 @@ def test_crash_then_resume_is_bit_identical(data, tmp_path, name):
     tr, te = data
     ref = train(c, tr, te)
     fresh_pools()
-    res = crash_and_resume(c, data, tmp_path / "ck", at=10)  # checkpoints at 4 and 8: resumes from 8
+    res = crash_and_resume(c, data, tmp_path / "ck", at=10)  # training states at 4 and 8: resumes from 8
     assert res.resumed_from == 8 and res.metrics["resumed_from_iteration"] == 8
     assert res.history["iteration"] == list(range(1, 15))
     assert same_run(ref, res)
 
 
-def test_stop_writes_a_checkpoint_and_resume_continues_there(data, tmp_path):
+def test_stop_writes_a_state_and_resume_continues_there(data, tmp_path):
     c = CASES["rim_random_adam_cosine_val"]
     tr, te = data
     ref = train(c, tr, te)
     polls = []
     stopped = train(c, tr, te, state_dir=tmp_path, should_stop=lambda: polls.append(1) or len(polls) > 7)
     assert stopped.status == "stopped" and stopped.metrics["iterations_done"] == 7
-    assert [it for it, _ in R.list_states(tmp_path)] == [7, 4]  # the stop checkpoint and the periodic one
+    assert [it for it, _ in R.list_states(tmp_path)] == [7, 4]  # the stop training state and the periodic one
     assert stopped.state_path == tmp_path / "state-00000007.json"
     fresh_pools()
     res = train(c, tr, te, state_dir=tmp_path, resume_from=tmp_path)
@@ -136,8 +136,8 @@ def test_stop_writes_a_checkpoint_and_resume_continues_there(data, tmp_path):
 
 
 def test_resume_twice_and_by_time(data, tmp_path):
-    """Checkpoints by time only (every iteration here), two crashes, still identical."""
-    c = cfg("rmc", checkpoint_every=0, checkpoint_every_s=1e-9)
+    """Training states by time only (every iteration here), two crashes, still identical."""
+    c = cfg("rmc", state_every=0, state_every_s=1e-9)
     tr, te = data
     ref = train(c, tr, te)
     with pytest.raises(Crash):
@@ -186,8 +186,8 @@ def test_a_part_left_out_breaks_identity(data, tmp_path, monkeypatch, part):
 
 # --------------------------------------------------------------------------- files
 
-def test_checkpoint_files_pruned_checksummed_atomic(data, tmp_path):
-    c = cfg("parallel_lstm", checkpoint_every=2)
+def test_state_files_pruned_checksummed_atomic(data, tmp_path):
+    c = cfg("parallel_lstm", state_every=2)
     tr, te = data
     with pytest.raises(Crash):
         train(c, tr, te, callback=crash_at(9), state_dir=tmp_path)
@@ -202,13 +202,13 @@ def test_checkpoint_files_pruned_checksummed_atomic(data, tmp_path):
     st = R.read_state(tmp_path / "state-00000008.json")
     assert st.iteration == 8 and st.history["iteration"] == list(range(1, 9)) and st.order.shape == (120,)
     assert st.rng["torch"].dtype == torch.uint8
-    # a finished run leaves no checkpoint to resume
+    # a finished run leaves no training state to resume
     R.remove_states(tmp_path)
     assert not tmp_path.exists()
 
 
 @pytest.mark.parametrize("err", [errno.ENOSPC, errno.EROFS])
-def test_failed_write_is_reported_and_keeps_the_previous_checkpoint(data, tmp_path, monkeypatch, err):
+def test_failed_write_is_reported_and_keeps_the_previous_state(data, tmp_path, monkeypatch, err):
     c = cfg("rim")
     tr, te = data
     ref = train(c, tr, te)
@@ -231,21 +231,21 @@ def test_failed_write_is_reported_and_keeps_the_previous_checkpoint(data, tmp_pa
 
     with pytest.raises(Crash):
         train(c, tr, te, callback=cb, state_dir=tmp_path)
-    ck = [e for e in events if e["kind"] == "checkpoint"]
+    ck = [e for e in events if e["kind"] == "state"]
     assert [(e["iteration"], e["ok"]) for e in ck] == [(4, True), (8, False)]
     words = "the disk is full" if err == errno.ENOSPC else "read-only"
     assert words in ck[1]["message"] and str(tmp_path) in ck[1]["message"]
-    assert "the checkpoint of iteration 4 is kept" in ck[1]["message"]
+    assert "the training state of iteration 4 is kept" in ck[1]["message"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["state-00000004.json", "state-00000004.safetensors"]
     assert R.read_state(tmp_path / "state-00000004.json").iteration == 4  # intact
 
-    # write_state itself raises CheckpointError with that message
+    # write_state itself raises WeightsError with that message
     calls.clear()
     calls.extend([1, 1])
     st = R.read_state(tmp_path / "state-00000004.json")
     st.iteration = 5
     st.history = {k: v + [0.5] if k != "iteration" else v + [5] for k, v in st.history.items()}
-    with pytest.raises(CheckpointError, match=words):
+    with pytest.raises(WeightsError, match=words):
         R.write_state(tmp_path, st)
     assert [it for it, _ in R.list_states(tmp_path)] == [4]
 
@@ -264,8 +264,8 @@ def test_failed_periodic_write_does_not_stop_training(data, tmp_path, monkeypatc
 
     monkeypatch.setattr(R, "_write_all", full)
     res = train(c, tr, te, state_dir=tmp_path)
-    assert res.status == "completed" and res.metrics["checkpoint_errors"] == 3  # at 4, 8, 12
-    assert "3 checkpoint write(s) failed" in res.message and "disk is full" in res.message
+    assert res.status == "completed" and res.metrics["state_write_errors"] == 3  # at 4, 8, 12
+    assert "3 training state write(s) failed" in res.message and "disk is full" in res.message
     assert not list(tmp_path.glob("*"))  # no partial or temporary files
 
 
@@ -294,7 +294,7 @@ def _flip(path: Path) -> None:
 
 
 @pytest.mark.parametrize("damage", list(DAMAGES))
-def test_damaged_latest_checkpoint_falls_back_to_the_one_before(data, tmp_path, damage):
+def test_damaged_latest_state_falls_back_to_the_one_before(data, tmp_path, damage):
     c = cfg("rim")
     tr, te = data
     ref = train(c, tr, te)
@@ -315,12 +315,12 @@ def test_damaged_latest_checkpoint_falls_back_to_the_one_before(data, tmp_path, 
 
 def test_all_damaged_or_none(tmp_path, data):
     assert R.latest_state(tmp_path / "nothing") is None
-    with pytest.raises(CheckpointError, match="No training checkpoint"):
+    with pytest.raises(WeightsError, match="No training state"):
         train(cfg(), *data, resume_from=tmp_path / "nothing")
     (tmp_path / "state-00000004.json").write_text("{}")
     with pytest.warns(UserWarning):
         assert R.latest_state(tmp_path) is None
-    with pytest.raises(CheckpointError, match="No usable training checkpoint"), pytest.warns(UserWarning):
+    with pytest.raises(WeightsError, match="No usable training state"), pytest.warns(UserWarning):
         train(cfg(), *data, resume_from=tmp_path)
 
 
@@ -328,16 +328,16 @@ def test_resume_refuses_other_settings_or_other_data(data, tmp_path):
     tr, te = data
     with pytest.raises(Crash):
         train(cfg(), tr, te, callback=crash_at(6), state_dir=tmp_path)
-    with pytest.raises(CheckpointError, match="other settings.*lr"):
+    with pytest.raises(WeightsError, match="other settings.*lr"):
         train(cfg(lr=0.05), tr, te, resume_from=tmp_path)
-    with pytest.raises(CheckpointError, match="other training data"):
+    with pytest.raises(WeightsError, match="other training data"):
         train(cfg(), synth(120, 7), te, resume_from=tmp_path)
-    # threads and the checkpoint interval may change
-    res = train(cfg(checkpoint_every=3, threads=1), tr, te, resume_from=tmp_path)
+    # threads and the training state interval may change
+    res = train(cfg(state_every=3, threads=1), tr, te, resume_from=tmp_path)
     assert res.resumed_from == 4
 
 
-def test_a_fresh_run_clears_old_checkpoints(data, tmp_path):
+def test_a_fresh_run_clears_old_states(data, tmp_path):
     tr, te = data
     with pytest.raises(Crash):
         train(cfg(), tr, te, callback=crash_at(10), state_dir=tmp_path)
@@ -369,7 +369,7 @@ def test_cli_resume_after_an_interrupt(tmp_path, monkeypatch, capsys):
             "--state-every", "4", "--data-dir", str(d), "--set", "hidden_size=8", "--set", "num_units=3",
             "--set", "k_active=2"]
     assert cli.main(args + ["--out", str(tmp_path / "ref")]) == 0
-    assert not (tmp_path / "ref.ckpt").exists()  # completed: the training checkpoints are removed
+    assert not (tmp_path / "ref.ckpt").exists()  # completed: the training states are removed
     real = cli.train
 
     def interrupted(*a, **kw):  # Ctrl-C at iteration 10
@@ -385,7 +385,7 @@ def test_cli_resume_after_an_interrupt(tmp_path, monkeypatch, capsys):
     assert "continue with: python -m core.train --resume run.ckpt" in capsys.readouterr().err
     assert not (tmp_path / "run.safetensors").exists() and R.last_iteration(tmp_path / "run.ckpt") == 8
     monkeypatch.setattr(cli, "train", real)
-    monkeypatch.chdir(tmp_path / "data")  # somewhere else: the checkpoint knows the data and the output
+    monkeypatch.chdir(tmp_path / "data")  # somewhere else: the training state knows the data and the output
     fresh_pools()
     assert cli.main(["--resume", str(tmp_path / "run"), "--quiet"]) == 0  # the --out stem the user gave
     out = capsys.readouterr()
@@ -398,7 +398,7 @@ def test_cli_resume_after_an_interrupt(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "run.ckpt").exists()
     assert cli.main(["--resume", str(tmp_path / "run.ckpt")]) == 2
     err = capsys.readouterr().err
-    assert "No training checkpoint" in err and "its model is at" in err and "run.safetensors" in err
+    assert "No training state" in err and "its model is at" in err and "run.safetensors" in err
     assert cli.main(["--resume", str(tmp_path / "never")]) == 2  # neither the stem nor its .ckpt folder exists
     err = capsys.readouterr().err
     assert f"{tmp_path / 'never'} or {tmp_path / 'never.ckpt'}" in err and "Traceback" not in err
@@ -412,7 +412,7 @@ def test_resolve_resume_path(tmp_path):
     assert cli.resolve_resume_path(tmp_path / "a.ckpt") == tmp_path / "a.ckpt"
     (tmp_path / "state.json").write_text("{}")
     assert cli.resolve_resume_path(tmp_path / "state.json") == tmp_path / "state.json"
-    with pytest.raises(CheckpointError, match=r"No training checkpoint at .*b or .*b\.ckpt\.$"):
+    with pytest.raises(WeightsError, match=r"No training state at .*b or .*b\.ckpt\.$"):
         cli.resolve_resume_path(tmp_path / "b")
 
 
@@ -428,7 +428,7 @@ def _store(tmp_path, monkeypatch) -> RunStore:
 
 def store_cfg(**kw) -> TrainConfig:
     base = dict(dataset="mnist", model="rim", iterations=24, batch_size=20, eval_every=5, eval_samples=50,
-                noise_draws=1, holdout_sample=False, checkpoint_every=3, checkpoint_every_s=0,
+                noise_draws=1, holdout_sample=False, state_every=3, state_every_s=0,
                 model_overrides=dict(TINY["rim"]))
     base.update(kw)
     return TrainConfig(**base)
@@ -507,7 +507,7 @@ def test_store_worker_killed_server_restarted_then_resumed(tmp_path, monkeypatch
     info = fresh.get(rid)
     assert info.status == "interrupted" and "ended unexpectedly" in info.message
     saved = R.last_iteration(d / "ckpt")
-    assert f"resume continues from its checkpoint at iteration {saved}" in info.message
+    assert f"resume continues from its training state at iteration {saved}" in info.message
     monkeypatch.setenv("RIMSCOPE_MAX_CONCURRENT", "0")
     assert runs_main(["resume", rid]) == 0 and capsys.readouterr().out.strip() == "queued"
     assert runs_main(["resume", rid]) == 2  # queued now: not resumable twice
@@ -526,7 +526,7 @@ def test_store_worker_killed_server_restarted_then_resumed(tmp_path, monkeypatch
 
 # --------------------------------------------------------------------------- the grid
 
-def test_grid_cell_continues_from_its_checkpoint(tmp_path, monkeypatch):
+def test_grid_cell_continues_from_its_state(tmp_path, monkeypatch):
     from core.grid import cells
     from core.training import loop
 
@@ -534,7 +534,7 @@ def test_grid_cell_continues_from_its_checkpoint(tmp_path, monkeypatch):
 
     def job(out: Path) -> dict:
         return dict(dataset="fashion_mnist", model="rim", seed=0, iterations=12, protocol="paper", noise_draws=1,
-                    eval_every=5, data_dir=str(d), overrides=dict(TINY["rim"]), threads=1, checkpoint_every=4,
+                    eval_every=5, data_dir=str(d), overrides=dict(TINY["rim"]), threads=1, state_every=4,
                     path=str(cells.run_path(out, "fashion_mnist", "rim", 0)))
 
     fresh_pools()
@@ -568,13 +568,13 @@ def test_grid_cell_continues_from_its_checkpoint(tmp_path, monkeypatch):
 
 # --------------------------------------------------------------------------- the benchmark
 
-def test_checkpoint_benchmark_runs_and_counts_protocol_checkpoints(capsys):
-    from bench.bench_checkpoint import checkpoints_in_protocol_run, main
+def test_state_benchmark_runs_and_counts_protocol_states(capsys):
+    from bench.bench_state import main, states_in_protocol_run
 
-    assert checkpoints_in_protocol_run(20.0, 0.02) == 4  # 200, 400, 600, 800
+    assert states_in_protocol_run(20.0, 0.02) == 4  # 200, 400, 600, 800
     # slow (400 ms/it): also 60 s after the last one: 150, 200, 350, 400, 550, 600, 750, 800, 950
-    assert checkpoints_in_protocol_run(400.0, 0.02) == 9
-    assert checkpoints_in_protocol_run(20.0, 0.02, every=0, every_s=0) == 0
+    assert states_in_protocol_run(400.0, 0.02) == 9
+    assert states_in_protocol_run(20.0, 0.02, every=0, every_s=0) == 0
     assert main(["--models", "parallel_lstm", "--iterations", "4", "--every", "2", "--train-images", "300",
                  "--no-adam"]) == 0
     out = capsys.readouterr().out
@@ -591,7 +591,7 @@ def test_augmented_run_crash_then_resume_is_bit_identical(data, tmp_path, augmen
     ref = train(AUGMENTED, tr, te)
     plain = train(cfg("parallel_lstm", optimizer="adam", lr=0.01, schedule="cosine", val_images=30), tr, te)
     assert not same_run(ref, plain)  # the augmentation is on: this is not the unaugmented run
-    res = crash_and_resume(AUGMENTED, data, tmp_path / "ck", at=10)  # resumes from the checkpoint of 8
+    res = crash_and_resume(AUGMENTED, data, tmp_path / "ck", at=10)  # resumes from the training state of 8
     assert res.resumed_from == 8 and same_run(ref, res)
     st = R.read_state(tmp_path / "ck" / "state-00000008.json")
     assert st.train_config["augment"] == augment and st.rng["augment"].dtype == torch.uint8
@@ -607,7 +607,7 @@ def test_augment_resume_refuses_the_other_setting_and_old_states_mean_none(data,
     tr, te = data
     with pytest.raises(Crash):
         train(cfg(), tr, te, callback=crash_at(6), state_dir=tmp_path)
-    with pytest.raises(CheckpointError, match="other settings.*augment"):
+    with pytest.raises(WeightsError, match="other settings.*augment"):
         train(cfg(augment="affine"), tr, te, resume_from=tmp_path)
     # a state written before the setting existed has no "augment": it was an unaugmented run
     st = R.read_state(tmp_path / "state-00000004.json")

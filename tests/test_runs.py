@@ -17,7 +17,7 @@ import pytest
 
 from core import catalog
 from core.data.plan import training_data_plan
-from core.errors import CheckpointError, ConfigError
+from core.errors import ConfigError, WeightsError
 from core.models.registry import build_model
 from core.runs.events import read_metrics_file
 from core.runs.schema import RunStoreError
@@ -142,15 +142,15 @@ def test_queue_bound_stop_sigterm_and_delete(store):
         store.delete(ids[0])
 
 
-def test_diverged_run_has_no_checkpoint(store):
+def test_diverged_run_has_no_state(store):
     # a small RIM with the largest allowed learning rate, heavy momentum and no clipping blows up
     # within 30 steps (with forget bias 1, plain SGD at lr 10 no longer does)
-    rid = store.submit(tiny("rim", lr=10.0, momentum=0.9, grad_clip=None, checkpoint_every=5))
+    rid = store.submit(tiny("rim", lr=10.0, momentum=0.9, grad_clip=None, state_every=5))
     assert run_worker(store.run_dir(rid)) == "diverged"  # in this process: no torch import wait
     info = store.get(rid)
     assert info.status == "diverged" and "loss became nan" in info.message
     assert not (store.run_dir(rid) / "model.safetensors").exists()
-    assert not (store.run_dir(rid) / "ckpt").exists()  # nothing to resume: the training checkpoints are gone
+    assert not (store.run_dir(rid) / "ckpt").exists()  # nothing to resume: the training states are gone
     assert store.weights_stem(rid) is None
     assert catalog.run_entries(store=store) == []
     m = store.read_metrics(rid)
@@ -158,13 +158,13 @@ def test_diverged_run_has_no_checkpoint(store):
     assert store.pump() == []  # a finished run is never restarted
 
 
-def good_checkpoint(dataset="mnist", input_dim=28, **meta):
+def good_weights(dataset="mnist", input_dim=28, **meta):
     model = build_model("parallel_lstm", input_dim=input_dim, num_classes=10, num_units=1, hidden_size=8)
     return weights_bytes(model, {"dataset": dataset, "seed": 3, "metrics": {"test_accuracy": 0.5}, **meta})
 
 
-def test_import_checkpoint_good_and_bad(store):
-    w, m = good_checkpoint()
+def test_import_state_good_and_bad(store):
+    w, m = good_weights()
     before = listing(store.root)
     bad_cases = [
         (b"", m, None, "empty"),
@@ -174,12 +174,12 @@ def test_import_checkpoint_good_and_bad(store):
         (w, m, "cifar10", "trained on 'mnist'"),
         (w, json.dumps({**json.loads(m), "dataset": "../../etc"}).encode(), None, "unsafe"),
         (w, json.dumps({k: v for k, v in json.loads(m).items() if k != "dataset"}).encode(), None, "data set"),
-        (*good_checkpoint("cifar10", input_dim=28), None, "rows of 28"),
+        (*good_weights("cifar10", input_dim=28), None, "rows of 28"),
         (w[:-10], m, None, "safetensors"),
         (b"\0" * (64 * 1024 * 1024 + 1), m, None, "too large"),
     ]
     for weights, meta, expected, message in bad_cases:
-        with pytest.raises(CheckpointError, match=message):
+        with pytest.raises(WeightsError, match=message):
             store.import_weights(weights, meta, expected_dataset=expected)
         assert listing(store.root) == before, message
     rid = store.import_weights(w, m, expected_dataset="mnist", owner="me", label="my upload")
@@ -404,15 +404,15 @@ def test_status_and_config_documents_are_typed():
 def test_upload_check_shared_with_the_page(store):
     from core.training.weights import check_upload
 
-    w, m = good_checkpoint()
+    w, m = good_weights()
     model, meta = check_upload(w, m, weights_name="model.safetensors", meta_name="model.json")
     assert meta["dataset"] == "mnist" and model.config.input_dim == 28
     for names, words in [(("model.pt", "model.json"), "pickle-based"), (("model.bin", "m.json"), "pickle-based"),
                          (("weights.dat", "model.json"), "must be a .safetensors"),
                          (("model.safetensors", "model.txt"), "must be a .json")]:
-        with pytest.raises(CheckpointError, match=words):
+        with pytest.raises(WeightsError, match=words):
             check_upload(w, m, weights_name=names[0], meta_name=names[1])
-    with pytest.raises(CheckpointError, match=r"^model.safetensors is too large \(.* MB; the limit is .* per file"):
+    with pytest.raises(WeightsError, match=r"^model.safetensors is too large \(.* MB; the limit is .* per file"):
         check_upload(w, m, weights_name="model.safetensors", max_bytes=100)
-    with pytest.raises(CheckpointError, match="trained on 'mnist'"):
+    with pytest.raises(WeightsError, match="trained on 'mnist'"):
         check_upload(bytearray(w), memoryview(m), expected_dataset="fashion_mnist")

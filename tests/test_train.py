@@ -432,7 +432,7 @@ def cli_args(data_dir, out, *extra):
             "--set", "k_active=2", *extra]
 
 
-def test_cli_trains_and_writes_a_loadable_checkpoint(npz_dir, tmp_path, capsys):
+def test_cli_trains_and_writes_a_loadable_model(npz_dir, tmp_path, capsys):
     out = tmp_path / "runs" / "tiny"
     assert cli.main(cli_args(npz_dir, out, "--seed", "2")) == 0
     assert "saved" in capsys.readouterr().out

@@ -37,7 +37,7 @@ def draw_affine_params(n: int, generator: torch.Generator) -> torch.Tensor:
     """``[n, 5]`` float64 (angle, tx, ty, scale, shear) uniform in ``AFFINE_RANGES``, from ``generator``.
 
     One ``torch.rand`` call per batch on ``generator`` (a CPU generator whose state the training
-    checkpoint saves), so a resumed run draws the same parameters."""
+    training state saves), so a resumed run draws the same parameters."""
     u = torch.rand(n, 5, generator=generator, dtype=torch.float64)
     lo, hi = torch.tensor([AFFINE_RANGES[k] for k in _AFFINE_ORDER], dtype=torch.float64).unbind(1)
     return lo + u * (hi - lo)

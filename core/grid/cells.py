@@ -30,12 +30,12 @@ def train_cell(job: dict) -> dict:
     settings = dict(noise_draws=job["noise_draws"], threads=job["threads"], device=job.get("device") or "auto")
     if protocol == "paper":  # the grid's own iteration count and evaluation interval
         settings.update(iterations=job["iterations"], eval_every=job["eval_every"])
-    settings.update({k: job[k] for k in ("checkpoint_every", "checkpoint_every_s") if k in job})
+    settings.update({k: job[k] for k in ("state_every", "state_every_s") if k in job})
     cfg = TrainConfig.from_protocol(protocol, dataset=job["dataset"], model=model, seed=job["seed"],
                                     model_overrides={**variant_kw, **dict(job.get("overrides") or {})}, **settings)
     cfg, train_data, test_data, note = load_run_data(cfg, job.get("data_dir"))
     path = Path(job["path"])
-    # a half-done cell (the grid was killed) continues from its training checkpoint beside the run
+    # a half-done cell (the grid was killed) continues from its training state beside the run
     # JSON; one of other settings (the grid was changed since) is started afresh
     ckpt_dir = path.with_suffix(".ckpt")
     state = latest_state(ckpt_dir, on_damaged=lambda p, e: print(f"{p}: damaged, skipped ({e})", flush=True))

@@ -24,7 +24,7 @@ def run_grid(out: Path, datasets, models, seeds, iterations: int = 1000, workers
                      protocol, max(1, (os.cpu_count() or 1) // max(1, workers)), device)
     half = sum(1 for j in jobs if any(Path(j["path"]).with_suffix(".ckpt").glob("state-*.json")))
     log(f"{len(jobs)} runs to train ({workers} workers); finished runs are skipped"
-        + (f"; {half} half-done continue from their checkpoints" if half else ""))
+        + (f"; {half} half-done continue from their training states" if half else ""))
     done = []
     t0 = time.perf_counter()
     # spawn, never fork: a forked child of a process with threads (Streamlit, pytest-xdist, a

@@ -185,7 +185,7 @@ def run_grid_ray(out, datasets, models, seeds, iterations: int = 1000, workers: 
     where = f"Ray, {threads} thread(s) per cell" + (", 1 GPU per cell" if device == "cuda" else "")
     half = sum(1 for j in jobs if any(Path(j["path"]).with_suffix(".ckpt").glob("state-*.json")))
     log(f"{len(jobs)} runs to train ({where}); finished runs are skipped"
-        + (f"; {half} half-done continue from their checkpoints" if half else ""))
+        + (f"; {half} half-done continue from their training states" if half else ""))
     if not jobs:
         return []
     pending: dict = {}

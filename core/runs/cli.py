@@ -23,7 +23,7 @@ def main(argv=None) -> int:
     sub.add_parser("pump", help="start queued runs and mark dead workers")
     s = sub.add_parser("stop", help="ask a run to stop")
     s.add_argument("run_id")
-    r = sub.add_parser("resume", help="continue an interrupted or stopped run from its last checkpoint")
+    r = sub.add_parser("resume", help="continue an interrupted or stopped run from its last training state")
     r.add_argument("run_id")
     args = p.parse_args(argv)
     try:

@@ -12,7 +12,7 @@ shipped figures (``core.training.lifecycle.finish_run`` after the last iteration
 accuracy on every image of the run's test data). A demo run's test data are the 200 images of the
 bundled sample it did not train on (``core.data.plan.sample_split``).
 
-Offered: completed runs, runs stopped early (marked so) and uploaded checkpoints, each with a
+Offered: completed runs, runs stopped early (marked so) and uploaded models, each with a
 training history. Runs still training, failed, interrupted, stopped on a non-finite loss (no
 weights, no final evaluation) or without a history are not offered, with the reason
 (:func:`offer_reason`).
@@ -86,7 +86,7 @@ def shipped_protocol(rows: list[dict], dataset: str, fallback: str = "") -> Ship
 
 @dataclass(frozen=True)
 class OwnRun:
-    """A run of the store as Compare sees it: its record and its checkpoint's metadata."""
+    """A run of the store as Compare sees it: its record and its model's metadata."""
 
     run: RunInfo
     meta: dict  # model.json, its curves from metrics.jsonl when it has none; {} when there is none
@@ -135,14 +135,14 @@ def offer_reason(run: RunInfo, meta: dict | None) -> str:
         reason = NOT_OFFERED.get(run.status, run.status)
         return f"{reason}: {run.message}" if run.status == "failed" and run.message else reason
     if meta is None:
-        return "its checkpoint's metadata is missing or unreadable"
+        return "its model's metadata is missing or unreadable"
     if not ((meta.get("history") or {}).get("iteration") or (meta.get("evals") or {}).get("iteration")):
         return NO_HISTORY
     return ""
 
 
 def own_run(store, run: RunInfo, read: Callable[[Path], dict | None] | None = None) -> OwnRun:
-    """``run`` with its checkpoint's metadata (``read``: how to read a JSON file, e.g. a page's
+    """``run`` with its model's metadata (``read``: how to read a JSON file, e.g. a page's
     cached reader; the plain reader by default). A metadata without a history takes it from the
     run's ``metrics.jsonl``."""
     read = read or _read
@@ -168,7 +168,7 @@ def own_runs(store, runs: list[RunInfo], dataset: str, read: Callable[[Path], di
 
 
 def history_from_metrics(m: dict) -> dict:
-    """``history`` and ``evals`` blocks (the checkpoint JSON's) from ``RunStore.read_metrics``."""
+    """``history`` and ``evals`` blocks (the metadata JSON's) from ``RunStore.read_metrics``."""
     out = {}
     if m.get("iteration"):
         out["history"] = {"iteration": m["iteration"], "loss": m.get("loss", []), "batch_acc": m.get("batch_acc", [])}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..fileio import atomic_write_bytes, json_safe
 
-KINDS = ("iter", "eval")  # the events that are metrics (a "checkpoint" event is not one)
+KINDS = ("iter", "eval")  # the events that are metrics (a "state" event is not one)
 METRIC_KEYS = ("iteration", "loss", "batch_acc", "eval_iteration", "test_acc", "test_loss")
 _cache: dict[str, tuple] = {}  # path -> (inode, offset, data)
 _cache_lock = threading.Lock()

@@ -110,8 +110,8 @@ class QueueMixin:
         if m["test_acc"]:
             latest.update(test_acc=m["test_acc"][-1], test_loss=m["test_loss"][-1])
         saved = last_iteration(d / STATE_DIR)
-        where = (f"resume continues from its checkpoint at iteration {saved}" if saved
-                 else "resume starts it again (no checkpoint yet)")
+        where = (f"resume continues from its training state at iteration {saved}" if saved
+                 else "resume starts it again (no training state yet)")
         self._set_status(run_id, status="interrupted", iteration=it, latest=latest, finished=now_iso(),
                          message=f"{why} after {it} iterations; the metrics so far are kept; {where}")
         for tmp in d.glob(".*.tmp"):  # half-written files of the dead worker

@@ -23,7 +23,7 @@ from ..fileio import json_safe
 STATUSES = ("queued", "running", "completed", "stopped", "diverged", "interrupted", "failed", "uploaded")
 ACTIVE = ("queued", "running")
 FINISHED = ("completed", "stopped", "diverged", "interrupted", "failed", "uploaded")
-WITH_WEIGHTS = ("completed", "stopped", "uploaded")  # statuses whose checkpoint may be used
+WITH_WEIGHTS = ("completed", "stopped", "uploaded")  # statuses whose model may be used
 RESUMABLE = ("interrupted", "stopped")  # statuses resume() accepts
 
 RUN_ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{8}$")
@@ -134,7 +134,7 @@ class RunConfig(_Document):
     """``config.json``: what the run is, written once when it is created."""
 
     run_id: str = ""
-    kind: str = "train"  # "train" (a worker trains it) or "upload" (a checkpoint brought in)
+    kind: str = "train"  # "train" (a worker trains it) or "upload" (a model brought in)
     dataset: str = ""
     model: str = ""
     seed: int | None = None  # uploads; a training run's seed is in train_config
@@ -165,13 +165,15 @@ class RunStatus(_Document):
     total: int | None = None  # iterations in all (None: the config's)
     metrics: dict = field(default_factory=dict)
     latest: dict = field(default_factory=dict)  # last loss, batch_acc, test_acc, test_loss
-    checkpoint: dict | None = None  # the last training checkpoint: iteration, ok
+    state: dict | None = None  # the last training state written: iteration, ok
     data_source: str | None = None
     n_train: int | None = None
     resumes: int = 0
 
     @classmethod
     def from_dict(cls, doc) -> RunStatus:
+        if isinstance(doc, dict) and "checkpoint" in doc and "state" not in doc:  # its name in older status files
+            doc = {**doc, "state": doc["checkpoint"]}
         st = super().from_dict(doc)
         if st.status not in STATUSES:
             st.status = "failed"

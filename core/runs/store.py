@@ -210,10 +210,10 @@ class RunStore(QueueMixin):
 
     def import_weights(self, weights: bytes, meta: bytes, expected_dataset: str | None = None,
                           owner: str = "", label: str = "") -> str:
-        """Store an uploaded checkpoint as a new run with status "uploaded".
+        """Store an uploaded model as a new run with status "uploaded".
 
         Validated in full (core.training.weights.check_upload: size limits, the weights, the model
-        fits its data set) before anything is written; on any problem a CheckpointError is
+        fits its data set) before anything is written; on any problem a WeightsError is
         raised and the store is unchanged.
         """
         from ..models.registry import count_parameters
@@ -230,7 +230,7 @@ class RunStore(QueueMixin):
                 RunConfig(kind="upload", dataset=meta_doc["dataset"], model=meta_doc["model"],
                           seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
                           owner=clean_text(owner, 100), label=clean_text(label), train_config=json_safe(tc)),
-                RunStatus(status="uploaded", total=0, message="uploaded checkpoint", metrics=metrics,
+                RunStatus(status="uploaded", total=0, message="uploaded model", metrics=metrics,
                           finished=now_iso()),
                 files={WEIGHTS_STEM + ".safetensors": bytes(weights), WEIGHTS_STEM + ".json": bytes(meta)})
 
@@ -266,7 +266,7 @@ class RunStore(QueueMixin):
     def resume(self, run_id: str, actor: str | None = None) -> str:
         """Queue an interrupted or stopped run again; returns "queued".
 
-        Its worker continues from the newest intact training checkpoint (or from the start
+        Its worker continues from the newest intact training state (or from the start
         when there is none yet: the same run, bit for bit). RunStoreError for other statuses;
         RunPermissionError when the run is not ``actor``'s (see ``request_stop``).
         """
@@ -284,7 +284,7 @@ class RunStore(QueueMixin):
                                     "wait for them or stop some.")
             (d / STOP_FILE).unlink(missing_ok=True)
             saved = last_iteration(d / STATE_DIR) or 0
-            where = f"from iteration {saved}" if saved else "from the start (no checkpoint yet)"
+            where = f"from iteration {saved}" if saved else "from the start (no training state yet)"
             self._set_status(run_id, status="queued", pid=None, pid_started=None, host=None, heartbeat=None,
                              finished="", iteration=saved, metrics={}, resumes=st.resumes + 1,
                              message=f"waiting for a free worker; resumes {where}")

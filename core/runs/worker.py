@@ -3,7 +3,7 @@
 What it adds around the training loop: claiming the run under the store lock (a run is
 never trained twice), a heartbeat and progress in ``status.json`` (:class:`StatusWriter`),
 the metrics through ``events.MetricsWriter``, the stop file and SIGTERM as a stop signal,
-resuming from the newest training checkpoint, and the final checkpoint. Torch is imported
+resuming from the newest training state, and the final training state. Torch is imported
 only after the first heartbeat.
 """
 
@@ -114,7 +114,7 @@ def _latest(resume_from) -> dict:
 
 
 def _train(run_dir: Path, run_id: str, writer: StatusWriter, state: dict) -> str:
-    """Data, resume point, training, checkpoint; the final status (written)."""
+    """Data, resume point, training, training state; the final status (written)."""
     stop_file = run_dir / STOP_FILE
     run_cfg = RunConfig.from_dict(read_json(run_dir / CONFIG_FILE))
     from ..training.config import TrainConfig
@@ -128,10 +128,10 @@ def _train(run_dir: Path, run_id: str, writer: StatusWriter, state: dict) -> str
         return "stopped"
     cfg, train_data, test_data, note = load_run_data(cfg, run_cfg.data_dir or None)
     ckpt_dir = run_dir / STATE_DIR
-    resume_from = latest_state(ckpt_dir, on_damaged=lambda p, e: print(f"skipping a damaged checkpoint: {e}",
+    resume_from = latest_state(ckpt_dir, on_damaged=lambda p, e: print(f"skipping a damaged training state: {e}",
                                                                           flush=True))
     start = resume_from.iteration if resume_from is not None else 0
-    truncate_metrics(run_dir / METRICS_FILE, start)  # what the killed worker did after its checkpoint
+    truncate_metrics(run_dir / METRICS_FILE, start)  # what the killed worker did after its training state
     train_msg = training_text(train_data.source, len(train_data))
     if resume_from is not None:
         train_msg += f"; resumed from iteration {start}"
@@ -140,8 +140,8 @@ def _train(run_dir: Path, run_id: str, writer: StatusWriter, state: dict) -> str
 
     with MetricsWriter(run_dir / METRICS_FILE) as metrics:
         def callback(ev: dict):
-            if ev["kind"] == "checkpoint":  # not a metric: shown in the status only
-                writer.write(force=True, checkpoint={"iteration": ev["iteration"], "ok": ev["ok"]},
+            if ev["kind"] == "state":  # not a metric: shown in the status only
+                writer.write(force=True, state={"iteration": ev["iteration"], "ok": ev["ok"]},
                              message=train_msg if ev["ok"] else f"training goes on, but {ev['message']}")
                 return
             line = metrics.write(ev)
@@ -171,7 +171,7 @@ def _train(run_dir: Path, run_id: str, writer: StatusWriter, state: dict) -> str
     if status == "stopped" and state["term"] and not stop_file.exists():
         message = f"stopped by a termination signal after {done} iterations"
     if status != "diverged" and done >= 1:
-        writer.write(force=True, message="saving the checkpoint")
+        writer.write(force=True, message="saving the weights")
     finished = finish_run(cfg, result, train_data, test_data, note, stem=run_dir / WEIGHTS_STEM, state_dir=ckpt_dir,
                           extra_meta={"run_id": run_id, "run_name": run_id}, message=message)
     status, message = finished.status, finished.message

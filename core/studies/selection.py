@@ -35,7 +35,7 @@ def measure_selection(root="results", data_dir=None, images: int = 2000) -> list
 
 def main(argv=None) -> int:
     """``python -m core.studies.selection MODEL_STEM [--dataset mnist] [--n 2000]``: the three numbers
-    for a checkpoint and its random-selection twin, as JSON."""
+    for a model and its random-selection twin, as JSON."""
     import argparse
     import json
 
@@ -47,7 +47,7 @@ def main(argv=None) -> int:
     from ..training.weights import load_weights
 
     p = argparse.ArgumentParser(prog="python -m core.studies.selection", description=main.__doc__)
-    p.add_argument("stem", nargs="?", help="checkpoint path without suffix, e.g. pretrained/mnist/rim")
+    p.add_argument("stem", nargs="?", help="model path without suffix, e.g. pretrained/mnist/rim")
     p.add_argument("--shipped", action="store_true",
                    help="instead: every shipped MNIST RIM, written to results/<grid>/selection.json")
     p.add_argument("--n", type=int, default=2000, help="test images (fixed subset, seed 0)")
@@ -57,7 +57,7 @@ def main(argv=None) -> int:
         print("\n".join(map(str, measure_selection(data_dir=args.data_dir, images=args.n))))
         return 0
     if not args.stem:
-        p.error("give a checkpoint stem, or --shipped")
+        p.error("give a model stem, or --shipped")
     torch.set_num_threads(1)
     model, meta = load_weights(args.stem)
     data = load_dataset(meta["dataset"], "test", data_dir=args.data_dir)

@@ -11,7 +11,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from ..errors import CheckpointError
+from ..errors import WeightsError
 from .config import TrainConfig, build_parser, config_from_args
 from .lifecycle import finish_run, load_run_data
 from .loop import train
@@ -19,7 +19,7 @@ from .loop import train
 
 def resolve_resume_path(arg) -> Path:
     """The training-state folder (or state file) a user means by ``arg``: the path itself, or the
-    ``<stem>.ckpt`` folder beside a run's ``--out`` stem. Raises CheckpointError naming every
+    ``<stem>.ckpt`` folder beside a run's ``--out`` stem. Raises WeightsError naming every
     path tried when none exists (and where the finished model is, when the run completed)."""
     p = Path(arg)
     tried = [p] if p.suffix == ".ckpt" else [p, Path(f"{p}.ckpt")]
@@ -29,7 +29,7 @@ def resolve_resume_path(arg) -> Path:
     stem = str(p).removesuffix(".ckpt")
     done = Path(f"{stem}.safetensors")
     finished = f" The run finished: its model is at {done}, there is nothing to resume." if done.is_file() else ""
-    raise CheckpointError(f"No training checkpoint at {' or '.join(str(c) for c in tried)}.{finished}")
+    raise WeightsError(f"No training state at {' or '.join(str(c) for c in tried)}.{finished}")
 
 
 def main(argv=None) -> int:
@@ -74,7 +74,7 @@ def main(argv=None) -> int:
                 bar.set_postfix(loss=f"{ev['loss']:.3f}", acc=f"{ev['batch_acc']:.2f}")
             elif ev["kind"] == "eval":
                 bar.write(f"iteration {ev['iteration']}: test accuracy {ev['test_acc']:.4f} (subset)")
-            elif ev["kind"] == "checkpoint" and not ev["ok"]:
+            elif ev["kind"] == "state" and not ev["ok"]:
                 bar.write(f"warning: {ev['message']}")
 
         extra = {"data_dir": str(Path(data_dir).expanduser().resolve()) if data_dir else None,

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from ..data.datasets import DATASETS
 from ..errors import ConfigError
 from ..models.registry import config_fields, list_models, make_config
+from .state import stored_names
 
 MAX_ITERATIONS = 1_000_000
 MAX_EVAL_SAMPLES = 100_000  # larger than any test split here
@@ -131,8 +132,8 @@ class TrainConfig:
     noise_var: float = 0.01  # Gaussian noise variance for the final noisy test
     noise_draws: int = 3  # noise draws averaged in the final noisy test
     threads: int | None = None  # torch threads; None = OMP_NUM_THREADS if set, else cores, at most 2 per run
-    checkpoint_every: int = 200  # training checkpoint (to resume from) every this many iterations; 0 = not by count
-    checkpoint_every_s: float = 60.0  # ... and at least every this many seconds; 0 = not by time
+    state_every: int = 200  # training state (to resume from) every this many iterations; 0 = not by count
+    state_every_s: float = 60.0  # ... and at least every this many seconds; 0 = not by time
     model_overrides: dict = field(default_factory=dict)
     device: str = "auto"  # "auto" (CUDA when torch sees a GPU, else CPU), "cpu" or "cuda"
     data_source: str = "auto"  # "auto" (data folder, torchvision, ...) or "sample" (a labelled demo)
@@ -162,6 +163,7 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> TrainConfig:
+        d = stored_names(d)
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
@@ -201,10 +203,10 @@ FIELD_CHECKS: tuple[tuple[str, Callable[[object], bool], str], ...] = (
     ("data_source", lambda v: v in ("auto", "sample"), "Data source must be 'auto' or 'sample', got {v!r}."),
     ("device", lambda v: v in DEVICES, f"Device must be one of {', '.join(DEVICES)}, got {{v!r}}."),
     ("threads", lambda v: v is None or (_whole(v) and v >= 1), "Threads must be at least 1."),
-    ("checkpoint_every", lambda v: _whole(v) and v >= 0,
-     "Checkpoint every (iterations) must be a whole number >= 0 (0 = not by count)."),
-    ("checkpoint_every_s", lambda v: _finite(v) and v >= 0,
-     "Checkpoint every (seconds) must be a number >= 0 (0 = not by time)."),
+    ("state_every", lambda v: _whole(v) and v >= 0,
+     "Training state every (iterations) must be a whole number >= 0 (0 = not by count)."),
+    ("state_every_s", lambda v: _finite(v) and v >= 0,
+     "Training state every (seconds) must be a number >= 0 (0 = not by time)."),
     ("model_overrides", lambda v: isinstance(v, dict), "Model overrides must be a mapping of config fields."),
 )
 
@@ -379,13 +381,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: OMP_NUM_THREADS if set, else cores, at most 2)")
     p.add_argument("--device", choices=DEVICES, default=None,
                    help=f"auto = CUDA when torch sees a GPU, else CPU (default {d.device})")
-    p.add_argument("--state-every", dest="checkpoint_every", type=int, default=None,
-                   help=f"training state (to resume from) every N iterations; 0 = not by count (default {d.checkpoint_every})")
-    p.add_argument("--state-every-s", dest="checkpoint_every_s", type=float, default=None,
-                   help=f"... and at least every S seconds; 0 = not by time (default {d.checkpoint_every_s})")
-    p.add_argument("--checkpoint-every", dest="checkpoint_every", type=int, action=_deprecated("--state-every"),
+    p.add_argument("--state-every", dest="state_every", type=int, default=None,
+                   help=f"training state (to resume from) every N iterations; 0 = not by count (default {d.state_every})")
+    p.add_argument("--state-every-s", dest="state_every_s", type=float, default=None,
+                   help=f"... and at least every S seconds; 0 = not by time (default {d.state_every_s})")
+    p.add_argument("--checkpoint-every", dest="state_every", type=int, action=_deprecated("--state-every"),
                    help=argparse.SUPPRESS)
-    p.add_argument("--checkpoint-every-s", dest="checkpoint_every_s", type=float,
+    p.add_argument("--checkpoint-every-s", dest="state_every_s", type=float,
                    action=_deprecated("--state-every-s"), help=argparse.SUPPRESS)
     p.add_argument("--resume", default=None, metavar="OUT",
                    help="continue an interrupted run: its --out stem or its training-state folder (<out>.ckpt); its settings, "
@@ -404,7 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 _CLI_FIELDS = ("device", "iterations", "batch_size", "lr", "momentum", "optimizer", "weight_decay", "schedule", "step_every",
                "step_gamma", "val_images", "patience", "grad_clip", "eval_every", "eval_samples", "class_weighting",
-               "noise_var", "noise_draws", "threads", "checkpoint_every", "checkpoint_every_s", "augment")
+               "noise_var", "noise_draws", "threads", "state_every", "state_every_s", "augment")
 
 
 def config_from_args(args) -> TrainConfig:

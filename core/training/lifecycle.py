@@ -70,7 +70,7 @@ def finish_run(cfg: TrainConfig, result, train_data, test_data, note: str, *, st
       (a grid counts a diverged cell as a result).
     - stopped before the first iteration: nothing is saved.
 
-    A failed write raises CheckpointError and leaves the training states in place.
+    A failed write raises WeightsError and leaves the training states in place.
     ``extra_meta`` is added to the metadata (a run id, a grid variant, ...); ``message``, when
     given, replaces the result's (a caller that knows better why the run stopped).
     """

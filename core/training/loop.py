@@ -7,8 +7,8 @@ accuracy on a fixed test subset. A NaN or infinite loss stops the run as "diverg
 
 Two words for two formats: the *weights* (core.training.weights: a model file, safetensors +
 JSON) are what a finished run leaves; the *training state* (core.training.state: weights,
-optimiser, RNGs, data order, history) is written every ``checkpoint_every`` iterations and at
-most every ``checkpoint_every_s`` seconds when the caller names a ``state_dir``; ``resume_from``
+optimiser, RNGs, data order, history) is written every ``state_every`` iterations and at
+most every ``state_every_s`` seconds when the caller names a ``state_dir``; ``resume_from``
 continues from one, bit-identical to the uninterrupted run.
 
 ``train()`` reads top to bottom as its steps: prepare the data, check what is resumed, set up
@@ -36,7 +36,7 @@ import torch.nn.functional as F
 
 from ..data.datasets import LoadedData, get_info
 from ..data.transforms import affine_augment, draw_affine_params, draw_scan_params, scan_augment, to_sequence
-from ..errors import CheckpointError, ConfigError
+from ..errors import ConfigError, WeightsError
 from ..eval.predict import evaluate, noisy_accuracy
 from ..models.registry import build_model, count_parameters
 from ..seeds import SEEDS
@@ -163,9 +163,9 @@ def train(cfg: TrainConfig, train_data: LoadedData, test_data: LoadedData, *,
     run ends with status "stopped" and keeps what it learned so far.
 
     ``state_dir``: write the training state there (core.training.state) every
-    ``cfg.checkpoint_every`` iterations and at most every ``cfg.checkpoint_every_s`` seconds,
-    and when the run is stopped; each is reported as a ``kind='checkpoint'`` event (``ok``
-    false and a ``message`` when the write failed: training goes on, the earlier checkpoint
+    ``cfg.state_every`` iterations and at most every ``cfg.state_every_s`` seconds,
+    and when the run is stopped; each is reported as a ``kind='state'`` event (``ok``
+    false and a ``message`` when the write failed: training goes on, the earlier training state
     is kept). ``state_extra`` is stored with each (the caller's notes, JSON).
     ``resume_from``: a state folder, a state file or a ``core.training.state.TrainState`` to
     continue from; the result is bit-identical to the uninterrupted run (same machine and
@@ -212,11 +212,11 @@ def check_resume(cfg: TrainConfig, train_data: LoadedData, state_dir, resume_fro
     if resumed is not None:
         diff = config_mismatch(resumed, cfg.to_dict())
         if diff:
-            raise CheckpointError(f"The checkpoint {resumed.path or ''} belongs to a run with other settings "
+            raise WeightsError(f"The training state {resumed.path or ''} belongs to a run with other settings "
                                   f"({', '.join(diff)}); it cannot be resumed with these.")
         theirs = (resumed.extra or {}).get("data")
         if isinstance(theirs, dict) and theirs != fingerprint:
-            raise CheckpointError("The checkpoint was trained on other training data "
+            raise WeightsError("The training state was trained on other training data "
                                   f"({theirs.get('n')} images, not these {fingerprint['n']}); it cannot be resumed "
                                   "with this data.")
     elif state_dir is not None:
@@ -238,7 +238,7 @@ def set_up(cfg: TrainConfig, data: RunData, resumed: TrainState | None) -> LoopS
         data.class_weights = data.class_weights.to(device)
     opt, sched = make_optimizer(cfg, model.parameters())
     rng = np.random.default_rng(SEEDS.of("order", cfg.seed))
-    # augmentation draws come from their own generator (saved in every checkpoint), so the weights,
+    # augmentation draws come from their own generator (saved in every training state), so the weights,
     # the batch order and any model randomness are those of the unaugmented run
     aug_gen = torch.Generator().manual_seed(SEEDS.of("augment", cfg.seed)) if cfg.augment != "none" else None
     run = LoopState(model, opt, sched, rng, aug_gen, device, order=rng.permutation(len(data.y_train)))
@@ -328,8 +328,8 @@ def finish(cfg: TrainConfig, run: LoopState, data: RunData, writer: StateWriter 
     if resumed is not None:
         metrics["resumed_from_iteration"] = resumed.iteration
     if writer is not None and writer.errors:
-        metrics["checkpoint_errors"] = len(writer.errors)
-        run.note(f"{len(writer.errors)} checkpoint write(s) failed, the last: {writer.errors[-1]}")
+        metrics["state_write_errors"] = len(writer.errors)
+        run.note(f"{len(writer.errors)} training state write(s) failed, the last: {writer.errors[-1]}")
     if best.state is not None and run.status != "diverged":
         model.load_state_dict(best.state)  # the weights of the best validation accuracy
         metrics.update(best_iteration=best.iteration, val_accuracy=best.acc, val_n=len(data.y_val))
@@ -349,7 +349,7 @@ def finish(cfg: TrainConfig, run: LoopState, data: RunData, writer: StateWriter 
                            noisy_test_error=float(1 - accs.mean()))
     metrics["device"] = str(run.device)
     metrics["threads"] = torch.get_num_threads()  # what the run used (its config may say None: the default)
-    model.cpu()  # checkpoints and every later use are device-independent
+    model.cpu()  # training states and every later use are device-independent
     return TrainResult(run.status, model, run.history, run.evals, metrics, run.elapsed(), run.message,
                        state_path=writer.path if writer is not None else None,
                        resumed_from=resumed.iteration if resumed is not None else None)

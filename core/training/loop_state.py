@@ -13,13 +13,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..errors import CheckpointError
+from ..errors import WeightsError
 from .config import TrainConfig
 from .state import TrainState, write_state
 
 
 def _to_cpu(obj):
-    """A (nested) state dict with every tensor on the CPU (checkpoints are device-independent)."""
+    """A (nested) state dict with every tensor on the CPU (training states are device-independent)."""
     if isinstance(obj, torch.Tensor):
         return obj.detach().cpu()
     if isinstance(obj, dict):
@@ -80,7 +80,7 @@ class LoopState:
             elapsed_s=self.elapsed(), train_config=cfg.to_dict(), extra=extra)
 
     def restore(self, state: TrainState, n_train: int) -> None:
-        """Put a training state into this freshly set-up run (CheckpointError when it does not fit)."""
+        """Put a training state into this freshly set-up run (WeightsError when it does not fit)."""
         try:
             self.model.load_state_dict(state.model, strict=True)
             self.opt.load_state_dict(state.optimizer)
@@ -98,13 +98,13 @@ class LoopState:
                 py = state.rng["python"]
                 random.setstate((py[0], tuple(py[1]), py[2]))
         except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as exc:
-            raise CheckpointError(f"The checkpoint {state.path or ''} does not fit this run ({exc}).") from None
+            raise WeightsError(f"The training state {state.path or ''} does not fit this run ({exc}).") from None
         order = np.asarray(state.order)
         if order.shape != (n_train,) or not 0 <= state.pos <= n_train:
-            raise CheckpointError(f"The checkpoint's data order is for {order.shape[0] if order.ndim else '?'} "
+            raise WeightsError(f"The training state's data order is for {order.shape[0] if order.ndim else '?'} "
                                   f"images, this run has {n_train}.")
         if set(state.history) != set(self.history) or set(state.evals) != set(self.evals):
-            raise CheckpointError("The checkpoint's history does not fit this run (validation on/off?).")
+            raise WeightsError("The training state's history does not fit this run (validation on/off?).")
         self.history.update({k: list(v) for k, v in state.history.items()})
         self.evals.update({k: list(v) for k, v in state.evals.items()})
         b = dict(state.best)
@@ -115,7 +115,7 @@ class LoopState:
 
 class StateWriter:
     """Writes the training state into ``folder`` when it is due; a failed write is reported
-    (a ``kind='checkpoint'`` event with ``ok`` false) and retried at the next due point, not fatal."""
+    (a ``kind='state'`` event with ``ok`` false) and retried at the next due point, not fatal."""
 
     def __init__(self, folder, cfg: TrainConfig, extra: dict, callback, last_iteration: int):
         self.folder, self.cfg, self.extra, self.callback = folder, cfg, extra, callback
@@ -125,7 +125,7 @@ class StateWriter:
         self.errors: list[str] = []
 
     def due(self, it: int) -> bool:
-        every, every_s = self.cfg.checkpoint_every, self.cfg.checkpoint_every_s
+        every, every_s = self.cfg.state_every, self.cfg.state_every_s
         return it < self.cfg.iterations and bool(
             (every and it % every == 0) or (every_s and time.monotonic() - self.at >= every_s))
 
@@ -133,13 +133,13 @@ class StateWriter:
         t = time.perf_counter()
         try:
             path = write_state(self.folder, run.snapshot(self.cfg, it, self.extra))
-        except CheckpointError as exc:
+        except WeightsError as exc:
             self.errors.append(str(exc))
             self.at = time.monotonic()
             if self.callback:
-                self.callback({"kind": "checkpoint", "iteration": it, "ok": False, "message": str(exc)})
+                self.callback({"kind": "state", "iteration": it, "ok": False, "message": str(exc)})
             return
         self.iteration, self.at, self.path = it, time.monotonic(), path
         if self.callback:
-            self.callback({"kind": "checkpoint", "iteration": it, "ok": True, "path": str(path),
+            self.callback({"kind": "state", "iteration": it, "ok": True, "path": str(path),
                            "seconds": time.perf_counter() - t})

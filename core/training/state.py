@@ -1,6 +1,6 @@
-"""Training checkpoints: everything a run needs to continue exactly where it was.
+"""Training states: everything a run needs to continue exactly where it was.
 
-A checkpoint folder (``<stem>.ckpt/`` beside a CLI run or a grid cell, ``ckpt/`` in a run
+A training state folder (``<stem>.ckpt/`` beside a CLI run or a grid cell, ``ckpt/`` in a run
 store folder) holds the newest training states, two files each::
 
     state-00000200.safetensors   every tensor: weights, optimiser moments, torch RNG state (and
@@ -17,12 +17,12 @@ state whose JSON is missing was never finished. Reading checks the JSON, the rec
 checksum of the tensors, and the safetensors format; a damaged state is skipped and the one
 before it is used (:func:`latest_state`). Only the newest ``KEEP`` states are kept.
 
-A write that fails (disk full, read-only folder) raises :class:`CheckpointError` with a
+A write that fails (disk full, read-only folder) raises :class:`WeightsError` with a
 message naming the folder and the cause; its partial files are removed and the earlier states
 are left as they were.
 
 This module imports torch only inside the functions that need it, so ``core.runs`` can list
-checkpoints without the import.
+training states without the import.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import CheckpointError
+from ..errors import WeightsError
 from ..fileio import atomic_write_bytes, fsync_dir, os_error_reason
 
 FORMAT = "rimscope-train-state/1"
@@ -47,10 +47,17 @@ MAX_STATE_JSON_BYTES = 16 * 1024 * 1024
 STATE_RE = re.compile(r"^state-(\d{8})\.json$")
 # settings that may differ between a run and its resumption (they do not change what is learned;
 # threads may change the last bits of the arithmetic)
-RESUME_FREE_FIELDS = ("threads", "checkpoint_every", "checkpoint_every_s")
-# settings added after checkpoints were first written, with the value that means what those runs did
+RESUME_FREE_FIELDS = ("threads", "state_every", "state_every_s")
+# settings under the names that records and training states written before the rename carry
+RENAMED_FIELDS = {"checkpoint_every": "state_every", "checkpoint_every_s": "state_every_s"}
+# settings added after training states were first written, with the value that means what those runs did
 # (a state without the field was trained that way)
 ADDED_FIELDS = {"augment": "none"}
+
+
+def stored_names(config: dict) -> dict:
+    """A stored training config with its settings under today's names (``RENAMED_FIELDS``)."""
+    return {RENAMED_FIELDS.get(k, k): v for k, v in config.items()}
 
 
 def state_name(iteration: int) -> str:
@@ -75,7 +82,7 @@ def last_iteration(folder) -> int | None:
 
 
 def remove_states(folder) -> None:
-    """Delete a checkpoint folder's states, leftovers and (when empty) the folder itself."""
+    """Delete a training state folder's states, leftovers and (when empty) the folder itself."""
     folder = Path(folder)
     if not folder.is_dir():
         return
@@ -139,7 +146,7 @@ def _pack(obj, tensors: dict, prefix: str):
             return {k: _pack(v, tensors, f"{prefix}/{k}") for k, v in obj.items()}
         return {"__items__": [[_pack(k, tensors, f"{prefix}/key{i}"), _pack(v, tensors, f"{prefix}/{k}")]
                               for i, (k, v) in enumerate(obj.items())]}
-    raise CheckpointError(f"Cannot store a {type(obj).__name__} in a training checkpoint ({prefix}).")
+    raise WeightsError(f"Cannot store a {type(obj).__name__} in a training state ({prefix}).")
 
 
 def _free_key(tensors: dict, key: str) -> str:
@@ -177,26 +184,26 @@ def _unpack(obj, tensors: dict):
     if "__series__" in obj:
         t = _tensor(tensors, obj["__series__"])
         if t.dim() != 1:
-            raise CheckpointError(f"The series {obj['__series__']} is not one-dimensional.")
+            raise WeightsError(f"The series {obj['__series__']} is not one-dimensional.")
         return t.tolist()
     if "__float__" in obj:
         text = obj["__float__"]
         if text not in ("nan", "inf", "-inf"):
-            raise CheckpointError(f"Unexpected number {str(text)[:20]!r} in the checkpoint.")
+            raise WeightsError(f"Unexpected number {str(text)[:20]!r} in the training state.")
         return float(text)
     if "__tuple__" in obj:
         return tuple(_unpack(v, tensors) for v in obj["__tuple__"])
     if "__items__" in obj:
         items = obj["__items__"]
         if not isinstance(items, list) or not all(isinstance(p, list) and len(p) == 2 for p in items):
-            raise CheckpointError("A mapping in the checkpoint is malformed.")
+            raise WeightsError("A mapping in the training state is malformed.")
         return {_unpack(k, tensors): _unpack(v, tensors) for k, v in items}
     return {k: _unpack(v, tensors) for k, v in obj.items()}
 
 
 def _tensor(tensors: dict, key):
     if not isinstance(key, str) or key not in tensors:
-        raise CheckpointError(f"The checkpoint's tensors lack {str(key)[:80]!r}.")
+        raise WeightsError(f"The training state's tensors lack {str(key)[:80]!r}.")
     return tensors[key]
 
 
@@ -239,7 +246,7 @@ def encode_state(state: TrainState) -> tuple[bytes, dict]:
 def write_state(folder, state: TrainState, keep: int = KEEP) -> Path:
     """Write ``state`` into ``folder`` atomically, then prune to the newest ``keep``.
 
-    Returns the ``.json`` path. On a failed write: CheckpointError, this state's files removed,
+    Returns the ``.json`` path. On a failed write: WeightsError, this state's files removed,
     the earlier states untouched.
     """
     from .. import __version__
@@ -254,7 +261,7 @@ def write_state(folder, state: TrainState, keep: int = KEEP) -> Path:
         doc["doc_sha256"] = _doc_digest(doc)
         meta = json.dumps(doc, allow_nan=False).encode()
     except (TypeError, ValueError) as exc:
-        raise CheckpointError(f"The training state could not be written as JSON ({exc}).") from None
+        raise WeightsError(f"The training state could not be written as JSON ({exc}).") from None
     existed = json_path.exists()
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -267,8 +274,8 @@ def write_state(folder, state: TrainState, keep: int = KEEP) -> Path:
                 json_path.unlink(missing_ok=True)
                 weights_path.unlink(missing_ok=True)
         prev = [it for it, _ in list_states(folder) if it != state.iteration]
-        kept = f"; the checkpoint of iteration {prev[0]} is kept" if prev else ""
-        raise CheckpointError(f"Could not write the training checkpoint of iteration {state.iteration} to "
+        kept = f"; the training state of iteration {prev[0]} is kept" if prev else ""
+        raise WeightsError(f"Could not write the training state of iteration {state.iteration} to "
                               f"{folder}: {os_error_reason(exc)}{kept}.") from None
     prune(folder, keep=keep, upto=state.iteration)
     return json_path
@@ -306,61 +313,61 @@ def _doc_digest(doc: dict) -> str:
 # ---------------------------------------------------------------------------------------
 # reading
 def read_state(json_path) -> TrainState:
-    """Read and validate one state; CheckpointError naming what is wrong."""
+    """Read and validate one state; WeightsError naming what is wrong."""
     from safetensors.torch import load as st_load_bytes
 
     json_path = Path(json_path)
     m = STATE_RE.match(json_path.name)
     if not m:
-        raise CheckpointError(f"{json_path.name} is not a training-state file (state-NNNNNNNN.json).")
+        raise WeightsError(f"{json_path.name} is not a training-state file (state-NNNNNNNN.json).")
     try:
         raw = json_path.read_bytes()
     except OSError as exc:
-        raise CheckpointError(f"{json_path.name} cannot be read ({os_error_reason(exc)}).") from None
+        raise WeightsError(f"{json_path.name} cannot be read ({os_error_reason(exc)}).") from None
     if not raw:
-        raise CheckpointError(f"{json_path.name} is empty.")
+        raise WeightsError(f"{json_path.name} is empty.")
     if len(raw) > MAX_STATE_JSON_BYTES:
-        raise CheckpointError(f"{json_path.name} is too large to be a training state.")
+        raise WeightsError(f"{json_path.name} is too large to be a training state.")
     try:
         doc = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise CheckpointError(f"{json_path.name} is not valid JSON ({type(exc).__name__}).") from None
+        raise WeightsError(f"{json_path.name} is not valid JSON ({type(exc).__name__}).") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise CheckpointError(f"{json_path.name} is not a {FORMAT} document.")
+        raise WeightsError(f"{json_path.name} is not a {FORMAT} document.")
     try:
         intact = doc.get("doc_sha256") == _doc_digest(doc)
     except (TypeError, ValueError):
         intact = False
     if not intact:
-        raise CheckpointError(f"{json_path.name} does not match its recorded checksum (damaged).")
+        raise WeightsError(f"{json_path.name} does not match its recorded checksum (damaged).")
     it = doc.get("iteration")
     if not isinstance(it, int) or isinstance(it, bool) or it != int(m.group(1)):
-        raise CheckpointError(f"{json_path.name} records iteration {it!r}, its name says {int(m.group(1))}.")
+        raise WeightsError(f"{json_path.name} records iteration {it!r}, its name says {int(m.group(1))}.")
     rec = doc.get("weights")
     if not isinstance(rec, dict) or rec.get("file") != f"{state_name(it)}.safetensors":
-        raise CheckpointError(f"{json_path.name} does not name its tensor file.")
+        raise WeightsError(f"{json_path.name} does not name its tensor file.")
     weights_path = json_path.with_name(rec["file"])
     try:
         data = weights_path.read_bytes()
     except OSError as exc:
-        raise CheckpointError(f"{weights_path.name} cannot be read ({os_error_reason(exc)}).") from None
+        raise WeightsError(f"{weights_path.name} cannot be read ({os_error_reason(exc)}).") from None
     if len(data) != rec.get("bytes"):
-        raise CheckpointError(f"{weights_path.name} has {len(data)} bytes, its record says {rec.get('bytes')} "
+        raise WeightsError(f"{weights_path.name} has {len(data)} bytes, its record says {rec.get('bytes')} "
                               "(a half-written or truncated file).")
     if hashlib.sha256(data).hexdigest() != rec.get("sha256"):
-        raise CheckpointError(f"{weights_path.name} does not match its recorded checksum (damaged).")
+        raise WeightsError(f"{weights_path.name} does not match its recorded checksum (damaged).")
     try:
         tensors = st_load_bytes(data)
     except Exception as exc:  # noqa: BLE001 - any parse failure of the tensor file
-        raise CheckpointError(f"{weights_path.name} is not a valid safetensors file ({exc}).") from None
+        raise WeightsError(f"{weights_path.name} is not a valid safetensors file ({exc}).") from None
     try:
         parts = {k: _unpack(doc.get(k), tensors) for k in
                  ("model", "optimizer", "scheduler", "rng", "order", "best", "history", "evals", "train_config",
                   "extra")}
-    except CheckpointError as exc:
-        raise CheckpointError(f"{json_path.name}: {exc}") from None
+    except WeightsError as exc:
+        raise WeightsError(f"{json_path.name}: {exc}") from None
     except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:
-        raise CheckpointError(f"{json_path.name} is malformed ({type(exc).__name__}: {exc}).") from None
+        raise WeightsError(f"{json_path.name} is malformed ({type(exc).__name__}: {exc}).") from None
     pos, elapsed = doc.get("pos"), doc.get("elapsed_s")
     ok = (isinstance(parts["model"], dict) and isinstance(parts["optimizer"], dict)
           and isinstance(parts["rng"], dict) and isinstance(parts["best"], dict)
@@ -369,9 +376,9 @@ def read_state(json_path) -> TrainState:
           and isinstance(elapsed, (int, float)) and hasattr(parts["order"], "shape")
           and {"torch", "numpy"} <= set(parts["rng"]))
     if not ok:
-        raise CheckpointError(f"{json_path.name} lacks parts of a training state.")
+        raise WeightsError(f"{json_path.name} lacks parts of a training state.")
     if len(parts["history"].get("iteration", [])) != it:
-        raise CheckpointError(f"{json_path.name}: the history holds {len(parts['history'].get('iteration', []))} "
+        raise WeightsError(f"{json_path.name}: the history holds {len(parts['history'].get('iteration', []))} "
                               f"iterations, the state says {it}.")
     return TrainState(iteration=it, pos=pos, elapsed_s=float(elapsed), path=json_path,
                       extra=parts["extra"] if isinstance(parts["extra"], dict) else {},
@@ -379,7 +386,7 @@ def read_state(json_path) -> TrainState:
                                                "history", "evals", "train_config")})
 
 
-def latest_state(folder, on_damaged: Callable[[Path, CheckpointError], None] | None = None) -> TrainState | None:
+def latest_state(folder, on_damaged: Callable[[Path, WeightsError], None] | None = None) -> TrainState | None:
     """The newest state in ``folder`` that reads back intact; None when there is none.
 
     Each damaged one met on the way is reported to ``on_damaged(path, error)`` (default: a
@@ -390,27 +397,27 @@ def latest_state(folder, on_damaged: Callable[[Path, CheckpointError], None] | N
     for _, path in list_states(folder):
         try:
             return read_state(path)
-        except CheckpointError as exc:
+        except WeightsError as exc:
             if on_damaged is not None:
                 on_damaged(path, exc)
             else:
-                warnings.warn(f"skipping a damaged training checkpoint: {exc}", stacklevel=2)
+                warnings.warn(f"skipping a damaged training state: {exc}", stacklevel=2)
     return None
 
 
 def load_resume_source(source) -> TrainState:
-    """A TrainState from a state, a checkpoint folder (its newest intact state) or a state .json."""
+    """A TrainState from a state, a training state folder (its newest intact state) or a state .json."""
     if isinstance(source, TrainState):
         return source
     p = Path(source)
     if p.is_dir():
         state = latest_state(p)
         if state is None:
-            raise CheckpointError(f"No usable training checkpoint in {p}.")
+            raise WeightsError(f"No usable training state in {p}.")
         return state
     if p.is_file():
         return read_state(p)
-    raise CheckpointError(f"No training checkpoint at {p}.")
+    raise WeightsError(f"No training state at {p}.")
 
 
 # ---------------------------------------------------------------------------------------
@@ -421,8 +428,9 @@ def _normal(d: dict) -> dict:
 
 def config_mismatch(state: TrainState, config: dict) -> list[str]:
     """The training settings in which ``config`` differs from the state's (empty: compatible)."""
-    a = {k: v for k, v in _normal({**ADDED_FIELDS, **state.train_config}).items() if k not in RESUME_FREE_FIELDS}
-    b = {k: v for k, v in _normal(config).items() if k not in RESUME_FREE_FIELDS}
+    a = {k: v for k, v in _normal({**ADDED_FIELDS, **stored_names(state.train_config)}).items()
+         if k not in RESUME_FREE_FIELDS}
+    b = {k: v for k, v in _normal(stored_names(config)).items() if k not in RESUME_FREE_FIELDS}
     return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
 
 

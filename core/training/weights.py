@@ -5,7 +5,7 @@ core.training.state.)
 A weights file is two files side by side: ``<stem>.safetensors`` and ``<stem>.json``. The JSON
 names the model and its config, so loading builds the model through the registry and then
 checks that the stored tensors fit it exactly (names, shapes, dtypes, finite values).
-Every problem is reported as a ``CheckpointError`` whose message names it.
+Every problem is reported as a ``WeightsError`` whose message names it.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from safetensors.torch import save as st_save_bytes
 from torch.overrides import TorchFunctionMode
 
 from .. import __version__
-from ..errors import CheckpointError
+from ..errors import WeightsError
 from ..fileio import atomic_write_bytes, json_bytes, os_error_reason
 from ..models.registry import build_model, get_spec, list_models, model_config_dict
 
@@ -54,7 +54,7 @@ def weights_bytes(model: torch.nn.Module, metadata: dict) -> tuple[bytes, bytes]
 def save_weights(model: torch.nn.Module, metadata: dict, path) -> Path:
     """Save ``<stem>.safetensors`` + ``<stem>.json`` atomically; returns the weights path.
 
-    A write that fails (disk full, read-only folder) raises CheckpointError naming the cause;
+    A write that fails (disk full, read-only folder) raises WeightsError naming the cause;
     weights that were there before keep their old files (each is replaced atomically).
     """
     stem = _stem(path)
@@ -63,7 +63,7 @@ def save_weights(model: torch.nn.Module, metadata: dict, path) -> Path:
         atomic_write_bytes(stem.with_suffix(".safetensors"), weights)
         atomic_write_bytes(stem.with_suffix(".json"), meta)
     except OSError as exc:
-        raise CheckpointError(f"Could not write the checkpoint {stem.name} to {stem.parent}: "
+        raise WeightsError(f"Could not write the model {stem.name} to {stem.parent}: "
                               f"{os_error_reason(exc)}.") from None
     return stem.with_suffix(".safetensors")
 
@@ -100,9 +100,9 @@ def load_weights(path, *, expected_dataset: str | None = None):
     stem = _stem(path)
     w, m = stem.with_suffix(".safetensors"), stem.with_suffix(".json")
     if not w.is_file():
-        raise CheckpointError(f"Weights file {w.name} is missing.")
+        raise WeightsError(f"Weights file {w.name} is missing.")
     if not m.is_file():
-        raise CheckpointError(f"Metadata file {m.name} is missing: a checkpoint needs both "
+        raise WeightsError(f"Metadata file {m.name} is missing: a model needs both "
                               ".safetensors and .json.")
     return load_weights_bytes(w.read_bytes(), m.read_bytes(), expected_dataset=expected_dataset)
 
@@ -122,38 +122,38 @@ def is_safetensors(data: bytes) -> bool:
 
 
 def parse_metadata(meta_bytes: bytes, shown: str = "The metadata") -> dict:
-    """Parse and validate the JSON beside the weights; raises CheckpointError naming the problem
+    """Parse and validate the JSON beside the weights; raises WeightsError naming the problem
     (``shown``: how the messages name the file, e.g. ``"The metadata file run.json"``)."""
     if not meta_bytes:
-        raise CheckpointError("The metadata file is empty.")
+        raise WeightsError("The metadata file is empty.")
     if len(meta_bytes) > MAX_META_BYTES:
-        raise CheckpointError("The metadata file is too large (over 8 MB).")
+        raise WeightsError("The metadata file is too large (over 8 MB).")
     try:
         meta = json.loads(meta_bytes.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:  # ValueError: bad JSON, or an int too long
-        raise CheckpointError(f"The metadata is not valid JSON ({exc}).") from None
+        raise WeightsError(f"The metadata is not valid JSON ({exc}).") from None
     except RecursionError:
-        raise CheckpointError("The metadata is nested too deeply to be a checkpoint.") from None
+        raise WeightsError("The metadata is nested too deeply to be a model.") from None
     if not isinstance(meta, dict):
-        raise CheckpointError("The metadata must be a JSON object.")
+        raise WeightsError("The metadata must be a JSON object.")
     name = meta.get("model")
     known = ", ".join(get_spec(m).title for m in list_models())
     if name is None:
-        raise CheckpointError(f"{shown} does not say which model it belongs to (it has no \"model\" entry), so it "
-                              f"is not a RIMscope checkpoint's metadata. RIMscope's models: {known}.")
+        raise WeightsError(f"{shown} does not say which model it belongs to (it has no \"model\" entry), so it "
+                              f"is not a RIMscope model's metadata. RIMscope's models: {known}.")
     if not isinstance(name, str) or name not in list_models():
-        raise CheckpointError(f"{shown} names a model RIMscope does not have ({str(name)[:40]}). "
+        raise WeightsError(f"{shown} names a model RIMscope does not have ({str(name)[:40]}). "
                               f"RIMscope's models: {known}.")
     cfg = meta.get("config")
     if not isinstance(cfg, dict):
-        raise CheckpointError("The metadata has no 'config' object for the model.")
+        raise WeightsError("The metadata has no 'config' object for the model.")
     for key in ("dataset", "run_name", "title"):
         val = meta.get(key)
         if val is None:
             continue
         if not isinstance(val, str) or len(val) > 200 or ".." in val or "/" in val or "\\" in val \
                 or not _SAFE_TEXT.match(val):
-            raise CheckpointError(f"The metadata field {key!r} holds an unsafe or malformed value "
+            raise WeightsError(f"The metadata field {key!r} holds an unsafe or malformed value "
                                   f"{str(val)[:60]!r}.")
     return meta
 
@@ -171,52 +171,52 @@ def check_upload(weights, meta, *, expected_dataset: str | None = None, weights_
     each file at most ``max_bytes`` (default the weights limits); the metadata and the
     weights as in :func:`load_weights_bytes`; the data set must be a known one
     (``expected_dataset=None``: the one the metadata names) and the model must fit it (row
-    width, number of classes). Raises CheckpointError naming the problem.
+    width, number of classes). Raises WeightsError naming the problem.
     """
     from ..data.datasets import DATASETS
 
     weights = bytes(weights) if isinstance(weights, (bytearray, memoryview)) else weights
     meta = bytes(meta) if isinstance(meta, (bytearray, memoryview)) else meta
     if not isinstance(weights, bytes) or not isinstance(meta, bytes):
-        raise CheckpointError("Upload both files: the weights (.safetensors) and the metadata (.json).")
+        raise WeightsError("Upload both files: the weights (.safetensors) and the metadata (.json).")
     for name in (weights_name, meta_name):
         if name is not None and name.lower().endswith(UPLOAD_PICKLE_SUFFIXES):
-            raise CheckpointError(
+            raise WeightsError(
                 f"{name} is a pickle-based file (PyTorch .pt/.pth/.ckpt and similar). RIMscope never opens "
                 "pickle files, because loading one can run arbitrary code. Save the weights with safetensors "
                 "(safetensors.torch.save_file(model.state_dict(), 'model.safetensors')) and upload that "
                 "together with its .json metadata.")
     if weights_name is not None and not weights_name.lower().endswith(".safetensors"):
-        raise CheckpointError(f"The weights file must be a .safetensors file; got {weights_name!r}.")
+        raise WeightsError(f"The weights file must be a .safetensors file; got {weights_name!r}.")
     if meta_name is not None and not meta_name.lower().endswith(".json"):
-        raise CheckpointError(f"The metadata file must be a .json file; got {meta_name!r}.")
+        raise WeightsError(f"The metadata file must be a .json file; got {meta_name!r}.")
     for data, shown, limit in ((weights, weights_name or "The weights file", MAX_WEIGHTS_BYTES),
                                (meta, meta_name or "The metadata file", MAX_META_BYTES)):
         limit = min(limit, max_bytes) if max_bytes else limit
         if len(data) > limit:
-            raise CheckpointError(f"{shown} is too large ({len(data) / 2**20:.1f} MB; the limit is "
+            raise WeightsError(f"{shown} is too large ({len(data) / 2**20:.1f} MB; the limit is "
                                   f"{limit / 2**20:g} MB per file).")
     if not weights:
-        raise CheckpointError(f"{weights_name or 'The weights file'} is empty.")
+        raise WeightsError(f"{weights_name or 'The weights file'} is empty.")
     if weights[:2] not in PICKLE_MAGIC and weights[:4] != b"PK\x03\x04" and not is_safetensors(weights):
-        raise CheckpointError(f"{weights_name or 'The weights file'} is not a safetensors file: its contents are "
+        raise WeightsError(f"{weights_name or 'The weights file'} is not a safetensors file: its contents are "
                               "not in the safetensors format that RIMscope saves weights in, whatever its name says. "
                               "Upload the .safetensors file that was saved together with the metadata.")
     meta_shown = f"The metadata file {meta_name}" if meta_name else "The metadata"
     if expected_dataset is None:
         expected_dataset = parse_metadata(meta, meta_shown).get("dataset")
         if expected_dataset not in DATASETS:
-            raise CheckpointError(f"The metadata names no known data set ({expected_dataset!r}); add \"dataset\" "
+            raise WeightsError(f"The metadata names no known data set ({expected_dataset!r}); add \"dataset\" "
                                   f"to the JSON or choose the data set it was trained on ({', '.join(DATASETS)}).")
     parse_metadata(meta, meta_shown)  # its problems named with the file's name
     model, meta_doc = load_weights_bytes(weights, meta, expected_dataset=expected_dataset)
     info = DATASETS[expected_dataset]
     cfg = getattr(model, "config", None)
     if getattr(cfg, "input_dim", info.input_dim) != info.input_dim:
-        raise CheckpointError(f"The model reads rows of {cfg.input_dim} values; {info.title} rows have "
+        raise WeightsError(f"The model reads rows of {cfg.input_dim} values; {info.title} rows have "
                               f"{info.input_dim}.")
     if getattr(cfg, "num_classes", len(info.classes)) != len(info.classes):
-        raise CheckpointError(f"The model has {cfg.num_classes} outputs; {info.title} has "
+        raise WeightsError(f"The model has {cfg.num_classes} outputs; {info.title} has "
                               f"{len(info.classes)} classes.")
     return model, meta_doc
 
@@ -224,43 +224,43 @@ def check_upload(weights, meta, *, expected_dataset: str | None = None, weights_
 def load_weights_bytes(weights: bytes, meta_bytes: bytes, *, expected_dataset: str | None = None):
     """Validate and load weights given as bytes (e.g. an upload)."""
     if not weights:
-        raise CheckpointError("The weights file is empty.")
+        raise WeightsError("The weights file is empty.")
     if weights[:2] in PICKLE_MAGIC or weights[:4] == b"PK\x03\x04":
-        raise CheckpointError("This looks like a pickle/PyTorch .pt file. RIMscope never unpickles "
+        raise WeightsError("This looks like a pickle/PyTorch .pt file. RIMscope never unpickles "
                               "files (they can run code); export the weights as .safetensors.")
     if len(weights) > MAX_WEIGHTS_BYTES:
-        raise CheckpointError("The weights file is too large (over 64 MB).")
+        raise WeightsError("The weights file is too large (over 64 MB).")
     meta = parse_metadata(meta_bytes)
     ds = meta.get("dataset")
     if expected_dataset is not None and ds != expected_dataset:
-        raise CheckpointError(f"This checkpoint was trained on {ds!r}, not on {expected_dataset!r}.")
+        raise WeightsError(f"This model was trained on {ds!r}, not on {expected_dataset!r}.")
     try:
         tensors = st_load_bytes(weights)
     except (SafetensorError, Exception) as exc:
-        raise CheckpointError(f"The weights are not a valid safetensors file ({exc}).") from None
+        raise WeightsError(f"The weights are not a valid safetensors file ({exc}).") from None
     model = _build_checked(meta["model"], meta["config"])
     expected = model.state_dict()
     missing = sorted(set(expected) - set(tensors))
     extra = sorted(set(tensors) - set(expected))
     if missing:
-        raise CheckpointError(f"The weights lack {len(missing)} tensor(s) the model needs, e.g. {missing[0]}.")
+        raise WeightsError(f"The weights lack {len(missing)} tensor(s) the model needs, e.g. {missing[0]}.")
     if extra:
-        raise CheckpointError(f"The weights hold {len(extra)} tensor(s) the model does not have, e.g. {extra[0]}.")
+        raise WeightsError(f"The weights hold {len(extra)} tensor(s) the model does not have, e.g. {extra[0]}.")
     for key, ref in expected.items():
         t = tensors[key]
         if t.shape != ref.shape:
-            raise CheckpointError(f"Tensor {key} has shape {list(t.shape)}, the model needs {list(ref.shape)}.")
+            raise WeightsError(f"Tensor {key} has shape {list(t.shape)}, the model needs {list(ref.shape)}.")
         if t.dtype != ref.dtype:
-            raise CheckpointError(f"Tensor {key} has dtype {t.dtype}, the model needs {ref.dtype}.")
+            raise WeightsError(f"Tensor {key} has dtype {t.dtype}, the model needs {ref.dtype}.")
         if t.is_floating_point() and not torch.isfinite(t).all():
-            raise CheckpointError(f"Tensor {key} holds NaN or infinite values (a diverged run?).")
+            raise WeightsError(f"Tensor {key} holds NaN or infinite values (a diverged run?).")
     model.load_state_dict(tensors, strict=True)
     model.eval()
     return model, meta
 
 
-# Bounds on the model config of a checkpoint, checked before anything is allocated: a
-# checkpoint's JSON is user input, and "hidden_size": 1000000 would otherwise make the loader
+# Bounds on the model config of a model, checked before anything is allocated: a
+# model's JSON is user input, and "hidden_size": 1000000 would otherwise make the loader
 # try to allocate terabytes (or be killed for memory) before the weights are even compared.
 MAX_CONFIG_INT = 65_536
 MAX_CONFIG_FLOAT = 1e6
@@ -313,34 +313,34 @@ class _AllocationBudget(TorchFunctionMode):
 
 
 def _build_checked(name: str, config: dict) -> torch.nn.Module:
-    """Build the model a checkpoint's config describes, refusing configs that are malformed,
+    """Build the model a model's config describes, refusing configs that are malformed,
     out of range, or too large for any weights file we accept (refused before allocating),
-    with a CheckpointError that names the problem."""
+    with a WeightsError that names the problem."""
     cfg = dict(config)
     for key, val in cfg.items():
         if isinstance(val, bool):
             continue
         if isinstance(val, int) and not 0 <= val <= MAX_CONFIG_INT:
-            raise CheckpointError(f"The model config value {key}={val} is out of range "
+            raise WeightsError(f"The model config value {key}={val} is out of range "
                                   f"(0..{MAX_CONFIG_INT}).")
         if isinstance(val, float) and not (math.isfinite(val) and abs(val) <= MAX_CONFIG_FLOAT):
-            raise CheckpointError(f"The model config value {key}={val} is not a finite number "
+            raise WeightsError(f"The model config value {key}={val} is not a finite number "
                                   "in a sane range.")
     try:
         input_dim = cfg.pop("input_dim")
         num_classes = cfg.pop("num_classes")
     except KeyError as exc:
-        raise CheckpointError(f"The model config in the metadata lacks {exc}.") from None
-    too_large = ("The model config describes a model larger than any checkpoint accepted "
+        raise WeightsError(f"The model config in the metadata lacks {exc}.") from None
+    too_large = ("The model config describes a model larger than any model accepted "
                  f"({MAX_WEIGHTS_BYTES // 2**20} MB of weights).")
     try:
         with _AllocationBudget(MAX_WEIGHTS_BYTES):
             model = build_model(name, input_dim=input_dim, num_classes=num_classes, **cfg)
     except _ModelTooLarge:
-        raise CheckpointError(too_large) from None
+        raise WeightsError(too_large) from None
     except Exception as exc:  # a model constructor refusing the config, in whatever way
-        raise CheckpointError(f"The model config in the metadata is not valid ({exc}).") from None
+        raise WeightsError(f"The model config in the metadata is not valid ({exc}).") from None
     # belt and braces: allocations the budget could not see are caught here (after the fact)
     if sum(t.numel() * t.element_size() for t in model.state_dict().values()) > MAX_WEIGHTS_BYTES:
-        raise CheckpointError(too_large)
+        raise WeightsError(too_large)
     return model

@@ -5,7 +5,7 @@
 * ``pickers``: data-set and model pickers, keeping URL values inside their options
 * ``urlstate``: the view's state in the URL
 * ``auth``: who is using the page (sign-in, when configured) and which runs are theirs
-* ``upload``: uploaded images and checkpoints (the upload policy)
+* ``upload``: uploaded images and models (the upload policy)
 * ``export``: PNG and HTML downloads of a figure, CSV of its heatmaps
 * ``explore``: the set-wide views of Mechanisms (inputs with the same mechanisms, each unit's role)
 * ``pair``: two models on one input (Mechanisms)

@@ -44,7 +44,7 @@ class Viewer:
 
     @property
     def may_start(self) -> bool:
-        """May start runs and upload checkpoints: always without sign-in, else once signed in."""
+        """May start runs and upload models: always without sign-in, else once signed in."""
         return not self.sign_in or self.signed_in
 
     def owns(self, run) -> bool:

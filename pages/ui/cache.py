@@ -69,7 +69,7 @@ def load_or_report(entry: catalog.ModelEntry):
     """``(model, meta)`` from the cache, or ``None`` after showing why it failed."""
     try:
         return load_entry_cached(entry)
-    except Exception as exc:  # a broken or vanished checkpoint must not take the page down
+    except Exception as exc:  # a broken or vanished model must not take the page down
         show_error(exc, f"Could not load {entry.display}")
         return None
 

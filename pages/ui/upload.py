@@ -1,4 +1,4 @@
-"""What users upload: images (prepared like the training images) and checkpoints (checked
+"""What users upload: images (prepared like the training images) and models (checked
 before anything is stored; pickle files are refused and never opened)."""
 
 from __future__ import annotations
@@ -103,11 +103,11 @@ def show_preprocessing(prepared, expanded: bool = False) -> None:
 
 def check_upload(weights: bytes, meta: bytes, *, weights_name: str, meta_name: str,
                  expected_dataset: str | None = None) -> dict:
-    """Refuse bad checkpoint uploads before anything is stored; returns the parsed metadata.
+    """Refuse bad model uploads before anything is stored; returns the parsed metadata.
 
     The check itself is ``core.training.weights.check_upload``, with its argument order (the run
     store uses the same one):
-    pickle-based files are refused by name and never opened; raises ``CheckpointError``.
+    pickle-based files are refused by name and never opened; raises ``WeightsError``.
     """
     from core.training.weights import check_upload as check
 

@@ -28,7 +28,7 @@ Every server is isolated from the user's files:
   no folder there, so MNIST test images come from the bundled sample (``assets/samples``) and
   MNIST has no training data (the Train page must say so);
 * ``RIMSCOPE_PRETRAINED_DIR``: the shipped ``pretrained/`` when it has a ``manifest.json``,
-  otherwise (or with ``RIMSCOPE_BROWSER_TINY_PRETRAINED=1``) freshly built, untrained checkpoints
+  otherwise (or with ``RIMSCOPE_BROWSER_TINY_PRETRAINED=1``) freshly built, untrained models
   for MNIST RIM and parallel LSTMs with a manifest written like
   ``core.grid.export.export_pretrained`` writes it;
 * ``RIMSCOPE_MAX_CONCURRENT=1``;

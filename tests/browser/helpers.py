@@ -46,7 +46,7 @@ PAGES = {
 PAGE_READY_TEXT = {
     "overview": "Where to start",
     "train": "Your runs",
-    "models": "Upload a checkpoint",
+    "models": "Upload a model",
     "mechanisms": re.compile(r"^Inside .+, row by row$"),
     "robustness": "Error against noise strength",
     "compare": None,  # depends on the reproduction results present; the heading is enough

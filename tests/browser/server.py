@@ -62,7 +62,7 @@ def write_tiny_fashion(data_dir: Path) -> Path:
 
 
 def build_tiny_pretrained(dest: Path) -> Path:
-    """Freshly built MNIST RIM + parallel-LSTM checkpoints and a manifest (export_pretrained's format)."""
+    """Freshly built MNIST RIM + parallel-LSTM models and a manifest (export_pretrained's format)."""
     import torch
 
     from core.data.datasets import DATASETS

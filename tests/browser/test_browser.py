@@ -201,7 +201,7 @@ def test_models_refuses_bad_upload(page, app_server, screenshot, tmp_path):
     meta.write_text(json.dumps({"model": "rim", "dataset": "mnist", "config": {}}))
 
     open_page(page, app_server, "models")
-    page.get_by_text("Upload a checkpoint").wait_for(timeout=WAIT_MS)
+    page.get_by_text("Upload a model").wait_for(timeout=WAIT_MS)
     settle(page)
     uploaders = page.locator('[data-testid="stFileUploader"]')
 
@@ -234,5 +234,5 @@ def test_models_refuses_bad_upload(page, app_server, screenshot, tmp_path):
         assert "never" in text[0]  # it says why: pickle files are never opened / unpickled
     settle(page)
     assert_no_errors(page, "Models after a refused upload")
-    assert page.get_by_text("Imported").count() == 0, "a bad checkpoint was imported"
+    assert page.get_by_text("Imported").count() == 0, "a bad model was imported"
     full_screenshot(page, screenshot, "models-bad-upload")

@@ -70,7 +70,7 @@ def test_the_cli_prints_one_sentence_and_exits_nonzero(offline_session):
     assert cli["rc"] == 2, cli
     assert SENTENCE in cli["stderr"] and "Traceback" not in cli["stderr"], cli["stderr"]
     assert "RIMSCOPE_DATA_DIR" in cli["stderr"] and "reason:" in cli["stderr"]
-    assert cli["files"] == [], cli  # nothing written: no checkpoint, no training state
+    assert cli["files"] == [], cli  # nothing written: no training state, no training state
 
 
 def test_the_train_page_disables_start_and_queues_nothing(offline_session):

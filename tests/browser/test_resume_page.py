@@ -1,8 +1,8 @@
 """The Train page resumes an interrupted run, in a real browser; and CI must have that browser.
 
 A worker training the method (a tiny rim) is killed with SIGKILL after its first training
-checkpoints, as when the machine goes down under the server; the page shows the run as
-interrupted with a Resume button; pressing it continues the run from its checkpoint to the end,
+training states, as when the machine goes down under the server; the page shows the run as
+interrupted with a Resume button; pressing it continues the run from its training state to the end,
 with every iteration once and the uninterrupted run's losses.
 
 ``test_browser_present_under_ci``: locally the browser tests are skipped without Chromium or
@@ -44,12 +44,12 @@ def test_train_page_resumes_an_interrupted_run(page, app_server, screenshot):
 
     store = RunStore(root=app_server["home"] / "runs", max_concurrent=1)
     cfg = TrainConfig(dataset="fashion_mnist", model="rim", iterations=ITERATIONS, batch_size=20, eval_every=10,
-                      eval_samples=50, noise_draws=1, checkpoint_every=4, checkpoint_every_s=0,
+                      eval_samples=50, noise_draws=1, state_every=4, state_every_s=0,
                       model_overrides={"hidden_size": 8, "num_units": 3, "k_active": 2})
     rid = store.submit(cfg, owner=OWNER, label="resume me", data_dir=app_server["data_dir"])
     assert store.pump() == [rid]
     ckpt = store.run_dir(rid) / "ckpt"
-    poll(lambda: (R.last_iteration(ckpt) or 0) >= 8, WAIT_S, every=0.05, what="the first checkpoints")
+    poll(lambda: (R.last_iteration(ckpt) or 0) >= 8, WAIT_S, every=0.05, what="the first training states")
     pid = store.get(rid).pid
     os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 30

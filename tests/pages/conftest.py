@@ -1,6 +1,6 @@
-"""Fixtures for the page tests: tiny pretrained checkpoints and tiny reproduction outputs.
+"""Fixtures for the page tests: tiny pretrained models and tiny reproduction outputs.
 
-Everything is built here, in temporary folders: checkpoints through
+Everything is built here, in temporary folders: models through
 ``core.training.weights.save_weights`` plus a ``manifest.json``, and reproduction summaries
 through ``core.report.tables.write_tables`` on fabricated run JSONs. Nothing is trained.
 """
@@ -15,7 +15,7 @@ import pytest
 
 PAGES = Path(__file__).resolve().parents[2] / "pages"
 
-# (data set, model) -> clean test error of the fabricated pretrained checkpoint: all distinct,
+# (data set, model) -> clean test error of the fabricated pretrained model: all distinct,
 # so a test can tell which model a page shows.
 PRETRAINED_ERRORS = {
     ("mnist", "rim"): 0.0312, ("mnist", "parallel_lstm"): 0.0447, ("mnist", "indrnn"): 0.0581,

@@ -1,6 +1,6 @@
 """What the page tests share (like tests/browser/helpers.py for the browser tests): a page run
 through AppTest, a walk over its element tree, a second protocol's pretrained RIM beside the
-fixture's, and a valid uploadable checkpoint. Fixtures stay in conftest.py; no test module
+fixture's, and a valid uploadable model. Fixtures stay in conftest.py; no test module
 imports another."""
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ def with_converged_rim(fixture_dirs, tmp_path, monkeypatch) -> Path:
     return pre
 
 
-def valid_checkpoint(dataset="mnist", model="parallel_lstm", error=0.0777) -> tuple[bytes, bytes]:
-    """The two files of a checkpoint that passes the upload check (untrained weights)."""
+def valid_weights(dataset="mnist", model="parallel_lstm", error=0.0777) -> tuple[bytes, bytes]:
+    """The two files of a model that passes the upload check (untrained weights)."""
     from core.data.datasets import DATASETS
     from core.models.registry import build_model
     from core.training.weights import weights_bytes

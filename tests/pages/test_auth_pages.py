@@ -102,9 +102,9 @@ def test_not_signed_in_starts_nothing_and_acts_on_nothing(home):
 
 
 def test_models_page_without_sign_in_lets_any_run_be_deleted(page_env):
-    from tests.pages.helpers import valid_checkpoint
+    from tests.pages.helpers import valid_weights
 
-    w, m = valid_checkpoint()
+    w, m = valid_weights()
     rid = RunStore().import_weights(w, m, "mnist", owner="someone-from-another-tab")
     at = AppTest.from_file(MODELS, default_timeout=120)
     at.session_state["models_open"] = f"run:{rid}"
@@ -119,7 +119,7 @@ def test_models_page_without_sign_in_lets_any_run_be_deleted(page_env):
 def test_models_page_signed_out_cannot_upload(page_env):
     at = page(MODELS, {"is_logged_in": False})
     assert not at.exception
-    assert any("Sign in to upload checkpoints" in i.value for i in at.info)
+    assert any("Sign in to upload models" in i.value for i in at.info)
     assert at.button(key="models_import").disabled
 
 

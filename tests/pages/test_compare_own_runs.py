@@ -185,7 +185,7 @@ def test_with_sign_in_only_the_users_own_runs_are_offered(trained_run):
 
 
 def demo_upload(owner: str, done: int = 300) -> str:
-    """A demo run's checkpoint (trained on the bundled sample, stopped early) in the run store."""
+    """A demo run's model (trained on the bundled sample, stopped early) in the run store."""
     m = build_model("parallel_lstm", input_dim=DATASETS["mnist"].input_dim)
     loss = [2.3] * 100 + [40.0] * (done - 100)  # blew up: diverged
     meta = {"model": "parallel_lstm", "dataset": "mnist", "seed": 0, "status": "stopped",

@@ -16,7 +16,7 @@ OWNER = "0123456789abcdef"
 
 
 def demo_upload(dataset="mnist", model="parallel_lstm", status="completed", iterations=300, done=None) -> str:
-    """A demo run's checkpoint (trained on the bundled sample) in the run store; its run id."""
+    """A demo run's model (trained on the bundled sample) in the run store; its run id."""
     from core.runs.store import RunStore
 
     done = iterations if done is None else done

@@ -1,6 +1,6 @@
 """Robustness's "Other handwriting" view and the Mechanisms input it opens, through AppTest.
 
-Models come from the ``page_env`` fixture (untrained checkpoints + manifest); the digits are
+Models come from the ``page_env`` fixture (untrained models + manifest); the digits are
 the bundled samples (no full set on disk) or a tiny full set written here.
 """
 

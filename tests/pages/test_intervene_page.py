@@ -1,6 +1,6 @@
 """The "Intervene" tab of Mechanisms and its set-wide knock-out view, through AppTest.
 
-Models come from the ``page_env`` fixture (untrained checkpoints + manifest); data are the
+Models come from the ``page_env`` fixture (untrained models + manifest); data are the
 bundled MNIST sample (offline). Each control changes what the view computes: the numbers
 shown are compared with core.eval.interventions run directly.
 """

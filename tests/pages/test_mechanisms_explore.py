@@ -2,7 +2,7 @@
 same mechanisms elsewhere (block, threshold, thumbnails that open), what each LSTM is for,
 "Compare with", and the CSV/JSON downloads.
 
-Models: the ``page_env`` fixture (untrained checkpoints); data: the bundled MNIST sample.
+Models: the ``page_env`` fixture (untrained models); data: the bundled MNIST sample.
 Expected numbers are computed here through core (core.eval.match on the same model and images).
 """
 

@@ -1,7 +1,7 @@
 """The Mechanisms page through AppTest: inputs (test image, drawing, upload), the per-timestep
 view, the data-set view, and clear messages for missing data, bad files and missing models.
 
-Models come from the ``page_env`` fixture (untrained checkpoints + manifest); data are the
+Models come from the ``page_env`` fixture (untrained models + manifest); data are the
 bundled MNIST sample (RIMSCOPE_DATA_DIR is an empty folder, offline).
 """
 

@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.report.fmt import method_title, short_method_title
 from pages.ui.auth import owner_id
-from tests.pages.helpers import valid_checkpoint
+from tests.pages.helpers import valid_weights
 
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "models.py")
 # the page as a signed-in user sees it (sign-in configured: st.user has is_logged_in); runs
@@ -84,7 +84,7 @@ def test_filter_and_selection_change_the_numbers(page_env):
 
 
 def test_downloads_are_the_files_on_disk(page_env):
-    """The two download buttons serve the checkpoint's bytes as stored (media ids hash the bytes)."""
+    """The two download buttons serve the model's bytes as stored (media ids hash the bytes)."""
     mfs = pytest.importorskip("streamlit.runtime.memory_media_file_storage")
     if not hasattr(mfs, "_calculate_file_id"):
         pytest.skip("this Streamlit names media files differently")
@@ -111,7 +111,7 @@ def test_downloads_are_the_files_on_disk(page_env):
 )
 def test_bad_uploads_are_refused_with_a_clear_error(page_env, weights, meta, needle):
     if meta[1] is None:  # a real metadata file with weights that are a pickle in disguise
-        meta = ("model.json", valid_checkpoint()[1])
+        meta = ("model.json", valid_weights()[1])
     at = upload(run_page(), weights, meta)
     assert not at.exception
     errors = [e.value for e in at.error]
@@ -120,7 +120,7 @@ def test_bad_uploads_are_refused_with_a_clear_error(page_env, weights, meta, nee
 
 
 def test_upload_for_the_wrong_dataset_is_refused(page_env):
-    w, m = valid_checkpoint("mnist")
+    w, m = valid_weights("mnist")
     at = upload(run_page(), ("m.safetensors", w), ("m.json", m), dataset="cifar10")
     assert any("not on 'cifar10'" in e.value for e in at.error)
     assert store().list_runs() == []
@@ -128,7 +128,7 @@ def test_upload_for_the_wrong_dataset_is_refused(page_env):
 
 def test_valid_upload_is_imported_listed_and_deletable_after_confirmation(page_env):
     pretrained_before = sorted(p.name for p in page_env["pretrained"].rglob("*"))
-    w, m = valid_checkpoint("mnist", "parallel_lstm", 0.0777)
+    w, m = valid_weights("mnist", "parallel_lstm", 0.0777)
     at = upload(run_page(), ("mine.safetensors", w), ("mine.json", m))
     assert not at.exception and not at.error
     assert any("Imported" in s.value for s in at.success)
@@ -152,7 +152,7 @@ def test_valid_upload_is_imported_listed_and_deletable_after_confirmation(page_e
 
 
 def test_runs_of_other_users_are_read_only_and_pretrained_not_deletable(page_env):
-    w, m = valid_checkpoint("cifar10", "rim", 0.4444)
+    w, m = valid_weights("cifar10", "rim", 0.4444)
     rid = store().import_weights(w, m, "cifar10", owner="ffffffffffffffff")
     at = run_page()
     df = table(at)
@@ -175,7 +175,7 @@ def test_models_page_without_any_model_explains(empty_env):
 def test_a_stopped_run_shows_its_status_and_the_iterations_it_ran(page_env):
     import json
 
-    w, m = valid_checkpoint()
+    w, m = valid_weights()
     meta = json.loads(m)
     meta.update(status="stopped", train_config={"iterations": 1000})  # stopped after 3 of 1,000
     store().import_weights(w, json.dumps(meta).encode(), expected_dataset="mnist", owner=OWNER)
@@ -194,7 +194,7 @@ def test_a_stopped_run_shows_its_status_and_the_iterations_it_ran(page_env):
 def test_open_in_models_selects_that_run_and_its_data_set(page_env):
     """The Train page's "Open in Models" (session key models_open) or a ?model= link opens the
     Models page on that run, with its data set in the filter."""
-    w, m = valid_checkpoint(dataset="cifar10")
+    w, m = valid_weights(dataset="cifar10")
     rid = store().import_weights(w, m, expected_dataset="cifar10", owner="someone-else")
     at = AppTest.from_file(PAGE, default_timeout=120)
     at.user = dict(USER)
@@ -212,7 +212,7 @@ def test_open_in_models_selects_that_run_and_its_data_set(page_env):
 def test_models_page_opens_on_your_latest_run_else_mnist_rim(page_env):
     at = run_page()
     assert at.selectbox(key="models_pick").value == "pretrained:mnist/rim"
-    w, m = valid_checkpoint(dataset="cifar10")
+    w, m = valid_weights(dataset="cifar10")
     rid = store().import_weights(w, m, expected_dataset="cifar10", owner=OWNER)
     at = run_page()
     assert at.selectbox(key="models_pick").value == f"run:{rid}"
@@ -227,7 +227,7 @@ def test_table_columns_are_wide_enough_and_fit_a_1280_px_window(page_env):
     the page at 1280 px, with a stopped, an uploaded demo and another session's run in the table."""
     import json
 
-    w, m = valid_checkpoint()
+    w, m = valid_weights()
     meta = json.loads(m)
     meta.update(status="stopped", train_config={"iterations": 1000, "data_source": "sample"})
     store().import_weights(w, json.dumps(meta).encode(), expected_dataset="mnist", owner="someone-else")
@@ -251,7 +251,7 @@ def test_foreign_safetensors_upload_is_refused_in_plain_words(page_env):
     assert "notes.safetensors" in msg and "is not a safetensors file" in msg
     assert "None" not in msg and "parallel_lstm" not in msg
     # real weights with that metadata: the metadata file is named, and what it lacks, in words
-    w, _ = valid_checkpoint()
+    w, _ = valid_weights()
     at = upload(run_page(), ("model.safetensors", w), ("notes.json", b'{"hello": 1}'))
     msg = at.error[0].value
     assert "notes.json" in msg and "which model" in msg and "None" not in msg and "parallel_lstm" not in msg
@@ -295,7 +295,7 @@ def test_each_model_shows_its_health_and_an_unhealthy_one_is_flagged(page_env):
     at = run_page()
     assert set(table(at)["state"]) == {"healthy"}
     assert any(c.value.startswith("Health: healthy") for c in at.caption)
-    w, m = valid_checkpoint()
+    w, m = valid_weights()
     meta = json.loads(m)
     confusion = np.zeros((10, 10), int)
     confusion[:, 3] = 50  # every test image called "3"
@@ -321,11 +321,11 @@ def _order(at: AppTest) -> list[str]:
 
 
 def test_import_message_is_beside_the_button_and_a_copy_of_a_model_here_is_refused(page_env):
-    w, m = valid_checkpoint("mnist", "parallel_lstm", 0.0777)
+    w, m = valid_weights("mnist", "parallel_lstm", 0.0777)
     at = upload(run_page(), ("mine.safetensors", w), ("mine.json", m))
     order = _order(at)
     said = next(i for i, t in enumerate(order) if t.startswith("success:Imported"))
-    assert said > order.index("header:Upload a checkpoint")  # below the upload form, not at the top
+    assert said > order.index("header:Upload a model")  # below the upload form, not at the top
     # the shipped model, downloaded and uploaded again: said, not stored a second time
     stem = page_env["pretrained"] / "mnist" / "rim"
     at = upload(at, ("rim.safetensors", stem.with_suffix(".safetensors").read_bytes()),
@@ -343,7 +343,7 @@ def test_import_message_is_beside_the_button_and_a_copy_of_a_model_here_is_refus
 def test_a_demo_run_is_marked_in_the_table_picker_and_inspect(page_env):
     import json
 
-    w, m = valid_checkpoint()
+    w, m = valid_weights()
     meta = json.loads(m)
     meta["train_config"] = {"iterations": 3, "data_source": "sample"}
     rid = store().import_weights(w, json.dumps(meta).encode(), expected_dataset="mnist", owner=OWNER)
@@ -367,7 +367,7 @@ def test_floors_beside_the_error_and_the_balanced_error_where_classes_are_unbala
     cap = next(c.value for c in at.caption if c.value.startswith("For comparison"))
     assert "guessing at random errs 90.00 %" in cap and "largest class 88.65 %" in cap and "balanced" not in cap
     # the small Animals-10 subset: five classes of 46 test images, five of 6
-    w, m = valid_checkpoint("animals10", "parallel_lstm", 0.30)
+    w, m = valid_weights("animals10", "parallel_lstm", 0.30)
     meta = json.loads(m)
     counts = [46] * 5 + [6] * 5
     confusion = np.diag(counts)
@@ -388,7 +388,7 @@ def test_a_demo_run_compares_with_the_floors_of_the_images_it_was_tested_on(page
 
     import numpy as np
 
-    w, m = valid_checkpoint()
+    w, m = valid_weights()
     meta = json.loads(m)
     meta["train_config"] = {"iterations": 3, "data_source": "sample"}
     counts = [30, 20, 20, 20, 20, 20, 20, 20, 15, 15]  # 200 images, class 0 the largest
@@ -404,7 +404,7 @@ def test_a_demo_run_compares_with_the_floors_of_the_images_it_was_tested_on(page
 def test_a_final_evaluation_far_below_the_best_seen_is_said_on_inspect(page_env):
     import json
 
-    w, m = valid_checkpoint()
+    w, m = valid_weights()
     meta = json.loads(m)
     meta["evals"] = {"iteration": [100, 200, 300], "test_acc": [0.80, 0.865, 0.53], "test_loss": [1, 1, 1]}
     meta["metrics"].update(test_accuracy=0.53, test_error=0.47, iterations_done=300)

@@ -1,7 +1,7 @@
 """The Robustness page through AppTest, beyond the basics: the shipped curves without the test
 set, the downloads of its curves and tables, and names a reader understands.
 
-Models come from the ``page_env`` fixture (untrained checkpoints + manifest), offline.
+Models come from the ``page_env`` fixture (untrained models + manifest), offline.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The Robustness page through AppTest: the live noise slider, the error curve, RIM's mask
 shift, other noise kinds, the stretch view, and messages for missing data or models.
 
-Models come from the ``page_env`` fixture (untrained checkpoints + manifest); data are the
+Models come from the ``page_env`` fixture (untrained models + manifest); data are the
 bundled MNIST sample. Results are cached per (model, kind, strength), so later tests reuse
 what the first one computed.
 """

@@ -286,7 +286,7 @@ def test_resume_button_on_interrupted_and_stopped_runs(home):
     at.button(key=f"resume_{interrupted}").click().run()
     assert not at.exception
     info = RunStore().get(interrupted)
-    assert info.status == "queued" and "resumes from the start" in info.message  # no checkpoint yet
+    assert info.status == "queued" and "resumes from the start" in info.message  # no training state yet
     assert [b.key for b in at.button if (b.key or "").startswith("resume_")] == [f"resume_{stopped}"]
     assert RunStore().get(theirs).status == "interrupted"
 

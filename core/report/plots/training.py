@@ -2,7 +2,7 @@
 
 Curves are lists of dicts ``{"model", "seed", "x", "y"}`` (one per run, raw values as
 stored: losses in nats, accuracies as fractions); ``curves_from_metadata`` builds them from
-a checkpoint's JSON.
+a model's JSON.
 """
 
 from __future__ import annotations
@@ -204,7 +204,7 @@ def run_curves_figure(meta: dict, title: str = "", log_loss: bool | None = None)
     curves = curves_from_metadata(meta)
     panels = [m for m in ("loss", "batch_acc", "test_acc") if m in curves]
     if not panels:
-        return empty_figure("This checkpoint stores no training history.")
+        return empty_figure("This model stores no training history.")
     fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[CURVE_METRICS[m][0].capitalize() for m in panels],
                         horizontal_spacing=0.08)
     color = method_color(str(meta.get("model")))

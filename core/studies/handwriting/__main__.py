@@ -4,7 +4,7 @@
 ::
 
     python -m core.studies.handwriting make --out assets/digits --n 100
-    python -m core.studies.handwriting measure --models pretrained [--checkpoint STEM] [--json PATH]
+    python -m core.studies.handwriting measure --models pretrained [--weights STEM] [--json PATH]
     python -m core.studies.handwriting measure-external --set semeion [--models shipped] [--json PATH]
     python -m core.studies.handwriting generalisation [--runs RESULTS/converged/runs/mnist] [--out CSV]
 
@@ -38,8 +38,8 @@ def _entries(which: str):
     raise ValueError(f"--models must be 'pretrained', 'all' or 'none', got {which!r}")
 
 
-def checkpoint_entry(path):
-    """A ModelEntry for a checkpoint on disk (``<stem>``, ``<stem>.json`` or ``<stem>.safetensors``),
+def weights_entry(path):
+    """A ModelEntry for a model on disk (``<stem>``, ``<stem>.json`` or ``<stem>.safetensors``),
     named by its recorded model, protocol and (when not "none") augmentation; ValueError when its
     metadata cannot be read."""
     from ...catalog import ModelEntry
@@ -51,7 +51,7 @@ def checkpoint_entry(path):
         meta = json.loads(stem.with_suffix(".json").read_text())
         model, dataset = str(meta["model"]), str(meta["dataset"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"{stem}: not a readable checkpoint ({type(exc).__name__}: {exc})") from None
+        raise ValueError(f"{stem}: not a readable model ({type(exc).__name__}: {exc})") from None
     tc = meta.get("train_config") if isinstance(meta.get("train_config"), dict) else {}
     augment = tc.get("augment", "none")
     protocol = meta.get("protocol") or next(  # a CLI run records none: the protocol its settings are
@@ -71,9 +71,9 @@ def _parser() -> argparse.ArgumentParser:
     make.add_argument("--seed", type=int, default=0)
     meas = sub.add_parser("measure", help="share of the digits each MNIST model recognises")
     meas.add_argument("--models", default="pretrained",
-                      help="'pretrained' (shipped), 'all' (with runs) or 'none' (only --checkpoint)")
-    meas.add_argument("--checkpoint", action="append", default=[], metavar="STEM",
-                      help="also measure this MNIST checkpoint (<stem>.safetensors + <stem>.json, e.g. the --out "
+                      help="'pretrained' (shipped), 'all' (with runs) or 'none' (only --weights)")
+    meas.add_argument("--weights", "--checkpoint", dest="weights", action="append", default=[], metavar="STEM",
+                      help="also measure this MNIST model (<stem>.safetensors + <stem>.json, e.g. the --out "
                            "of python -m core.train); repeatable")
     meas.add_argument("--data", type=Path, default=DEFAULT_DIR, help="folder of the fixed set")
     meas.add_argument("--generate", type=int, metavar="N", default=0,
@@ -87,8 +87,8 @@ def _parser() -> argparse.ArgumentParser:
     ext_p.add_argument("--set", default="all", choices=("all", *ext.SETS))
     ext_p.add_argument("--models", default="converged", choices=("converged", "paper", "shipped", "none"),
                        help="which shipped MNIST models (default: converged, the Adam, cosine, 4,000-iteration ones)")
-    ext_p.add_argument("--checkpoint", action="append", default=[], metavar="STEM",
-                       help="also measure this MNIST checkpoint; repeatable")
+    ext_p.add_argument("--weights", "--checkpoint", dest="weights", action="append", default=[], metavar="STEM",
+                       help="also measure this MNIST model; repeatable")
     ext_p.add_argument("--folder", type=Path, default=None,
                        help="folder with <set>.npz (default RIMSCOPE_HANDWRITING_DIR or RIMSCOPE_DATA_DIR/handwriting)")
     ext_p.add_argument("--sample", action="store_true", help="use the bundled samples even if the full sets are there")
@@ -129,7 +129,7 @@ def measure_cli(args) -> int:
         print(exc, file=sys.stderr)
         return 2
     try:
-        entries = _entries(args.models) + [checkpoint_entry(c) for c in args.checkpoint]
+        entries = _entries(args.models) + [weights_entry(c) for c in args.weights]
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -157,7 +157,7 @@ def measure_external_cli(args) -> int:
     """``measure-external``: every chosen model on the external sets, even and odd half apart."""
     protocol = {"converged": "converged", "paper": "paper", "shipped": None, "none": ""}[args.models]
     try:
-        entries = (ext.shipped_entries(protocol) if protocol != "" else []) + [checkpoint_entry(c) for c in args.checkpoint]
+        entries = (ext.shipped_entries(protocol) if protocol != "" else []) + [weights_entry(c) for c in args.weights]
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -190,7 +190,7 @@ def generalisation_cli(args) -> int:
     """``generalisation``: every seed of the converged MNIST grid on the external sets (CSV)."""
     runs = Path(args.runs) if args.runs else paths.results_dir() / "converged" / "runs" / "mnist"
     shipped = paths.pretrained_dir() / "converged" / "mnist"
-    ckpts = ext.grid_checkpoints(runs, shipped if shipped.is_dir() else None)
+    ckpts = ext.grid_weights(runs, shipped if shipped.is_dir() else None)
     if args.methods:
         ckpts = {m: s for m, s in ckpts.items() if m in args.methods.split(",")}
     if not ckpts:

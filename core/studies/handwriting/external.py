@@ -219,7 +219,7 @@ def entry_name(entry) -> str:
 def measure_entries(entries, data: ExternalSet, inputs: np.ndarray | None = None) -> list[dict]:
     """``measure_external`` for catalogue entries; each row also has the entry's ``key``, its
     MNIST test accuracy as recorded in its metadata (``mnist_test``, None when unknown) and
-    ``error`` instead of accuracies when the checkpoint cannot be loaded."""
+    ``error`` instead of accuracies when the model cannot be loaded."""
     from core.catalog import load_entry
 
     inputs = upload_inputs(data.x) if inputs is None else inputs
@@ -259,7 +259,7 @@ def find_row(data: ExternalSet, index: int) -> int | None:
 # --------------------------------------------------------------------------- generalisation
 
 
-def grid_checkpoints(runs_dir: Path, protocol_dir: Path | None = None) -> dict[str, dict[int, Path]]:
+def grid_weights(runs_dir: Path, protocol_dir: Path | None = None) -> dict[str, dict[int, Path]]:
     """``{method: {seed: stem}}`` of the MNIST grid's weights in ``runs_dir``
     (``<model>_s<seed>.safetensors``); a seed whose weights are only shipped (in
     ``protocol_dir``, e.g. ``pretrained/converged/mnist``, with that seed in its metadata) counts
@@ -282,7 +282,7 @@ def grid_checkpoints(runs_dir: Path, protocol_dir: Path | None = None) -> dict[s
     return out
 
 
-def generalisation_table(checkpoints: dict[str, dict[int, Path]], sets: dict[str, ExternalSet],
+def generalisation_table(models: dict[str, dict[int, Path]], sets: dict[str, ExternalSet],
                          half: str = "odd", reference: str = "rim"):
     """Per method (every seed), accuracy on each set's ``half`` through the upload path.
 
@@ -299,13 +299,13 @@ def generalisation_table(checkpoints: dict[str, dict[int, Path]], sets: dict[str
     inputs = {name: upload_inputs(d.x[d.half(half)]) for name, d in sets.items()}
     labels = {name: d.y[d.half(half)] for name, d in sets.items()}
     rows = []
-    for method, seeds in checkpoints.items():
+    for method, seeds in models.items():
         for seed, stem in sorted(seeds.items()):
             model, _ = load_weights(stem, expected_dataset="mnist")
             rows.append({"method": method, "seed": seed, **{
                 name: float((predictions(model, x) == labels[name]).mean()) for name, x in inputs.items()}})
     per_seed = pd.DataFrame(rows)
-    return per_seed, summarise(per_seed, list(sets), list(checkpoints), half, reference)
+    return per_seed, summarise(per_seed, list(sets), list(models), half, reference)
 
 
 def summarise(per_seed, set_names: list[str], methods: list[str], half: str = "odd", reference: str = "rim"):

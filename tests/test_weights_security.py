@@ -1,8 +1,8 @@
-"""Reliability and security of checkpoints (safetensors weights + JSON metadata).
+"""Reliability and security of models (safetensors weights + JSON metadata).
 
-A checkpoint is user input: an upload on a page, or a file someone dropped in ``runs/``.
+A model is user input: an upload on a page, or a file someone dropped in ``runs/``.
 Loading must never unpickle, never allocate what the metadata asks for before checking it,
-and refuse every malformed or hostile file with a ``CheckpointError`` whose message names
+and refuse every malformed or hostile file with a ``WeightsError`` whose message names
 the problem, never with another exception.
 """
 
@@ -22,7 +22,7 @@ import torch
 from safetensors.torch import save as st_save
 from torch.overrides import TorchFunctionMode
 
-from core.errors import CheckpointError
+from core.errors import WeightsError
 from core.models.registry import build_model, list_models
 from core.training import weights as ck
 from core.training.weights import load_weights, load_weights_bytes, save_weights, weights_bytes
@@ -88,13 +88,13 @@ def test_diverged_history_is_stored_as_strict_json():
 def test_missing_files_are_named(tmp_path):
     save_weights(tiny(), META, tmp_path / "a")
     (tmp_path / "a.json").unlink()
-    with pytest.raises(CheckpointError, match=r"a\.json is missing"):
+    with pytest.raises(WeightsError, match=r"a\.json is missing"):
         load_weights(tmp_path / "a")
-    with pytest.raises(CheckpointError, match=r"b\.safetensors is missing"):
+    with pytest.raises(WeightsError, match=r"b\.safetensors is missing"):
         load_weights(tmp_path / "b")
 
 
-# --------------------------------------------------------------------------- bad checkpoints
+# --------------------------------------------------------------------------- bad models
 
 
 @pytest.fixture(scope="module")
@@ -179,7 +179,7 @@ BAD = {
                          ["infinite"]),
     "weights of another model": (lambda g, mk: (st_save(tiny("parallel_lstm").state_dict()), g["m"], {}), ["lack"]),
     "weights of a bigger config": (lambda g, mk: (st_save(tiny(hidden_size=16).state_dict()), g["m"], {}), ["shape"]),
-    # metadata that is not a checkpoint's
+    # metadata that is not a model's
     "metadata empty": (lambda g, mk: (g["w"], b"", {}), ["empty"]),
     "metadata malformed": (lambda g, mk: (g["w"], b'{"model": "rim", ', {}), ["JSON"]),
     "metadata a list": (lambda g, mk: (g["w"], b"[1, 2, 3]", {}), ["JSON object"]),
@@ -225,19 +225,19 @@ BAD = {
     "title with control characters": (lambda g, mk: (g["w"], meta_with(g, title="ok\x00\n\x1b[31m"), {}), ["title"]),
     "title too long": (lambda g, mk: (g["w"], meta_with(g, title="a" * 500), {}), ["title"]),
     "dataset not a string": (lambda g, mk: (g["w"], meta_with(g, dataset={"name": "mnist"}), {}), ["dataset"]),
-    "checkpoint for another data set": (lambda g, mk: (g["w"], g["m"], {"expected_dataset": "cifar10"}),
+    "model for another data set": (lambda g, mk: (g["w"], g["m"], {"expected_dataset": "cifar10"}),
                                         ["mnist", "cifar10"]),
-    "checkpoint without a data set": (lambda g, mk: (g["w"], meta_with(g, dataset=None), {"expected_dataset": "mnist"}),
+    "model without a data set": (lambda g, mk: (g["w"], meta_with(g, dataset=None), {"expected_dataset": "mnist"}),
                                       ["None", "mnist"]),
 }
 
 
 @pytest.mark.parametrize("case", list(BAD))
-def test_bad_checkpoint_is_refused(case, good, tmp_path):
+def test_bad_model_is_refused(case, good, tmp_path):
     build, words = BAD[case]
     marker = tmp_path / "PWNED"
     weights, meta, kwargs = build(good, marker)
-    with pytest.raises(CheckpointError) as err:
+    with pytest.raises(WeightsError) as err:
         load_weights_bytes(weights, meta, **kwargs)
     msg = str(err.value)
     assert any(w in msg for w in words), f"{case}: message {msg!r} names none of {words}"
@@ -245,20 +245,20 @@ def test_bad_checkpoint_is_refused(case, good, tmp_path):
     assert not marker.exists(), f"{case}: the payload ran"
 
 
-def test_all_bad_checkpoints_summary(good, tmp_path, capsys):
-    """Every case above in one go: counted, and any exception other than CheckpointError is a crash."""
+def test_all_bad_models_summary(good, tmp_path, capsys):
+    """Every case above in one go: counted, and any exception other than WeightsError is a crash."""
     crashes, marker = [], tmp_path / "PWNED"
     for case, (build, _) in BAD.items():
         weights, meta, kwargs = build(good, marker)
         try:
             load_weights_bytes(weights, meta, **kwargs)
             crashes.append(f"{case}: accepted")
-        except CheckpointError:
+        except WeightsError:
             pass
         except BaseException as exc:  # noqa: B036 - a crash of any kind is what we count
             crashes.append(f"{case}: {type(exc).__name__}: {exc}"[:200])
     with capsys.disabled():
-        print(f"\n{len(BAD)} bad checkpoints tried, {len(crashes)} crashes")
+        print(f"\n{len(BAD)} bad models tried, {len(crashes)} crashes")
     assert not crashes, crashes
     assert not marker.exists()
     assert len(BAD) >= 60
@@ -277,7 +277,7 @@ def test_pickle_refused_through_files_too(tmp_path, good):
     marker = tmp_path / "PWNED"
     (tmp_path / "evil.safetensors").write_bytes(torch_save_bytes({"w": Payload(marker)}))
     (tmp_path / "evil.json").write_bytes(good["m"])
-    with pytest.raises(CheckpointError, match="pickle"):
+    with pytest.raises(WeightsError, match="pickle"):
         load_weights(tmp_path / "evil.safetensors")
     assert not marker.exists()
 
@@ -311,7 +311,7 @@ class AllocationMonitor(TorchFunctionMode):
 def test_huge_configs_are_refused_before_allocating(good, changes):
     monitor = AllocationMonitor()
     t0 = time.perf_counter()
-    with monitor, pytest.raises(CheckpointError, match="larger than any checkpoint|out of range"):
+    with monitor, pytest.raises(WeightsError, match="larger than any model|out of range"):
         load_weights_bytes(good["w"], config_with(good, **changes))
     assert time.perf_counter() - t0 < 5.0
     assert not monitor.failures, monitor.failures
