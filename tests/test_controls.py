@@ -1,0 +1,62 @@
+"""The controls' equivalence margin: the paper's claimed gap on the 4,000-iteration grid, half of
+it on the long grid (core.grid.long), fixed before the long grid's first control run."""
+import json
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from core.grid.long import FOLDERS, MATCHED
+from core.report.comparisons import Cells
+from core.report.controls import (
+    EQUIVALENCE_MARGIN,
+    LONG_EQUIVALENCE_MARGIN,
+    MARGIN_FIXED_AT,
+    controls_markdown,
+    controls_table,
+    equivalence_margin,
+)
+from core.report.paper import PAPER, controls_for
+from core.report.tables import table2
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _rows(protocol):
+    spec = {"rim": [1.5, 1.6, 1.55, 1.5, 1.6], "parallel_lstm": [1.8, 1.75, 1.78, 1.76, 1.74],
+            "rim_random": [1.52, 1.58, 1.56, 1.55, 1.54]}
+    return [{"dataset": "mnist", "model": m, "seed": s, "status": "completed", "health": "healthy", "protocol": protocol,
+             "test_error": e / 100, "parameters": 1000} for m, errs in spec.items() for s, e in enumerate(errs)]
+
+
+def test_the_long_grid_margin_is_half_the_papers_gap():
+    for ds, gap in PAPER["vs_parallel_gap"].items():
+        assert equivalence_margin("converged", ds) == EQUIVALENCE_MARGIN[ds] == gap
+        assert equivalence_margin("converged-12k", ds) == equivalence_margin("converged-24k", ds) == gap / 2
+    assert LONG_EQUIVALENCE_MARGIN["mnist"] == pytest.approx(0.175)
+
+
+@pytest.mark.parametrize("protocol, margin, words", [("converged", 0.35, "the paper's claimed gap"),
+                                                     ("converged-12k", 0.175, "half the paper's claimed gap")])
+def test_the_controls_table_uses_its_grids_margin_and_says_which(protocol, margin, words):
+    c = Cells(_rows(protocol))
+    rows = controls_table(c, ["mnist"], table2(c, ["mnist"]))
+    assert [r["margin"] for r in rows if r["control"] != "rim"] == pytest.approx([margin, margin])
+    text = "\n".join(controls_markdown(rows))
+    assert ("half the gap the paper claims" in text) == (protocol == "converged-12k")
+    decided = controls_markdown(rows)[-1]  # random selection is within the margin at either budget here
+    assert f"less than {words} on MNIST" in decided, decided
+
+
+def test_the_long_grid_margin_was_fixed_before_its_first_control_run():
+    """Every control record of the long grid (results/budget*, the variants it trains) was created
+    after MARGIN_FIXED_AT: the margin could not have been chosen from them."""
+    fixed = datetime.strptime(MARGIN_FIXED_AT, "%Y-%m-%dT%H:%M:%S%z")
+    controls = {n for ds in MATCHED for n in controls_for(ds)} - {"parallel_lstm"}
+    earlier = json.loads((ROOT / "results" / FOLDERS[12000] / "runs" / "mnist" / "rim_s0.json").read_text())
+    assert datetime.strptime(earlier["created"], "%Y-%m-%dT%H:%M:%S%z") < fixed  # the check can fail
+    for folder in FOLDERS.values():
+        for p in (ROOT / "results" / folder / "runs").glob("*/*.json"):
+            rec = json.loads(p.read_text())
+            if (rec.get("variant") or rec["model"]) in controls:
+                assert datetime.strptime(rec["created"], "%Y-%m-%dT%H:%M:%S%z") > fixed, p
