@@ -158,7 +158,9 @@ def pick_experiment(available: dict, protocol: str | None) -> str:
     follow_protocol(available, protocol)
     sched = st.radio("Experiment", names, key="cmp_schedule", horizontal=True,
                      format_func=lambda n: RESULT_FOLDERS.get(n, n),
-                     help="Adam, cosine, 4,000 iterations (first): every method with Adam and a cosine decay over "
+                     help="The long grid: every method trained with Adam and a cosine decay until most of its "
+                          "runs stop improving (a budget per data set, fixed by a rule before its runs); Adam, "
+                          "cosine, 4,000 iterations: the short budget, every method with Adam and a cosine decay over "
                           "4,000 iterations, the weights of the best validation accuracy kept; the paper's short "
                           "schedule: 1,000 SGD iterations at learning rate 0.1, under two epochs of MNIST. "
                           "Follows the sidebar's pretrained models; changed here, it is this page's own choice. "
@@ -180,8 +182,14 @@ def grid_caption(sched: str, out_dir, summary: dict | None, rows: list[dict]) ->
     its = sorted({r.get("iterations") for r in rows if r.get("iterations")})
     protocols = sorted({r.get("protocol") or ("converged" if sched == "converged" else "paper") for r in rows})
     healthy = len(Cells(rows).use)  # completed and healthy (core.report.health)
+    by_set = {}  # a grid of several budgets (the long grid) says which data set had which
+    for r in rows:
+        if r.get("iterations"):
+            by_set.setdefault(r["dataset"], set()).add(r["iterations"])
+    budgets = (", ".join(f"{i:,}" for i in its) if len(its) < 2 else "; ".join(
+        f"{_ds_title(d)} {', '.join(f'{i:,}' for i in sorted(v))}" for d, v in by_set.items())) or "?"
     st.caption(f"{len(rows)} runs · seeds {', '.join(map(str, seeds)) or 'none'} · "
-               f"{', '.join(f'{i:,}' for i in its) or '?'} iterations at most · "
+               f"{budgets} iterations at most · "
                f"{'; '.join(protocol_text(p).rsplit(' (', 1)[0] for p in protocols)}. "
                "Errors are in percent of the test split.")
     st.caption(f"**{healthy} of {len(rows)} runs healthy.** Diverged runs (the loss became non-finite, rose above "

@@ -4,7 +4,20 @@ import json
 import pytest
 
 from core.grid.cells import run_path
-from core.grid.long import FOLDERS, RETRAINED, Cell, budget, cell_path, cells, job, retrain_cells, same_run
+from core.grid.long import (
+    FOLDERS,
+    LONG,
+    RETRAINED,
+    Cell,
+    budget,
+    cell_path,
+    cells,
+    job,
+    link_long_grid,
+    long_sources,
+    retrain_cells,
+    same_run,
+)
 
 
 def _write(results, ds, model, seed, gains_late: bool, iterations=12000):
@@ -84,3 +97,31 @@ def test_a_retrained_run_matches_only_with_the_same_numbers():
     assert same_run(first, json.loads(json.dumps(first)))
     assert not same_run(first, {"metrics": {"test_error": 0.0124}, "evals": {"val_acc": [0.9, 0.95]}})
     assert not same_run(first, {"metrics": {"test_error": 0.0123}, "evals": {"val_acc": [0.9, 0.96]}})
+
+
+def test_the_long_grid_links_each_data_set_to_its_budget(tmp_path):
+    for m in ("rim", "parallel_lstm", "entnet"):
+        for s in range(5):
+            _write(tmp_path, "mnist", m, s, gains_late=False)  # MNIST: 12,000
+            _write(tmp_path, "fashion_mnist", m, s, gains_late=True)  # Fashion-MNIST: 24,000
+    (tmp_path / "converged" / "runs" / "animals10").mkdir(parents=True)
+    assert long_sources(tmp_path) == {"mnist": "budget", "fashion_mnist": "budget-24k", "animals10": "converged"}
+    assert link_long_grid(tmp_path) == {"mnist": "budget", "animals10": "converged"}  # no 24,000 runs yet: no link
+    runs = tmp_path / LONG / "runs"
+    assert sorted(p.name for p in runs.iterdir()) == ["animals10", "mnist"]
+    assert sorted(p.name for p in (runs / "mnist").glob("*.json")) == sorted(
+        p.name for p in (tmp_path / "budget" / "runs" / "mnist").glob("*.json"))
+    _write(tmp_path, "fashion_mnist", "rim", 0, gains_late=False, iterations=24000)
+    assert link_long_grid(tmp_path)["fashion_mnist"] == "budget-24k"
+    assert [p.name for p in (runs / "fashion_mnist").glob("*.json")] == ["rim_s0.json"]
+    assert (runs / "fashion_mnist").readlink().as_posix() == "../../budget-24k/runs/fashion_mnist"  # relative: moves with the repo
+
+
+def test_the_shipped_long_grid_links_follow_the_rule():
+    from core.paths import ROOT
+
+    results = ROOT / "results"
+    runs = results / LONG / "runs"
+    linked = {p.name: p.readlink().as_posix() for p in runs.iterdir()}
+    want = {ds: f"../../{f}/runs/{ds}" for ds, f in long_sources(results).items() if (results / f / "runs" / ds).is_dir()}
+    assert linked == want

@@ -31,6 +31,7 @@ from ..training.config import DEVICES, PROTOCOLS
 from .cells import parse_model_overrides
 from .export import export_pretrained
 from .local import run_grid
+from .long import LONG
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -86,7 +87,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _tables(out: Path, include_unhealthy: bool = False) -> None:
-    """Write the grid's tables and the claims table, and print ``tables.md``."""
+    """Write the grid's tables and the claims table, and print ``tables.md``; for the long grid
+    (``results/long``) its links to each data set's runs are made first (core.grid.long)."""
+    if out.name == LONG:
+        from .long import link_long_grid
+
+        link_long_grid(out.parent)
     write_tables(out, include_unhealthy=include_unhealthy)
     _claims(out)
     if out.name == BUDGET_DIR:

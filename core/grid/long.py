@@ -31,6 +31,8 @@ from .export import cell_runs, median_run
 
 FOLDERS = {12000: "budget", 24000: "budget-24k"}  # under the results folder
 RETRAINED = "budget-retrained"  # MNIST 12,000-iteration runs trained again to keep their weights
+LONG = "long"  # results/long: each data set's runs at its budget, as links into the folders above
+SHORT_FOLDER = "converged"  # the 4,000-iteration grid: Animals-10's budget by the rule
 PROTOCOL = {12000: "converged-12k", 24000: "converged-24k"}
 PASS_SHARE = 0.9
 METHODS = ["rim", "parallel_lstm", "entnet", "rmc", "indrnn"]
@@ -109,6 +111,38 @@ def job(cell: Cell, iterations: int, data_dir: str | None, results="results") ->
     return dict(dataset=cell.dataset, model=cell.model, seed=cell.seed, iterations=iterations,
                 protocol=PROTOCOL[iterations], path=str(cell_path(cell, iterations, results)), device="cpu",
                 noise_draws=10, eval_every=250, data_dir=data_dir, overrides={}, threads=1)
+
+
+def long_sources(results="results") -> dict[str, str]:
+    """``{data set: folder}`` of the long grid: each data set's folder at the budget the rule gives
+    (Animals-10: the 4,000-iteration grid); a data set whose budget is not decided yet is left out."""
+    out = {}
+    for ds in SETS:
+        try:
+            it = budget(ds, results)
+        except ValueError:  # its 12,000-iteration runs are not all in yet
+            it = None
+        if it is not None:
+            out[ds] = FOLDERS[it]
+    out["animals10"] = SHORT_FOLDER
+    return out
+
+
+def link_long_grid(results="results") -> dict[str, str]:
+    """Make ``results/long/runs/<data set>`` a relative link to that set's runs at its budget
+    (``long_sources``), so every reader of a results folder reads the long grid as one; links of
+    sets whose budget is not decided are removed. Returns the sources linked."""
+    runs = Path(results) / LONG / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    sources = {ds: f for ds, f in long_sources(results).items() if (Path(results) / f / "runs" / ds).is_dir()}
+    for ds in set(SETS) | {"animals10"}:
+        link = runs / ds
+        want = Path("..", "..", sources[ds], "runs", ds) if ds in sources else None
+        if link.is_symlink() and (want is None or Path(link.readlink()) != want):
+            link.unlink()
+        if want is not None and not link.is_symlink():
+            link.symlink_to(want, target_is_directory=True)
+    return sources
 
 
 def same_run(first: dict, again: dict) -> bool:

@@ -171,6 +171,12 @@ PROTOCOL_NAMES = {"paper": "paper protocol", "converged": CONVERGED_TITLE,
                   "converged-24k": "Adam, cosine, 24,000 iterations", "custom": "own settings"}
 
 
+# the long grid (results/long, core.grid.long): each data set at the budget where most of its runs stop
+# improving by the convergence criterion, decided by a rule fixed before its first run
+LONG_GRID_TITLE = ("long grid: Adam, cosine, each data set until most runs stop improving "
+                   "(12,000 or 24,000 iterations; Animals-10 4,000)")
+
+
 # the protocol inside a model's one display name (pickers, legends, cards): short enough for a
 # picker at 1280 px; the sidebar and the glossary spell it out
 PROTOCOL_SHORT = {"converged": "Adam 4k", "converged-aug": "Adam 4k + scan", "converged-12k": "Adam 12k",

@@ -27,15 +27,15 @@ from core.data.datasets import DATASETS, LoadedData, load_dataset
 from core.eval import curves
 from core.eval.robustness_points import EvalPoint, fixed_subset, noisy_eval, stretch_eval
 from core.eval.scorer import Scorer
-from core.report.fmt import SCHEDULE_TITLES
+from core.report.fmt import LONG_GRID_TITLE, SCHEDULE_TITLES
 
 from .messages import show_error
 
 torch.set_num_threads(1)  # the server shares 2 cores with training workers
 
 # reproduction outputs under results/ the Compare page offers: result folder -> what it holds
-# the first present is the Compare page's default: the converged grid, where runs are stable
-RESULT_FOLDERS = {**SCHEDULE_TITLES,
+# the Compare page shows the sidebar protocol's folder first, else the first present (the long grid)
+RESULT_FOLDERS = {"long": LONG_GRID_TITLE, **SCHEDULE_TITLES,
              "budget": "Adam, cosine, 12,000 iterations: the budget check and the long grid's 12,000-iteration cells",
              "budget-24k": "Adam, cosine, 24,000 iterations: the long grid's 24,000-iteration cells",
              "unequal_init/paper": "old run, unequal initialisation (paper schedule)",
