@@ -53,13 +53,14 @@ def test_cifar10_waits_for_its_pilot_then_keeps_12000_only_when_both_meet_it(tmp
 def test_the_order_and_the_jobs(tmp_path):
     order = cells(tmp_path)
     assert order[0] == Cell("mnist", "rim", 0)
-    pilot = order.index(Cell("cifar10", "rim", 0, 12000))
+    pilot = order.index(Cell("cifar10", "rim", 0, 12000))  # the pilot: seed 0 at 12,000 (the rule reads it)
     assert all(c.dataset == "mnist" for c in order[:pilot])  # MNIST first, then the CIFAR-10 pilot, ...
     assert order.index(Cell("fashion_mnist", "rim", 0)) > pilot
     # the paper's main comparison (RIM, parallel LSTMs) over seeds 0-4 before the other methods
     assert order.index(Cell("fashion_mnist", "parallel_lstm", 4)) < order.index(Cell("fashion_mnist", "entnet", 0))
     assert order.index(Cell("mnist", "rim", 5)) > order.index(Cell("cifar10", "indrnn", 4))  # seeds 5-9 after
-    assert order[-1].model in ("parallel_lstm_6", "rim_all", "rim_alpha0")  # the controls last
+    assert order[-3].model in ("parallel_lstm_6", "rim_all", "rim_alpha0")  # the controls, then
+    assert order[-2:] == [Cell("cifar10", m, 0, 24000) for m in ("rim", "parallel_lstm")]  # the pilot's 24,000 half
     assert len(order) == len(set(order))
     assert not any(c.folder for c in order)  # no MNIST runs in tmp_path: nothing to train again
     j = job(Cell("mnist", "rmc", 3), 12000, None, "res")
