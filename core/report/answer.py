@@ -101,7 +101,7 @@ def _verdict(df: pd.DataFrame, grid: str, ds: str) -> str:
     return str(sel["verdict"].iloc[0]) if not sel.empty else ""
 
 
-def _at(sets: list[str], longest: dict, faded: list[str], said: list[bool], joiner: str = " and ") -> str:
+def _at(sets: list[str], longest: dict, faded: list[str], said: list[bool], joiner: str = ", and on ") -> str:
     """``sets`` with the budget each was trained longest ("MNIST after 12,000 iterations"; the word
     "iterations" only the first time in the sentence: ``said``), and where RIM's 4,000-iteration
     lead did not last (``faded``), that it led then."""
@@ -114,7 +114,7 @@ def _at(sets: list[str], longest: dict, faded: list[str], said: list[bool], join
         said[0] = True
         led = [d for d in ds if d in faded]
         if led:
-            text += f" (it led{'' if led == ds else ' on ' + _names(led)} after 4,000)"
+            text += f", where it led{'' if led == ds else ' on ' + _names(led)} at 4,000"
         out.append(text)
     return joiner.join(out)
 
@@ -122,7 +122,7 @@ def _at(sets: list[str], longest: dict, faded: list[str], said: list[bool], join
 def _main_sentence(df: pd.DataFrame, claims: dict) -> str:
     """What the comparison with the parallel LSTMs decides at the longest budget trained per set
     (first), where RIM's lead at 4,000 iterations does not last, and the paper's own schedule."""
-    head = "RIM (six LSTMs, an attention switching on four per row)"
+    head = "RIM (six LSTMs, attention picks four per image row)"
     longest = {ds: g for ds in DATASET_ORDER if (g := _longest(df, ds))}
     if not longest:
         return f"{head} has no complete comparison with four plain LSTMs yet."
@@ -137,17 +137,17 @@ def _main_sentence(df: pd.DataFrame, claims: dict) -> str:
     if beats:
         parts.append(f"beats four plain LSTMs on {_at(beats, longest, faded, said)}")
     if open_:
-        words = "not measurably on" if beats else "does not beat four plain LSTMs measurably on"
-        parts.append(f"{words} {_at(open_, longest, faded, said, ' or ')}")
+        words = "but not measurably on" if beats else "does not beat four plain LSTMs measurably on"
+        parts.append(f"{words} {_at(open_, longest, faded, said, ', nor on ')}")
     if worse:
-        parts.append(f"is measurably worse on {_at(worse, longest, faded, said)}")
+        parts.append(f"is measurably worse than them on {_at(worse, longest, faded, said)}")
     mean = claims.get("paper", {}).get("vs_parallel_mean")
     if mean and math.isfinite(fmt.num(mean.get("pooled"))):
         v, pooled = mean.get("verdict", ""), fmt.num(mean["pooled"])
         if v.startswith("does not hold"):
-            parts.append(f"under the paper's schedule is {abs(pooled):.2f} points worse on average")
+            parts.append(f"averages {abs(pooled):.2f} points worse than them under the paper's schedule")
         elif v == HOLDS:
-            parts.append(f"under the paper's schedule is {pooled:.2f} points better on average")
+            parts.append(f"averages {pooled:.2f} points better than them under the paper's schedule")
     body = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + ", and " + parts[-1]
     return f"{head} {body}."
 
@@ -161,7 +161,7 @@ def _controls_sentence(controls: list[dict]) -> str:
     m = _names([d for d in DATASET_ORDER if d in matched]) if matched else ""
     r = _names([d for d in DATASET_ORDER if d in random_eq]) if random_eq else ""
     said_m = "equally large plain LSTMs beat it"
-    said_r = "choosing its active LSTMs at random changes its error less than the paper's claimed gap"
+    said_r = "picking the four at random changes its error less than the paper's claimed gap"
     if m and m == r:
         return f"On {m}, {said_m}, and {said_r}."
     parts = [f"{said_m} on {m}"] * bool(m) + [f"{said_r} on {r}"] * bool(r)
