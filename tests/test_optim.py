@@ -393,3 +393,14 @@ def test_protocol_converged_aug_trains_with_the_scan_augmentation(monkeypatch):
     rows = {r.numpy().tobytes() for r in to_sequence(tr.images)}
     batches = [x for training, x in seen if training]
     assert len(batches) == 6 and not any(r.numpy().tobytes() in rows for b in batches for r in b)
+
+
+def test_the_protocol_help_says_what_each_protocol_is():
+    """``--protocol``'s help names each protocol's optimiser, schedule and budget: the key
+    "converged" reads as the 4,000-iteration short budget it is."""
+    text = config.protocol_help()
+    for name, p in PROTOCOLS.items():
+        assert f"{name}: " in text and f"{p['iterations']:,} iterations" in text
+    assert "converged: Adam 0.002, cosine, 4,000 iterations;" in text
+    shown = " ".join(config.build_parser().format_help().split())  # argparse wraps the help
+    assert "converged: Adam 0.002, cosine, 4,000 iterations;" in shown

@@ -27,7 +27,7 @@ from ..models.registry import list_models
 from ..report.budget import BUDGET_DIR, write_check
 from ..report.paper import DATASET_ORDER, grid_names
 from ..report.tables import write_tables
-from ..training.config import DEVICES, PROTOCOLS
+from ..training.config import DEVICES, PROTOCOLS, protocol_help
 from .cells import parse_model_overrides
 from .export import export_pretrained
 from .local import run_grid
@@ -51,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--data-dir", default=None, help="folder with <dataset>/{train,test}.npz (default $RIMSCOPE_DATA_DIR)")
     r.add_argument("--out", default="results/paper")
     r.add_argument("--protocol", default="paper", choices=list(PROTOCOLS),
-                   help="training protocol of every cell (core.training.config.PROTOCOLS); paper: --iterations, SGD 0.1")
+                   help=f"training protocol of every cell ({protocol_help()}; paper: its iterations from --iterations)")
     r.add_argument("--set", action="append", default=[], metavar="MODEL.KEY=VALUE",
                    help="model config override for one model, e.g. --set parallel_lstm.hidden_size=81 (repeatable)")
     r.add_argument("--engine", default="local", choices=["local", "ray"],

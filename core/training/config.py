@@ -72,6 +72,17 @@ PROTOCOLS["converged-12k"] = {**PROTOCOLS["converged"], "iterations": 12000}
 # 12,000 iterations by the convergence criterion (core.report.convergence; core.grid.long)
 PROTOCOLS["converged-24k"] = {**PROTOCOLS["converged"], "iterations": 24000}
 
+def protocol_help() -> str:
+    """Each named protocol in a few words, for the command lines' ``--protocol`` help: the key
+    "converged" is the short budget (4,000 iterations), not a claim that its runs converged."""
+    def one(name: str, p: dict) -> str:
+        opt = "SGD" if p["optimizer"] == "sgd" else "Adam"
+        sched = f", {p['schedule']}" if p.get("schedule", "none") != "none" else ""
+        aug = f", {p['augment']} augmentation" if p.get("augment", "none") != "none" else ""
+        return f"{name}: {opt} {p['lr']:g}{sched}, {p['iterations']:,} iterations{aug}"
+    return "; ".join(one(n, p) for n, p in PROTOCOLS.items())
+
+
 # the settings that tell the protocols apart (how often the test accuracy is logged does not)
 _PROTOCOL_KEYS = sorted(({k for p in PROTOCOLS.values() for k in p} | {"grad_clip"}) - {"eval_every"})
 
@@ -353,7 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=None, help=f"SGD learning rate (default {d.lr})")
     p.add_argument("--momentum", type=float, default=None, help=f"SGD momentum (default {d.momentum}, the paper's plain SGD)")
     p.add_argument("--protocol", choices=list(PROTOCOLS), default=None,
-                   help="start from a named protocol's settings (paper, converged, converged-aug); explicit options win")
+                   help=f"start from a named protocol's settings ({protocol_help()}); explicit options win")
     p.add_argument("--optimizer", choices=OPTIMIZERS, default=None, help=f"optimizer (default {d.optimizer})")
     p.add_argument("--weight-decay", type=float, default=None, help=f"weight decay (default {d.weight_decay})")
     p.add_argument("--schedule", choices=SCHEDULES, default=None,
