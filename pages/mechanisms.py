@@ -212,10 +212,10 @@ def _timestep_view(image: np.ndarray, a: ui.pair.Side, b: ui.pair.Side | None, p
         st.session_state["mech_t"] = (int(st.session_state.get("mech_t", 1)) - 1 + d) % T + 1
 
     c_prev, c_slider, c_next = st.columns([1, 14, 1], vertical_alignment="bottom")
-    c_prev.button("◀", key="mech_prev", on_click=step, args=(-1,), help="previous row")
+    c_prev.button("◀", key="mech_prev", on_click=step, args=(-1,))
     t = c_slider.slider("Timestep = image row", 1, T, key="mech_t")
     ui.urlstate.write_param(URL_STATE, "mech_t", t)  # this view is a fragment: the page's sync_url does not run
-    c_next.button("▶", key="mech_next", on_click=step, args=(1,), help="next row")
+    c_next.button("▶", key="mech_next", on_click=step, args=(1,))
 
     c_img, c_comm, c_text = st.columns([2, 4, 3])  # the heatmap wide enough for its numbers at 1280 px
     c_img.image(ui.upload.framed_row(image, t), caption=f"row {t} of {T}, framed")

@@ -113,7 +113,7 @@ def _pick_image(dataset: str, data, key: str):
     rng = np.random.default_rng()
     c1, c2 = st.columns([3, 2], vertical_alignment="bottom")
     i = c1.number_input(f"{word.capitalize()} number (0-{n - 1})", 0, n - 1, key=f"{key}_idx")
-    c2.button("Random", key=f"{key}_rand", help=f"a random {word}",
+    c2.button("Random", key=f"{key}_rand",
               on_click=lambda: st.session_state.update({f"{key}_idx": int(rng.integers(n))}))
     return np.asarray(data.images[int(i)]), int(data.labels[int(i)]), ui.messages.image_name(data, int(i))
 
@@ -231,8 +231,7 @@ def noise_picker() -> tuple[str, float, str, str | None, str]:
             st.session_state["rb_kind"] = "gaussian"
             st.session_state["rb_strength_gaussian"] = PAPER_VAR
 
-        c_btn.button("Paper's test", key="rb_paper", on_click=to_paper,
-                     help="Back to the paper's noise test: Gaussian, variance 0.01")
+        c_btn.button("Paper's test", key="rb_paper", on_click=to_paper)
     level = f"{title} {param} {strength:.2f}" if param else title
     return kind, strength, title, param, level
 

@@ -79,3 +79,17 @@ def test_pages_import_only_streamlit_core_and_pages_ui():
     assert len(PAGE_FILES) > 5  # app.py, the pages and pages/ui
     found = [p for path in PAGE_FILES for p in boundary_problems(str(path.relative_to(REPO)), path.read_text())]
     assert not found, "move these into core (core.report.plots, core.report.fmt, ...):\n" + "\n".join(found)
+
+
+BUTTONS = {"button", "download_button", "form_submit_button", "link_button"}
+
+
+@pytest.mark.parametrize("path", PAGE_FILES, ids=lambda p: str(p.relative_to(REPO)))
+def test_no_button_has_a_tooltip(path):
+    """Streamlit draws a button with a tooltip (``help=``) twice, the second a zero-size copy that a
+    screen reader or a click by name meets (seen in Chromium on every such button): a button says
+    what it does in its label and the text beside it."""
+    bad = [n.lineno for n in ast.walk(ast.parse(path.read_text()))
+           if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in BUTTONS
+           and any(k.arg == "help" for k in n.keywords)]
+    assert not bad, f"{path.relative_to(REPO)}: buttons with help= at lines {bad}"

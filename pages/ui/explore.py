@@ -77,8 +77,7 @@ def _thumbs(data, items: list[tuple[int, str, np.ndarray | None]], key: str, per
         cols = st.columns(per_row)
         for col, (i, caption, shown) in zip(cols, items[start : start + per_row]):
             col.image(upscaled(data.images[i], 56) if shown is None else shown, caption=caption, width="stretch")
-            col.button("Open", key=f"{key}_{i}", on_click=open_image, args=(i,), width="stretch",
-                       help=f"Show test image #{i} as the current input")
+            col.button("Open", key=f"{key}_{i}", on_click=open_image, args=(i,), width="stretch")
 
 
 def match_view(dataset: str, entry, model, mask, unit_names: list, here: int | None) -> None:

@@ -211,9 +211,7 @@ def figure_downloads(fig, name: str, key: str, width: int = 1100, extra=()) -> N
         held = st.session_state.get(held_key)
         png = held[1] if held and held[0] == digest else None
         slot = row.empty()  # the "Make PNG" button, replaced by the download once the PNG is made
-        if png is None and slot.button("🖼 Make PNG", key=f"{key}_png_make",
-                                       help="Renders the figure as a PNG with kaleido, then offers it for "
-                                            "download."):
+        if png is None and slot.button("🖼 Make PNG", key=f"{key}_png_make"):
             with row, st.spinner("Rendering the PNG…"):
                 try:
                     png = _figure_png(fig_json, width, height)
@@ -225,7 +223,7 @@ def figure_downloads(fig, name: str, key: str, width: int = 1100, extra=()) -> N
                     st.caption(ONE_SHOT_NOTE)
         if png is not None:
             slot.download_button("⬇ PNG", data=png, file_name=f"{name}.png", mime="image/png", key=f"{key}_png",
-                                 on_click="ignore", help="Rendered for this figure; downloads at once.")
+                                 on_click="ignore")
     else:
         row.caption("PNG export needs kaleido and Chromium; use HTML.")
 
@@ -235,7 +233,7 @@ def figure_downloads(fig, name: str, key: str, width: int = 1100, extra=()) -> N
         return pio.from_json(fig_json).to_html(include_plotlyjs=True, full_html=True).encode()
 
     row.download_button("⬇ HTML", data=_html, file_name=f"{name}.html", mime="text/html", key=f"{key}_html",
-                        on_click="ignore", help="Interactive figure, opens offline in any browser.")
+                        on_click="ignore")
     for i, (label, data, file_name, mime) in enumerate(extra):
         row.download_button(label, data=data, file_name=file_name, mime=mime, key=f"{key}_x{i}", on_click="ignore")
 

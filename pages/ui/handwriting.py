@@ -187,12 +187,12 @@ def mechanisms_input():
         st.session_state[MECH_IDX] = numbers[(i + d) % len(numbers)]
 
     c_prev, c_box, c_next = st.columns([1, 8, 1], vertical_alignment="bottom")
-    c_prev.button("◀", key="mech_hw_prev", on_click=step, args=(-1,), help="the previous digit of the set")
+    c_prev.button("◀", key="mech_hw_prev", on_click=step, args=(-1,))
     idx = int(c_box.selectbox(f"Digit number in the set ({_numbers_text(numbers)})", numbers, key=MECH_IDX,
                               help="The digit's position in the full set. The bundled sample holds only "
                                    "odd-numbered digits (the half never used to tune the upload path)."
                               if not data.full else "The digit's position in the full set."))
-    c_next.button("▶", key="mech_hw_next", on_click=step, args=(1,), help="the next digit of the set")
+    c_next.button("▶", key="mech_hw_next", on_click=step, args=(1,))
     row = de.find_row(data, idx)
     prepared = prepare_upload(de.upload_bytes(data.x[row]), "mnist")
     return prepared, int(data.y[row]), f"{name} digit #{idx} (uploaded as a {de.RENDER_SIDE} px PNG)"

@@ -55,6 +55,13 @@ def test_page_renders(page, app_server, screenshot, name):
     settle(page, SLOW_MS / 1000)
     assert page.title(), "the browser tab has no title"
     assert_no_errors(page, f"page {name}")
+    # every button is drawn once, with a size (a button with a tooltip was also drawn as a zero-size
+    # copy); buttons inside a closed expander or a hidden tab do not count
+    ghosts = page.evaluate("""() => [...document.querySelectorAll('button')].filter(b => {
+        const r = b.getBoundingClientRect();
+        return (r.width === 0 || r.height === 0) && !b.closest('details:not([open]), [hidden]')
+            && getComputedStyle(b).display !== 'none'; }).map(b => b.innerText || b.getAttribute('aria-label'))""")
+    assert not ghosts, f"page {name}: zero-size buttons {ghosts}"
     path = full_screenshot(page, screenshot, name)
     assert path.stat().st_size > 10_000
 
