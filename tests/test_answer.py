@@ -138,3 +138,13 @@ def test_the_seeds_sentence_counts_the_leading_comparison_not_a_partial_cell():
                        {"grid": "converged", "dataset": "animals10", "other": "parallel_lstm", "seeds": 3},
                        {"grid": "paper", "dataset": "mnist", "other": "parallel_lstm", "seeds": 2}])
     assert answer._seeds_sentence(df) == "Five seeds per method (three on Animals-10)."
+
+
+def test_the_seeds_sentence_counts_the_comparisons_the_answer_reads():
+    """A budget still training (one seed of CIFAR-10 at 12,000) does not lower the count."""
+    df = pd.concat([_rows([("converged", d, "parallel_lstm", HOLDS) for d in ("mnist", "cifar10")]),
+                    _rows([("converged", "animals10", "parallel_lstm", CANNOT_TELL)], seeds=3),
+                    _rows([("budget", "cifar10", "parallel_lstm", CANNOT_TELL)], seeds=1)])
+    assert answer._seeds_sentence(df) == "Five seeds per method (three on Animals-10)."
+    assert answer._seeds_sentence(_rows([("converged", "animals10", "parallel_lstm", HOLDS)], seeds=3)) == \
+        "Three seeds per method."

@@ -175,15 +175,22 @@ def _count(n: int) -> str:
 
 def _seeds_sentence(df: pd.DataFrame) -> str:
     """How many training seeds stand behind the comparison the answer leads with (RIM vs the
-    parallel LSTMs, Adam budgets)."""
-    main = df[(df["grid"] != "paper") & (df["other"] == "parallel_lstm")] if not df.empty else df
-    if main.empty:
+    parallel LSTMs at each data set's longest budget with all its seeds)."""
+    seeds = {ds: int(_pick(df, g, ds)["seeds"].min()) for ds in DATASET_ORDER if (g := _longest(df, ds))}
+    if not seeds:
         return ""
-    n = int(main[main["dataset"] != "animals10"]["seeds"].min()) if (main["dataset"] != "animals10").any() else 0
-    a = int(main[main["dataset"] == "animals10"]["seeds"].min()) if (main["dataset"] == "animals10").any() else n
-    if not n:
-        return f"{_count(a)} seeds per method."
-    return f"{_count(n)} seeds per method" + (f" ({_count(a).lower()} on Animals-10)." if a != n else ".")
+    others = sorted({n for ds, n in seeds.items() if ds != "animals10"})
+    a = seeds.get("animals10")
+    n = others[0] if others else a
+
+    def count(k: int) -> str:
+        return f"{_count(k)} seed{'s' if k != 1 else ''}"
+
+    return count(n) + " per method" + (f" ({_count(a).lower()} on Animals-10)." if a is not None and a != n else ".")
+
+
+def _pick(df: pd.DataFrame, grid: str, ds: str) -> pd.DataFrame:
+    return df[(df["grid"] == grid) & (df["dataset"] == ds) & (df["other"] == "parallel_lstm")]
 
 
 def plain_answer(root="results") -> str:
