@@ -273,7 +273,8 @@ def write_check(out: Path) -> None:
     pd.DataFrame(rows).to_csv(Path(out) / CHECK_FILE, index=False)
     said = [f"Seeds {o}: {verdicts_checked(rows, o)}" for o in dict.fromkeys(r["seeds"] for r in rows)
             if any(r["seeds"] == o and _checked(r) for r in rows)]
-    parts = ["", "### Does each verdict stay? Every seed set", "", budget_table(rows), "", CHECK_NOTE,
+    parts = ["", "### Does each verdict stay? Every seed set", "", budget_sentence(root), "", budget_table(rows), "",
+             CHECK_NOTE,
              *(["", " ".join(said)] if said else []), "",
              "### Each run beside its seed's 4,000-iteration run", *same_seed_markdown(root), ""]
     with open(Path(out) / "tables.md", "a") as f:

@@ -90,13 +90,6 @@ def _verdict_by_budget(root: Path) -> str:
     return verdict_by_budget_markdown(root)
 
 
-def _budget_sentence(root: Path) -> str:
-    """What the finished 12,000-iteration runs show beside their seeds' 4,000-iteration runs (core.report.budget)."""
-    from .budget import budget_sentence
-
-    return budget_sentence(root) or "*No run of the budget check yet.*"
-
-
 def _controls(root: Path) -> str:
     from .claims import grid
     from .controls import controls_markdown
@@ -139,7 +132,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "claims": _claims, "glance": _glance, "answer": _answer,
     "converged-table2": _compact("converged", "table2"), "converged-table3": _compact("converged", "table3"),
     "converged-table4": _compact("converged", "table4"), "converged-fluctuation": _compact("converged", "fluctuation"),
-    "controls": _controls, "budget": _budget, "budget-sentence": _budget_sentence,
+    "controls": _controls, "budget": _budget,
     "verdict-by-budget": _verdict_by_budget,
     "paper-table2": _compact("paper", "table2"), "paper-table3": _compact("paper", "table3"),
     "paper-table4": _compact("paper", "table4"), "paper-failed": _failed,
