@@ -333,6 +333,10 @@ YIELD_MAX_S = 3.0  # the longest the warm-up waits for the pages before its next
 # after a script run the browser still draws what it sent (plotly's charts take most of a second on
 # 2 cores): the warm-up leaves the machine to it this long after the last run ends
 DRAW_GRACE_S = 1.0
+# the warm-up's later steps (other noise kinds, protocols and data sets, the PNG renderer's browser:
+# most of its 40 s of work) wait until no script run has happened for this long, so they never share
+# the machine with someone clicking through the pages
+IDLE_S = 10.0
 
 
 def script_run_started() -> None:
@@ -356,12 +360,17 @@ def _page_busy() -> bool:
     return _RUNNING[0] > 0 or time.monotonic() - _LAST_RUN_OVER[0] < DRAW_GRACE_S
 
 
-def _yield_to_pages() -> None:
+def _idle() -> bool:
+    """No script run in progress, and none for ``IDLE_S``."""
+    return _RUNNING[0] == 0 and time.monotonic() - _LAST_RUN_OVER[0] >= IDLE_S
+
+
+def _yield_to_pages(idle: bool = False) -> None:
     """Before the warm-up's next point: wait while a page is being computed or drawn, at most
     ``YIELD_MAX_S`` (a point in progress is finished first: a page that needs it waits for it,
-    not twice)."""
+    not twice); with ``idle``, until the server has been idle for ``IDLE_S`` (or is stopping)."""
     deadline = time.monotonic() + YIELD_MAX_S
-    while _page_busy() and time.monotonic() < deadline:
+    while not _STOP.is_set() and (not _idle() if idle else _page_busy() and time.monotonic() < deadline):
         time.sleep(0.02)
 
 
@@ -393,7 +402,8 @@ def _warm_imports() -> None:
     download_reachable(next(iter(DATASETS)))  # the Train page's probe, cached for a minute
 
 
-def _warm_robustness(dataset: str, kinds=("gaussian",), protocol: str = catalog.DEFAULT_PROTOCOL) -> None:
+def _warm_robustness(dataset: str, kinds=("gaussian",), protocol: str = catalog.DEFAULT_PROTOCOL,
+                     idle: bool = False) -> None:
     """The Robustness page's points for the default models of ``protocol``: every level of the
     error curves (mostly shipped points) and of the mask-shift curves (computed), per noise kind."""
     from core.models.registry import trace_schema
@@ -404,16 +414,17 @@ def _warm_robustness(dataset: str, kinds=("gaussian",), protocol: str = catalog.
         levels = (1.0,) if kind == "poisson" else curves.GRID
         for method in models:
             for s in levels:
-                _yield_to_pages()
+                _yield_to_pages(idle)
                 scorer.curve_noise(method, kind, s)
         for method, (entry, _) in models.items():
             if trace_schema(entry.model).activity_binary:
                 scorer.noise(method, "gaussian", 0.0)
                 for s in levels:
-                    _yield_to_pages()
+                    _yield_to_pages(idle)
                     scorer.noise(method, kind, s)
 
 
+LATE_STEPS = ("noise kinds", "protocols", "fashion_mnist", "png")  # run when the server is idle (IDLE_S)
 OTHER_KINDS = ("salt_pepper", "speckle", "poisson")  # the Robustness page's noise kinds after Gaussian
 ALL_KINDS = ("gaussian", *OTHER_KINDS)
 
@@ -486,14 +497,15 @@ def _warm() -> None:
              # then what a newcomer does next: the test-set view of Mechanisms, the
              # other noise kinds, the other protocol's models, then the other grey data set
              ("mechanisms set", lambda: _warm_mechanisms_set(dataset)),
-             ("noise kinds", lambda: _warm_robustness(dataset, OTHER_KINDS)),
-             ("protocols", lambda: [_warm_robustness(dataset, ALL_KINDS, p) for p in _other_protocols(dataset)]),
-             ("fashion_mnist", lambda: _warm_robustness("fashion_mnist", ALL_KINDS) if "fashion_mnist" in DATASETS
-              else None),
+             ("noise kinds", lambda: _warm_robustness(dataset, OTHER_KINDS, idle=True)),
+             ("protocols", lambda: [_warm_robustness(dataset, ALL_KINDS, p, idle=True)
+                                    for p in _other_protocols(dataset)]),
+             ("fashion_mnist", lambda: _warm_robustness("fashion_mnist", ALL_KINDS, idle=True)
+              if "fashion_mnist" in DATASETS else None),
              ("png", _warm_png)]
     WARMUP["state"] = "running"
     for name, fn in steps:
-        _yield_to_pages()
+        _yield_to_pages(idle=name in LATE_STEPS)
         if _STOP.is_set():
             WARMUP["state"] = "stopped at exit"
             return

@@ -25,8 +25,32 @@ def cache(page_env, monkeypatch):
     C.WARMUP.update(state="not started", steps={}, error=None, before_first_page={})
     PNG_WARMED.clear()  # the renderer itself: tests/test_png_export.py
     monkeypatch.setattr(C, "_warm_png", lambda: PNG_WARMED.append(list(C.WARMUP["steps"])))
+    monkeypatch.setattr(C, "IDLE_S", 0.2)  # the later steps wait for an idle server; not 10 s per test
+    monkeypatch.setattr(C, "DRAW_GRACE_S", 0.1)
     C.script_run_over()  # as app.py does after its first script run
     return C
+
+
+def test_the_later_steps_wait_until_the_server_is_idle(cache, monkeypatch):
+    """The warm-up's later steps (LATE_STEPS) start only when no script run has happened for
+    IDLE_S: someone clicking through the pages never shares the machine with them."""
+    import threading
+    import time
+
+    monkeypatch.setattr(cache, "IDLE_S", 1.5)
+    monkeypatch.setattr(cache, "_RUNNING", [0])
+    t = threading.Thread(target=cache._warm, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 120
+    while "mechanisms set" not in cache.WARMUP["steps"] and time.monotonic() < deadline:
+        cache.script_run_over()  # a page every 0.5 s: the server is never idle for 1.5 s
+        time.sleep(0.5)
+    for _ in range(6):  # 3 s more of pages: no later step starts
+        cache.script_run_over()
+        time.sleep(0.5)
+    assert "mechanisms set" in cache.WARMUP["steps"] and not set(cache.LATE_STEPS) & set(cache.WARMUP["steps"])
+    t.join(120)  # the pages stop: the later steps run
+    assert cache.WARMUP["state"] == "done" and set(cache.LATE_STEPS) <= set(cache.WARMUP["steps"]), cache.WARMUP
 
 
 def test_the_warmup_fills_the_caches_the_robustness_page_reads(cache, monkeypatch):
