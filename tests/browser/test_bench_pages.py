@@ -25,18 +25,3 @@ def test_bench_pages_one_rep(tmp_path):
         assert s["min_s"] <= s["median_s"] <= s["max_s"]
         assert name in printed
     assert data["machine"]["cores"] >= 1
-
-
-def test_bench_pages_slow_section_one_rep(tmp_path, monkeypatch):
-    """The slow list, with a short wait for the warm-up: every interaction, "Make PNG" included,
-    is found on the page (its sidebar labels are the app's own) and timed."""
-    monkeypatch.setenv("RIMSCOPE_BENCH_WARM_WAIT_S", "20")
-    out = tmp_path / "pages_slow.json"
-    printed = run_bench("bench.bench_pages", "--sections", "slow", "--reps", "1", "--gc", "off", "--out", str(out))
-    data = json.loads(out.read_text())
-    assert set(data["settings"]["off"]) == {"noise_kind", "protocol_switch", "robustness_fashion_mnist", "make_png",
-                                            "find_the_same_mechanisms", "across_the_test_set"}
-    for name, s in data["settings"]["off"].items():
-        assert s["n"] == (2 if name == "make_png" else 1), name  # make_png: the MNIST and Fashion-MNIST curves
-        assert all(math.isfinite(x) and x > 0 for x in s["samples_s"]), name
-        assert name in printed
