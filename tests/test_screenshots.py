@@ -93,8 +93,8 @@ def test_the_checks_catch_what_they_should():
     assert stale_entries({"renamed": {**ok, "protocol_labels": ["Adam 4k"]}}, [lab for lab in labels if lab != "Adam 4k"])
     assert stale_entries({"nocommit": {**ok, "commit": ""}}, labels)
     # the longest label a text shows counts once, not the shorter ones inside it
-    assert labels_in("Adam, cosine, 4,000 iterations (best validation kept) · RIM · Adam 4k", labels) == [
-        "Adam 4k", "Adam, cosine, 4,000 iterations (best validation kept)"]
+    assert labels_in("Adam, cosine, 4,000 iterations: the short budget (best validation kept) · RIM · Adam 4k",
+                     labels) == ["Adam 4k", "Adam, cosine, 4,000 iterations: the short budget (best validation kept)"]
     assert refused_in("runs under /tmp/pytest-of-root/pytest-3/home") and refused_in("RIM converged s4")
     assert not refused_in("RIM (paper's method) · Adam 4k · seed 4 (pretrained)")
     doc = ROOT / "README.md"

@@ -184,9 +184,9 @@ PROTOCOL_SHORT = {"converged": "Adam 4k", "converged-aug": "Adam 4k + scan", "co
 
 
 # the sidebar's protocol switch and the Compare page's experiment picker
-PROTOCOL_SWITCH_TITLES = {"converged": f"{CONVERGED_TITLE} (best validation kept)",
+PROTOCOL_SWITCH_TITLES = {"converged": f"{CONVERGED_TITLE}: the short budget (best validation kept)",
                           "paper": "paper protocol (SGD 0.1, 1,000 iterations)"}
-SCHEDULE_TITLES = {"converged": f"{CONVERGED_TITLE}, best of a validation split",
+SCHEDULE_TITLES = {"converged": f"{CONVERGED_TITLE}: the short budget, best of a validation split",
                    "paper": "the paper's short schedule (SGD 0.1, 1,000 iterations): paper grid, ablations, init study"}
 
 
