@@ -254,6 +254,7 @@ def run_bench(module: str, *args: str) -> str:
 
     env = {k: v for k, v in os.environ.items() if k != "RIMSCOPE_DATA_DIR"}
     env["RIMSCOPE_BENCH_SETTLE_S"] = "0.3"  # short waits between actions: this checks the bench, not the times
+    env["RIMSCOPE_BENCH_CHANGE_QUIET_S"] = "0.3"  # ... and a shorter stillness that ends a measurement
     proc = subprocess.run([sys.executable, "-m", module, *args], cwd=Path(__file__).resolve().parents[2], env=env, capture_output=True,
                           text=True, timeout=1200)
     assert proc.returncode == 0, f"{module} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
