@@ -148,3 +148,16 @@ def test_the_seeds_sentence_counts_the_comparisons_the_answer_reads():
     assert answer._seeds_sentence(df) == "Five seeds per method (three on Animals-10)."
     assert answer._seeds_sentence(_rows([("converged", "animals10", "parallel_lstm", HOLDS)], seeds=3)) == \
         "Three seeds per method."
+
+
+def test_the_budget_note_counts_the_runs_still_improving():
+    from core.report.convergence import IMPROVING
+    from core.report.tables import load_results
+
+    text = answer.budget_note(RESULTS)
+    rows = load_results(RESULTS / "converged")
+    n = sum(r["convergence"] == IMPROVING for r in rows)
+    assert f"at 4,000 iterations {n} of {len(rows)} runs are still improving" in text
+    long_rows = load_results(RESULTS / "long")
+    assert f"long budget so far, {sum(r['convergence'] == IMPROVING for r in long_rows)} of {len(long_rows)}." in text
+    assert answer.budget_note(RESULTS / "nowhere") == ""

@@ -205,6 +205,26 @@ def plain_answer(root="results") -> str:
     return " ".join(s for s in (_main_sentence(df, claims), _controls_sentence(controls), _seeds_sentence(df)) if s)
 
 
+def budget_note(root="results") -> str:
+    """Why the answer reads each data set at its longest budget: how many runs of the 4,000-iteration
+    grid and of the long grid are still improving by the convergence criterion."""
+    from .convergence import IMPROVING, NOT_MEASURED
+    from .tables import load_results
+
+    def counts(folder: str) -> tuple[int, int]:
+        rows = [r for r in load_results(Path(root) / folder) if r.get("convergence", NOT_MEASURED) != NOT_MEASURED]
+        return sum(r["convergence"] == IMPROVING for r in rows), len(rows)
+
+    short, long_ = counts("converged"), counts("long") if (Path(root) / "long" / "runs").is_dir() else (0, 0)
+    if not short[1]:
+        return ""
+    text = (f"Why the longest budget: at 4,000 iterations {short[0]} of {short[1]} runs are still improving "
+            "(best validation accuracy gained more than 0.1 point in the last quarter of training)")
+    if long_[1]:
+        text += f"; at each data set's long budget so far, {long_[0]} of {long_[1]}"
+    return text + "."
+
+
 MAGNITUDE_MARKS = {"smaller than the paper's": ", below the paper's", "as large as the paper's": ", as large as the paper's"}
 
 

@@ -84,6 +84,12 @@ def _answer(root: Path) -> str:
     return plain_answer(root)
 
 
+def _budget_note(root: Path) -> str:
+    from .answer import budget_note
+
+    return budget_note(root) or "*No run with a validation split yet.*"
+
+
 def _verdict_by_budget(root: Path) -> str:
     from .answer import verdict_by_budget_markdown
 
@@ -133,7 +139,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "converged-table2": _compact("converged", "table2"), "converged-table3": _compact("converged", "table3"),
     "converged-table4": _compact("converged", "table4"), "converged-fluctuation": _compact("converged", "fluctuation"),
     "controls": _controls, "budget": _budget,
-    "verdict-by-budget": _verdict_by_budget,
+    "verdict-by-budget": _verdict_by_budget, "budget-note": _budget_note,
     "paper-table2": _compact("paper", "table2"), "paper-table3": _compact("paper", "table3"),
     "paper-table4": _compact("paper", "table4"), "paper-failed": _failed,
     "handwriting": _handwriting, "facts": _facts, "interventions": _interventions,
