@@ -30,6 +30,17 @@ def kill_running_workers(store) -> None:
     store.pump()
 
 
+# Small settings per model: fast, but every mechanism (heads, slots, layers) still present.
+SMALL = {
+    "rim": dict(num_units=5, hidden_size=8, k_active=3, embed_dim=12, input_heads=2, input_key_size=4,
+                input_value_size=4, comm_heads=2, comm_key_size=4, comm_value_size=4),
+    "parallel_lstm": dict(num_units=3, hidden_size=8),
+    "entnet": dict(num_slots=4, slot_size=12),
+    "rmc": dict(num_slots=3, slot_size=16, num_heads=2),
+    "indrnn": dict(hidden_size=16, trace_groups=4),
+}
+
+
 TINY = {"parallel_lstm": {"num_units": 1, "hidden_size": 8},
         "rim": {"num_units": 2, "k_active": 1, "hidden_size": 8}}
 

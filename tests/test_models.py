@@ -15,18 +15,10 @@ import torch
 import torch.nn.functional as F
 
 from core.models.registry import build_model, count_parameters, list_models, make_config, parameter_counts
+from tests.run_helpers import SMALL as TINY
 
 MODELS = ["rim", "parallel_lstm", "entnet", "rmc", "indrnn"]
 
-# Small settings per model: fast, but every mechanism (heads, slots, layers) still present.
-TINY = {
-    "rim": dict(num_units=5, hidden_size=8, k_active=3, embed_dim=12, input_heads=2, input_key_size=4,
-                input_value_size=4, comm_heads=2, comm_key_size=4, comm_value_size=4),
-    "parallel_lstm": dict(num_units=3, hidden_size=8),
-    "entnet": dict(num_slots=4, slot_size=12),
-    "rmc": dict(num_slots=3, slot_size=16, num_heads=2),
-    "indrnn": dict(hidden_size=16, trace_groups=4),
-}
 
 
 # The RIM and the RMC have two implementations ("fused", the default, and "reference", the

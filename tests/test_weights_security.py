@@ -26,16 +26,9 @@ from core.errors import WeightsError
 from core.models.registry import build_model, list_models
 from core.training import weights as ck
 from core.training.weights import load_weights, load_weights_bytes, save_weights, weights_bytes
+from tests.run_helpers import SMALL as TINY
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY = {
-    "rim": dict(num_units=3, hidden_size=8, k_active=2, embed_dim=8, input_heads=2, input_key_size=4,
-                input_value_size=4, comm_heads=2, comm_key_size=4, comm_value_size=4),
-    "parallel_lstm": dict(num_units=2, hidden_size=8),
-    "entnet": dict(num_slots=3, slot_size=8),
-    "rmc": dict(num_slots=2, slot_size=8, num_heads=2),
-    "indrnn": dict(hidden_size=16, trace_groups=4),
-}
 META = {"dataset": "mnist", "run_name": "tiny run", "title": "RIM (tiny)", "seed": 0}
 
 
@@ -203,7 +196,7 @@ BAD = {
     "config negative size": (lambda g, mk: (g["w"], config_with(g, hidden_size=-8), {}), ["hidden_size"]),
     "config zero size": (lambda g, mk: (g["w"], config_with(g, hidden_size=0), {}), ["not valid"]),
     "config k_active 0": (lambda g, mk: (g["w"], config_with(g, k_active=0), {}), ["k_active"]),
-    "config k_active > units": (lambda g, mk: (g["w"], config_with(g, k_active=4), {}), ["k_active"]),
+    "config k_active > units": (lambda g, mk: (g["w"], config_with(g, k_active=TINY["rim"]["num_units"] + 1), {}), ["k_active"]),
     "config without input_dim": (lambda g, mk: (g["w"], config_without(g, "input_dim"), {}), ["input_dim"]),
     "config NaN alpha": (lambda g, mk: (g["w"], config_with(g, alpha=float("nan")), {}), ["alpha"]),
     "config infinite alpha": (lambda g, mk: (g["w"], config_with(g, alpha=float("inf")), {}), ["alpha"]),
