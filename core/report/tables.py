@@ -154,6 +154,37 @@ def improving_runs(rows: list[dict], t: dict) -> dict[str, tuple[list[dict], lis
     return out
 
 
+def convergence_cells(rows: list[dict]) -> list[str]:
+    """Markdown: per data set and model, how many runs meet the convergence criterion, with the
+    iterations they ran to; nothing when no run was measured (no validation split)."""
+    measured = [r for r in rows if r.get("convergence", NOT_MEASURED) != NOT_MEASURED]
+    if not measured:
+        return []
+    sets = [d for d in DATASET_ORDER if any(r["dataset"] == d for r in measured)]
+    models = list(dict.fromkeys(r["model"] for r in sorted(measured, key=lambda r: _model_rank(r["model"]))))
+    head = ["", "### Convergence criterion per cell", "",
+            "Runs that meet it / runs (`core.report.convergence`: best validation accuracy at most 0.1 point above "
+            "its best by three quarters of the schedule), and the schedule's iterations.", "",
+            "| data set | " + " | ".join(fmt.display_name(m) for m in models) + " |",
+            "|---|" + "---|" * len(models)]
+    lines = []
+    for ds in sets:
+        cells = []
+        for m in models:
+            mine = [r for r in measured if r["dataset"] == ds and r["model"] == m]
+            its = sorted({r["iterations"] for r in mine if r.get("iterations")})
+            cells.append(f"{sum(r['convergence'] != IMPROVING for r in mine)}/{len(mine)} "
+                         f"({', '.join(f'{i:,}' for i in its)})" if mine else "")
+        lines.append(f"| {fmt.dataset_title(ds)} | " + " | ".join(cells) + " |")
+    n_ok = sum(r["convergence"] != IMPROVING for r in measured)
+    return head + lines + ["", f"All cells: {n_ok} of {len(measured)} runs ({100 * n_ok / len(measured):.0f} %) meet it."]
+
+
+def _model_rank(model: str) -> tuple:
+    order = ["rim", "parallel_lstm", *BASELINES]
+    return (order.index(model) if model in order else len(order), model)
+
+
 def convergence_line(improving: list[dict], measured: list[dict]) -> str:
     """One line under a table: how many of its runs meet the convergence criterion, and per data
     set how many are still improving (each run's state: the ``convergence`` column of runs.csv)."""
@@ -236,6 +267,7 @@ def tables_markdown(t: dict, rows: list[dict], include_unhealthy: bool = False) 
             out += ["", family_note(t[name])] + _excluded_md(ex[name], include_unhealthy)
             if name in ("table2", "table3", "table4"):
                 out += ["", convergence_line(*imp[name])]
+    out += convergence_cells(rows)
     if t.get("controls"):
         out += ["", "### The controls of why", ""] + controls_markdown(t["controls"])
     if t.get("claims"):
