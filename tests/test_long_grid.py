@@ -17,6 +17,7 @@ from core.grid.long import (
     long_sources,
     retrain_cells,
     same_run,
+    weight_stems,
 )
 
 
@@ -138,3 +139,25 @@ def test_at_least_90_percent_of_the_long_grids_runs_meet_the_criterion():
     assert len(records) >= 40
     met = sum(plateau(r).state == CONVERGED for r in records)
     assert met / len(records) >= 0.9, f"{met} of {len(records)} runs meet the convergence criterion"
+
+
+def test_the_long_grids_weights_are_found_at_the_budget_else_retrained(tmp_path):
+    for m in ("rim", "parallel_lstm", "entnet"):
+        for s in range(5):
+            _write(tmp_path, "mnist", m, s, gains_late=False)  # MNIST: 12,000, in budget/
+    budget_dir = tmp_path / FOLDERS[12000] / "runs" / "mnist"
+    (budget_dir / "rim_s0.safetensors").write_bytes(b"")  # kept with the grid
+    again = tmp_path / RETRAINED / "runs" / "mnist"
+    again.mkdir(parents=True)
+    for name in ("rim_s2.json", "rim_s2.safetensors", "rim_s3.safetensors"):  # seed 3: weights without a record
+        (again / name).write_text("{}")
+    assert weight_stems("mnist", "rim", tmp_path) == [budget_dir / "rim_s0", again / "rim_s2"]
+    assert weight_stems("fashion_mnist", "rim", tmp_path) == []  # its budget's runs are not in
+
+
+def test_the_study_says_when_the_long_grid_has_no_weights_yet(tmp_path, monkeypatch):
+    from core.studies import interventions as study
+
+    monkeypatch.setattr(study, "ROOT", tmp_path)
+    with pytest.raises(SystemExit, match="no RIM of the long grid with its weights on fashion_mnist"):
+        study.weight_stems(["fashion_mnist"], None, "converged", long_grid=True)

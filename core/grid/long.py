@@ -149,6 +149,20 @@ def link_long_grid(results="results") -> dict[str, str]:
     return sources
 
 
+def weight_stems(ds: str, model: str = "rim", results="results", seeds=range(10)) -> list[Path]:
+    """The stems (``<folder>/runs/<ds>/<model>_s<seed>``) of ``model``'s long-grid runs on ``ds``
+    whose weights are kept: in the set's folder at its budget, else the retrained copy (``RETRAINED``)."""
+    src = long_sources(results).get(ds)
+    out = []
+    for s in seeds if src else ():
+        for folder in (src, RETRAINED):
+            stem = run_path(Path(results) / folder, ds, model, s).with_suffix("")
+            if stem.with_suffix(".safetensors").is_file() and stem.with_suffix(".json").is_file():
+                out.append(stem)
+                break
+    return out
+
+
 def same_run(first: dict, again: dict) -> bool:
     """A retrained run matches its first record: the same test error and validation history."""
     return (first["metrics"].get("test_error") == again["metrics"].get("test_error")

@@ -11,6 +11,7 @@ Over the weights of several seeds (one file stem per trained network; the tables
 drop a seed-level interval)::
 
     python -m core.studies.interventions --datasets mnist --weights mnist:runs/s0/rim mnist:runs/s1/rim ...
+    python -m core.studies.interventions --long-grid    # every RIM of the long grid with its weights kept
 """
 from __future__ import annotations
 
@@ -30,9 +31,17 @@ from ..training.weights import load_weights
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def weight_stems(datasets, weights, protocol: str) -> dict[str, list[Path]]:
-    """dataset -> the weight stems to study: ``weights`` entries "dataset:stem", else the shipped
-    ``pretrained/<protocol>/<dataset>/rim``."""
+def weight_stems(datasets, weights, protocol: str, long_grid: bool = False) -> dict[str, list[Path]]:
+    """dataset -> the weight stems to study: ``weights`` entries "dataset:stem", or with
+    ``long_grid`` every RIM of the long grid whose weights are kept (core.grid.long.weight_stems),
+    else the shipped ``pretrained/<protocol>/<dataset>/rim``."""
+    if long_grid:
+        from ..grid.long import weight_stems as long_stems
+
+        found = {ds: long_stems(ds, "rim", ROOT / "results") for ds in datasets}
+        if missing := [ds for ds, stems in found.items() if not stems]:
+            raise SystemExit(f"--long-grid: no RIM of the long grid with its weights on {', '.join(missing)} yet")
+        return found
     out: dict[str, list[Path]] = {ds: [] for ds in datasets}
     for w in weights or []:
         ds, sep, stem = w.partition(":")
@@ -100,6 +109,8 @@ def main(argv=None) -> int:
     p.add_argument("--datasets", nargs="+", default=["mnist", "fashion_mnist"])
     p.add_argument("--protocol", default="converged", help="pretrained/<protocol>/<dataset>/rim when no --weights")
     p.add_argument("--weights", nargs="*", default=None, help="dataset:stem, one per trained network (seed)")
+    p.add_argument("--long-grid", action="store_true",
+                   help="every RIM of the long grid (results/long) whose weights are kept, one network per seed")
     p.add_argument("--n", type=int, default=0, help="first N test images (0: all)")
     p.add_argument("--train-n", type=int, default=10_000, help="training images of the read-out mean")
     p.add_argument("--patch-n", type=int, default=1_000, help="test images of the patching tables")
@@ -125,7 +136,7 @@ def main(argv=None) -> int:
           f"{NOISE_VAR:g}, one draw (seed 0). Patching: one LSTM's state (h, c), or the whole selection mask, "
           "taken from a donor image on a band of rows.", ""]
     tables, patches = {}, {}
-    for dataset, stems in weight_stems(args.datasets, args.weights, args.protocol).items():
+    for dataset, stems in weight_stems(args.datasets, args.weights, args.protocol, args.long_grid).items():
         study_one(dataset, stems, args, md, tables, patches)
     words.write_csv(out / "knockout.csv", tables)
     text.write_patch_csv(out / "patching.csv", [((ds, m, s), t) for (ds, m, s, _), t in patches.items()])
