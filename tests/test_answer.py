@@ -159,5 +159,5 @@ def test_the_budget_note_counts_the_runs_still_improving():
     n = sum(r["convergence"] == IMPROVING for r in rows)
     assert f"at 4,000 iterations {n} of {len(rows)} runs are still improving" in text
     long_rows = load_results(RESULTS / "long")
-    assert f"long budget so far, {sum(r['convergence'] == IMPROVING for r in long_rows)} of {len(long_rows)}." in text
+    assert f"long budget so far, {sum(r['convergence'] == IMPROVING for r in long_rows)} of {len(long_rows)} are." in text
     assert answer.budget_note(RESULTS / "nowhere") == ""

@@ -221,7 +221,7 @@ def budget_note(root="results") -> str:
     text = (f"Why the longest budget: at 4,000 iterations {short[0]} of {short[1]} runs are still improving "
             "(best validation accuracy gained more than 0.1 point in the last quarter of training)")
     if long_[1]:
-        text += f"; at each data set's long budget so far, {long_[0]} of {long_[1]}"
+        text += f"; at each data set's long budget so far, {long_[0]} of {long_[1]} are"
     return text + "."
 
 
