@@ -26,7 +26,6 @@ def cache(page_env, monkeypatch):
     PNG_WARMED.clear()  # the renderer itself: tests/test_png_export.py
     monkeypatch.setattr(C, "_warm_png", lambda: PNG_WARMED.append(list(C.WARMUP["steps"])))
     monkeypatch.setattr(C, "IDLE_S", 0.2)  # the later steps wait for an idle server; not 10 s per test
-    monkeypatch.setattr(C, "DRAW_GRACE_S", 0.1)
     C.script_run_over()  # as app.py does after its first script run
     return C
 
@@ -160,22 +159,6 @@ def test_the_warmup_pauses_while_a_page_is_drawn(cache, monkeypatch):
     assert cache._RUNNING == [0]
     cache.script_run_over()  # never below zero
     assert cache._RUNNING == [0]
-
-
-def test_the_warmup_leaves_the_machine_to_a_page_being_drawn(cache, monkeypatch):
-    """After a script run the browser draws its charts: the warm-up counts the page as busy for
-    DRAW_GRACE_S more, then goes on."""
-    import time
-
-    monkeypatch.setattr(cache, "_RUNNING", [0])
-    monkeypatch.setattr(cache, "_LAST_RUN_OVER", [-1e9])
-    assert not cache._page_busy()
-    cache.script_run_started()
-    assert cache._page_busy()
-    cache.script_run_over()
-    assert cache._RUNNING == [0] and cache._page_busy()  # the run is over, its page is being drawn
-    cache._LAST_RUN_OVER[0] = time.monotonic() - cache.DRAW_GRACE_S - 0.01
-    assert not cache._page_busy()
 
 
 def test_warmup_can_be_switched_off(cache, monkeypatch):
