@@ -86,6 +86,26 @@ def results_dir() -> Path:
     return _env_path("RIMSCOPE_RESULTS_DIR") or ROOT / "results"
 
 
+# folders of the long grid under results/ (core.grid.long trains them; core.studies reads them)
+LONG_GRID = "long"  # each data set's runs at its budget, as links into the budget folders
+RETRAINED = "budget-retrained"  # MNIST 12,000-iteration runs trained again to keep their weights
+
+
+def long_grid_weights(ds: str, model: str = "rim", results: Path | None = None, seeds=range(10)) -> list[Path]:
+    """The stems (``.../runs/<ds>/<model>_s<seed>``) of ``model``'s long-grid runs on ``ds`` whose
+    weights are kept: beside the run's record (through ``results/long``'s link to the set's budget
+    folder), else its retrained copy (``RETRAINED``)."""
+    results = Path(results or results_dir())
+    out = []
+    for s in seeds:
+        for folder in (LONG_GRID, RETRAINED):
+            stem = results / folder / "runs" / ds / f"{model}_s{s}"
+            if stem.with_suffix(".safetensors").is_file() and stem.with_suffix(".json").is_file():
+                out.append(stem)
+                break
+    return out
+
+
 def offline() -> bool:
     return os.environ.get("RIMSCOPE_OFFLINE", "").strip().lower() in ("1", "true", "yes")
 

@@ -17,8 +17,8 @@ from core.grid.long import (
     long_sources,
     retrain_cells,
     same_run,
-    weight_stems,
 )
+from core.paths import long_grid_weights
 
 
 def _write(results, ds, model, seed, gains_late: bool, iterations=12000):
@@ -145,14 +145,17 @@ def test_the_long_grids_weights_are_found_at_the_budget_else_retrained(tmp_path)
     for m in ("rim", "parallel_lstm", "entnet"):
         for s in range(5):
             _write(tmp_path, "mnist", m, s, gains_late=False)  # MNIST: 12,000, in budget/
-    budget_dir = tmp_path / FOLDERS[12000] / "runs" / "mnist"
-    (budget_dir / "rim_s0.safetensors").write_bytes(b"")  # kept with the grid
+    (tmp_path / FOLDERS[12000] / "runs" / "mnist" / "rim_s0.safetensors").write_bytes(b"")  # kept with the grid
     again = tmp_path / RETRAINED / "runs" / "mnist"
     again.mkdir(parents=True)
     for name in ("rim_s2.json", "rim_s2.safetensors", "rim_s3.safetensors"):  # seed 3: weights without a record
         (again / name).write_text("{}")
-    assert weight_stems("mnist", "rim", tmp_path) == [budget_dir / "rim_s0", again / "rim_s2"]
-    assert weight_stems("fashion_mnist", "rim", tmp_path) == []  # its budget's runs are not in
+    link_long_grid(tmp_path)
+    found = long_grid_weights("mnist", "rim", tmp_path)
+    assert found == [tmp_path / LONG / "runs" / "mnist" / "rim_s0", again / "rim_s2"]
+    assert found[0].with_suffix(".safetensors").resolve() == (tmp_path / "budget" / "runs" / "mnist" /
+                                                              "rim_s0.safetensors").resolve()
+    assert long_grid_weights("fashion_mnist", "rim", tmp_path) == []  # its budget's runs are not in
 
 
 def test_the_study_says_when_the_long_grid_has_no_weights_yet(tmp_path, monkeypatch):

@@ -26,13 +26,13 @@ import json
 from pathlib import Path
 from typing import NamedTuple
 
+from ..paths import LONG_GRID, RETRAINED
 from ..report.convergence import CONVERGED, plateau
 from .cells import run_path
 from .export import cell_runs, median_run
 
 FOLDERS = {12000: "budget", 24000: "budget-24k"}  # under the results folder
-RETRAINED = "budget-retrained"  # MNIST 12,000-iteration runs trained again to keep their weights
-LONG = "long"  # results/long: each data set's runs at its budget, as links into the folders above
+LONG = LONG_GRID  # results/long: each data set's runs at its budget, as links into the folders above
 SHORT_FOLDER = "converged"  # the 4,000-iteration grid: Animals-10's budget by the rule
 PROTOCOL = {12000: "converged-12k", 24000: "converged-24k"}
 PASS_SHARE = 0.9
@@ -147,20 +147,6 @@ def link_long_grid(results="results") -> dict[str, str]:
         if want is not None and not link.is_symlink():
             link.symlink_to(want, target_is_directory=True)
     return sources
-
-
-def weight_stems(ds: str, model: str = "rim", results="results", seeds=range(10)) -> list[Path]:
-    """The stems (``<folder>/runs/<ds>/<model>_s<seed>``) of ``model``'s long-grid runs on ``ds``
-    whose weights are kept: in the set's folder at its budget, else the retrained copy (``RETRAINED``)."""
-    src = long_sources(results).get(ds)
-    out = []
-    for s in seeds if src else ():
-        for folder in (src, RETRAINED):
-            stem = run_path(Path(results) / folder, ds, model, s).with_suffix("")
-            if stem.with_suffix(".safetensors").is_file() and stem.with_suffix(".json").is_file():
-                out.append(stem)
-                break
-    return out
 
 
 def same_run(first: dict, again: dict) -> bool:

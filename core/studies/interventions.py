@@ -23,6 +23,7 @@ from ..data.datasets import load_dataset
 from ..data.transforms import add_noise
 from ..eval.interventions import NOISE_VAR, knockout_table, mean_final_state
 from ..eval.patching import class_donors, patching_table
+from ..paths import long_grid_weights
 from ..report import intervene as text
 from ..report import interventions as words
 from ..report.fmt import source_parts
@@ -33,12 +34,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def weight_stems(datasets, weights, protocol: str, long_grid: bool = False) -> dict[str, list[Path]]:
     """dataset -> the weight stems to study: ``weights`` entries "dataset:stem", or with
-    ``long_grid`` every RIM of the long grid whose weights are kept (core.grid.long.weight_stems),
+    ``long_grid`` every RIM of the long grid whose weights are kept (core.paths.long_grid_weights),
     else the shipped ``pretrained/<protocol>/<dataset>/rim``."""
     if long_grid:
-        from ..grid.long import weight_stems as long_stems
-
-        found = {ds: long_stems(ds, "rim", ROOT / "results") for ds in datasets}
+        found = {ds: long_grid_weights(ds, "rim", ROOT / "results") for ds in datasets}
         if missing := [ds for ds, stems in found.items() if not stems]:
             raise SystemExit(f"--long-grid: no RIM of the long grid with its weights on {', '.join(missing)} yet")
         return found
