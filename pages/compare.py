@@ -8,7 +8,7 @@ import streamlit as st
 from core import paths
 from core.catalog import run_label
 from core.grid.export import protocol_text
-from core.report.answer import BUDGET_NOTE, read_answer, read_gap_rows, verdict_by_budget
+from core.report.answer import BUDGET_NOTE, read_answer, read_gap_rows, read_note, verdict_by_budget
 from core.report.budget import BUDGET_SETS, CHECK_NOTE, check_frame, check_sentence, read_check
 from core.report.claims import CLAIMS_NOTE, GLANCE_LEGEND, claims_frame, display_csv, glance_frame, read_claims
 from core.report.comparisons import Cells
@@ -477,11 +477,18 @@ def _answer(root: str, stamp: float) -> tuple[str, pd.DataFrame]:
     return read_answer(root), read_gap_rows(root)
 
 
+@st.cache_data(show_spinner=False)
+def _note(root: str, stamp: float) -> str:
+    return read_note(root)
+
+
 def answer_view() -> None:
     """The answer in plain words and RIM's gap to each method (the same text and numbers as README)."""
     root = paths.results_dir()
     text, gaps = _answer(str(root), mtime(root / "answer.md") + mtime(root / "gaps.csv"))
     st.markdown(f"**The answer.** {text}")
+    if note := _note(str(root), mtime(root / "answer_note.md")):
+        st.caption(note)
     box = st.expander("RIM's gap to each method, every data set and protocol", key="cmp_gaps_open", on_change="rerun")
     if not box.open:  # drawn only while open: every other run of the page skips the figure
         return

@@ -161,3 +161,10 @@ def test_the_budget_note_counts_the_runs_still_improving():
     long_rows = load_results(RESULTS / "long")
     assert f"long budget so far, {sum(r['convergence'] == IMPROVING for r in long_rows)} of {len(long_rows)} are." in text
     assert answer.budget_note(RESULTS / "nowhere") == ""
+
+
+def test_the_stored_note_is_the_computed_one(tmp_path):
+    """results/answer_note.md (what Compare shows under the answer) is ``budget_note``, and
+    ``read_note`` computes it where none is stored."""
+    assert answer.read_note(RESULTS) == answer.budget_note(RESULTS) != ""
+    assert answer.read_note(tmp_path) == ""  # no results: no note, nothing stored

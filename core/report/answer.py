@@ -274,10 +274,15 @@ def verdict_by_budget_markdown(root="results") -> str:
 ANSWER_FILE = "answer.md"  # results/answer.md: the plain answer as stored for the pages (no recomputation)
 
 
+NOTE_FILE = "answer_note.md"  # results/answer_note.md: ``budget_note`` as stored for the pages
+
+
 def write_answer(root="results") -> str:
-    """Store ``plain_answer`` as ``results/answer.md``; returns it."""
+    """Store ``plain_answer`` as ``results/answer.md`` and ``budget_note`` as
+    ``results/answer_note.md``; returns the answer."""
     text = plain_answer(root)
     (Path(root) / ANSWER_FILE).write_text(text + "\n")
+    (Path(root) / NOTE_FILE).write_text(budget_note(root) + "\n")
     return text
 
 
@@ -285,6 +290,12 @@ def read_answer(root="results") -> str:
     """The stored answer (``write_answer``); computed when none is stored."""
     p = Path(root) / ANSWER_FILE
     return p.read_text().strip() if p.is_file() else plain_answer(root)
+
+
+def read_note(root="results") -> str:
+    """The stored budget note (``write_answer``); computed when none is stored."""
+    p = Path(root) / NOTE_FILE
+    return p.read_text().strip() if p.is_file() else budget_note(root)
 
 
 def read_gap_rows(root="results") -> pd.DataFrame:
@@ -356,5 +367,5 @@ def figure_current(repo=".", results="results") -> bool:
     return p.read_text() == gap_rows(Path(repo) / results).round(4).to_csv(index=False)
 
 
-__all__ = ["gap_rows", "plain_answer", "write_answer", "read_answer", "read_gap_rows", "write_figure",
+__all__ = ["gap_rows", "plain_answer", "write_answer", "read_answer", "read_note", "budget_note", "read_gap_rows", "write_figure",
            "figure_current"]

@@ -215,7 +215,16 @@ def _figure(repo: Path, results: str, check: bool) -> list[Path]:
     of core.report.answer: written again unless ``check``; returns those that are (or, with
     ``check``, would be) out of date. The figure's numbers, ``gaps.csv``, decide for the figure: a
     PNG's bytes depend on the plotting library's version."""
-    from .answer import ANSWER_FILE, FIGURE, figure_current, plain_answer, write_answer, write_figure
+    from .answer import (
+        ANSWER_FILE,
+        FIGURE,
+        NOTE_FILE,
+        budget_note,
+        figure_current,
+        plain_answer,
+        write_answer,
+        write_figure,
+    )
 
     root = repo / results
     if not root.is_dir() or not (root / "converged").is_dir():
@@ -225,11 +234,12 @@ def _figure(repo: Path, results: str, check: bool) -> list[Path]:
         stale.append(repo / FIGURE)
         if not check:
             write_figure(repo, results)
-    stored = root / ANSWER_FILE
-    if not stored.is_file() or stored.read_text().strip() != plain_answer(root):
-        stale.append(stored)
-        if not check:
-            write_answer(root)
+    stored, note = root / ANSWER_FILE, root / NOTE_FILE
+    old = [p for p, text in ((stored, plain_answer(root)), (note, budget_note(root)))
+           if not p.is_file() or p.read_text().strip() != text]
+    stale += old
+    if old and not check:
+        write_answer(root)
     return stale
 
 

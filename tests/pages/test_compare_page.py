@@ -349,6 +349,10 @@ def test_compare_opens_with_the_answer_and_the_gaps_figure(page_env):
     assert not at.exception and not at.error
     said = [m.value for m in at.markdown if m.value.startswith("**The answer.**")]
     assert said == [f"**The answer.** {plain_answer(page_env['results'])}"]
+    from core.report.answer import budget_note
+
+    note, captions = budget_note(page_env["results"]), [c.value for c in at.caption]  # README's note under it
+    assert note in captions if note else not any(c.startswith("Why the longest budget") for c in captions)
     assert "RIM's gap to each method, every data set and protocol" in [e.label for e in at.expander]
     from core.report.plots.comparison import GAPS_TITLE
 
