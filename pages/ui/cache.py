@@ -360,10 +360,7 @@ def _idle() -> bool:
 def _yield_to_pages(idle: bool = False) -> None:
     """Before the warm-up's next point: wait while a page is being computed, at most
     ``YIELD_MAX_S`` (a point in progress is finished first: a page that needs it waits for it,
-    not twice); with ``idle``, until the server has been idle for ``IDLE_S`` (or is stopping).
-    (Waiting also while the browser draws a page, a second after its run, delayed the points the
-    next pages need: Robustness' and Compare's first views took 3.0-3.4 s instead of 1.1-1.4 s
-    when clicked through at once.)"""
+    not twice); with ``idle``, until the server has been idle for ``IDLE_S`` (or is stopping)."""
     deadline = time.monotonic() + YIELD_MAX_S
     while not _STOP.is_set() and (not _idle() if idle else _RUNNING[0] > 0 and time.monotonic() < deadline):
         time.sleep(0.02)
