@@ -53,6 +53,15 @@ def test_the_main_sentence_leads_with_the_longest_budget():
     s = answer._main_sentence(lost, claims)
     assert "beats four plain LSTMs on CIFAR-10 after 4,000 iterations" in s
     assert "but not measurably on MNIST after 12,000, where it led at 4,000, and averages 4.24 points worse" in s
+    two = _rows([("converged", "mnist", "parallel_lstm", HOLDS), ("budget", "mnist", "parallel_lstm", CANNOT_TELL),
+                 ("converged", "fashion_mnist", "parallel_lstm", HOLDS),
+                 ("budget-24k", "fashion_mnist", "parallel_lstm", CANNOT_TELL),
+                 ("converged", "cifar10", "parallel_lstm", HOLDS), ("budget", "cifar10", "parallel_lstm", CANNOT_TELL),
+                 ("converged", "animals10", "parallel_lstm", CANNOT_TELL)])
+    s = answer._main_sentence(two, {})  # the faded leads are said once, grouped by budget
+    assert s.endswith("does not beat four plain LSTMs measurably on MNIST and CIFAR-10 after 12,000 iterations and "
+                      "Fashion-MNIST after 24,000, where it led at 4,000, nor on Animals-10 after 4,000.")
+    assert s.count("where it led") == 1
     kept = _rows([("converged", "mnist", "parallel_lstm", HOLDS), ("budget-24k", "mnist", "parallel_lstm", HOLDS)])
     s = answer._main_sentence(kept, {})
     assert "beats four plain LSTMs on MNIST after 24,000 iterations" in s and "led" not in s and "worse" not in s

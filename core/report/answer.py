@@ -102,21 +102,25 @@ def _verdict(df: pd.DataFrame, grid: str, ds: str) -> str:
 
 
 def _at(sets: list[str], longest: dict, faded: list[str], said: list[bool], joiner: str = ", and on ") -> str:
-    """``sets`` with the budget each was trained longest ("MNIST after 12,000 iterations"; the word
-    "iterations" only the first time in the sentence: ``said``), and where RIM's 4,000-iteration
-    lead did not last (``faded``), that it led then."""
-    groups: dict[str, list[str]] = {}
-    for d in sets:
-        groups.setdefault(longest[d], []).append(d)
-    out = []
-    for g, ds in groups.items():
-        text = f"{_names(ds)} after {ITERATIONS[g]}" + ("" if said[0] else " iterations")
-        said[0] = True
-        led = [d for d in ds if d in faded]
-        if led:
-            text += f", where it led{'' if led == ds else ' on ' + _names(led)} at 4,000"
-        out.append(text)
-    return joiner.join(out)
+    """``sets`` with the budget each was trained longest ("MNIST and CIFAR-10 after 12,000 iterations
+    and Fashion-MNIST after 24,000"; the word "iterations" only the first time in the sentence:
+    ``said``). The sets where RIM's 4,000-iteration lead did not last (``faded``) come first, once,
+    followed by "where it led at 4,000"; the others after ``joiner``."""
+    chunks = []
+    for led in (True, False):
+        part = [d for d in sets if (d in faded) == led]
+        if not part:
+            continue
+        groups: dict[str, list[str]] = {}
+        for d in part:
+            groups.setdefault(longest[d], []).append(d)
+        frags = []
+        for g, ds in groups.items():
+            frags.append(f"{_names(ds)} after {ITERATIONS[g]}" + ("" if said[0] else " iterations"))
+            said[0] = True
+        text = frags[0] if len(frags) == 1 else ", ".join(frags[:-1]) + " and " + frags[-1]
+        chunks.append(text + (", where it led at 4,000" if led else ""))
+    return joiner.join(chunks)
 
 
 def _main_sentence(df: pd.DataFrame, claims: dict) -> str:
@@ -145,9 +149,9 @@ def _main_sentence(df: pd.DataFrame, claims: dict) -> str:
     if mean and math.isfinite(fmt.num(mean.get("pooled"))):
         v, pooled = mean.get("verdict", ""), fmt.num(mean["pooled"])
         if v.startswith("does not hold"):
-            parts.append(f"averages {abs(pooled):.2f} points worse than them under the paper's schedule")
+            parts.append(f"averages {abs(pooled):.2f} points worse under the paper's schedule")
         elif v == HOLDS:
-            parts.append(f"averages {pooled:.2f} points better than them under the paper's schedule")
+            parts.append(f"averages {pooled:.2f} points better under the paper's schedule")
     body = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + ", and " + parts[-1]
     return f"{head} {body}."
 
