@@ -26,7 +26,8 @@ drives headless Chromium through the interactions users repeat:
   fresh session, after the server's warm-up had ``RIMSCOPE_BENCH_WARM_WAIT_S`` (180) seconds.
 
 Latency = from the input event to the page's last change it causes (the script run over and
-everything it drew, the page then unchanged for ``RIMSCOPE_BENCH_CHANGE_QUIET_S``, 0.75 s), taken
+everything it drew: every plotly chart's SVG there and every image decoded, the page then
+unchanged for ``RIMSCOPE_BENCH_CHANGE_QUIET_S``, 0.75 s), taken
 from the page itself: MutationObservers time-stamp every change of Streamlit's
 ``data-test-script-state`` attribute and of the app's DOM, so the Python side's polling adds
 nothing; the end of the script run is kept beside it (``script_end_s``). Each setting of ``--gc`` is a separate
@@ -201,17 +202,29 @@ CHANGE_WAIT_S = 15.0  # a page that never stays unchanged this long is measured 
 UNTIL_LAST_CHANGE = True  # timed() ends at the page's last change; False: at the end of the script run (bench_load)
 
 
+# whether everything the page draws after its elements arrive is drawn: every plotly chart has
+# its SVG (plotly.js is loaded, evaluated and draws after the script run; a long task of the
+# browser's main thread can look like stillness from outside) and every image is decoded
+DRAWN_JS = """() => { const app = document.querySelector('[data-testid="stApp"]'); if (!app) return false;
+  for (const c of app.querySelectorAll('[data-testid="stPlotlyChart"]')) if (!c.querySelector('.main-svg')) return false;
+  for (const i of app.querySelectorAll('img')) if (!i.complete) return false;
+  return true; }"""
+CHANGE_STATE_JS = f"() => [window.__ch || 0, performance.now(), ({DRAWN_JS})()]"
+
+
 def last_change(page, t0_ms: float, after_ms: float) -> float:
-    """Milliseconds (page clock) of the page's last change at or after ``after_ms`` once it has
-    stayed unchanged for ``CHANGE_QUIET_S``; ``after_ms`` itself when it does not go quiet within
-    ``CHANGE_WAIT_S`` (a page that redraws by itself) or changed nothing after it."""
+    """Milliseconds (page clock) of the page's last change at or after ``after_ms`` once every chart
+    and image is drawn (``DRAWN_JS``) and the page has stayed unchanged for ``CHANGE_QUIET_S``;
+    the last change seen when that does not happen within ``CHANGE_WAIT_S`` (a page that redraws
+    by itself), ``after_ms`` when nothing changed after it."""
     deadline = time.monotonic() + CHANGE_WAIT_S
+    ch = after_ms
     while time.monotonic() < deadline:
-        ch, now = page.evaluate("() => [window.__ch || 0, performance.now()]")
-        if now - max(ch, after_ms) >= CHANGE_QUIET_S * 1000:
+        ch, now, drawn = page.evaluate(CHANGE_STATE_JS)
+        if drawn and now - max(ch, after_ms) >= CHANGE_QUIET_S * 1000:
             return max(ch, after_ms)
         time.sleep(0.05)
-    return after_ms
+    return max(ch, after_ms)
 
 
 def log(msg: str) -> None:

@@ -500,6 +500,7 @@ def answer_view() -> None:
 
 
 ui.urlstate.restore_from_url(URL_STATE)
+ui.frontend.charts_early()
 st.title("Compare the methods")
 protocol = ui.pickers.sidebar_protocol()
 answer_view()

@@ -496,6 +496,7 @@ URL_STATE = {"mech_dataset": str, "mech_model_*": str, "mech_source": str, "mech
              **ui.explore.URL_STATE, handwriting.MECH_SET: str, handwriting.MECH_IDX: int,
              **intervene.URL_STATE}
 ui.urlstate.restore_from_url(URL_STATE)
+ui.frontend.charts_early()
 
 st.title("Mechanisms")
 ui.explore.scroll_up_if_opened()

@@ -20,6 +20,7 @@ from core.runs.schema import RunInfo
 from pages.ui.auth import Viewer, current_viewer, sign_in_prompt
 from pages.ui.cache import entry_metadata, model_entries, run_store
 from pages.ui.export import figure_downloads
+from pages.ui.frontend import charts_early
 from pages.ui.messages import show_error
 from pages.ui.pickers import sidebar_protocol
 from pages.ui.upload import MAX_UPLOAD_MB, check_upload
@@ -407,6 +408,7 @@ def import_upload(store, owner: str, entries: list[ModelEntry], up_w, up_m, expe
         st.rerun()
 
 
+charts_early()
 st.title("Models")
 st.caption(INTRO)
 flash = st.session_state.pop("models_flash", None)

@@ -14,6 +14,7 @@ from core.report.fmt import PROTOCOL_SHORT, method_title, protocol_title, shippe
 from core.report.plots.comparison import INPUT_SHAPES, parameter_bar_figure
 from core.report.plots.style import method_color
 from pages.ui.cache import RESULT_FOLDERS, entry_metadata, manifest, model_entries, result_folders
+from pages.ui.frontend import charts_early
 from pages.ui.messages import show_error
 from pages.ui.pickers import sidebar_protocol
 
@@ -290,6 +291,7 @@ def where_to_start() -> None:
             st.caption(what)
 
 
+charts_early()
 st.title("RIMscope")
 sidebar_protocol()  # the app's one protocol switch, on every page
 intro()

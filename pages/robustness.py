@@ -430,6 +430,7 @@ URL_STATE = {"rb_dataset": str, "rb_kind": str, "rb_strength_*": float, "rb_tab"
              **HANDWRITING_URL_STATE}
 ui.urlstate.restore_from_url(URL_STATE)
 
+ui.frontend.charts_early()
 st.title("Robustness")
 st.caption("The paper's noise test, live: Gaussian noise on the test images only (training unchanged), and, beyond "
            "the paper, images stretched to other numbers of rows. Every method is scored on the same test images "

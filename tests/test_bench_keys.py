@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from bench import bench_pages
-from bench.bench_pages import RUN_AFTER_JS, STARTED_AFTER_JS, LostInput, timed_key
+from bench.bench_pages import CHANGE_STATE_JS, RUN_AFTER_JS, STARTED_AFTER_JS, LostInput, last_change, timed_key
 
 
 class FakeSlider:
@@ -48,8 +48,8 @@ class FakePage:
             return next(([a, b] for a, b in self.runs if a >= arg), None)
         if js == STARTED_AFTER_JS:
             return any(a >= arg for a, _ in self.runs)
-        if "window.__ch" in js and "performance.now()" in js:  # last_change(): nothing changed after the run
-            return [0, self.now + 1e6]
+        if js == CHANGE_STATE_JS:  # last_change(): nothing changed after the run, everything drawn
+            return [0, self.now + 1e6, True]
         return None  # the observer scripts, window.__rs
 
     def wait_for_function(self, *a, **k):  # settle(): quiet at once
@@ -91,3 +91,24 @@ def test_a_key_at_the_slider_end_is_turned_around():
     page = FakePage(slider, lost=0)
     timed_key(page, slider, "ArrowRight", turn_at_ends=True)
     assert page.presses == ["ArrowLeft"] and slider.value == 9
+
+
+class DrawingPage:
+    """A page whose script run ended at 1,000 ms, quiet from outside while the browser's main
+    thread evaluates the chart library, whose charts are drawn (a change) at 3,400 ms."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def evaluate(self, js, arg=None):
+        assert js == CHANGE_STATE_JS
+        self.now += 400
+        drawn = self.now >= 3400
+        return [3400 if drawn else 1000, self.now, drawn]
+
+
+def test_the_last_change_waits_for_every_chart_to_be_drawn(monkeypatch):
+    monkeypatch.setattr(bench_pages, "CHANGE_QUIET_S", 0.75)
+    monkeypatch.setattr(bench_pages.time, "sleep", lambda s: None)
+    # from 1,800 ms on the page looks unchanged for 750 ms, but its charts are not drawn yet
+    assert last_change(DrawingPage(), 0.0, 1000.0) == 3400

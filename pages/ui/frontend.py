@@ -1,0 +1,45 @@
+"""What the browser loads: the chart library starts loading with the page, not with its first chart.
+
+Streamlit's frontend loads plotly.js (one module of about 4.7 MB) when the first plotly chart of a
+browser tab arrives, then evaluates it (about a second of the browser's main thread on 2 cores),
+then draws. A page whose first chart comes at the end of a script run therefore waits for all of
+that after the run. ``charts_early`` imports the same module at the start of the run, so the
+download and the evaluation overlap the server's work; the chart's own import then finds it
+loaded. A no-op where the installed Streamlit ships no such module.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+import streamlit as st
+
+KEY = "rs_charts_early"
+# the module's URL is resolved against Streamlit's own entry script, so a server path prefix
+# (server.baseUrlPath) and any page URL give the URL the frontend itself imports
+_JS = """<script>(() => {{
+  const entry = document.querySelector('script[type="module"][src*="static/js/index."]');
+  if (!entry) return;
+  import(new URL({name}, entry.src).href).catch(() => {{}});
+}})();</script>"""
+_HIDE = f"""<style>[data-testid="stLayoutWrapper"]:has(> .st-key-{KEY}), .st-key-{KEY} {{ display: none; }}</style>"""
+
+
+@functools.cache
+def chart_module() -> str | None:
+    """File name of the frontend's plotly chart module in the installed Streamlit, or None."""
+    folder = Path(st.__file__).parent / "static" / "static" / "js"
+    found = sorted(p.name for p in folder.glob("PlotlyChart.*.js"))
+    return found[0] if len(found) == 1 else None
+
+
+def charts_early() -> None:
+    """Start loading the chart library now (first thing on a page that draws plotly charts)."""
+    name = chart_module()
+    if name is None:
+        return
+    st.html(_HIDE)  # style only: Streamlit puts it where it takes no space
+    with st.container(key=KEY):
+        st.html(_JS.format(name=json.dumps(name)), unsafe_allow_javascript=True)

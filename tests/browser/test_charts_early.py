@@ -1,0 +1,32 @@
+"""The chart library loads with the page (pages/ui/frontend.py), in a real browser: on a page that
+draws plotly charts the browser fetches Streamlit's plotly module, the charts draw, and the
+hidden element that asks for it takes no space (the title sits where it sits on a page without it)."""
+
+from __future__ import annotations
+
+from pages.ui.frontend import KEY, chart_module
+from tests.browser.helpers import BROWSER, SLOW_MS, assert_no_errors, open_page, settle
+
+pytestmark = BROWSER
+
+
+def test_the_chart_library_loads_early_and_takes_no_space(page, app_server):
+    name = chart_module()
+    assert name is not None
+    open_page(page, app_server, "train")  # no charts_early here
+    settle(page)
+    top_plain = page.evaluate("() => document.querySelector('h1').getBoundingClientRect().top")
+    fetched = []
+    page.on("request", lambda r: fetched.append(r.url) if name in r.url else None)
+    open_page(page, app_server, "compare")
+    page.locator('[data-testid="stPlotlyChart"] .main-svg').first.wait_for(timeout=SLOW_MS)
+    settle(page)
+    assert_no_errors(page, "Compare")
+    box = page.evaluate(f"() => {{ const e = document.querySelector('.st-key-{KEY}'); "
+                        "return e && [e.getBoundingClientRect().height, getComputedStyle(e).display]; }")
+    assert box == [0, "none"]
+    assert page.evaluate("() => document.querySelector('h1').getBoundingClientRect().top") == top_plain
+    # the module is the frontend's own: fetched (or already in the browser's cache from an
+    # earlier test of the session: then Performance lists it)
+    listed = page.evaluate(f"() => performance.getEntriesByType('resource').some(e => e.name.includes({name!r}))")
+    assert fetched or listed

@@ -1,0 +1,42 @@
+"""The chart library starts loading with every page whose first view draws plotly charts
+(pages/ui/frontend.py): the module it imports is the installed Streamlit's own, and the page
+asks for it before its title, hidden."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import streamlit as st
+
+from pages.ui import frontend
+from tests.pages.helpers import run_page, walk
+
+CHART_PAGES = ["mechanisms", "robustness", "compare", "models", "overview"]
+
+
+def test_the_chart_module_is_the_installed_streamlits_own():
+    name = frontend.chart_module()
+    assert name is not None, "Streamlit ships no single PlotlyChart.*.js: charts_early would load nothing"
+    assert (Path(st.__file__).parent / "static" / "static" / "js" / name).is_file()
+
+
+def test_no_module_means_no_script(monkeypatch):
+    monkeypatch.setattr(frontend, "chart_module", lambda: None)
+    calls = []
+    monkeypatch.setattr(frontend.st, "html", lambda *a, **k: calls.append(a))
+    frontend.charts_early()
+    assert calls == []
+
+
+@pytest.mark.parametrize("page", CHART_PAGES)
+def test_a_chart_page_asks_for_the_chart_library_before_its_title(page, page_env):
+    at = run_page(page)
+    assert not at.exception
+    shown = [(n.type, str(n.proto.body)) for n in walk(at._tree) if getattr(n, "type", None) in ("html", "title")]
+    scripts = [i for i, (t, b) in enumerate(shown) if t == "html" and frontend.chart_module() in b and "import(" in b]
+    title = next(i for i, (t, _) in enumerate(shown) if t == "title")
+    assert len(scripts) == 1 and scripts[0] < title
+    # hidden: the style that hides its container is on the page too (Streamlit puts a style-only
+    # html element where it takes no space)
+    assert any(t == "html" and f".st-key-{frontend.KEY}" in b and "display: none" in b for t, b in shown)
