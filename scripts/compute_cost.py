@@ -54,18 +54,24 @@ def _set(values) -> str:
 
 
 def render(folders: dict[str, dict]) -> str:
-    rows = ["| results folder | runs | training time (sum) | torch threads per run | device | torch |",
-            "|---|---|---|---|---|---|"]
+    """The table; the device and torch columns only where folders differ (else said once above it)."""
+    shared = {k: _set(set().union(*(f[k] for f in folders.values()))) for k in ("devices", "torch")}
+    split = [k for k in ("devices", "torch") if any(_set(f[k]) != shared[k] for f in folders.values())]
+    head = {"devices": "device", "torch": "torch"}
+    rows = ["| results folder | runs | training time (sum) | torch threads per run |"
+            + "".join(f" {head[k]} |" for k in split), "|---|---|---|---|" + "---|" * len(split)]
     total_runs, total_s = 0, 0.0
     for name, f in sorted(folders.items()):
-        rows.append(f"| `results/{name}` | {f['runs']} | {_hours(f['seconds'])} | {_set(f['threads'])} | "
-                    f"{_set(f['devices'])} | {_set(f['torch'])} |")
+        rows.append(f"| `results/{name}` | {f['runs']} | {_hours(f['seconds'])} | {_set(f['threads'])} |"
+                    + "".join(f" {_set(f[k])} |" for k in split))
         total_runs += f["runs"]
         total_s += f["seconds"]
-    rows.append(f"| all | {total_runs} | {_hours(total_s)} | | | |")
+    rows.append(f"| all | {total_runs} | {_hours(total_s)} | |" + " |" * len(split))
+    same = [f"{head[k]} {shared[k]}" for k in ("devices", "torch") if k not in split]
     return ("Compute: the training time each run records (`metrics.train_time_s`), summed per folder by "
             "`python -m scripts.compute_cost`; CPU of 2-core x86_64 machines, two runs at a time, often beside "
-            "other work (upper bounds); data loading and the final test evaluation come on top.\n\n" + "\n".join(rows) + "\n")
+            "other work (upper bounds); data loading and the final test evaluation come on top."
+            + (f" Every run: {', '.join(same)}." if same else "") + "\n\n" + "\n".join(rows) + "\n")
 
 
 def main(argv: list[str] | None = None) -> None:

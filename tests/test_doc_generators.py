@@ -47,8 +47,11 @@ def test_compute_cost_sums_the_run_records(tmp_path):
     folders = cc.collect(tmp_path)
     assert folders["paper"]["runs"] == 2 and folders["paper"]["seconds"] == 360.0
     text = cc.render(folders)
-    assert "| `results/converged` | 1 | 1.0 h | 1 | cpu | 2.14.1 |" in text
-    assert "| all | 3 | 1.1 h |" in text
+    assert "| `results/converged` | 1 | 1.0 h | 1 |\n" in text and "Every run: device cpu, torch 2.14.1." in text
+    assert "| all | 3 | 1.1 h | |\n" in text
+    folders["paper"]["torch"] = {"2.10.0"}  # folders that differ get the column
+    text = cc.render(folders)
+    assert "| `results/paper` | 2 | 0.1 h | 1 | 2.10.0 |" in text and "Every run: device cpu." in text
 
 
 def test_results_compute_md_is_current():

@@ -25,3 +25,10 @@ def test_the_parameter_gap_paragraph_comes_from_the_counts_configs_and_claims():
     assert text + (' A parameter-matched control, Parallel LSTMs 4 × 81, is in the claims table on the Compare page '
                    '("Ours, why: RIM beats X"): ❌ does not hold.') == parameter_gap_text(counts, [row])
     assert parameter_gap_text({"mnist": {"rim": 45_000}}, [row]) == ""
+
+
+def test_failed_runs_are_listed_once_per_cell():
+    from core.report.facts import _by_cell
+
+    names = ["CIFAR-10 IndRNN seed 0", "CIFAR-10 IndRNN seed 2", "MNIST RMC seed 1", "CIFAR-10 IndRNN seed 1"]
+    assert _by_cell(names) == ["CIFAR-10 IndRNN seeds 0, 2, 1", "MNIST RMC seed 1"]

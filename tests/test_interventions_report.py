@@ -100,14 +100,14 @@ def test_reproduction_block_from_the_csv(tmp_path):
     md = words.interventions_markdown(tmp_path)
     assert "| LSTM removed |" in md and "| LSTM read-out only |" in md and "| alpha 0 at inference |" in md
     assert "(6/6)" in md and "MNIST 1 network (seed 4, intact 50.00 %, 42 tests each)" in md
-    assert "one LSTM short on 100-100 % of rows" in md and "not of the method" in md
+    assert "one LSTM short on 100-100 % of rows" in md and "a property of the method" in md
     assert "needed" not in md and "necessary" not in md
     assert "no communication, retrained" not in md  # no controls in this results folder
     (tmp_path / "converged").mkdir()
     (tmp_path / "converged" / "controls.csv").write_text(
         "dataset,control,error,seeds,gap,gap_verdict\nmnist,rim,1.55,5,,\nmnist,rim_alpha0,1.76,5,0.21,cannot tell\n")
     md = words.interventions_markdown(tmp_path)
-    assert "| no communication, retrained: test error gap to RIM | +0.21 (5 seeds: cannot tell) | – |" in md
+    assert "| no communication, retrained (Adam, 4,000 iterations): test error gap to RIM | +0.21 (5 seeds: cannot tell) | – |" in md
 
 
 def test_the_study_runs_over_several_weight_files(tmp_path, capsys):
@@ -136,7 +136,12 @@ def test_the_study_runs_over_several_weight_files(tmp_path, capsys):
     assert {r["seed"] for r in rows} == {"0", "1", "2"}
     assert {r["pairing"] for r in csv.DictReader((out / "patching.csv").open())} == {"class", "noise"}
     block = words.interventions_markdown(out.parent if out.name == "interventions" else _as_results(out))
-    assert "mean of 3 seeds" in block
+    # the seed-level cell: each network's mean drop over its six removed LSTMs, then the t interval over the three
+    removed = [r for r in rows if r["mode"] == "removed" and r["condition"] == "clean" and r["class"] == "all"]
+    per_seed = [sum(float(r["drop_points"]) for r in removed if r["seed"] == s) / 6 for s in ("0", "1", "2")]
+    mean, lo, hi = words.seed_interval(per_seed)
+    assert f"| LSTM removed | **{mean:+.2f}** [{lo:+.2f}, {hi:+.2f}] (" in block
+    assert "MNIST 3 networks (seeds 0-2, " in block and "which LSTM matters" in block
 
 
 def _as_results(out):
@@ -145,3 +150,19 @@ def _as_results(out):
     for f in out.iterdir():
         (root / "interventions" / f.name).write_bytes(f.read_bytes())
     return root
+
+
+def test_seed_lists_and_what_holds_across_seeds():
+    assert words._seeds(["4"]) == "seed 4" and words._seeds(["2", "0", "1"]) == "seeds 0-2"
+    assert words._seeds(["0", "2", "5"]) == "seeds 0, 2, 5"
+    import pandas as pd
+
+    def rows(mode, drops):  # drops per seed, two units each
+        return [{"mode": mode, "dataset": "mnist", "condition": c, "seed": str(s), "drop_points": d}
+                for c in ("clean", "noisy") for s, ds in enumerate(drops) for d in ds]
+    df = pd.DataFrame(rows("removed", [[2, 4], [3, 3], [2.5, 3.5]]) + rows("readout", [[1, 1], [1.5, 1.5], [1.2, 0.8]])
+                      + rows("all", [[1, 1], [-1, -1], [0.5, 0.5]]))
+    text = words._across_seeds(df)
+    assert "for: LSTM removed, LSTM read-out only; not on every one for: all six active." in text
+    assert "MNIST 39 %" in text  # read-out mean 1.1667 over removed mean 3.0
+    assert words._across_seeds(df[df["seed"] == "0"]) == ""  # one network decides nothing across seeds

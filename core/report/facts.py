@@ -40,6 +40,15 @@ def health_facts(path) -> dict:
             "diverged_and_collapsed": also}
 
 
+def _by_cell(names: list[str]) -> list[str]:
+    """"CIFAR-10 IndRNN seed 0", "... seed 2" -> "CIFAR-10 IndRNN seeds 0, 2" (order kept)."""
+    cells: dict[str, list[str]] = {}
+    for n in names:
+        cell, _, seed = n.rpartition(" seed ")
+        cells.setdefault(cell, []).append(seed)
+    return [f"{c} seed{'s' if len(s) > 1 else ''} {', '.join(s)}" for c, s in cells.items()]
+
+
 def failed_markdown(path) -> str:
     """The paper-protocol runs that diverged or collapsed, named, by class."""
     f = health_facts(path)
@@ -49,7 +58,7 @@ def failed_markdown(path) -> str:
              + f"; {f['one_class_for_every_image']} of them predict one class for (nearly) every test image "
              "(largest predicted share at least 99.9 %). Each is left out of every mean (`core.report.health`).", ""]
     for k, names in sorted(f["named"].items()):
-        lines.append(f"- {k} ({len(names)}): " + "; ".join(names))
+        lines.append(f"- {k} ({len(names)}): " + "; ".join(_by_cell(names)))
     return "\n".join(lines)
 
 
