@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..paths import LONG_GRID, RETRAINED
-from ..report.convergence import CONVERGED, plateau
+from ..report.convergence import CONVERGED, PASS_SHARE, plateau
 from .cells import run_path
 from .export import cell_runs, median_run
 
@@ -35,7 +35,6 @@ FOLDERS = {12000: "budget", 24000: "budget-24k"}  # under the results folder
 LONG = LONG_GRID  # results/long: each data set's runs at its budget, as links into the folders above
 SHORT_FOLDER = "converged"  # the 4,000-iteration grid: Animals-10's budget by the rule
 PROTOCOL = {12000: "converged-12k", 24000: "converged-24k"}
-PASS_SHARE = 0.9
 METHODS = ["rim", "parallel_lstm", "entnet", "rmc", "indrnn"]
 MATCHED = {"mnist": "parallel_lstm_h81", "fashion_mnist": "parallel_lstm_h81", "cifar10": "parallel_lstm_h60"}
 SETS = ["mnist", "fashion_mnist", "cifar10"]

@@ -212,7 +212,7 @@ def plain_answer(root="results") -> str:
 def budget_note(root="results") -> str:
     """Why the answer reads each data set at its longest budget: how many runs of the 4,000-iteration
     grid and of the long grid are still improving by the convergence criterion."""
-    from .convergence import IMPROVING, NOT_MEASURED
+    from .convergence import IMPROVING, NOT_MEASURED, PASS_SHARE
     from .tables import load_results
 
     def counts(folder: str) -> tuple[int, int]:
@@ -226,6 +226,17 @@ def budget_note(root="results") -> str:
             "(best validation accuracy gained more than 0.1 point in the last quarter of training)")
     if long_[1]:
         text += f"; at each data set's long budget so far, {long_[0]} of {long_[1]} are"
+        if long_[1] - long_[0] < PASS_SHARE * long_[1]:  # the long grid's bar is not met: say where
+            rows = [r for r in load_results(Path(root) / "long") if r.get("convergence", NOT_MEASURED) != NOT_MEASURED]
+            where = []
+            for ds in DATASET_ORDER:
+                d = [r for r in rows if r["dataset"] == ds]
+                n = sum(r["convergence"] == IMPROVING for r in d)
+                if n:
+                    its = sorted({int(r["iterations"]) for r in d if r.get("iterations")})
+                    at = f" at {its[-1]:,}" if its else ""
+                    where.append(f"{fmt.dataset_title(ds)}{at}: {n} of {len(d)}")
+            text += f" ({'; '.join(where)}): below the long grid's bar of {PASS_SHARE:.0%} meeting the criterion"
     return text + "."
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 GAIN_POINTS = 0.1  # percentage points of validation accuracy over the last quarter
 CUT = 0.75  # the last quarter of the schedule starts here
+PASS_SHARE = 0.9  # the share of a grid's runs that must meet the criterion (the long grid's bar, its budget rule)
 
 CONVERGED, IMPROVING, NOT_MEASURED = "converged", "still improving", "not measured"
 
