@@ -72,3 +72,16 @@ def test_the_interventions_table_names_its_data_sets_as_every_other_table():
 
     header = interventions_markdown(ROOT / "results").splitlines()[0]
     assert header == ("| variant | MNIST clean | MNIST noisy | Fashion-MNIST clean | Fashion-MNIST noisy |")
+
+
+def test_reproduction_gives_the_compute_total_and_links_the_table(tmp_path):
+    from core.report.docs import render
+
+    cc = _compute_cost()
+    p = tmp_path / "converged" / "runs" / "mnist" / "rim_s0.json"
+    p.parent.mkdir(parents=True)
+    p.write_text(json.dumps({"metrics": {"train_time_s": 7200.0}, "train_config": {"threads": 1}}))
+    (tmp_path / "compute.md").write_text(cc.render(cc.collect(tmp_path)))
+    line = render("compute", tmp_path)
+    assert line.startswith("1 run, 2.0 h of recorded training time") and "(results/compute.md)" in line
+    assert "compute_cost --write" in render("compute", tmp_path / "nowhere")

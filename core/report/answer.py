@@ -243,6 +243,10 @@ def budget_note(root="results") -> str:
 MAGNITUDE_MARKS = {"smaller than the paper's": ", below the paper's", "as large as the paper's": ", as large as the paper's"}
 
 
+NOT_RUN = "not run"  # a budget without this comparison (the page's word; the Markdown table: NOT_RUN_MARK)
+NOT_RUN_MARK = "–"
+
+
 def verdict_by_budget(df: pd.DataFrame) -> pd.DataFrame:
     """Each comparison of Tables 2-3 (data set x other method) with its verdict at each Adam
     budget that has it, and where the paper gives a figure, the magnitude rule's word when it
@@ -259,7 +263,7 @@ def verdict_by_budget(df: pd.DataFrame) -> pd.DataFrame:
             for g in grids:
                 r = sel[sel["grid"] == g]
                 if r.empty:
-                    row[SHORT[g]] = "not run"
+                    row[SHORT[g]] = NOT_RUN
                     continue
                 r = r.iloc[0]
                 full = FULL_SEEDS.get(ds, 5)
@@ -282,8 +286,9 @@ def verdict_by_budget_markdown(root="results") -> str:
     df = verdict_by_budget(gap_rows(root))
     if df.empty:
         return "*No results grid with tables yet.*"
-    return "\n".join(md_table(list(df.columns), df.values.tolist())
-                     + ["", BUDGET_NOTE + " " + floors_line(DATASET_ORDER)])
+    cells = [[NOT_RUN_MARK if v == NOT_RUN else v for v in row] for row in df.values.tolist()]
+    return "\n".join(md_table(list(df.columns), cells)
+                     + ["", f"{NOT_RUN_MARK} {NOT_RUN}; " + BUDGET_NOTE + " " + floors_line(DATASET_ORDER)])
 
 
 ANSWER_FILE = "answer.md"  # results/answer.md: the plain answer as stored for the pages (no recomputation)

@@ -128,6 +128,20 @@ def _interventions(root: Path) -> str:
     return interventions_markdown(root)
 
 
+def _compute(root: Path) -> str:
+    """One line: the training time of every run in ``results/`` (its total row in results/compute.md,
+    which ``python -m scripts.compute_cost --write`` keeps current), with the per-folder table linked."""
+    import re
+
+    path = root / "compute.md"
+    m = re.search(r"^\| all \| (\d+) \| ([\d.]+ h) \|", path.read_text(encoding="utf-8"), re.M) if path.is_file() else None
+    if m is None:
+        return "*No `results/compute.md` yet: `python -m scripts.compute_cost --write`.*"
+    n = int(m.group(1))
+    return (f"{n:,} run{'s' if n != 1 else ''}, {m.group(2)} of recorded training time on 2-core CPUs (upper bounds: two runs at "
+            "a time, often beside other work); per results folder: [results/compute.md](results/compute.md).")
+
+
 def _facts(root: Path) -> str:
     from .facts import facts_markdown
 
@@ -142,7 +156,7 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "verdict-by-budget": _verdict_by_budget, "budget-note": _budget_note,
     "paper-table2": _compact("paper", "table2"), "paper-table3": _compact("paper", "table3"),
     "paper-table4": _compact("paper", "table4"), "paper-failed": _failed,
-    "handwriting": _handwriting, "facts": _facts, "interventions": _interventions,
+    "handwriting": _handwriting, "facts": _facts, "interventions": _interventions, "compute": _compute,
 }
 NAMES = [*RENDERERS, "include:PATH"]
 
