@@ -26,8 +26,8 @@ drives headless Chromium through the interactions users repeat:
   fresh session, after the server's warm-up had ``RIMSCOPE_BENCH_WARM_WAIT_S`` (180) seconds.
 
 Latency = from the input event to the page's last change it causes (the script run over and
-everything it drew: every plotly chart's SVG there and every image decoded, the page then
-unchanged for ``RIMSCOPE_BENCH_CHANGE_QUIET_S``, 0.75 s), taken
+everything it drew: no element still a loading skeleton, every plotly chart's SVG there and
+every image decoded, the page then unchanged for ``RIMSCOPE_BENCH_CHANGE_QUIET_S``, 0.75 s), taken
 from the page itself: MutationObservers time-stamp every change of Streamlit's
 ``data-test-script-state`` attribute and of the app's DOM, so the Python side's polling adds
 nothing; the end of the script run is kept beside it (``script_end_s``). Each setting of ``--gc`` is a separate
@@ -202,10 +202,13 @@ CHANGE_WAIT_S = 15.0  # a page that never stays unchanged this long is measured 
 UNTIL_LAST_CHANGE = True  # timed() ends at the page's last change; False: at the end of the script run (bench_load)
 
 
-# whether everything the page draws after its elements arrive is drawn: every plotly chart has
-# its SVG (plotly.js is loaded, evaluated and draws after the script run; a long task of the
-# browser's main thread can look like stillness from outside) and every image is decoded
+# whether everything the page draws after its elements arrive is drawn: no element still shows
+# Streamlit's loading skeleton (a chart's module is fetched when its element arrives, and the
+# element is a skeleton until then), every plotly chart has its SVG (plotly.js is evaluated and
+# draws after the script run; a long task of the browser's main thread can look like stillness
+# from outside) and every image is decoded
 DRAWN_JS = """() => { const app = document.querySelector('[data-testid="stApp"]'); if (!app) return false;
+  if (app.querySelector('[data-testid="stSkeleton"]')) return false;
   for (const c of app.querySelectorAll('[data-testid="stPlotlyChart"]')) if (!c.querySelector('.main-svg')) return false;
   for (const i of app.querySelectorAll('img')) if (!i.complete) return false;
   return true; }"""
