@@ -68,7 +68,7 @@ def test_a_new_pages_file_gets_the_pages_table(tmp_path):
 
 
 def test_the_interventions_table_names_its_data_sets_as_every_other_table():
-    from core.report.interventions import interventions_markdown
+    from core.report.interventions_block import interventions_markdown
 
     header = interventions_markdown(ROOT / "results").splitlines()[0]
     assert header == ("| variant | MNIST clean | MNIST noisy | Fashion-MNIST clean | Fashion-MNIST noisy |")

@@ -13,6 +13,7 @@ from core.eval import interventions as ivs
 from core.eval.interventions import InterventionTable, Variant
 from core.report import intervene as text
 from core.report import interventions as words
+from core.report import interventions_block as summary
 from core.report.stats import holm
 
 
@@ -97,7 +98,7 @@ def test_reproduction_block_from_the_csv(tmp_path):
     table.active_count = {v.key: np.full((table.n, 28), 3 if v.mode == "off" else 4) for v in table.variants}
     (tmp_path / "interventions").mkdir()
     words.write_csv(tmp_path / "interventions" / "knockout.csv", {("mnist", "m", 4): table})
-    md = words.interventions_markdown(tmp_path)
+    md = summary.interventions_markdown(tmp_path)
     assert "| LSTM removed |" in md and "| LSTM read-out only |" in md and "| alpha 0 at inference |" in md
     assert "(6/6)" in md and "MNIST 1 network (seed 4, intact 50.00 %, 42 tests each)" in md
     assert "one LSTM short on 100-100 % of rows" in md and "a property of the method" in md
@@ -106,7 +107,7 @@ def test_reproduction_block_from_the_csv(tmp_path):
     (tmp_path / "converged").mkdir()
     (tmp_path / "converged" / "controls.csv").write_text(
         "dataset,control,error,seeds,gap,gap_verdict\nmnist,rim,1.55,5,,\nmnist,rim_alpha0,1.76,5,0.21,cannot tell\n")
-    md = words.interventions_markdown(tmp_path)
+    md = summary.interventions_markdown(tmp_path)
     assert "| no communication, retrained (Adam, 4,000 iterations): test error gap to RIM | +0.21 (5 seeds: cannot tell) | – |" in md
 
 
@@ -135,7 +136,7 @@ def test_the_study_runs_over_several_weight_files(tmp_path, capsys):
     rows = list(csv.DictReader((out / "knockout.csv").open()))
     assert {r["seed"] for r in rows} == {"0", "1", "2"}
     assert {r["pairing"] for r in csv.DictReader((out / "patching.csv").open())} == {"class", "noise"}
-    block = words.interventions_markdown(out.parent if out.name == "interventions" else _as_results(out))
+    block = summary.interventions_markdown(out.parent if out.name == "interventions" else _as_results(out))
     # the seed-level cell: each network's mean drop over its six removed LSTMs, then the t interval over the three
     removed = [r for r in rows if r["mode"] == "removed" and r["condition"] == "clean" and r["class"] == "all"]
     per_seed = [sum(float(r["drop_points"]) for r in removed if r["seed"] == s) / 6 for s in ("0", "1", "2")]
@@ -153,8 +154,8 @@ def _as_results(out):
 
 
 def test_seed_lists_and_what_holds_across_seeds():
-    assert words._seeds(["4"]) == "seed 4" and words._seeds(["2", "0", "1"]) == "seeds 0-2"
-    assert words._seeds(["0", "2", "5"]) == "seeds 0, 2, 5"
+    assert summary._seeds(["4"]) == "seed 4" and summary._seeds(["2", "0", "1"]) == "seeds 0-2"
+    assert summary._seeds(["0", "2", "5"]) == "seeds 0, 2, 5"
     import pandas as pd
 
     def rows(mode, drops):  # drops per seed, two units each
@@ -162,7 +163,7 @@ def test_seed_lists_and_what_holds_across_seeds():
                 for c in ("clean", "noisy") for s, ds in enumerate(drops) for d in ds]
     df = pd.DataFrame(rows("removed", [[2, 4], [3, 3], [2.5, 3.5]]) + rows("readout", [[1, 1], [1.5, 1.5], [1.2, 0.8]])
                       + rows("all", [[1, 1], [-1, -1], [0.5, 0.5]]))
-    text = words._across_seeds(df)
+    text = summary._across_seeds(df)
     assert "for: LSTM removed, LSTM read-out only; not on every one for: all six active." in text
     assert "MNIST 39 %" in text  # read-out mean 1.1667 over removed mean 3.0
-    assert words._across_seeds(df[df["seed"] == "0"]) == ""  # one network decides nothing across seeds
+    assert summary._across_seeds(df[df["seed"] == "0"]) == ""  # one network decides nothing across seeds

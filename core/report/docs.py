@@ -123,7 +123,7 @@ def _handwriting(root: Path) -> str:
 
 
 def _interventions(root: Path) -> str:
-    from .interventions import interventions_markdown
+    from .interventions_block import interventions_markdown
 
     return interventions_markdown(root)
 
