@@ -211,31 +211,33 @@ def plain_answer(root="results") -> str:
 
 def budget_note(root="results") -> str:
     """Why the answer reads each data set at its longest budget: how many runs of the 4,000-iteration
-    grid and of the long grid are still improving by the convergence criterion."""
+    grid and of the long grid are still improving by the convergence criterion, and where the long
+    grid is below its bar (``PASS_SHARE`` meeting the criterion), which sets fall short."""
     from .convergence import IMPROVING, NOT_MEASURED, PASS_SHARE
     from .tables import load_results
 
-    def counts(folder: str) -> tuple[int, int]:
-        rows = [r for r in load_results(Path(root) / folder) if r.get("convergence", NOT_MEASURED) != NOT_MEASURED]
-        return sum(r["convergence"] == IMPROVING for r in rows), len(rows)
+    def measured(folder: str) -> list[dict]:
+        if folder == "long" and not (Path(root) / "long" / "runs").is_dir():
+            return []
+        return [r for r in load_results(Path(root) / folder) if r.get("convergence", NOT_MEASURED) != NOT_MEASURED]
 
-    short, long_ = counts("converged"), counts("long") if (Path(root) / "long" / "runs").is_dir() else (0, 0)
-    if not short[1]:
+    def improving(rows: list[dict]) -> int:
+        return sum(r["convergence"] == IMPROVING for r in rows)
+
+    short, long_ = measured("converged"), measured("long")
+    if not short:
         return ""
-    text = (f"Why the longest budget: at 4,000 iterations {short[0]} of {short[1]} runs are still improving "
-            "(best validation accuracy gained more than 0.1 point in the last quarter of training)")
-    if long_[1]:
-        text += f"; at each data set's long budget so far, {long_[0]} of {long_[1]} are"
-        if long_[1] - long_[0] < PASS_SHARE * long_[1]:  # the long grid's bar is not met: say where
-            rows = [r for r in load_results(Path(root) / "long") if r.get("convergence", NOT_MEASURED) != NOT_MEASURED]
+    text = (f"Why the longest budget: at 4,000 iterations {improving(short)} of {len(short)} runs are still "
+            "improving (best validation accuracy gained more than 0.1 point in the last quarter of training)")
+    if long_:
+        text += f"; at each data set's long budget so far, {improving(long_)} of {len(long_)} are"
+        if len(long_) - improving(long_) < PASS_SHARE * len(long_):  # below the bar: say where
             where = []
             for ds in DATASET_ORDER:
-                d = [r for r in rows if r["dataset"] == ds]
-                n = sum(r["convergence"] == IMPROVING for r in d)
-                if n:
+                d = [r for r in long_ if r["dataset"] == ds]
+                if improving(d):
                     its = sorted({int(r["iterations"]) for r in d if r.get("iterations")})
-                    at = f" at {its[-1]:,}" if its else ""
-                    where.append(f"{fmt.dataset_title(ds)}{at}: {n} of {len(d)}")
+                    where.append(f"{fmt.dataset_title(ds)}{f' at {its[-1]:,}' if its else ''}: {improving(d)} of {len(d)}")
             text += f" ({'; '.join(where)}): below the long grid's bar of {PASS_SHARE:.0%} meeting the criterion"
     return text + "."
 
