@@ -199,6 +199,25 @@ def press_slider(page, label: str, key: str, times: int = 1, tries: int = 3) -> 
     settle(page)
 
 
+def choose_option(page, label: str, option: str | re.Pattern[str]) -> None:
+    """Pick ``option`` (exact text, or a pattern) in a selectbox or multiselect. The list is opened
+    again when a click did not open it (the first click after another widget's can be taken as
+    focus only) or a rerun closed it before the option was clicked."""
+    settle(page)
+    exact = isinstance(option, str)
+    for attempt in range(5):
+        page.get_by_role("combobox", name=label).click()
+        try:
+            page.get_by_role("option").first.wait_for(timeout=5_000)
+            page.get_by_role("option", name=option, exact=exact).first.click(timeout=WAIT_MS // 6)
+            return
+        except Exception:
+            if attempt == 4:
+                raise
+            page.keyboard.press("Escape")
+            settle(page)
+
+
 def choose_input(page, label: str) -> None:
     page.locator('[data-testid="stRadio"]').filter(has_text="Input").first.get_by_text(label, exact=True).click()
 

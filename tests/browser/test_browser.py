@@ -30,6 +30,7 @@ from tests.browser.helpers import (
     WAIT_S,
     assert_no_errors,
     choose_input,
+    choose_option,
     current_url,
     draw_on_canvas,
     fill_inputs,
@@ -158,8 +159,7 @@ def test_train_short_run(page, app_server, screenshot):
     assert start.is_disabled(), "Start must be disabled without training data"
 
     # Fashion-MNIST: the tiny npz set in RIMSCOPE_DATA_DIR
-    page.get_by_role("combobox", name="Data set").click()
-    page.get_by_role("option", name="Fashion-MNIST", exact=True).click()
+    choose_option(page, "Data set", "Fashion-MNIST")
     page.get_by_text("Training data: npz folder").wait_for(timeout=WAIT_MS)
     page.get_by_role("button", name="Remove Parallel LSTMs").click()
     page.get_by_role("button", name="Start 1 run").wait_for(timeout=WAIT_MS)

@@ -26,6 +26,7 @@ from tests.browser.helpers import (
     WAIT_MS,
     WAIT_S,
     assert_no_errors,
+    choose_option,
     current_url,
     poll,
     settle,
@@ -42,24 +43,6 @@ def _goto(page, server: dict, path: str, heading: str, ready: str | re.Pattern |
     if ready is not None:
         page.get_by_text(ready).first.wait_for(timeout=SLOW_MS)
     settle(page, SLOW_MS / 1000)
-
-
-def _choose(page, label: str, option: str) -> None:
-    """Pick ``option`` in a selectbox or multiselect. The list is opened again when a click did not
-    open it (the first click after another widget's can be taken as focus only) or a rerun closed
-    it before the option was clicked."""
-    settle(page)
-    for attempt in range(5):
-        page.get_by_role("combobox", name=label).click()
-        try:
-            page.get_by_role("option").first.wait_for(timeout=5_000)
-            page.get_by_role("option", name=option, exact=True).click(timeout=WAIT_MS // 6)
-            return
-        except Exception:
-            if attempt == 4:
-                raise
-            page.keyboard.press("Escape")
-            settle(page)
 
 
 def _selected(page, key: str) -> str:
@@ -95,7 +78,7 @@ def test_offline_train_page_without_data(page, app_server, screenshot):
     poll(lambda: _start_button(page).is_enabled(), WAIT_S, what="Start enabled by the demo checkbox")
     assert _start_button(page).inner_text().strip() == "Start 2 runs"
 
-    _choose(page, "Data set", "CIFAR-10")  # no bundled sample: no demo, Start disabled
+    choose_option(page, "Data set", "CIFAR-10")  # no bundled sample: no demo, Start disabled
     page.get_by_text("No training data for CIFAR-10").first.wait_for(timeout=WAIT_MS)
     settle(page)
     assert page.get_by_text("Train a quick demo on the bundled").count() == 0
@@ -114,7 +97,7 @@ def test_reload_keeps_the_train_form(page, app_server):
     settle(page)
     page.get_by_role("button", name="Remove Parallel LSTMs").click()
     settle(page)
-    _choose(page, "Models", "EntNet")
+    choose_option(page, "Models", "EntNet")
     page.locator("h1").filter(has_text="Train").first.click()  # close the list, as a person clicks away
     settle(page)
     chosen = page.locator(".st-key-train_models").inner_text()

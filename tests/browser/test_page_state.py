@@ -25,6 +25,7 @@ from tests.browser.helpers import (
     WAIT_MS,
     WAIT_S,
     assert_no_errors,
+    choose_option,
     poll,
     settle,
 )
@@ -120,10 +121,8 @@ def test_paper_protocol_sticks_across_clicks_and_pages(page, app_server):
 def test_robustness_keeps_the_picked_models_across_pages(page, app_server):
     _goto(page, app_server, "robustness", "Robustness", "Error against noise strength")
     page.get_by_text("Models compared: one model per method").first.click()
-    box = page.get_by_role("combobox", name="RIM (paper's method)")
-    box.wait_for(timeout=WAIT_MS)
-    box.click()
-    page.get_by_role("option", name=re.compile(r"^RIM .*paper protocol")).first.click()
+    page.get_by_role("combobox", name="RIM (paper's method)").wait_for(timeout=WAIT_MS)
+    choose_option(page, "RIM (paper's method)", re.compile(r"^RIM .*paper protocol"))
     settle(page)
     poll(lambda: re.search(r"RIM [^,]*paper protocol", _rb_models(page)), WAIT_S, what="the paper RIM picked")
     picked = _rb_models(page)
