@@ -80,6 +80,7 @@ reproduce: $(VENV)/.app-installed
 pretrained: $(VENV)/.app-installed
 	$(PY) -m scripts.paper_medians
 	$(PY) -m core.reproduce export-pretrained --out results/converged --protocol converged
+	$(PY) -m core.reproduce export-pretrained --out results/long --protocol long --weights-from results/budget-retrained
 	$(PY) -m core.reproduce export-pretrained --out results/paper --seed median --weights-from results/paper_medians --dest pretrained
 
 # the documents' screenshots (assets/screenshots, docs/screenshots, their manifest): the app with

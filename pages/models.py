@@ -187,9 +187,10 @@ def _table_view(table: pd.DataFrame, shown: list[ModelEntry]) -> None:
             "data set": st.column_config.TextColumn("data set", width=TABLE_WIDTHS["data set"], pinned=True),
             "model": st.column_config.TextColumn("model", width=TABLE_WIDTHS["model"], pinned=True),
             "protocol": st.column_config.TextColumn(
-                "protocol", width=TABLE_WIDTHS["protocol"], help="How it was trained: the paper's protocol (1,000 "
-                "SGD steps), Adam with a cosine schedule for 4,000 iterations (the weights of the best validation "
-                "accuracy kept), or own settings"),
+                "protocol", width=TABLE_WIDTHS["protocol"], help="How it was trained: the long grid (Adam with a "
+                "cosine schedule over each data set's own budget), Adam with a cosine schedule for 4,000 iterations "
+                "(the weights of the best validation accuracy kept), the paper's protocol (1,000 SGD steps), or own "
+                "settings"),
             "source": st.column_config.TextColumn(
                 "source", width=TABLE_WIDTHS["source"], help="pretrained (shipped), trained here or uploaded; "
                 "demo: trained on 800 images of the bundled sample and tested on the other 200, not comparable "

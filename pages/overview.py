@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from core.catalog import DEFAULT_PROTOCOL
 from core.data.datasets import DATASETS, SOURCES, available_sources
 from core.models.registry import DEFAULT_MODEL, config_fields, get_spec, list_models, parameter_counts
 from core.paths import ROOT, results_dir
@@ -207,13 +208,15 @@ def loaded_table(pretrained_by_ds: dict, protocols: list[str], own: list) -> Non
     config = {"data set": st.column_config.TextColumn("data set", width=110),
               "your runs": st.column_config.NumberColumn("your runs", width=75, help="Your runs (trained or uploaded) "
                                                          "with weights, on this data set")}
-    for p in protocols:
-        short = "paper" if p == "paper" else PROTOCOL_SHORT.get(p, protocol_title(p))  # "Adam 4k": fits 130 px
+    for p in protocols:  # the header: the protocol's short name ("Adam 4k"), its width fitting it
+        short = "paper" if p == "paper" else PROTOCOL_SHORT.get(p, protocol_title(p))
         config[f"pretrained, {protocol_title(p)}"] = st.column_config.TextColumn(
-            f"shipped, {short}", width=130,
+            short, width=max(70, int(len(short) * 6.5 + 17)),
             help=f"Shipped models trained with the {protocol_title(p)}: how many of the {len(list_models())} methods")
     for src, (label, width, what) in LOADED_SOURCES.items():
         config[SOURCE_NAMES.get(src, src)] = st.column_config.TextColumn(label, width=width, help=what)
+    st.caption("Per data set: the shipped models of each protocol (the first columns), your runs and the data "
+               "sources found.")
     st.dataframe(loaded_df, hide_index=True, width="content", column_config=config)
 
 
@@ -271,7 +274,7 @@ def what_is_loaded() -> None:
         st.warning(p)
     man = manifest()
     pretrained_by_ds = pretrained_by_dataset(man)
-    protocols = sorted({p for by in pretrained_by_ds.values() for p in by}, key=lambda p: (p != "converged", p))
+    protocols = sorted({p for by in pretrained_by_ds.values() for p in by}, key=lambda p: (p != DEFAULT_PROTOCOL, p))
     own = [e for e in entries if e.source != "pretrained"]
     loaded_table(pretrained_by_ds, protocols, own)
     loaded_summary(man, pretrained_by_ds, protocols, own)

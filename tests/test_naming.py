@@ -63,7 +63,7 @@ def test_every_shipped_model_and_run_has_a_unique_name(tmp_path):
         pytest.skip("no shipped pretrained models in this checkout")
     store = _store_with_runs(tmp_path)
     pre = catalog.pretrained_entries(pretrained_dir=ROOT / "pretrained")
-    assert {e.protocol for e in pre} == {"paper", "converged"}  # the case that once read the same twice
+    assert {e.protocol for e in pre} == {"paper", "converged", "long"}  # the case that once read the same twice
     entries = pre + catalog.run_entries(store=store)
     assert len(entries) == len(pre) + 2
     names = [e.display_with_dataset for e in entries]

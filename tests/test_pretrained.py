@@ -25,7 +25,7 @@ def manifest_models():
 def test_manifest_covers_every_dataset_and_model():
     """The paper protocol: every data set x method is either shipped or listed under ``skipped``
     with its reason (no healthy run with weights). The converged protocol: every method for each
-    data set it has (it is trained data set by data set)."""
+    data set it has (it is trained data set by data set). The long grid: every data set x method."""
     manifest = json.loads(MANIFEST.read_text())
     paper = {(m["dataset"], m["model"]) for m in manifest_models() if m.get("protocol", "paper") == "paper"}
     skipped = {(s["dataset"], s["model"]) for s in manifest.get("skipped", []) if s["protocol"] == "paper"}
@@ -37,6 +37,8 @@ def test_manifest_covers_every_dataset_and_model():
     for ds in {d for d, _ in conv}:
         missing = {m for m in list_models() if (ds, m) not in conv}
         assert not missing, f"converged {ds}: missing {sorted(missing)}"
+    long = {(m["dataset"], m["model"]) for m in manifest_models() if m.get("protocol") == "long"}
+    assert want <= long, f"long grid: missing {sorted(want - long)}"
 
 
 def test_no_shipped_model_is_unhealthy_and_each_says_how_it_was_chosen():
@@ -69,8 +71,16 @@ def test_every_shipped_model_loads_with_full_metadata(entry):
         assert (cfg["lr"], cfg["batch_size"], cfg["iterations"]) == (0.1, 100, 1000)  # paper protocol
         assert cfg.get("optimizer", "sgd") == "sgd"
         assert len(hist["loss"]) == len(hist["batch_acc"]) == 1000
-    else:  # converged: Adam, validation split from the training data, best-validation weights
-        assert entry["protocol"] == "converged" == meta.get("protocol")
+    else:  # Adam, validation split from the training data, best-validation weights
+        if entry["protocol"] == "long":  # each data set at its own budget (core.grid.long)
+            from core.grid.long import FOLDERS, long_sources
+
+            folder = long_sources(ROOT / "results")[entry["dataset"]]
+            budget = {f: n for n, f in FOLDERS.items()}.get(folder, 4000)  # Animals-10: the 4,000-iteration grid's
+            assert meta.get("protocol") == entry["run_protocol"]
+            assert cfg["iterations"] == entry["iterations"] == budget
+        else:
+            assert entry["protocol"] == "converged" == meta.get("protocol")
         assert cfg["optimizer"] == "adam" and cfg["val_images"] > 0 and cfg["patience"] > 0
         assert 1 <= meta["metrics"]["best_iteration"] <= len(hist["loss"]) <= cfg["iterations"]
         assert meta["metrics"]["val_n"] == cfg["val_images"]
@@ -124,7 +134,8 @@ def test_recorded_accuracy_on_full_test_set(entry):
 
 def test_catalog_reads_the_shipped_manifest_at_call_time(monkeypatch, tmp_path):
     """One manifest reader, one pretrained folder (``core.paths``, read when asked), and the
-    featured model the pages open first: the paper's method on MNIST, converged when shipped."""
+    featured model the pages open first: the paper's method on MNIST, of the default protocol (the
+    long grid's) when shipped."""
     from core import catalog
     from core.models.registry import DEFAULT_MODEL
 
@@ -133,8 +144,9 @@ def test_catalog_reads_the_shipped_manifest_at_call_time(monkeypatch, tmp_path):
     assert len(entries) == len(manifest_models()) and catalog.read_manifest()["models"] == manifest_models()
     first = catalog.featured_entry(entries)
     assert (first.model, first.dataset, first.source) == (DEFAULT_MODEL, catalog.DEFAULT_DATASET, "pretrained")
-    if any(e.protocol == "converged" and e.dataset == first.dataset and e.model == first.model for e in entries):
-        assert first.protocol == "converged"
+    if any(e.protocol == catalog.DEFAULT_PROTOCOL and e.dataset == first.dataset and e.model == first.model
+           for e in entries):
+        assert first.protocol == catalog.DEFAULT_PROTOCOL == "long"
     assert first.weights_mtime > 0
     monkeypatch.setenv("RIMSCOPE_PRETRAINED_DIR", str(tmp_path))  # moved after import: followed
     assert catalog.pretrained_entries() == [] and catalog.read_manifest() == {"models": []}

@@ -277,3 +277,33 @@ def test_export_falls_back_to_seed_zero_and_says_so_when_the_median_was_not_kept
     _crafted_run(retrained, "mnist", "rim", 2, 0.21)
     (rim,) = export.export_pretrained(out, "median", dest, extra_weights=[retrained])["models"]
     assert rim["seed"] == 2 and "retrained" in rim["selection"] and rim["test_error"] == 0.21
+
+
+def test_export_of_the_long_grid_ships_each_sets_median_under_one_protocol(tmp_path):
+    """``protocol="long"``: every plain run of the folder counts whatever its own protocol (one per
+    data set); each entry keeps its run's protocol, and a median already shipped under that
+    protocol (Animals-10's long-grid runs are the 4,000-iteration grid's) is listed, not copied."""
+    out, dest = tmp_path / "long", tmp_path / "pre"
+    for seed, err in [(0, 0.30), (1, 0.10), (2, 0.20)]:
+        p = _crafted_run(out, "mnist", "rim", seed, err)
+        p.write_text(json.dumps({**json.loads(p.read_text()), "protocol": "converged-12k"}))
+        p = _crafted_run(out, "animals10", "rim", seed, err, weights=False)
+        p.write_text(json.dumps({**json.loads(p.read_text()), "protocol": "converged"}))
+        if seed == 2:  # the Animals-10 median, shipped under its own protocol
+            shipped = dest / "converged" / "animals10" / "rim"
+            shipped.parent.mkdir(parents=True)
+            shipped.with_suffix(".json").write_text(p.read_text())
+            shipped.with_suffix(".safetensors").write_bytes(b"a2")
+    m = export.export_pretrained(out, "median", dest, protocol="long")
+    by = {e["dataset"]: e for e in m["models"]}
+    assert {e["protocol"] for e in m["models"]} == {"long"} and not m["skipped"]
+    assert (by["mnist"]["seed"], by["mnist"]["run_protocol"]) == (2, "converged-12k")
+    assert (dest / "long" / "mnist" / "rim.safetensors").read_bytes() == b"w2"
+    assert (by["animals10"]["seed"], by["animals10"]["run_protocol"]) == (2, "converged")
+    assert by["animals10"]["weights"] == "converged/animals10/rim.safetensors"
+    assert not (dest / "long" / "animals10").exists()
+    assert m["protocols"]["long"].startswith("Long grid")
+    from core.catalog import pretrained_entries
+
+    names = {e.dataset: e.display for e in pretrained_entries(pretrained_dir=dest)}
+    assert "long grid" in names["mnist"] and "seed 2" in names["animals10"]

@@ -29,7 +29,7 @@ from ..report.paper import DATASET_ORDER, grid_names
 from ..report.tables import write_tables
 from ..training.config import DEVICES, PROTOCOLS, protocol_help
 from .cells import parse_model_overrides
-from .export import export_pretrained
+from .export import SHIPPED_PROTOCOLS, export_pretrained
 from .local import run_grid
 from .long import LONG
 
@@ -75,7 +75,8 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--weights-from", nargs="*", default=[], metavar="DIR",
                    help="grid folders holding retrained weights of cells whose weights were not kept")
     e.add_argument("--dest", default="pretrained")
-    e.add_argument("--protocol", default="paper", choices=list(PROTOCOLS))
+    e.add_argument("--protocol", default="paper", choices=SHIPPED_PROTOCOLS,
+                   help="'long': the long grid (--out results/long), each data set at its own budget")
     e.add_argument("--datasets", nargs="+", default=None, choices=list(DATASETS),
                    help="only these data sets (e.g. those whose grid is complete)")
     d = sub.add_parser("docs", help="rewrite the documents' generated blocks from results/ (core.report.docs)")

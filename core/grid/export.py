@@ -5,13 +5,21 @@ import json
 from pathlib import Path
 
 from ..fileio import json_safe
+from ..paths import LONG_GRID
+from ..report.fmt import LONG_GRID_TITLE
 from ..report.health import HEALTHY, health_of
 from ..training.config import PROTOCOLS
+
+# the protocols a model can be shipped under: the training protocols, and the long grid (each data
+# set's runs at its own budget, results/long; each shipped model keeps its run's protocol as "run_protocol")
+SHIPPED_PROTOCOLS = [LONG_GRID, *PROTOCOLS]
 
 
 def protocol_text(name: str) -> str:
     """One line on a protocol for the manifest, from its settings (``PROTOCOLS``), e.g. "SGD lr 0.1,
     batch 100, 1,000 iterations (paper protocol)"."""
+    if name == LONG_GRID:
+        return LONG_GRID_TITLE[0].upper() + LONG_GRID_TITLE[1:]
     if name not in PROTOCOLS:
         return name
     p = PROTOCOLS[name]
@@ -28,12 +36,13 @@ def protocol_text(name: str) -> str:
     return f"{', '.join(parts)} ({name} protocol)"
 
 
-def cell_runs(out: Path, protocol: str, datasets=None) -> dict:
-    """``{(dataset, model): [(path, meta), ...]}`` of one protocol's plain (non-variant) runs."""
+def cell_runs(out: Path, protocol: str | None, datasets=None) -> dict:
+    """``{(dataset, model): [(path, meta), ...]}`` of one protocol's plain (non-variant) runs;
+    ``protocol`` None: every plain run of the folder (the long grid's, one protocol per data set)."""
     cells: dict = {}
     for p in sorted((Path(out) / "runs").glob("*/*_s*.json")):
         meta = json.loads(p.read_text())
-        if meta.get("variant") or meta.get("protocol", "paper") != protocol:
+        if meta.get("variant") or (protocol is not None and meta.get("protocol", "paper") != protocol):
             continue
         if datasets and meta["dataset"] not in datasets:
             continue
@@ -53,10 +62,11 @@ def median_run(runs: list) -> tuple | None:
     return p, m
 
 
-def _weights_for(path: Path, meta: dict, extra: list[Path], shipped: Path) -> tuple[Path, Path, str] | None:
+def _weights_for(path: Path, meta: dict, extra: list[Path], shipped: Path | list[Path]) -> tuple[Path, Path, str] | None:
     """Where the chosen run's weights are: beside its JSON, or a retrained copy of the same cell and
     seed under one of ``extra`` (its own JSON, with its own numbers; only when that run is healthy
-    too), or (seed 0 only) the model shipped now. Returns ``(weights, json, how)``."""
+    too), or a model shipped now (``shipped``: its stems) of the same seed and protocol. Returns
+    ``(weights, json, how)``."""
     w = path.with_suffix(".safetensors")
     if w.is_file():
         return w, path, "grid"
@@ -66,18 +76,32 @@ def _weights_for(path: Path, meta: dict, extra: list[Path], shipped: Path) -> tu
             again = json.loads(q.read_text())
             if again.get("status") == "completed" and health_of(again)["health"] == HEALTHY:
                 return q.with_suffix(".safetensors"), q, "retrained"  # an unhealthy copy is never shipped
-    if shipped.with_suffix(".json").is_file() and shipped.with_suffix(".safetensors").is_file():
-        old = json.loads(shipped.with_suffix(".json").read_text())
-        if old.get("seed") == meta["seed"] and old.get("protocol", "paper") == meta.get("protocol", "paper"):
-            return shipped.with_suffix(".safetensors"), shipped.with_suffix(".json"), "shipped"
+    for stem in shipped if isinstance(shipped, list) else [shipped]:
+        if stem.with_suffix(".json").is_file() and stem.with_suffix(".safetensors").is_file():
+            old = json.loads(stem.with_suffix(".json").read_text())
+            if old.get("seed") == meta["seed"] and old.get("protocol", "paper") == meta.get("protocol", "paper"):
+                return stem.with_suffix(".safetensors"), stem.with_suffix(".json"), "shipped"
     return None
+
+
+def _shipped_stems(dest: Path, target: Path, protocol: str, runs: list) -> list[Path]:
+    """Shipped models that may already hold a chosen run's weights: the target itself and, for the
+    long grid, the same cell shipped under its runs' own protocol (Animals-10's long-grid runs are
+    the 4,000-iteration grid's)."""
+    stems = [target]
+    if protocol == LONG_GRID and runs:
+        own = runs[0][1].get("protocol", "paper")
+        stems.append(dest / ("" if own == "paper" else own) / target.parent.name / target.name)
+    return stems
 
 
 def export_pretrained(out: Path, seed: int | str, dest: Path, protocol: str = "paper", datasets=None,
                       extra_weights=()) -> dict:
     """Copy one run of every cell of one protocol to ``dest/<folder>/<dataset>/<model>.*``
-    (folder: none for the paper protocol, ``converged/`` for the converged one) and write the
-    manifest, which lists both protocols' models; each entry says which protocol it follows.
+    (folder: none for the paper protocol, ``<protocol>/`` for the others) and write the manifest,
+    which lists every protocol's models; each entry says which protocol it is shipped under.
+    ``protocol="long"``: ``out`` is the long grid (``results/long``), whose data sets each follow
+    their own training protocol (the entry's ``run_protocol``).
 
     ``seed="median"`` (the default of the CLI) ships the healthy run with the median test error of
     each cell (``median_run``); a cell whose median's weights were not kept falls back to its
@@ -98,7 +122,7 @@ def export_pretrained(out: Path, seed: int | str, dest: Path, protocol: str = "p
     manifest = {"models": kept, "protocols": {**old.get("protocols", {}), protocol: protocol_text(protocol)},
                 "rebuild": "make pretrained", "skipped": [s for s in old.get("skipped", [])
                                                           if s.get("protocol") != protocol]}
-    for (ds, model), runs in sorted(cell_runs(out, protocol, datasets).items()):
+    for (ds, model), runs in sorted(cell_runs(out, None if protocol == LONG_GRID else protocol, datasets).items()):
         n_healthy = sum(health_of(m)["health"] == HEALTHY for _, m in runs)
         target = (dest / sub.rstrip("/") / ds / model) if sub else dest / ds / model
         if seed == "median":
@@ -108,10 +132,11 @@ def export_pretrained(out: Path, seed: int | str, dest: Path, protocol: str = "p
             chosen = next(((p, m) for p, m in runs if m["seed"] == seed
                            and health_of(m)["health"] == HEALTHY and m.get("status") == "completed"), None)
             why = f"seed {seed}"
-        src = _weights_for(*chosen, list(extra_weights), target) if chosen else None
+        shipped = _shipped_stems(dest, target, protocol, runs)
+        src = _weights_for(*chosen, list(extra_weights), shipped) if chosen else None
         if chosen and src is None and chosen[1]["seed"] != 0:  # the median's weights were not kept
             zero = next(((p, m) for p, m in runs if m["seed"] == 0 and health_of(m)["health"] == HEALTHY), None)
-            if zero and (src := _weights_for(*zero, list(extra_weights), target)):
+            if zero and (src := _weights_for(*zero, list(extra_weights), shipped)):
                 why = (f"seed 0, NOT the cell's median (seed {chosen[1]['seed']}, "
                        f"{100 * chosen[1]['metrics']['test_error']:.2f} %): its weights were not kept")
                 chosen = zero
@@ -123,8 +148,13 @@ def export_pretrained(out: Path, seed: int | str, dest: Path, protocol: str = "p
             continue
         weights, meta_path, how = src
         meta = json.loads(meta_path.read_text())
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if weights.resolve() != target.with_suffix(".safetensors").resolve():
+        stem = f"{sub}{meta['dataset']}/{meta['model']}"
+        if how == "shipped" and weights.resolve() != target.with_suffix(".safetensors").resolve():
+            stem = weights.resolve().relative_to(dest.resolve()).with_suffix("").as_posix()  # shipped once, listed twice
+            for ext in (".safetensors", ".json"):
+                target.with_suffix(ext).unlink(missing_ok=True)
+        elif weights.resolve() != target.with_suffix(".safetensors").resolve():
+            target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(weights, target.with_suffix(".safetensors"))
             shutil.copyfile(meta_path, target.with_suffix(".json"))
         if how == "retrained":
@@ -133,10 +163,9 @@ def export_pretrained(out: Path, seed: int | str, dest: Path, protocol: str = "p
         m = meta["metrics"]
         manifest["models"].append({
             "dataset": meta["dataset"], "model": meta["model"], "seed": meta["seed"],
-            "protocol": protocol, "selection": why, "health": health_of(meta)["health"],
+            "protocol": protocol, "run_protocol": meta.get("protocol", "paper"), "selection": why, "health": health_of(meta)["health"],
             "cell_healthy": f"{n_healthy} of {len(runs)}",
-            "weights": f"{sub}{meta['dataset']}/{meta['model']}.safetensors",
-            "metadata": f"{sub}{meta['dataset']}/{meta['model']}.json",
+            "weights": f"{stem}.safetensors", "metadata": f"{stem}.json",
             "parameters": m.get("parameters"), "test_accuracy": m.get("test_accuracy"),
             "test_error": m.get("test_error"), "noisy_test_error": m.get("noisy_test_error"),
             "noise_var": m.get("noise_var"), "iterations": meta["train_config"]["iterations"],

@@ -165,7 +165,7 @@ def short_method_title(name) -> str:
 # iterations, the best validation accuracy kept). "Converged" is earned only by the budget check
 # (results/budget: does anything change at 12,000 iterations?), core.report.budget.
 CONVERGED_TITLE = "Adam, cosine, 4,000 iterations"
-PROTOCOL_NAMES = {"paper": "paper protocol", "converged": CONVERGED_TITLE,
+PROTOCOL_NAMES = {"paper": "paper protocol", "converged": CONVERGED_TITLE, "long": "long grid",
                   "converged-aug": f"{CONVERGED_TITLE} + scan augmentation",
                   "converged-12k": "Adam, cosine, 12,000 iterations",
                   "converged-24k": "Adam, cosine, 24,000 iterations", "custom": "own settings"}
@@ -173,18 +173,19 @@ PROTOCOL_NAMES = {"paper": "paper protocol", "converged": CONVERGED_TITLE,
 
 # the long grid (results/long, core.grid.long): each data set at the budget where most of its runs stop
 # improving by the convergence criterion, decided by a rule fixed before its first run
-LONG_GRID_TITLE = ("long grid: Adam, cosine, each data set until most runs stop improving "
-                   "(12,000 or 24,000 iterations; Animals-10 4,000)")
+LONG_GRID_TITLE = ("long grid: Adam, cosine, a budget per data set fixed by a convergence rule before its "
+                   "runs (12,000 or 24,000 iterations; Animals-10 4,000)")
 
 
 # the protocol inside a model's one display name (pickers, legends, cards): short enough for a
 # picker at 1280 px; the sidebar and the glossary spell it out
-PROTOCOL_SHORT = {"converged": "Adam 4k", "converged-aug": "Adam 4k + scan", "converged-12k": "Adam 12k",
+PROTOCOL_SHORT = {"long": "long grid", "converged": "Adam 4k", "converged-aug": "Adam 4k + scan", "converged-12k": "Adam 12k",
                   "converged-24k": "Adam 24k"}
 
 
 # the sidebar's protocol switch and the Compare page's experiment picker
-PROTOCOL_SWITCH_TITLES = {"converged": f"{CONVERGED_TITLE}: the short budget (best validation kept)",
+PROTOCOL_SWITCH_TITLES = {"long": "long grid: Adam, cosine, a budget per data set (the default)",
+                          "converged": f"{CONVERGED_TITLE}: the short budget (best validation kept)",
                           "paper": "paper protocol (SGD 0.1, 1,000 iterations)"}
 SCHEDULE_TITLES = {"converged": f"{CONVERGED_TITLE}: the short budget, best of a validation split",
                    "paper": "the paper's short schedule (SGD 0.1, 1,000 iterations): paper grid, ablations, init study"}

@@ -96,8 +96,8 @@ def _protocol_changed() -> None:
 
 
 def protocol_switch(entries: list[catalog.ModelEntry]) -> str:
-    """Sidebar switch between the Adam 4k and the paper-protocol pretrained models (the
-    default model of every picker); shown when both are shipped."""
+    """Sidebar switch between the shipped protocols' pretrained models (the long grid's, Adam 4k,
+    the paper protocol's: the default model of every picker); shown when more than one is shipped."""
     have = sorted({e.protocol for e in entries if e.source == "pretrained"})
     if len(have) < 2:
         return have[0] if have else chosen_protocol()
@@ -109,10 +109,20 @@ def protocol_switch(entries: list[catalog.ModelEntry]) -> str:
     picks["protocol"] = st.session_state[PROTOCOL_KEY]
     return st.sidebar.radio("Pretrained models", sorted(have, key=lambda p: p != first), key=PROTOCOL_KEY,
                             format_func=lambda p: PROTOCOL_TITLES.get(p, p), on_change=_protocol_changed,
-                            help="Which shipped models the pages pick by default. Adam, cosine, 4,000 iterations: the "
-                                 "weights of the best validation accuracy within that budget (whether the budget is "
-                                 "enough: the budget check in REPRODUCTION.md). Paper: the paper's 1,000 SGD "
-                                 "iterations.")
+                            help="Which shipped models the pages pick by default, each the median seed of its "
+                                 "data set and method. Long grid: Adam and a cosine decay over each data set's own "
+                                 f"budget ({long_budgets(entries)}), fixed before its runs by a rule on when runs stop improving. Adam, "
+                                 "cosine, 4,000 iterations: the short budget, the weights of the best validation "
+                                 "accuracy within it. Paper: the paper's 1,000 SGD iterations.")
+
+
+def long_budgets(entries: list[catalog.ModelEntry]) -> str:
+    """The long grid's iterations per data set, from its shipped models, e.g. "MNIST 12,000, ..."."""
+    its = {}
+    for e in entries:
+        if e.source == "pretrained" and e.protocol == "long" and e.metrics.get("iterations"):
+            its.setdefault(e.dataset, int(e.metrics["iterations"]))
+    return ", ".join(f"{dataset_title(ds)} {n:,}" for ds, n in its.items()) or "none shipped"
 
 
 def sidebar_protocol() -> str | None:

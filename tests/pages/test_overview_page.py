@@ -92,7 +92,7 @@ def test_overview_counts_add_up_with_the_shipped_models(page_env, monkeypatch):
     assert not at.exception
     loaded = at.dataframe[0].value.set_index("data set")
     cols = [c for c in loaded.columns if c.startswith("pretrained")]
-    assert cols == ["pretrained, Adam, cosine, 4,000 iterations", "pretrained, paper protocol"]
+    assert cols == ["pretrained, long grid", "pretrained, Adam, cosine, 4,000 iterations", "pretrained, paper protocol"]
     total = 0
     for cell in loaded[cols].to_numpy().ravel():
         n, of = map(int, re.fullmatch(r"(\d+) of (\d+)", cell).groups())
@@ -107,7 +107,7 @@ def test_overview_counts_add_up_with_the_shipped_models(page_env, monkeypatch):
 def test_what_is_loaded_fits_a_1280_px_window(page_env, monkeypatch):
     """Every column of the "What is loaded" table has its width and together they fit the 820 px
     the page has in a 1280 px window (Streamlit 1.67, wide layout, sidebar open: measured), with
-    the shipped models' two protocols and the source check on."""
+    the shipped models' three protocols and the source check on."""
     import json
 
     from core.paths import ROOT
