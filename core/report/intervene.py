@@ -20,6 +20,17 @@ def prediction_line(classes: list[str], p0, p1) -> str:
             f"**{classes[y1]}** ({p1[y1] * 100:.1f}%)" + (" — changed" if y0 != y1 else " — unchanged"))
 
 
+def unchanged_note(something_set: bool) -> str:
+    """In place of the before/after bars while the intervention changes neither the probabilities
+    nor the mask."""
+    if something_set:
+        return ("The intervention leaves the probabilities and the mask exactly as they were: the bars "
+                "before and after would be the same.")
+    return ("Nothing is changed yet, so the probabilities are the original ones (the bars above). Force cells, "
+            "take an LSTM out, change alpha or the selection, or patch from a donor: the answers before and "
+            "after are then drawn here side by side.")
+
+
 def recipient_note(noise_var: float) -> str:
     """What runs when the clean input is the donor of its noisy copy."""
     return (f"Clean into noisy: the input with Gaussian noise (variance {noise_var:g}, one draw) runs, and "

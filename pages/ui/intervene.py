@@ -270,9 +270,15 @@ def intervene_view(entry, model, image: np.ndarray, unit_names: list[str], class
     st.markdown(iv_text.prediction_line(classes, p0, p1))
     c_p, c_m = st.columns([2, 3])
     with c_p:
-        rows = [{"label": "original", "method": entry.model, "probs": p0},
-                {"label": "after the intervention", "method": "parallel_lstm", "probs": p1}]
-        st.plotly_chart(traces.probability_figure(rows, classes, height=300), key="iv_probs", config=CHART)
+        if np.array_equal(p0, p1) and np.array_equal(m0, m1):  # one chart less on the page's first view
+            set_ = (bool(pinned.any()) or patch is not None or bool(iv.knock_out) or bool(iv.remove)
+                    or iv.readout is not None or iv.selection is not None
+                    or float(st.session_state["iv_alpha"]) != float(model.config.alpha))
+            st.caption(iv_text.unchanged_note(set_))
+        else:
+            rows = [{"label": "original", "method": entry.model, "probs": p0},
+                    {"label": "after the intervention", "method": "parallel_lstm", "probs": p1}]
+            st.plotly_chart(traces.probability_figure(rows, classes, height=300), key="iv_probs", config=CHART)
     with c_m:
         event = st.plotly_chart(iv_plots.mask_figure(m0, m1, pinned, changed, names, "active mask after the intervention"),
                                 key="iv_mask", config=CHART, on_select="rerun", selection_mode="points")

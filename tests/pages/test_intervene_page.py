@@ -58,6 +58,27 @@ def test_intervene_tab_controls_force_knock_out_and_reset(page_env):
     assert at.slider(key="iv_alpha").value == 0.1 and caption(at).startswith("0 cells set")
 
 
+def _chart_keys(at: AppTest) -> set[str]:
+    """Keys of the plotly charts the run drew (each element's proto id names its key)."""
+    return {k for k in ("iv_probs", "iv_mask") if any(k in str(c.proto.id) for c in at.get("plotly_chart"))}
+
+
+def test_before_and_after_bars_appear_once_something_changes(page_env):
+    """With nothing changed the bars would repeat the prediction above: a note stands in their
+    place (one chart less on the first view); any intervention brings them, the mask editor
+    is there throughout."""
+    at = run_page(mech_more="Intervene")
+    assert not at.exception, at.exception
+    assert _chart_keys(at) == {"iv_mask"}
+    assert any(c.value.startswith("Nothing is changed yet") for c in at.caption)
+    at.slider(key="iv_rows").set_value((1, 28)).run()
+    at.multiselect(key="iv_units").set_value(["LSTM 1", "LSTM 2"]).run()
+    at.button(key="iv_on").click().run()
+    assert not at.exception, at.exception
+    assert _chart_keys(at) == {"iv_probs", "iv_mask"}
+    assert not any(c.value.startswith("Nothing is changed yet") for c in at.caption)
+
+
 def test_intervention_shown_equals_core(page_env):
     """The prediction line quotes what core.eval.interventions computes for the same cells."""
     import numpy as np
