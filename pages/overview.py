@@ -12,10 +12,10 @@ from core.paths import ROOT, results_dir
 from core.report.claims import read_claims
 from core.report.facts import parameter_gap_text
 from core.report.fmt import PROTOCOL_SHORT, method_title, protocol_title, shipped_models_text
-from core.report.plots.comparison import INPUT_SHAPES, parameter_bar_figure
-from core.report.plots.style import method_color
+from core.report.plots.comparison import INPUT_SHAPES
+from core.report.plots.style import bar_css, method_color
 from pages.ui.cache import RESULT_FOLDERS, entry_metadata, manifest, model_entries, result_folders
-from pages.ui.frontend import charts_early
+from pages.ui.frontend import charts_later
 from pages.ui.messages import show_error
 from pages.ui.pickers import sidebar_protocol
 
@@ -129,9 +129,13 @@ def methods_table(counts: dict) -> None:
         row["initialisation"] = spec.init
         rows.append(row)
     methods_df = pd.DataFrame(rows)
-    # a static table: its long descriptions wrap instead of being cut at the cell's edge
-    st.table(methods_df.style.format(lambda v: f"{int(v):,}" if pd.notna(v) else "n/a",
-                                     subset=[c for c in methods_df.columns if c.startswith("parameters")]),
+    counts_cols = [c for c in methods_df.columns if c.startswith("parameters")]
+    vmax = max((v for by in counts.values() for v in by.values()), default=0)
+    colours = [method_color(m) for m in list_models()]
+    # a static table: its long descriptions wrap instead of being cut at the cell's edge; each
+    # parameter count is a bar in its method's colour, the largest count filling its cell
+    st.table(methods_df.style.format(lambda v: f"{int(v):,}" if pd.notna(v) else "n/a", subset=counts_cols)
+             .apply(lambda col: [bar_css(v, vmax, c) for v, c in zip(col, colours)], subset=counts_cols),
              hide_index=True)
     st.caption("Every LSTM-style forget gate (RIM's LSTMs, the parallel LSTMs, RMC's memory gate) starts from the same "
                f"forget-gate bias ({config_fields(DEFAULT_MODEL).get('forget_bias')}); LSTM weights are drawn as PyTorch's "
@@ -140,20 +144,16 @@ def methods_table(counts: dict) -> None:
 
 
 def sizes_and_colours(counts: dict) -> None:
-    """The parameter bars, the method colours and what the parameter ratio means for the comparisons."""
-    c1, c2 = st.columns([3, 2])
-    with c1:
-        if counts:
-            st.plotly_chart(parameter_bar_figure(counts), width="stretch", key="param_bars")
-    with c2:
-        legend = " ".join(
-            f"<span style='color:{method_color(m)};font-size:1.3em'>■</span> {method_title(m)}&nbsp;&nbsp;"
-            for m in list_models())
-        st.markdown(legend, unsafe_allow_html=True)
-        st.caption("These colours stand for the same method on every page.")
-        gap = parameter_gap_text(counts or {}, read_claims(results_dir()))
-        if gap:
-            st.markdown(gap)
+    """The method colours and what the parameter ratio means for the comparisons."""
+    legend = " ".join(
+        f"<span style='color:{method_color(m)};font-size:1.3em'>■</span> {method_title(m)}&nbsp;&nbsp;"
+        for m in list_models())
+    st.markdown(legend, unsafe_allow_html=True)
+    st.caption("These colours stand for the same method on every page; in the table above each parameter count "
+               "is a bar of its method's colour, the largest count filling its cell.")
+    gap = parameter_gap_text(counts or {}, read_claims(results_dir()))
+    if gap:
+        st.markdown(gap)
 
 
 def knobs_table() -> None:
@@ -294,7 +294,7 @@ def where_to_start() -> None:
             st.caption(what)
 
 
-charts_early()
+charts_later()  # no chart here: the chart library is fetched for the next page once idle
 st.title("RIMscope")
 sidebar_protocol()  # the app's one protocol switch, on every page
 intro()

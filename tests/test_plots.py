@@ -12,7 +12,7 @@ import pytest
 from core.report import fmt
 from core.report.fmt import method_title
 from core.report.frames import reproduction_tables, runs_frame
-from core.report.plots.comparison import ERROR_METRICS, error_bar_figure, parameter_bar_figure
+from core.report.plots.comparison import ERROR_METRICS, error_bar_figure
 from core.report.plots.style import method_color, method_order
 from core.report.plots.training import (
     CURVE_METRICS,
@@ -284,18 +284,14 @@ def test_error_bars_noisy_metric_and_dataset_filter():
         error_bar_figure(summary_rows(), "error")
 
 
-# --- parameter counts -----------------------------------------------------------------------------------
-def test_parameter_bars_grouped_by_input_coloured_by_method():
-    counts = {"28x28": {m: 1000 * (i + 1) for i, m in enumerate(method_order())},
-              "32x32x3": {m: 2000 * (i + 1) for i, m in enumerate(method_order())}}
-    fig = parameter_bar_figure(counts)
-    assert len(fig.data) == 2 and fig.layout.barmode == "group"
-    for tr in fig.data:
-        assert list(tr.marker.color) == [method_color(m) for m in method_order()]
-        assert [x.replace("<br>", " ") for x in tr.x] == [method_title(m) for m in method_order()]
-    assert list(fig.data[1].y) == [2000 * (i + 1) for i in range(5)]
-    assert fig.data[0].marker.pattern.shape != fig.data[1].marker.pattern.shape
-    assert "parameters" in fig.layout.yaxis.title.text and fig.layout.xaxis.title.text
+# --- bars in table cells -------------------------------------------------------------------------
+def test_bar_css_fills_the_share_of_the_cell_in_the_methods_colour():
+    from core.report.plots.style import bar_css
+
+    assert bar_css(50, 200, "#D55E00") == ("background: linear-gradient(90deg, #D55E0055 25.0%, "
+                                           "transparent 25.0%)")
+    assert "100.0%" in bar_css(300, 200, "#000000") and " 0.0%" in bar_css(-1, 200, "#000000")
+    assert bar_css(None, 200, "#000000") == bar_css(5, 0, "#000000") == bar_css(float("nan"), 1, "#000000") == ""
 
 
 # --- tables ---------------------------------------------------------------------------------------------

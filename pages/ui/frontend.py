@@ -1,4 +1,5 @@
-"""What the browser loads: the chart library starts loading with the page, not with its first chart.
+"""What the browser loads: the chart library starts loading with the page, not with its first chart;
+a page without charts fetches it once it is idle, for the next page.
 
 Streamlit's frontend loads plotly.js (one module of about 4.7 MB) when the first plotly chart of a
 browser tab arrives, then evaluates it (about a second of the browser's main thread on 2 cores),
@@ -24,6 +25,21 @@ _JS = """<script>(() => {{
   if (!entry) return;
   import(new URL({name}, entry.src).href).catch(() => {{}});
 }})();</script>"""
+# after the page is drawn and the browser idle: fetch (and let the browser compile) the module without
+# running it, so a chart page opened next only evaluates it; nothing on this page waits for it
+_PREFETCH_JS = """<script>(() => {{
+  const entry = document.querySelector('script[type="module"][src*="static/js/index."]');
+  if (!entry) return;
+  const href = new URL({name}, entry.src).href;
+  const fetchIt = () => {{
+    if (document.querySelector(`link[rel="modulepreload"][href="${{href}}"]`)) return;
+    const link = document.createElement('link');
+    link.rel = 'modulepreload';
+    link.href = href;
+    document.head.appendChild(link);
+  }};
+  (window.requestIdleCallback || ((f) => setTimeout(f, 2000)))(fetchIt, {{timeout: 5000}});
+}})();</script>"""
 _HIDE = f"""<style>[data-testid="stLayoutWrapper"]:has(> .st-key-{KEY}), .st-key-{KEY} {{ display: none; }}</style>"""
 
 
@@ -37,9 +53,19 @@ def chart_module() -> str | None:
 
 def charts_early() -> None:
     """Start loading the chart library now (first thing on a page that draws plotly charts)."""
+    _inject(_JS)
+
+
+def charts_later() -> None:
+    """On a page without plotly charts: fetch the chart library once the browser is idle, without
+    running it (running it takes most of a second of the main thread on a cold browser)."""
+    _inject(_PREFETCH_JS)
+
+
+def _inject(script: str) -> None:
     name = chart_module()
     if name is None:
         return
     st.html(_HIDE)  # style only: Streamlit puts it where it takes no space
     with st.container(key=KEY):
-        st.html(_JS.format(name=json.dumps(name)), unsafe_allow_javascript=True)
+        st.html(script.format(name=json.dumps(name)), unsafe_allow_javascript=True)

@@ -30,3 +30,21 @@ def test_the_chart_library_loads_early_and_takes_no_space(page, app_server):
     # earlier test of the session: then Performance lists it)
     listed = page.evaluate(f"() => performance.getEntriesByType('resource').some(e => e.name.includes({name!r}))")
     assert fetched or listed
+
+
+def test_the_overview_prefetches_the_chart_library_once_idle(page, app_server):
+    """No chart on the Overview: the module is fetched after the page is drawn (a modulepreload
+    link, so the browser does not run it there), and the title sits where it sits elsewhere."""
+    name = chart_module()
+    open_page(page, app_server, "train")
+    settle(page)
+    top_plain = page.evaluate("() => document.querySelector('h1').getBoundingClientRect().top")
+    open_page(page, app_server, "overview")
+    settle(page)
+    assert_no_errors(page, "Overview")
+    assert page.locator('[data-testid="stPlotlyChart"]').count() == 0
+    page.wait_for_function(f"() => [...document.querySelectorAll('link[rel=modulepreload]')]"
+                           f".some(l => l.href.includes({name!r}))", timeout=SLOW_MS)
+    page.wait_for_function(f"() => performance.getEntriesByType('resource').some(e => e.name.includes({name!r}))",
+                           timeout=SLOW_MS)
+    assert page.evaluate("() => document.querySelector('h1').getBoundingClientRect().top") == top_plain

@@ -1,6 +1,7 @@
 """The chart library starts loading with every page whose first view draws plotly charts
 (pages/ui/frontend.py): the module it imports is the installed Streamlit's own, and the page
-asks for it before its title, hidden."""
+asks for it before its title, hidden. The Overview draws no plotly chart: it only prefetches the
+module once idle, without running it."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import streamlit as st
 from pages.ui import frontend
 from tests.pages.helpers import run_page, walk
 
-CHART_PAGES = ["mechanisms", "robustness", "compare", "models", "overview"]
+CHART_PAGES = ["mechanisms", "robustness", "compare", "models"]
 
 
 def test_the_chart_module_is_the_installed_streamlits_own():
@@ -26,6 +27,7 @@ def test_no_module_means_no_script(monkeypatch):
     calls = []
     monkeypatch.setattr(frontend.st, "html", lambda *a, **k: calls.append(a))
     frontend.charts_early()
+    frontend.charts_later()
     assert calls == []
 
 
@@ -40,3 +42,13 @@ def test_a_chart_page_asks_for_the_chart_library_before_its_title(page, page_env
     # hidden: the style that hides its container is on the page too (Streamlit puts a style-only
     # html element where it takes no space)
     assert any(t == "html" and f".st-key-{frontend.KEY}" in b and "display: none" in b for t, b in shown)
+
+
+def test_the_overview_prefetches_the_chart_library_without_running_it(page_env):
+    at = run_page("overview")
+    assert not at.exception
+    assert not at.get("plotly_chart")
+    bodies = [str(n.proto.body) for n in walk(at._tree) if getattr(n, "type", None) == "html"]
+    mine = [b for b in bodies if frontend.chart_module() in b]
+    assert len(mine) == 1 and "modulepreload" in mine[0] and "requestIdleCallback" in mine[0]
+    assert "import(" not in mine[0]

@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from core.models.registry import list_models, parameter_counts
 from core.report.fmt import method_title
+from core.report.plots.style import method_color
 
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "overview.py")
 
@@ -38,7 +39,14 @@ def test_overview_loads_with_diagram_methods_and_counts(page_env):
     assert not any("_" in t or t == "impl" for t in knobs["setting"])
     names = at.table[2].value
     assert "k_active" in set(names["name in the code"]) and "impl" in set(names["name in the code"])
-    assert len(at.get("plotly_chart")) == 1  # parameter bars
+    # no chart library on the landing page: each parameter count is a bar in its method's colour,
+    # its length the count's share of the largest
+    assert len(at.get("plotly_chart")) == 0
+    styles = at.table[0].proto.arrow_data.styler.styles
+    big = max(v for by in (parameter_counts(28), parameter_counts(96)) for v in by.values())
+    for row, m in enumerate(list_models()):
+        share = 100 * small[m] / big
+        assert f"_row{row}_col1 {{ background: linear-gradient(90deg, {method_color(m)}55 {share:.1f}%" in styles
 
 
 def test_overview_counts_pretrained_per_dataset_and_sources(page_env):

@@ -149,31 +149,6 @@ def _zoom(fig: go.Figure, values: list[float], floors: dict | None, row: int, co
                            yanchor="top", font=dict(size=10, color="#666"))
 
 
-def parameter_bar_figure(counts: dict[str, dict[str, int]], height: int = 380) -> go.Figure:
-    """Trainable parameters per method, one bar group per input shape.
-
-    ``counts``: input-shape label -> ``{model: parameters}`` (as from
-    ``core.models.registry.parameter_counts``). Bars take each method's colour; the second shape is
-    hatched so the two stay apart.
-    """
-    fig = go.Figure()
-    patterns = ["", "/", ".", "x"]
-    for j, (label, per_model) in enumerate(counts.items()):
-        methods = [m for m in method_order() if m in per_model] + sorted(set(per_model) - set(method_order()))
-        fig.add_trace(go.Bar(
-            x=[method_title(m).replace(" (", "<br>(") for m in methods], y=[per_model[m] for m in methods],
-            name=f"input {label}",
-            marker=dict(color=[method_color(m) for m in methods], pattern_shape=patterns[j % len(patterns)],
-                        line=dict(color="black", width=0.5)),
-            hovertemplate="%{x}<br>%{y:,} parameters<extra>" + label + "</extra>"))
-    fig.update_layout(barmode="group", height=height, title="Trainable parameters per method",
-                      legend=dict(orientation="h", yanchor="top", y=-0.28, x=0),
-                      margin=dict(l=60, r=20, t=50, b=40))
-    fig.update_xaxes(title_text="method", tickangle=0)
-    fig.update_yaxes(title_text="trainable parameters (count)", rangemode="tozero")
-    return fig
-
-
 GAPS_TITLE = "RIM's gap to each method (other − RIM, test-error points)"
 
 

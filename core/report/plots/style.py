@@ -24,6 +24,20 @@ def method_color(name: str) -> str:
     return METHOD_COLORS.get(name, UPLOAD_COLOR)
 
 
+def bar_css(value, vmax, color: str, alpha: str = "55") -> str:
+    """A table cell drawn as a bar: ``color`` (a ``#rrggbb``, made translucent by ``alpha`` so the
+    number stays readable) over the share ``value / vmax`` of the cell's width; none for a missing
+    value. For tables a page shows without a chart library."""
+    try:
+        share = 100.0 * float(value) / float(vmax)
+    except (TypeError, ValueError, ZeroDivisionError):
+        return ""
+    if share != share:  # NaN
+        return ""
+    share = max(0.0, min(100.0, share))
+    return f"background: linear-gradient(90deg, {color}{alpha} {share:.1f}%, transparent {share:.1f}%)"
+
+
 def method_order() -> list[str]:
     return list_models()
 
