@@ -221,9 +221,12 @@ def _timestep_view(image: np.ndarray, a: ui.pair.Side, b: ui.pair.Side | None, p
     c_img.image(ui.upload.framed_row(image, t), caption=f"row {t} of {T}, framed")
     if schema.has(trace, "comm_attention"):
         mask = schema.get(trace, "mask")
-        c_comm.plotly_chart(traces.comm_attention_figure(schema.get(trace, "comm_attention")[t - 1], unit_names,
-                                                        None if mask is None else mask[t - 1], t=t, height=300),
-                            key="mech_comm", config=CHART)
+        with c_comm.container(key="mech_comm"):  # a 6 x 6 matrix: a shaded table, no chart library
+            st.markdown(f"**Communication attention at row {t}** (%)")
+            st.table(traces.comm_attention_table(schema.get(trace, "comm_attention")[t - 1], unit_names,
+                                                 None if mask is None else mask[t - 1]))
+            st.caption("Row: the reader (query); column: the LSTM it reads from (key/value), by number; each "
+                       "reading row sums to 100. Inactive LSTMs do not read.")
         c_comm.download_button("⬇ CSV: this row's communication attention", key="mech_dl_comm", on_click="ignore",
                                data=lambda: matrix_csv(schema.get(trace, "comm_attention")[t - 1], unit_names,
                                                        unit_names, row_title="reader"),

@@ -322,14 +322,20 @@ def test_timeline_figure_rgb(images):
     assert isinstance(fig.data[0], go.Image) and fig.data[0].z.shape == (32, 32, 3)
 
 
-def test_comm_attention_blanks_inactive_readers():
-    attn = np.full((3, 3), 1 / 3)
-    fig = traces.comm_attention_figure(attn, ["A", "B", "C"], active=np.array([1, 0, 1]), t=4)
-    z = np.asarray(fig.data[0].z, dtype=float)
-    assert np.isnan(z[1]).all() and np.isfinite(z[0]).all()
-    assert "inactive" in fig.data[0].y[1] and "reads" in fig.data[0].y[0]
-    assert fig.layout.title.text == "communication attention at row 4"
-    assert fig.layout.xaxis.title.text.startswith("read from")
+def test_comm_attention_table_blanks_inactive_readers_and_shades_like_blues():
+    attn = np.array([[0.6, 0.3, 0.1], [1 / 3, 1 / 3, 1 / 3], [0.0, 0.0, 1.0]])
+    sty = traces.comm_attention_table(attn, ["A", "B", "C"], active=np.array([1, 0, 1]))
+    df = sty.data
+    assert list(df.columns) == ["A", "B", "C"] and df.index.name.startswith("reader")
+    assert list(df.index) == ["A", "B (inactive)", "C"]
+    numbered = traces.comm_attention_table(attn, ["LSTM 1", "LSTM 2", "LSTM 3"]).data
+    assert list(numbered.columns) == ["1", "2", "3"] and list(numbered.index) == ["LSTM 1", "LSTM 2", "LSTM 3"]
+    assert np.isnan(df.iloc[1]).all() and df.iloc[0].tolist() == pytest.approx([60, 30, 10])
+    html = sty.to_html()
+    assert ">60<" in html and ">100<" in html and ">33<" not in html  # whole percent; the inactive row blank
+    assert style.blues_css(0) == "background-color: #f7fbff; color: #111111"
+    assert style.blues_css(1) == "background-color: #08306b; color: #ffffff"
+    assert "#08306b" in html and "#f7fbff" in html and style.blues_css(float("nan")) == ""
 
 
 def test_probability_figure_colours_by_method():

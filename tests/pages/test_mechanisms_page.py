@@ -52,6 +52,11 @@ def test_page_loads_with_rim_by_default(page_env):
     assert at.toggle(key="mech_play").value is False
     charts = {getattr(e, "key", None) for e in walk(at.main)}
     assert {"mech_probs", "mech_timeline", "mech_comm"} <= charts
+    # the communication attention at the row: a shaded 6 x 6 table, each reading row summing to 100
+    comm = next(t.value for t in at.table if str(t.value.index.name).startswith("reader"))
+    assert comm.shape == (6, 6)
+    reading = comm.dropna()
+    assert len(reading) == 4 and ((reading.sum(axis=1) - 100).abs() < 1e-3).all()
     assert not at.error
 
 

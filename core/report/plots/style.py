@@ -38,6 +38,23 @@ def bar_css(value, vmax, color: str, alpha: str = "55") -> str:
     return f"background: linear-gradient(90deg, {color}{alpha} {share:.1f}%, transparent {share:.1f}%)"
 
 
+_BLUES = ((247, 251, 255), (8, 48, 107))  # the ends of plotly's "Blues" scale
+
+
+def blues_css(value) -> str:
+    """A table cell shaded like a heatmap cell of the "Blues" scale at ``value`` in [0, 1] (white
+    text on the dark end); none for a missing value."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return ""
+    if v != v:
+        return ""
+    v = max(0.0, min(1.0, v))
+    r, g, b = (round(lo + (hi - lo) * v) for lo, hi in zip(*_BLUES))
+    return f"background-color: #{r:02x}{g:02x}{b:02x}; color: {'#ffffff' if v > 0.5 else '#111111'}"
+
+
 def method_order() -> list[str]:
     return list_models()
 

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ...models.registry import TraceSchema, trace_schema
-from .style import CHANGE_COLORS, MASK_COLORS, TIMESTEP_AXIS, binary_scale, empty_figure, method_color
+from .style import CHANGE_COLORS, MASK_COLORS, TIMESTEP_AXIS, binary_scale, blues_css, empty_figure, method_color
 
 
 def trace_panels(trace: dict, unit_names: list, model: str | TraceSchema, *, heads: bool = False) -> list[dict]:
@@ -167,31 +167,24 @@ def mark_step(fig: go.Figure, t: int) -> go.Figure:
     return fig
 
 
-def comm_attention_figure(attn, unit_names: list, active=None, *, t: int | None = None,
-                          height: int = 320) -> go.Figure:
-    """Communication attention at one step: row = reader LSTM, column = LSTM read from.
+def comm_attention_table(attn, unit_names: list, active=None):
+    """Communication attention at one step as a table shaded like a heatmap (a pandas ``Styler``):
+    row = reader LSTM, column = LSTM read from, whole percent, each reading row summing to 100.
+    Rows of inactive LSTMs are blank: they do not read (their state is kept)."""
+    import pandas as pd
 
-    Rows of inactive LSTMs are left blank: they do not read (their state is kept).
-    """
     a = np.asarray(attn, dtype=float).copy()
-    n = a.shape[0]
     labels_y = list(unit_names)
     if active is not None:
         act = np.asarray(active) > 0.5
         a[~act] = np.nan
-        labels_y = [f"{u} ({'reads' if act[i] else 'inactive'})" for i, u in enumerate(unit_names)]
-    # whole percent at a fixed, readable size: two digits fit a cell of a narrow column
-    text = np.where(np.isnan(a), "", np.vectorize(lambda v: f"{v * 100:.0f}")(np.nan_to_num(a)))
-    fig = go.Figure(go.Heatmap(z=a, x=list(unit_names), y=labels_y, zmin=0, zmax=1, colorscale="Blues",
-                               text=text, texttemplate="%{text}", textfont=dict(size=HEATMAP_TEXT_PX), xgap=1, ygap=1,
-                               colorbar=dict(title="attention (%), each row sums to 100", title_side="right",
-                                             thickness=12, tickvals=[0, 0.5, 1], ticktext=["0", "50", "100"]),
-                               hovertemplate="%{y} reads %{x}: %{z:.3f}<extra></extra>"))
-    fig.update_yaxes(autorange="reversed", title="reader (query)")
-    fig.update_xaxes(title="read from (key/value)", side="bottom")
-    ttl = f"communication attention at row {t}" if t is not None else "communication attention"
-    fig.update_layout(height=max(height, 40 * n + 120), title=ttl, margin=dict(l=10, r=10, t=40, b=40))
-    return fig
+        labels_y = [u if act[i] else f"{u} (inactive)" for i, u in enumerate(unit_names)]
+    # columns by number where the names are "LSTM 1", ...: six narrow columns fit beside the row's image
+    short = [str(u).removeprefix("LSTM ") for u in unit_names]
+    cols = short if len(set(short)) == len(short) else list(unit_names)
+    df = pd.DataFrame(a * 100, index=pd.Index(labels_y, name="reader ↓ reads →"), columns=cols)
+    return (df.style.format(lambda v: "" if v != v else f"{v:.0f}")
+            .map(lambda v: blues_css(v / 100)))
 
 
 HEATMAP_TEXT_PX = 11  # numbers printed in heatmap cells: fixed, so plotly never shrinks them to fit
