@@ -1,84 +1,26 @@
-"""What the results in results/ cost to compute: the training time of every run record, summed.
+"""What the results in results/ cost to compute (``core.report.compute``), as a table.
 
     .venv/bin/python -m scripts.compute_cost            # print the table
     .venv/bin/python -m scripts.compute_cost --write    # write results/compute.md (README and
                                                         # REPRODUCTION include it)
-
-Reads ``metrics.train_time_s`` of every run JSON under ``results/<folder>/runs/`` (the training
-loop's own clock, its periodic validation included; data loading and the final test evaluation
-are not) and the thread count and device each run records.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-from collections import defaultdict
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from core.paths import ROOT
+from core.report.compute import collect, render
+
 RESULTS = ROOT / "results"
 OUT = RESULTS / "compute.md"
-
-
-def collect(results: Path = RESULTS) -> dict[str, dict]:
-    folders: dict[str, dict] = defaultdict(lambda: {"runs": 0, "seconds": 0.0, "threads": set(), "devices": set(),
-                                                    "torch": set()})
-    for path in sorted(results.rglob("runs/**/*.json")):
-        rel = path.relative_to(results).as_posix()
-        folder = rel.split("/runs/", 1)[0]
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        seconds = (record.get("metrics") or {}).get("train_time_s")
-        if not isinstance(seconds, int | float):
-            continue
-        f = folders[folder]
-        f["runs"] += 1
-        f["seconds"] += float(seconds)
-        f["threads"].add((record.get("train_config") or {}).get("threads"))
-        f["devices"].add((record.get("metrics") or {}).get("device") or "cpu")
-        if record.get("torch_version"):
-            f["torch"].add(record["torch_version"].split("+")[0])
-    return dict(folders)
-
-
-def _hours(seconds: float) -> str:
-    return f"{seconds / 3600:.1f} h"
-
-
-def _set(values) -> str:
-    vals = sorted(str(v) for v in values if v is not None)
-    return ", ".join(vals) if vals else "-"
-
-
-def render(folders: dict[str, dict]) -> str:
-    """The table; the device and torch columns only where folders differ (else said once above it)."""
-    shared = {k: _set(set().union(*(f[k] for f in folders.values()))) for k in ("devices", "torch")}
-    split = [k for k in ("devices", "torch") if any(_set(f[k]) != shared[k] for f in folders.values())]
-    head = {"devices": "device", "torch": "torch"}
-    rows = ["| results folder | runs | training time (sum) | torch threads per run |"
-            + "".join(f" {head[k]} |" for k in split), "|---|---|---|---|" + "---|" * len(split)]
-    total_runs, total_s = 0, 0.0
-    for name, f in sorted(folders.items()):
-        rows.append(f"| `results/{name}` | {f['runs']} | {_hours(f['seconds'])} | {_set(f['threads'])} |"
-                    + "".join(f" {_set(f[k])} |" for k in split))
-        total_runs += f["runs"]
-        total_s += f["seconds"]
-    rows.append(f"| all | {total_runs} | {_hours(total_s)} | |" + " |" * len(split))
-    same = [f"{head[k]} {shared[k]}" for k in ("devices", "torch") if k not in split]
-    return ("Compute: the training time each run records (`metrics.train_time_s`), summed per folder by "
-            "`python -m scripts.compute_cost`; CPU of 2-core x86_64 machines, two runs at a time, often beside "
-            "other work (upper bounds); data loading and the final test evaluation come on top."
-            + (f" Every run: {', '.join(same)}." if same else "") + "\n\n" + "\n".join(rows) + "\n")
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help=f"write {OUT.relative_to(ROOT)}")
     args = parser.parse_args(argv)
-    text = render(collect())
+    text = render(collect(RESULTS))
     if args.write:
         OUT.write_text(text, encoding="utf-8")
     else:

@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 from bench import report
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _compute_cost():
-    spec = importlib.util.spec_from_file_location("compute_cost", ROOT / "scripts" / "compute_cost.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_bench_readme_shows_the_committed_figures():
@@ -38,7 +30,8 @@ def test_an_unknown_bench_file_is_shown_as_its_numbers(tmp_path):
 
 
 def test_compute_cost_sums_the_run_records(tmp_path):
-    cc = _compute_cost()
+    from core.report import compute as cc
+
     for i, (folder, t) in enumerate([("paper", 100.0), ("paper", 260.0), ("converged", 3600.0)]):
         p = tmp_path / folder / "runs" / "mnist" / f"rim_s{i}.json"
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -55,8 +48,9 @@ def test_compute_cost_sums_the_run_records(tmp_path):
 
 
 def test_results_compute_md_is_current():
-    cc = _compute_cost()
-    assert (ROOT / "results" / "compute.md").read_text(encoding="utf-8") == cc.render(cc.collect()), \
+    from core.report import compute as cc
+
+    assert (ROOT / "results" / "compute.md").read_text(encoding="utf-8") == cc.render(cc.collect(ROOT / "results")), \
         "run `python -m scripts.compute_cost --write`"
 
 
@@ -75,13 +69,13 @@ def test_the_interventions_table_names_its_data_sets_as_every_other_table():
 
 
 def test_reproduction_gives_the_compute_total_and_links_the_table(tmp_path):
+    """The one line is summed from the run records themselves, as the table is."""
     from core.report.docs import render
 
-    cc = _compute_cost()
-    p = tmp_path / "converged" / "runs" / "mnist" / "rim_s0.json"
-    p.parent.mkdir(parents=True)
-    p.write_text(json.dumps({"metrics": {"train_time_s": 7200.0}, "train_config": {"threads": 1}}))
-    (tmp_path / "compute.md").write_text(cc.render(cc.collect(tmp_path)))
+    for i, t in enumerate((7200.0, 1800.0)):
+        p = tmp_path / "converged" / "runs" / "mnist" / f"rim_s{i}.json"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps({"metrics": {"train_time_s": t}, "train_config": {"threads": 1}}))
     line = render("compute", tmp_path)
-    assert line.startswith("1 run, 2.0 h of recorded training time") and "(results/compute.md)" in line
-    assert "compute_cost --write" in render("compute", tmp_path / "nowhere")
+    assert line.startswith("2 runs, 2.5 h of recorded training time") and "(results/compute.md)" in line
+    assert render("compute", tmp_path / "nowhere").startswith("*No run records")

@@ -129,17 +129,11 @@ def _interventions(root: Path) -> str:
 
 
 def _compute(root: Path) -> str:
-    """One line: the training time of every run in ``results/`` (its total row in results/compute.md,
-    which ``python -m scripts.compute_cost --write`` keeps current), with the per-folder table linked."""
-    import re
+    """One line: the training time of every run in ``results/`` (``core.report.compute``), with the
+    per-folder table (results/compute.md) linked."""
+    from .compute import total_line
 
-    path = root / "compute.md"
-    m = re.search(r"^\| all \| (\d+) \| ([\d.]+ h) \|", path.read_text(encoding="utf-8"), re.M) if path.is_file() else None
-    if m is None:
-        return "*No `results/compute.md` yet: `python -m scripts.compute_cost --write`.*"
-    n = int(m.group(1))
-    return (f"{n:,} run{'s' if n != 1 else ''}, {m.group(2)} of recorded training time on 2-core CPUs (upper bounds: two runs at "
-            "a time, often beside other work); per results folder: [results/compute.md](results/compute.md).")
+    return total_line(root)
 
 
 def _facts(root: Path) -> str:
