@@ -95,6 +95,23 @@ def _shipped_stems(dest: Path, target: Path, protocol: str, runs: list) -> list[
     return stems
 
 
+def _entry(meta: dict, stem: str) -> dict:
+    """The manifest's record of one shipped model, from its run's metadata (``stem``: its path
+    under the pretrained folder, without suffix)."""
+    m = meta["metrics"]
+    return {
+        "dataset": meta["dataset"], "model": meta["model"], "seed": meta["seed"],
+        "run_protocol": meta.get("protocol", "paper"), "health": health_of(meta)["health"],
+        "weights": f"{stem}.safetensors", "metadata": f"{stem}.json",
+        "parameters": m.get("parameters"), "test_accuracy": m.get("test_accuracy"),
+        "test_error": m.get("test_error"), "noisy_test_error": m.get("noisy_test_error"),
+        "noise_var": m.get("noise_var"), "iterations": meta["train_config"]["iterations"],
+        "data_source": meta["data_source"]["train"].split(" (")[0],
+        "class_weighting": m.get("class_weighting"),
+        "holdout": meta["data_source"].get("note", ""),
+    }
+
+
 def export_pretrained(out: Path, seed: int | str, dest: Path, protocol: str = "paper", datasets=None,
                       extra_weights=()) -> dict:
     """Copy one run of every cell of one protocol to ``dest/<folder>/<dataset>/<model>.*``
@@ -160,19 +177,8 @@ def export_pretrained(out: Path, seed: int | str, dest: Path, protocol: str = "p
         if how == "retrained":
             why += (f"; retrained with the same settings (the grid kept no weights): the grid's run "
                     f"had {100 * chosen[1]['metrics']['test_error']:.2f} %, this one {100 * meta['metrics']['test_error']:.2f} %")
-        m = meta["metrics"]
-        manifest["models"].append({
-            "dataset": meta["dataset"], "model": meta["model"], "seed": meta["seed"],
-            "protocol": protocol, "run_protocol": meta.get("protocol", "paper"), "selection": why, "health": health_of(meta)["health"],
-            "cell_healthy": f"{n_healthy} of {len(runs)}",
-            "weights": f"{stem}.safetensors", "metadata": f"{stem}.json",
-            "parameters": m.get("parameters"), "test_accuracy": m.get("test_accuracy"),
-            "test_error": m.get("test_error"), "noisy_test_error": m.get("noisy_test_error"),
-            "noise_var": m.get("noise_var"), "iterations": meta["train_config"]["iterations"],
-            "data_source": meta["data_source"]["train"].split(" (")[0],
-            "class_weighting": m.get("class_weighting"),
-            "holdout": meta["data_source"].get("note", ""),
-        })
+        manifest["models"].append({**_entry(meta, stem), "protocol": protocol, "selection": why,
+                                   "cell_healthy": f"{n_healthy} of {len(runs)}"})
     dest.mkdir(parents=True, exist_ok=True)
     (dest / "manifest.json").write_text(json.dumps(json_safe(manifest), indent=1))
     return manifest
