@@ -17,7 +17,8 @@ import re
 
 import pytest
 
-from core.report.fmt import PROTOCOL_SWITCH_TITLES
+from core.catalog import DEFAULT_PROTOCOL
+from core.report.fmt import PROTOCOL_SHORT, PROTOCOL_SWITCH_TITLES
 from tests.browser.helpers import (
     BROWSER,
     INSIDE,
@@ -96,7 +97,7 @@ def _step_noise(page) -> None:
 
 def test_paper_protocol_sticks_across_clicks_and_pages(page, app_server):
     _goto(page, app_server, "mechanisms", "Mechanisms", INSIDE)
-    assert "Adam 4k" in _selected(page, "mech_model_mnist")
+    assert PROTOCOL_SHORT[DEFAULT_PROTOCOL] in _selected(page, "mech_model_mnist")  # the shipped default
     page.locator('[data-testid="stSidebar"]').get_by_text(PAPER).click()
     settle(page)
     poll(lambda: "paper protocol" in _selected(page, "mech_model_mnist"), WAIT_S, what="the paper RIM picked")

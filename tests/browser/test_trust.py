@@ -197,6 +197,11 @@ def _charts(page) -> list[dict]:
     return out
 
 
+_COMM_CELLS = """() => [...document.querySelectorAll('.st-key-mech_comm td')].map(td => ({
+  text: td.textContent.trim(), size: parseFloat(getComputedStyle(td).fontSize),
+  fits: td.scrollWidth <= td.clientWidth + 1}))"""
+
+
 def _check_figures(charts: list[dict], where: str) -> None:
     for i, g in enumerate(charts):
         anns = g["annotations"]
@@ -243,13 +248,14 @@ def test_figure_labels_do_not_overlap_and_heatmap_numbers_are_readable(browser, 
         open_page(pg, app_server, "mechanisms")
         pg.get_by_text(PAGE_READY_TEXT["mechanisms"]).first.wait_for(timeout=SLOW_MS)
         settle(pg)
-        # the communication heatmap's numbers: Plotly may draw them after the page went quiet on a
-        # busy machine (seen once in a full two-process run), so wait for them as for the marks above
-        def numbered():
-            charts = _charts(pg)
-            return charts if any(c["text"].strip() for g in charts for c in g["cells"]) else None
-
-        charts = poll(numbered, WAIT_S, every=0.5, what="the numbers in the communication heatmap")
+        charts = poll(lambda: _charts(pg) or None, WAIT_S, every=0.5, what="the Mechanisms charts drawn")
+        # the communication attention at the row: a shaded table, its numbers readable and each
+        # within its cell
+        cells = poll(lambda: pg.evaluate(_COMM_CELLS) or None, WAIT_S, every=0.5, what="the communication table")
+        numbers = [c for c in cells if c["text"]]
+        assert len(numbers) >= 6, cells
+        for c in numbers:
+            assert c["size"] >= MIN_TEXT_PX and c["fits"], f"Mechanisms at {width}x{height}: communication cell {c}"
         _check_figures(charts, f"Mechanisms at {width}x{height}")
     finally:
         context.close()
