@@ -8,6 +8,7 @@ import streamlit as st
 from core import paths
 from core.catalog import run_label
 from core.grid.export import protocol_text
+from core.paths import LONG_GRID
 from core.report.answer import BUDGET_NOTE, read_answer, read_gap_rows, read_note, verdict_by_budget
 from core.report.budget import BUDGET_SETS, CHECK_NOTE, check_frame, check_sentence, read_check
 from core.report.claims import CLAIMS_NOTE, GLANCE_LEGEND, claims_frame, display_csv, glance_frame, read_claims
@@ -369,6 +370,12 @@ def claims_table(sched: str, out_dir) -> None:
     if sched == "converged":
         budget_check(out_dir.parent)
         budget_verdicts(out_dir.parent)
+    elif sched == LONG_GRID:
+        st.subheader("The paper's claims by training budget")
+        st.caption("Each verdict of Tables 2-3 at 4,000 iterations beside the long grid's (its tables follow). "
+                   "The claims table with one row per claim sets the 4,000-iteration grid beside the paper "
+                   "protocol: pick \"Adam, cosine, 4,000 iterations\" above.")
+        budget_verdicts(out_dir.parent, expanded=True)
 
 
 def budget_check(results) -> None:
@@ -383,12 +390,12 @@ def budget_check(results) -> None:
                    f"4,000-iteration run: `results/budget/tables.md`. {floors_line(BUDGET_SETS)}")
 
 
-def budget_verdicts(results) -> None:
+def budget_verdicts(results, expanded: bool = False) -> None:
     """Each verdict of Tables 2-3 at every Adam budget with runs (the answer's numbers, results/gaps.csv)."""
     vb = verdict_by_budget(_answer(str(results), mtime(results / "answer.md") + mtime(results / "gaps.csv"))[1])
     if vb.empty:
         return
-    with st.expander("Verdicts by training budget: 4,000 iterations and longer"):
+    with st.expander("Verdicts by training budget: 4,000 iterations and longer", expanded=expanded):
         st.dataframe(vb, hide_index=True, width="stretch")
         st.caption(f"{BUDGET_NOTE} {floors_line(DATASET_ORDER)}")
 

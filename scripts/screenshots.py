@@ -179,7 +179,7 @@ SHOTS = [
          "robustness?rb_dataset=mnist", _heading("Error against noise strength"),
          _text(re.compile(r"^Bands: 95% intervals")), None),
     Shot("compare", "docs/screenshots", "Compare: the paper's claims beside ours",
-         "compare?cmp_tab=Paper%27s+claims+vs+ours", _heading("The paper's claims vs ours"),
+         "compare?cmp_tab=Paper%27s+claims+vs+ours&cmp_schedule=converged", _heading("The paper's claims vs ours"),
          _text(re.compile(r"^✅ holds, ❌ does not hold")), None),
     Shot("train-run", "docs/screenshots", "Train: background runs",
          "train", _heading("Your runs"), _key("mine_acc"), _train_demo),

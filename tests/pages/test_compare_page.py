@@ -398,3 +398,25 @@ def test_the_longer_budgets_are_experiments_of_their_own(page_env, tmp_path, mon
     for label in TABS:
         open_tab(at, label)
         assert not at.exception, label
+
+
+def test_the_long_grids_claims_tab_gives_its_verdicts_beside_the_short_budgets(page_env, tmp_path, monkeypatch):
+    """On the long grid (the default experiment where it is shipped) the claims tab opens with each
+    verdict at 4,000 iterations beside the long grid's, and says where the one-row-per-claim table is."""
+    from core.report.answer import gap_rows, verdict_by_budget
+
+    results = tmp_path / "results"
+    shutil.copytree(page_env["results"], results)
+    shutil.copytree(page_env["results"] / "converged", results / "long")
+    monkeypatch.setenv("RIMSCOPE_RESULTS_DIR", str(results))
+    at = run_page()
+    at.radio(key="cmp_schedule").set_value("long").run()
+    at = open_tab(at, "Paper's claims vs ours")
+    assert not at.exception and not at.error
+    assert "The paper's claims by training budget" in [s.value for s in at.subheader]
+    assert "The paper's claims vs ours" not in [s.value for s in at.subheader]
+    box = next(e for e in at.expander if e.label.startswith("Verdicts by training budget"))
+    assert box.proto.expanded
+    table = next(d.value for d in at.dataframe if "RIM vs" in d.value.columns)
+    assert table.reset_index(drop=True).equals(verdict_by_budget(gap_rows(results)).reset_index(drop=True))
+    assert any("pick \"Adam, cosine, 4,000 iterations\" above" in c.value for c in at.caption)
