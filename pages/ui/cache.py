@@ -416,7 +416,7 @@ def _warm_robustness(dataset: str, kinds=("gaussian",), protocol: str = catalog.
                     scorer.noise(method, kind, s)
 
 
-LATE_STEPS = ("noise kinds", "protocols", "fashion_mnist", "png")  # run when the server is idle (IDLE_S)
+LATE_STEPS = ("noise kinds", "fashion_mnist", "protocols", "protocols, other kinds", "png")  # run when the server is idle (IDLE_S)
 OTHER_KINDS = ("salt_pepper", "speckle", "poisson")  # the Robustness page's noise kinds after Gaussian
 ALL_KINDS = ("gaussian", *OTHER_KINDS)
 
@@ -486,14 +486,17 @@ def _warm() -> None:
     steps = [("imports", _warm_imports), *_first_steps(dataset), ("match set", lambda: _warm_match_set(dataset)),
              ("robustness", lambda: _warm_robustness(dataset)),
              ("compare", _warm_compare),
-             # then what a newcomer does next: the test-set view of Mechanisms, the
-             # other noise kinds, the other protocol's models, then the other grey data set
+             # then what a newcomer does next: the test-set view of Mechanisms, the other
+             # noise kinds, the other grey data set, the other protocols' models (Gaussian
+             # noise, what a switch shows first), then those under the other kinds
              ("mechanisms set", lambda: _warm_mechanisms_set(dataset)),
              ("noise kinds", lambda: _warm_robustness(dataset, OTHER_KINDS, idle=True)),
-             ("protocols", lambda: [_warm_robustness(dataset, ALL_KINDS, p, idle=True)
-                                    for p in _other_protocols(dataset)]),
              ("fashion_mnist", lambda: _warm_robustness("fashion_mnist", ALL_KINDS, idle=True)
               if "fashion_mnist" in DATASETS else None),
+             ("protocols", lambda: [_warm_robustness(dataset, ("gaussian",), p, idle=True)
+                                    for p in _other_protocols(dataset)]),
+             ("protocols, other kinds", lambda: [_warm_robustness(dataset, OTHER_KINDS, p, idle=True)
+                                                 for p in _other_protocols(dataset)]),
              ("png", _warm_png)]
     WARMUP["state"] = "running"
     for name, fn in steps:

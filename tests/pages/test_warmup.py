@@ -57,7 +57,8 @@ def test_the_warmup_fills_the_caches_the_robustness_page_reads(cache, monkeypatc
     assert cache.WARMUP["state"] == "done" and cache.WARMUP["error"] is None, cache.WARMUP
     assert set(cache.WARMUP["steps"]) == {"imports", "manifest", "models", "test data", "match set", "robustness",
                                           "compare",
-                                          "mechanisms set", "noise kinds", "protocols", "fashion_mnist", "png"}
+                                          "mechanisms set", "noise kinds", "protocols", "fashion_mnist",
+                                          "protocols, other kinds", "png"}
     assert PNG_WARMED == [list(cache.WARMUP["steps"])[:-1]] and list(cache.WARMUP["steps"])[-1] == "png"  # last
     calls = []
     real = cache.noisy_eval
