@@ -53,6 +53,7 @@ import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 
+from core.catalog import DEFAULT_PROTOCOL
 from core.report.fmt import PROTOCOL_SWITCH_TITLES
 
 REPO = Path(__file__).resolve().parent.parent
@@ -566,7 +567,8 @@ def bench_slow(page, url: str, reps: int) -> dict[str, list[float]]:
         radio = page.locator('[data-testid="stSidebar"]').get_by_text(PROTOCOL_SWITCH_TITLES["paper"])
         out["protocol_switch"].append(timed(page, lambda r=radio: r.click()))
         settle(page)
-        page.locator('[data-testid="stSidebar"]').get_by_text(PROTOCOL_SWITCH_TITLES["converged"]).click()
+        # back to the default protocol (the shipped default models), as before the switch
+        page.locator('[data-testid="stSidebar"]').get_by_text(PROTOCOL_SWITCH_TITLES[DEFAULT_PROTOCOL]).click()
         settle(page)
         log("  Fashion-MNIST")
         out["robustness_fashion_mnist"].append(_pick_option(page, "rb_dataset", "Fashion-MNIST"))
