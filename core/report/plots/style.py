@@ -24,17 +24,23 @@ def method_color(name: str) -> str:
     return METHOD_COLORS.get(name, UPLOAD_COLOR)
 
 
+def _number(value) -> float | None:
+    """``value`` as a float, or None when it is missing, not a number or NaN (a cell left plain)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if v != v else v
+
+
 def bar_css(value, vmax, color: str, alpha: str = "55") -> str:
     """A table cell drawn as a bar: ``color`` (a ``#rrggbb``, made translucent by ``alpha`` so the
     number stays readable) over the share ``value / vmax`` of the cell's width; none for a missing
     value. For tables a page shows without a chart library."""
-    try:
-        share = 100.0 * float(value) / float(vmax)
-    except (TypeError, ValueError, ZeroDivisionError):
+    v, top = _number(value), _number(vmax)
+    if v is None or not top:
         return ""
-    if share != share:  # NaN
-        return ""
-    share = max(0.0, min(100.0, share))
+    share = max(0.0, min(100.0, 100.0 * v / top))
     return f"background: linear-gradient(90deg, {color}{alpha} {share:.1f}%, transparent {share:.1f}%)"
 
 
@@ -44,11 +50,7 @@ _BLUES = ((247, 251, 255), (8, 48, 107))  # the ends of plotly's "Blues" scale
 def blues_css(value) -> str:
     """A table cell shaded like a heatmap cell of the "Blues" scale at ``value`` in [0, 1] (white
     text on the dark end); none for a missing value."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return ""
-    if v != v:
+    if (v := _number(value)) is None:
         return ""
     v = max(0.0, min(1.0, v))
     r, g, b = (round(lo + (hi - lo) * v) for lo, hi in zip(*_BLUES))
