@@ -88,8 +88,10 @@ def test_runs_without_weights_are_trained_again_the_shipped_medians_first(tmp_pa
     _record(tmp_path, "entnet", 4, errs[4])
     again = retrain_cells(tmp_path)
     assert again[:3] == [Cell("mnist", m, 3, 12000, RETRAINED) for m in ("rim", "parallel_lstm", "entnet")]
-    assert [c.seed for c in again[3:]] == [0, 1, 4]  # RIM's other seeds (seed 2 has its weights)
-    assert all(c.model == "rim" for c in again[3:])
+    assert [(c.model, c.seed) for c in again[3:6]] == [("rim", 0), ("rim", 1), ("rim", 4)]  # seed 2 has weights
+    # then the handwriting table's: every other run of seeds 0-4 without weights, method by method
+    assert [(c.model, c.seed) for c in again[6:]] == [("parallel_lstm", s) for s in (0, 1, 2, 4)] + [
+        ("entnet", s) for s in (0, 1, 2, 4)]
     assert cell_path(again[0], 12000, tmp_path) == tmp_path / RETRAINED / "runs" / "mnist" / "rim_s3.json"
     assert again[0] in cells(tmp_path)
 

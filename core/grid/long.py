@@ -72,9 +72,10 @@ class Cell(NamedTuple):
 
 
 def retrain_cells(results="results") -> list[Cell]:
-    """MNIST 12,000-iteration runs without weights that the interventions study (RIM, seeds 0-4) and
-    the shipped models (the median seed of RIM, parallel LSTMs and EntNet) need; trained again into
-    ``RETRAINED``. Empty while the MNIST runs are not all in ``results``."""
+    """MNIST 12,000-iteration runs without weights that the shipped models (the median seed of RIM,
+    parallel LSTMs and EntNet), the interventions study (RIM, seeds 0-4) and the handwriting table
+    (every method, seeds 0-4) need; trained again into ``RETRAINED``, in that order. Empty while the
+    MNIST runs are not all in ``results``."""
     folder = Path(results) / FOLDERS[12000]
     runs = cell_runs(folder, PROTOCOL[12000], ["mnist"])
     if any(len(runs.get(("mnist", m), [])) < 5 for m in ("rim", "parallel_lstm", "entnet")):
@@ -82,6 +83,8 @@ def retrain_cells(results="results") -> list[Cell]:
     medians = [(m, chosen[1]["seed"]) for m in ("rim", "parallel_lstm", "entnet")
                if (chosen := median_run(runs[("mnist", m)]))]
     order = medians + [("rim", s) for s in range(5) if ("rim", s) not in medians]  # the shipped ones first
+    order += [(m, s) for m in METHODS[1:] for s in range(5)
+              if (m, s) not in order and run_path(folder, "mnist", m, s).is_file()]
     return [Cell("mnist", m, s, 12000, RETRAINED) for m, s in order
             if not run_path(folder, "mnist", m, s).with_suffix(".safetensors").is_file()]
 
