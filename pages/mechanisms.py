@@ -11,8 +11,8 @@ from core.errors import DataUnavailableError, InputImageError
 from core.eval import robustness_points
 from core.models.registry import get_spec
 from core.report.export import matrix_csv
-from core.report.fmt import even_share_text, source_parts
-from core.report.plots import style, traces
+from core.report.fmt import even_share_text, short_method_title, source_parts
+from core.report.plots import style, svg, traces
 from pages import ui
 from pages.ui import handwriting, intervene
 
@@ -238,8 +238,8 @@ def _timestep_view(image: np.ndarray, a: ui.pair.Side, b: ui.pair.Side | None, p
         if schema.step_note:
             st.caption(schema.step_note)
         heads = schema.has(trace, "input_heads") and st.checkbox("Show each input-attention head", key="mech_heads")
-    fig, _ = _timeline(image, a, b, heads, cache_key + (heads, b.entry.key if b else None))
-    st.plotly_chart(traces.mark_step(fig, t), key="mech_timeline", config=CHART)
+    _, panels = _timeline(image, a, b, heads, cache_key + (heads, b.entry.key if b else None))
+    ui.svg_view.show(svg.timeline_svg(image, panels, t), key="mech_timeline")
     if downloads is not None:
         downloads()
 
@@ -333,8 +333,10 @@ def predictions_panel(dataset: str, entry, model, compared: dict, image: np.ndar
         st.caption(f"What the model sees: {what}, {info.image_shape[0]}x{info.image_shape[1]}"
                    + ("" if info.channels == 1 else " RGB") + (f", true class {classes[label]}" if label is not None else ""))
     with c_pred:
-        st.plotly_chart(traces.probability_figure(rows, classes, true_class=label, height=300),
-                        key="mech_probs", config=CHART)
+        with st.container(key="mech_probs"):  # a table of bars: no chart library on the first view
+            st.markdown("**Class probabilities** (%)")  # one model per method: the method names the column
+            st.table(traces.probability_table([dict(r, label=short_method_title(r["method"])) for r in rows],
+                                              classes, true_class=label))
     if rows:
         st.caption(" · ".join(f"{r['label']}: **{classes[int(np.argmax(r['probs']))]}** "
                               f"({np.max(r['probs']) * 100:.0f}%)" for r in rows))
@@ -499,7 +501,7 @@ URL_STATE = {"mech_dataset": str, "mech_model_*": str, "mech_source": str, "mech
              **ui.explore.URL_STATE, handwriting.MECH_SET: str, handwriting.MECH_IDX: int,
              **intervene.URL_STATE}
 ui.urlstate.restore_from_url(URL_STATE)
-ui.frontend.charts_early()
+ui.frontend.charts_later()  # the first view draws no plotly chart: the library is fetched once idle, for the other tabs
 
 st.title("Mechanisms")
 ui.explore.scroll_up_if_opened()

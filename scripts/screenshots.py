@@ -109,15 +109,12 @@ def _intervene(page, server) -> None:
 
     idx, t, i = _flip_cell(server)
     page.goto(f"{server['url']}/mechanisms?mech_idx={idx}&mech_more=Intervene", wait_until="commit")
-    area = page.locator(".st-key-iv_mask .nsewdrag").first
-    area.wait_for()
+    cell = page.locator(f'.st-key-iv_mask rect.cell[data-cell="{t},{i}"]')
+    cell.wait_for()
     settle(page)
-    area.scroll_into_view_if_needed()
-    box = area.bounding_box()
-    x, y = box["x"] + (t + 0.5) / 28 * box["width"], box["y"] + (i + 0.5) / 6 * box["height"]
-    page.mouse.move(x, y)
-    page.locator(".st-key-iv_mask .hoverlayer .hovertext").first.wait_for(timeout=10_000)
-    page.mouse.click(x, y)
+    cell.scroll_into_view_if_needed()
+    cell.hover()
+    cell.click()
     poll(lambda: page.get_by_text(re.compile(r"→ after the intervention .* changed")).count(), WAIT_S,
          what="a changed prediction after the click")
     settle(page)

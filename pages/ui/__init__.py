@@ -11,6 +11,7 @@
 * ``pair``: two models on one input (Mechanisms)
 * ``messages``: errors and notes instead of tracebacks
 * ``frontend``: what the browser loads early (the chart library, with the page)
+* ``svg_view``: SVG heatmaps drawn by the browser (static, or with clickable cells)
 
 Each name lives in its module; pages import it from there (``from pages.ui.cache import
 manifest``, or ``ui.cache.manifest``). Pages stay thin: they call these and core, and draw.
@@ -23,4 +24,4 @@ from .legacy import leave_legacy_pages_mode
 leave_legacy_pages_mode()
 
 # the package's modules (not their names), so ``from pages import ui`` reaches ``ui.cache.*``
-from . import auth, cache, explore, export, frontend, handwriting, messages, pair, pickers, upload, urlstate  # noqa: E402, F401
+from . import auth, cache, explore, export, frontend, handwriting, messages, pair, pickers, svg_view, upload, urlstate  # noqa: E402, F401

@@ -14,9 +14,9 @@ from core.paths import results_dir
 from core.report import intervene as iv_text
 from core.report import interventions as iv_words
 from core.report.plots import interventions as iv_plots
-from core.report.plots import traces
+from core.report.plots import svg, traces
 
-from . import cache
+from . import cache, svg_view
 from .urlstate import url_bool
 
 CHART = {"displayModeBar": False}
@@ -146,25 +146,21 @@ def _describe(iv: Intervention, patch: dict | None) -> str:
            f"{iv.seed}|{donor}"
 
 
-def _clicked(event, names: list[str]) -> None:
-    """A click on a cell of the mask: a free cell is forced to the opposite of its state, a
-    forced one goes back to the choice. Each selection event is handled once."""
-    points = (event or {}).get("selection", {}).get("points", []) if isinstance(event, dict) else \
-        getattr(getattr(event, "selection", None), "points", []) or []
-    sig = str([(p.get("x"), p.get("y")) for p in points])
-    if not points or st.session_state.get("_iv_click") == sig:
+def _clicked(cell: str | None, names: list[str]) -> None:
+    """A click on a cell of the mask (``"t,i"``, 0-based): a free cell is forced to the opposite of
+    its state, a forced one goes back to the choice. The component reports each click once."""
+    try:
+        t, i = (int(v) for v in str(cell).split(","))
+    except ValueError:
         return
-    st.session_state["_iv_click"] = sig
-    cells = parse_cells(st.session_state.get(CELLS, ""))
     after = st.session_state.get("_iv_after")
-    for p in points:
-        if p.get("y") not in names or p.get("x") is None:
-            continue
-        t, i = int(round(float(p["x"]))) - 1, names.index(p["y"])
-        if (t, i) in cells:
-            cells.pop((t, i))
-        else:
-            cells[(t, i)] = 0 if after is not None and after[t, i] > 0.5 else 1
+    if i >= len(names) or after is None or t >= after.shape[0]:
+        return
+    cells = parse_cells(st.session_state.get(CELLS, ""))
+    if (t, i) in cells:
+        cells.pop((t, i))
+    else:
+        cells[(t, i)] = 0 if after[t, i] > 0.5 else 1
     st.session_state[CELLS] = cells_text(cells)
     st.rerun()
 
@@ -278,12 +274,15 @@ def intervene_view(entry, model, image: np.ndarray, unit_names: list[str], class
         else:
             rows = [{"label": "original", "method": entry.model, "probs": p0},
                     {"label": "after the intervention", "method": "parallel_lstm", "probs": p1}]
-            st.plotly_chart(traces.probability_figure(rows, classes, height=300), key="iv_probs", config=CHART)
+            with st.container(key="iv_probs"):
+                st.markdown("**Class probabilities** (%)")
+                st.table(traces.probability_table(rows, classes))
     with c_m:
-        event = st.plotly_chart(iv_plots.mask_figure(m0, m1, pinned, changed, names, "active mask after the intervention"),
-                                key="iv_mask", config=CHART, on_select="rerun", selection_mode="points")
+        clicked = svg_view.clickable(svg.mask_svg(m0, m1, pinned, changed, names, "active mask after the intervention"),
+                                     key="iv_mask")
     st.caption(iv_text.change_caption(classes, p0, p1, m0, m1, pinned, changed, names))
-    _clicked(event, names)
+    if clicked:
+        _clicked(clicked, names)
 
 
 # --------------------------------------------------------------------------- across the set

@@ -4,6 +4,8 @@ hidden element that asks for it takes no space (the title sits where it sits on 
 
 from __future__ import annotations
 
+import pytest
+
 from pages.ui.frontend import KEY, chart_module
 from tests.browser.helpers import BROWSER, SLOW_MS, assert_no_errors, open_page, settle
 
@@ -32,17 +34,22 @@ def test_the_chart_library_loads_early_and_takes_no_space(page, app_server):
     assert fetched or listed
 
 
-def test_the_overview_prefetches_the_chart_library_once_idle(page, app_server):
-    """No chart on the Overview: the module is fetched after the page is drawn (a modulepreload
-    link, so the browser does not run it there), and the title sits where it sits elsewhere."""
+@pytest.mark.parametrize("which", ["overview", "mechanisms"])
+def test_a_page_without_charts_prefetches_the_chart_library_once_idle(page, app_server, which):
+    """No plotly chart on the Overview nor on Mechanisms' first view (its timeline and mask are
+    SVG): the module is fetched after the page is drawn (a modulepreload link, so the browser does
+    not run it there), and the title sits where it sits elsewhere."""
     name = chart_module()
     open_page(page, app_server, "train")
     settle(page)
     top_plain = page.evaluate("() => document.querySelector('h1').getBoundingClientRect().top")
-    open_page(page, app_server, "overview")
+    open_page(page, app_server, which)
     settle(page)
-    assert_no_errors(page, "Overview")
+    assert_no_errors(page, which)
     assert page.locator('[data-testid="stPlotlyChart"]').count() == 0
+    if which == "mechanisms":  # drawn without it: the timeline's cells and the mask's clickable cells
+        assert page.locator(".st-key-mech_timeline svg rect").count() > 28 * 6
+        assert page.locator(".st-key-iv_mask rect.cell").count() == 28 * 6
     page.wait_for_function(f"() => [...document.querySelectorAll('link[rel=modulepreload]')]"
                            f".some(l => l.href.includes({name!r}))", timeout=SLOW_MS)
     page.wait_for_function(f"() => performance.getEntriesByType('resource').some(e => e.name.includes({name!r}))",

@@ -62,16 +62,12 @@ def test_click_a_mask_cell_changes_the_prediction_then_reset(page, app_server, s
     assert before.group(3) == "unchanged" and before.group(1) == before.group(2)
     settle(page)
 
-    # click cell (row t+1, LSTM i+1) of the mask: the plot area is the drag layer of the chart
-    area = page.locator(".st-key-iv_mask .nsewdrag").first
-    area.wait_for(timeout=SLOW_MS)
-    area.scroll_into_view_if_needed()
-    box = area.bounding_box()
-    T, n = 28, 6
-    x, y = box["x"] + (t + 0.5) / T * box["width"], box["y"] + (i + 0.5) / n * box["height"]
-    page.mouse.move(x, y)  # plotly clicks the point it hovers
-    page.locator(".st-key-iv_mask .hoverlayer .hovertext").first.wait_for(timeout=10_000)
-    page.mouse.click(x, y)
+    # click cell (row t+1, LSTM i+1) of the mask (an SVG: each cell a rect named by its cell)
+    cell = page.locator(f'.st-key-iv_mask rect.cell[data-cell="{t},{i}"]')
+    cell.wait_for(timeout=SLOW_MS)
+    assert f"row {t + 1}, LSTM {i + 1}:" in cell.locator("title").text_content()  # its tooltip names it
+    cell.scroll_into_view_if_needed()
+    cell.click()
     after = poll(lambda: (m := _prediction(page)) and m.group(3) == "changed" and m, WAIT_S,
                  what=f"a changed prediction after clicking row {t + 1}, LSTM {i + 1}; caption {_cells_caption(page)!r}")
     assert after.group(1) == before.group(1) and after.group(2) != before.group(1)

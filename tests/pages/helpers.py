@@ -67,3 +67,14 @@ def valid_weights(dataset="mnist", model="parallel_lstm", error=0.0777) -> tuple
                              "metrics": {"test_error": error, "noisy_test_error": error + 0.01},
                              "history": {"iteration": [1, 2, 3], "loss": [2.3, 2.0, 1.5],
                                          "batch_acc": [0.1, 0.2, 0.3]}})
+
+
+def timeline_titles(at) -> list[str]:
+    """Every text of the Mechanisms timeline (the SVG component keyed ``mech_timeline``): panel
+    titles, unit names, ticks, legends."""
+    import html
+    import json
+    import re
+
+    svg = json.loads(next(e for e in walk(at.main) if getattr(e, "key", None) == "mech_timeline").proto.json)
+    return [html.unescape(t) for t in re.findall(r"<text [^>]*>(.*?)</text>", svg)]

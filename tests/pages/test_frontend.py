@@ -13,7 +13,7 @@ import streamlit as st
 from pages.ui import frontend
 from tests.pages.helpers import run_page, walk
 
-CHART_PAGES = ["mechanisms", "robustness", "compare", "models"]
+CHART_PAGES = ["robustness", "compare", "models"]
 
 
 def test_the_chart_module_is_the_installed_streamlits_own():
@@ -44,10 +44,11 @@ def test_a_chart_page_asks_for_the_chart_library_before_its_title(page, page_env
     assert any(t == "html" and f".st-key-{frontend.KEY}" in b and "display: none" in b for t, b in shown)
 
 
-def test_the_overview_prefetches_the_chart_library_without_running_it(page_env):
-    at = run_page("overview")
+@pytest.mark.parametrize("page", ["overview", "mechanisms"])
+def test_a_page_without_charts_on_its_first_view_prefetches_the_library_without_running_it(page, page_env):
+    at = run_page(page)
     assert not at.exception
-    assert not at.get("plotly_chart")
+    assert not at.get("plotly_chart")  # Mechanisms: tables and SVG (the timeline, the mask) on its first view
     bodies = [str(n.proto.body) for n in walk(at._tree) if getattr(n, "type", None) == "html"]
     mine = [b for b in bodies if frontend.chart_module() in b]
     assert len(mine) == 1 and "modulepreload" in mine[0] and "requestIdleCallback" in mine[0]

@@ -7,9 +7,12 @@ shown are compared with core.eval.interventions run directly.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
+
+from tests.pages.helpers import walk
 
 PAGE = str(Path(__file__).resolve().parents[2] / "pages" / "mechanisms.py")
 
@@ -59,8 +62,16 @@ def test_intervene_tab_controls_force_knock_out_and_reset(page_env):
 
 
 def _chart_keys(at: AppTest) -> set[str]:
-    """Keys of the plotly charts the run drew (each element's proto id names its key)."""
-    return {k for k in ("iv_probs", "iv_mask") if any(k in str(c.proto.id) for c in at.get("plotly_chart"))}
+    """What the run drew: the before/after bars (a table in the container keyed ``iv_probs``) and
+    the mask editor (an SVG component, keyed ``iv_mask``)."""
+    bars = {"iv_probs"} if any(getattr(e, "key", None) == "iv_probs" for e in walk(at.main)) else set()
+    return bars | ({"iv_mask"} if mask_svg(at) else set())
+
+
+def mask_svg(at: AppTest) -> str | None:
+    """The SVG the mask editor draws (the component's data), None where there is none."""
+    el = next((e for e in walk(at.main) if getattr(e, "key", None) == "iv_mask"), None)
+    return None if el is None else json.loads(el.proto.json)
 
 
 def test_before_and_after_bars_appear_once_something_changes(page_env):
@@ -77,6 +88,12 @@ def test_before_and_after_bars_appear_once_something_changes(page_env):
     assert not at.exception, at.exception
     assert _chart_keys(at) == {"iv_probs", "iv_mask"}
     assert not any(c.value.startswith("Nothing is changed yet") for c in at.caption)
+    bars = next(t.value for t in at.table if list(t.value.columns) == ["original", "after the intervention"])
+    assert bars.shape == (10, 2) and ((bars.sum() - 100).abs() < 1e-3).all()  # percent, each column the whole
+    # the mask editor frames the 56 forced cells (rows 1-28 of LSTMs 1 and 2), each clickable by its cell
+    drawn = mask_svg(at)
+    assert drawn.count('stroke="#1f4e99" stroke-width="2" pointer-events="none"') == 56
+    assert drawn.count('class="cell" data-cell=') == 28 * 6 and 'data-cell="27,1"' in drawn
 
 
 def test_intervention_shown_equals_core(page_env):

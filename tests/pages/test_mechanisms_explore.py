@@ -8,14 +8,13 @@ Expected numbers are computed here through core (core.eval.match on the same mod
 
 from __future__ import annotations
 
-import json
 import re
 
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
 from tests.pages import helpers
-from tests.pages.helpers import walk, with_converged_rim
+from tests.pages.helpers import timeline_titles, walk, with_converged_rim
 
 PAGE = helpers.page_path("mechanisms")
 FIND, UNITS = "Find the same mechanisms elsewhere", "What each LSTM is for"
@@ -166,8 +165,7 @@ def test_compare_with_a_second_model(page_env, fixture_dirs, tmp_path, monkeypat
     for m in at.metric[:2]:  # the model's probability, without an arrow (it is not a change)
         assert m.delta.endswith("% probability") and m.proto.direction == Metric.MetricDirection.NONE
     assert any(m.value.startswith(f"*{paper}*: Active:") for m in at.markdown)
-    spec = json.loads(next(e for e in walk(at.main) if getattr(e, "key", None) == "mech_timeline").proto.spec)
-    titles = [a["text"] for a in spec["layout"]["annotations"]]
+    titles = timeline_titles(at)
     diff = next(t for t in titles if t.startswith("where the masks differ"))
     # short subplot titles (the full names are in the pickers above): no "(pretrained)" in each
     assert any(t.startswith("RIM Adam 4k s0: ") for t in titles) and any(t.startswith("RIM paper s0: ") for t in titles)

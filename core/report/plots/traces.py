@@ -12,7 +12,16 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ...models.registry import TraceSchema, trace_schema
-from .style import CHANGE_COLORS, MASK_COLORS, TIMESTEP_AXIS, binary_scale, blues_css, empty_figure, method_color
+from .style import (
+    CHANGE_COLORS,
+    MASK_COLORS,
+    TIMESTEP_AXIS,
+    bar_css,
+    binary_scale,
+    blues_css,
+    empty_figure,
+    method_color,
+)
 
 
 def trace_panels(trace: dict, unit_names: list, model: str | TraceSchema, *, heads: bool = False) -> list[dict]:
@@ -185,6 +194,30 @@ def comm_attention_table(attn, unit_names: list, active=None):
     df = pd.DataFrame(a * 100, index=pd.Index(labels_y, name="reader ↓ reads →"), columns=cols)
     return (df.style.format(lambda v: "" if v != v else f"{v:.0f}")
             .map(lambda v: blues_css(v / 100)))
+
+
+def probability_table(rows: list[dict], classes: list, *, true_class: int | None = None):
+    """Class probabilities of several models for one input as a table (a pandas ``Styler``): a row
+    per class, a column per model, each cell a bar of its method's colour under the percentage;
+    the true class's row in bold. The chart-free counterpart of ``probability_figure``."""
+    import pandas as pd
+
+    names = [str(c) for c in classes]
+    index = [f"{n} (true)" if i == true_class else n for i, n in enumerate(names)]
+    df = pd.DataFrame({r["label"]: np.asarray(r["probs"], dtype=float) * 100 for r in rows},
+                      index=pd.Index(index, name="class"))
+    styler = df.style.format("{:.1f}")
+    for r in rows:
+        styler = styler.map(_bar_of(method_color(r["method"])), subset=[r["label"]])
+    if true_class is not None and 0 <= true_class < len(names):
+        styler = styler.apply(lambda row: ["font-weight: bold"] * len(row) if row.name == index[true_class]
+                              else [""] * len(row), axis=1)
+    return styler
+
+
+def _bar_of(color: str):
+    """A cell's bar of ``color`` for a percentage."""
+    return lambda v: bar_css(v, 100.0, color)
 
 
 HEATMAP_TEXT_PX = 11  # numbers printed in heatmap cells: fixed, so plotly never shrinks them to fit
