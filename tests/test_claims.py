@@ -304,6 +304,26 @@ def test_readme_and_reproduction_show_one_answer_and_reproduction_the_claims_tab
     assert "| claim | paper |" in block("glance", "REPRODUCTION.md")
 
 
+def test_the_glance_shows_the_long_grids_verdict_of_each_claim_first():
+    """The long grid (the default experiment) has its column beside the paper's figure: each claim's
+    verdict from results/long's own claims, "not measured" where the long grid has none yet."""
+    from core.report import fmt
+    from core.report.claims import claims_rows, glance_frame, grid
+
+    rows = claims_rows(RESULTS)
+    df = glance_frame(rows, RESULTS)
+    assert list(df.columns)[:3] == ["claim", "paper", "long grid"]
+    _, long = grid(RESULTS / "long")
+    by_id = {r["claim_id"]: r for r in long["claims"]}
+    assert len(by_id) >= 8
+    for row, cell in zip(rows, df["long grid"]):
+        r = by_id.get(row["claim_id"])
+        if r is None:
+            assert cell == "not measured" and row["long_verdict"] is None
+        else:
+            assert row["long_verdict"] == r["verdict"] and cell.startswith(fmt.marked_verdict(r["verdict"]))
+
+
 def test_controls_decision_names_every_measured_verdict_and_nothing_else():
     """The "why" sentence: a control measurably better than RIM, RIM measurably better, an
     equivalence by TOST, each with its sets; a "no measurable difference" decides nothing."""

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..paths import LONG_GRID
 from . import fmt
 from .controls import CONTROL_WORDS, EQUIV_WORDS
 from .markdown import floors_line, md_table
@@ -194,11 +195,12 @@ def _control_claims(controls: list[dict]) -> list[dict]:
 
 def claims_rows(root="results") -> list[dict]:
     """THE claims table: one dict per claim with ``claim``, ``paper``, ``converged``,
-    ``paper_protocol``, ``verdict`` (texts as shown) and the raw verdicts ``converged_verdict``,
-    ``paper_verdict`` (the one rule's words)."""
+    ``paper_protocol``, ``long``, ``verdict`` (texts as shown) and the raw verdicts
+    ``converged_verdict``, ``paper_verdict``, ``long_verdict`` (the one rule's words)."""
     root = Path(root)
     _, tc = grid(root / "converged")
     _, tp = grid(root / "paper")
+    _, tl = grid(root / LONG_GRID)
     conv = {r["claim_id"]: r for r in tc.get("claims") or []}
     pap = {r["claim_id"]: r for r in tp.get("claims") or []}
     from .comparisons import CLAIMS
@@ -219,6 +221,14 @@ def claims_rows(root="results") -> list[dict]:
     for r in _control_claims(tc.get("controls") or []):
         out.append({**r, "paper": "not in the paper", "converged": _claim_cell(r), "paper_protocol": "not measured",
                     "verdict": _short(r["verdict"]), "converged_verdict": r["verdict"], "paper_verdict": None})
+    # the long grid's result of each claim, where it has one (its controls and handwriting table as they land)
+    long = {r["claim_id"]: r for r in tl.get("claims") or []}
+    long.update({r["claim_id"]: r for r in _control_claims(tl.get("controls") or [])})
+    if (hw_long := _handwriting_claim(root / LONG_GRID)) is not None:
+        long["handwriting"] = hw_long
+    for row in out:
+        r = long.get(row["claim_id"])
+        row["long"], row["long_verdict"] = _claim_cell(r), r and r.get("verdict")
     return out
 
 
@@ -295,16 +305,19 @@ GLANCE_LEGEND = ("✅ holds, ❌ does not hold (the other method is measurably b
 
 
 def glance_frame(rows: list[dict], root="results") -> pd.DataFrame:
-    """The claims table as README, REPRODUCTION.md and Compare show it: one row per claim, the
-    verdict under each protocol with the pooled gap of an average claim."""
-    _, tc = grid(Path(root) / "converged")
-    _, tp = grid(Path(root) / "paper")
-    conv = {r["claim_id"]: r for r in tc.get("claims") or []}
-    pap = {r["claim_id"]: r for r in tp.get("claims") or []}
+    """The claims table as REPRODUCTION.md and Compare show it: one row per claim, the verdict
+    under each protocol (the long grid first: the default experiment) with the pooled gap of an
+    average claim."""
+    by = {}
+    for name in (LONG_GRID, "converged", "paper"):
+        _, t = grid(Path(root) / name)
+        by[name] = {r["claim_id"]: r for r in t.get("claims") or []}
+    long = fmt.PROTOCOL_NAMES[LONG_GRID]
     return pd.DataFrame([{"claim": r["claim"], "paper": r.get("paper", ""),
-                          fmt.CONVERGED_TITLE: _glance_cell(r.get("converged_verdict"), conv.get(r["claim_id"])),
-                          "paper protocol": _glance_cell(r.get("paper_verdict"), pap.get(r["claim_id"]))}
-                         for r in rows], columns=["claim", "paper", fmt.CONVERGED_TITLE, "paper protocol"])
+                          long: _glance_cell(r.get("long_verdict"), by[LONG_GRID].get(r["claim_id"])),
+                          fmt.CONVERGED_TITLE: _glance_cell(r.get("converged_verdict"), by["converged"].get(r["claim_id"])),
+                          "paper protocol": _glance_cell(r.get("paper_verdict"), by["paper"].get(r["claim_id"]))}
+                         for r in rows], columns=["claim", "paper", long, fmt.CONVERGED_TITLE, "paper protocol"])
 
 
 def glance_markdown(rows: list[dict], root="results") -> str:

@@ -253,8 +253,9 @@ def test_converged_default_shows_health_counts_floors_and_left_out_runs(page_env
     assert left_out and all(label == "1 unhealthy run left out of the means" for label in left_out)
     shown = [f for f in frames if "claim" in f.columns]
     # first the table README and REPRODUCTION.md show (core.report.claims.glance_frame), then its detail
-    assert list(shown[0].columns) == ["claim", "paper", CONVERGED_TITLE, "paper protocol"]
+    assert list(shown[0].columns) == ["claim", "paper", "long grid", CONVERGED_TITLE, "paper protocol"]
     assert shown[0][CONVERGED_TITLE].str.match("^([✅❌❔]|not measured)").all() and len(shown[0]) >= 12
+    assert shown[0]["long grid"].str.match("^([✅❌❔]|not measured)").all()
     claims = shown[1]
     assert list(claims.columns) == [t for _, t in CLAIM_COLUMNS]  # the one claims table (core.report.claims)
     assert claims["verdict"].str.match("^[✅❌❔]").all() and len(claims) == len(shown[0])
