@@ -90,3 +90,17 @@ def test_shipped_models_text_counts_medians_per_protocol():
     assert text.startswith(f"{CONVERGED_TITLE}: 2 of 2 are their cell's median healthy run; ")
     assert "paper protocol: 1 of 2 are their cell's median healthy run, 1 another seed" in text
     assert "seed 0 of" not in text
+
+
+def test_the_long_grids_budgets_come_from_its_shipped_models():
+    from types import SimpleNamespace
+
+    from core.report.fmt import long_budgets
+
+    def entry(ds, protocol="long", source="pretrained", its=12000):
+        return SimpleNamespace(dataset=ds, protocol=protocol, source=source, metrics={"iterations": its})
+
+    entries = [entry("mnist"), entry("mnist"), entry("fashion_mnist", its=24000), entry("cifar10", protocol="converged"),
+               entry("cifar10", source="run", its=999)]
+    assert long_budgets(entries) == "MNIST 12,000, Fashion-MNIST 24,000"
+    assert long_budgets([]) == "none shipped"

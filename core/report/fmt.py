@@ -140,6 +140,16 @@ def dataset_title(ds) -> str:
     return DATASETS[ds].title if ds in DATASETS else str(ds)
 
 
+def long_budgets(entries) -> str:
+    """The long grid's iterations per data set, from its shipped models (``catalog.ModelEntry``s), e.g.
+    "MNIST 12,000, ..."."""
+    its = {}
+    for e in entries:
+        if e.source == "pretrained" and e.protocol == "long" and e.metrics.get("iterations"):
+            its.setdefault(e.dataset, int(e.metrics["iterations"]))
+    return ", ".join(f"{dataset_title(ds)} {n:,}" for ds, n in its.items()) or "none shipped"
+
+
 def method_title(name) -> str:
     """A registry model's title; any other name (a variant, an upload's) as it is."""
     try:

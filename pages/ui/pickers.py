@@ -7,7 +7,7 @@ import streamlit as st
 from core import catalog
 from core.data.datasets import DATASETS
 from core.models.registry import DEFAULT_MODEL, list_models
-from core.report.fmt import PROTOCOL_SWITCH_TITLES, dataset_title, method_title
+from core.report.fmt import PROTOCOL_SWITCH_TITLES, dataset_title, long_budgets, method_title
 
 PROTOCOL_KEY = "pretrained_protocol"
 PROTOCOL_TITLES = PROTOCOL_SWITCH_TITLES
@@ -114,15 +114,6 @@ def protocol_switch(entries: list[catalog.ModelEntry]) -> str:
                                  f"budget ({long_budgets(entries)}), fixed before its runs by a rule on when runs stop improving. Adam, "
                                  "cosine, 4,000 iterations: the short budget, the weights of the best validation "
                                  "accuracy within it. Paper: the paper's 1,000 SGD iterations.")
-
-
-def long_budgets(entries: list[catalog.ModelEntry]) -> str:
-    """The long grid's iterations per data set, from its shipped models, e.g. "MNIST 12,000, ..."."""
-    its = {}
-    for e in entries:
-        if e.source == "pretrained" and e.protocol == "long" and e.metrics.get("iterations"):
-            its.setdefault(e.dataset, int(e.metrics["iterations"]))
-    return ", ".join(f"{dataset_title(ds)} {n:,}" for ds, n in its.items()) or "none shipped"
 
 
 def sidebar_protocol() -> str | None:
