@@ -15,7 +15,8 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 
 from core.grid.cells import run_path, train_cell
-from core.grid.long import FOLDERS, RETRAINED, SETS, budget, cell_path, cells, job, same_run
+from core.grid.long import FOLDERS, RETRAINED, SETS, budget, cell_path, cells, job
+from core.report.tables import same_run
 
 _DECIDED: dict[str, int] = {}
 

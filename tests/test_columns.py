@@ -17,7 +17,8 @@ from core.report.markdown import md_table
 REPO = Path(__file__).resolve().parent.parent
 BLOCKS = {"converged-table2": ("converged", "table2"), "converged-table3": ("converged", "table3"),
           "converged-table4": ("converged", "table4"), "converged-fluctuation": ("converged", "fluctuation"),
-          "paper-table2": ("paper", "table2"), "paper-table3": ("paper", "table3"), "paper-table4": ("paper", "table4")}
+          "long-table2": ("long", "table2"), "long-table3": ("long", "table3"), "long-table4": ("long", "table4"),
+          "long-fluctuation": ("long", "fluctuation"), "paper-table2": ("paper", "table2"), "paper-table3": ("paper", "table3"), "paper-table4": ("paper", "table4")}
 
 
 @pytest.mark.parametrize("block", sorted(BLOCKS))

@@ -209,6 +209,25 @@ def test_generalisation_table_per_seed_and_rim_against_the_others(tmp_path):
     assert summary[summary["method"] == "rim"]["verdict"].isna().all()  # no comparison with itself
 
 
+def test_grid_weights_leave_out_unhealthy_runs_and_take_each_seed_from_the_first_folder(tmp_path):
+    import json
+
+    def put(folder, stem, health="healthy"):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{stem}.safetensors").write_bytes(b"")
+        (folder / f"{stem}.json").write_text(json.dumps({"health": health}))
+
+    grid, again = tmp_path / "long", tmp_path / "retrained"
+    put(grid, "rmc_s0")
+    put(grid, "rmc_s1", health="collapsed")
+    put(again, "rim_s0")
+    put(again, "rmc_s0")  # the grid's own weights come first
+    put(again, "rmc_s2")
+    assert de.grid_weights(grid) == {"rmc": {0: grid / "rmc_s0"}}  # the collapsed run is no seed
+    found = de.grid_weights_in([grid, again])
+    assert found == {"rmc": {0: grid / "rmc_s0", 2: again / "rmc_s2"}, "rim": {0: again / "rim_s0"}}
+
+
 def test_handwriting_table_formats_points_intervals_and_verdicts_by_the_one_rule():
     import pandas as pd
 

@@ -16,9 +16,9 @@ from core.grid.long import (
     link_long_grid,
     long_sources,
     retrain_cells,
-    same_run,
 )
 from core.paths import long_grid_weights
+from core.report.tables import same_run
 
 
 def _write(results, ds, model, seed, gains_late: bool, iterations=12000):

@@ -149,9 +149,3 @@ def link_long_grid(results="results") -> dict[str, str]:
         if want is not None and not link.is_symlink():
             link.symlink_to(want, target_is_directory=True)
     return sources
-
-
-def same_run(first: dict, again: dict) -> bool:
-    """A retrained run matches its first record: the same test error and validation history."""
-    return (first["metrics"].get("test_error") == again["metrics"].get("test_error")
-            and first.get("evals", {}).get("val_acc") == again.get("evals", {}).get("val_acc"))

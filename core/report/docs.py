@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from ..paths import LONG_GRID
 from .columns import TABLES, compact_markdown
 from .tables import FLUCT_WINDOW, convergence_line, excluded_runs, improving_runs
 
@@ -119,7 +120,7 @@ def _failed(root: Path) -> str:
 def _handwriting(root: Path) -> str:
     from .claims import handwriting_markdown
 
-    return "\n".join(handwriting_markdown(root / "converged"))
+    return "\n".join(handwriting_markdown(root / LONG_GRID))
 
 
 def _interventions(root: Path) -> str:
@@ -146,6 +147,8 @@ RENDERERS: dict[str, Callable[[Path], str]] = {
     "claims": _claims, "glance": _glance, "answer": _answer,
     "converged-table2": _compact("converged", "table2"), "converged-table3": _compact("converged", "table3"),
     "converged-table4": _compact("converged", "table4"), "converged-fluctuation": _compact("converged", "fluctuation"),
+    "long-table2": _compact(LONG_GRID, "table2"), "long-table3": _compact(LONG_GRID, "table3"),
+    "long-table4": _compact(LONG_GRID, "table4"), "long-fluctuation": _compact(LONG_GRID, "fluctuation"),
     "controls": _controls, "budget": _budget,
     "verdict-by-budget": _verdict_by_budget, "budget-note": _budget_note,
     "paper-table2": _compact("paper", "table2"), "paper-table3": _compact("paper", "table3"),

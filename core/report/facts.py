@@ -13,10 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ..paths import LONG_GRID, RETRAINED
 from . import fmt
 from .floors import floors
 from .health import health_of
-from .tables import run_records
+from .tables import run_records, same_run
 
 
 def health_facts(path) -> dict:
@@ -63,8 +64,8 @@ def failed_markdown(path) -> str:
 
 
 def handwriting_seed_facts(root) -> dict:
-    """Where the handwriting table's seeds come from: the grid's kept weights (its shipped median per
-    method) and the retrained ones (``handwriting_retrain/runs.csv``)."""
+    """Where the 4,000-iteration handwriting table's seeds come from: the grid's kept weights (its
+    shipped median per method) and the retrained ones (``handwriting_retrain/runs.csv``)."""
     root = Path(root)
     seeds_csv = root / "converged" / "handwriting_seeds.csv"
     retrain = root / "converged" / "handwriting_retrain" / "runs.csv"
@@ -77,6 +78,34 @@ def handwriting_seed_facts(root) -> dict:
         for r in csv.DictReader(retrain.open()):
             retrained[r.get("model")] += 1
     return {"seeds": dict(per_method), "retrained": dict(retrained)}
+
+
+def long_handwriting_seed_facts(root) -> dict:
+    """The long grid's handwriting table (``long/handwriting_seeds.csv``): seeds per method, how many
+    models are retrained copies (``RETRAINED``: no weights beside the grid's own record), and the
+    copies whose test error or validation history differs from their first record's
+    (``differ``: ``(method, seed, first test error, retrained test error)``)."""
+    root = Path(root)
+    seeds_csv = root / LONG_GRID / "handwriting_seeds.csv"
+    per_method: dict[str, int] = Counter()
+    retrained, differ = 0, []
+    if seeds_csv.is_file():
+        for r in csv.DictReader(seeds_csv.open()):
+            per_method[r["method"]] += 1
+            first = root / LONG_GRID / "runs" / "mnist" / f"{r['method']}_s{int(float(r['seed']))}"
+            if first.with_suffix(".safetensors").is_file():
+                continue
+            retrained += 1
+            try:
+                a = json.loads(first.with_suffix(".json").read_text())
+                b = json.loads((root / RETRAINED / "runs" / "mnist" / f"{first.name}.json").read_text())
+            except (OSError, ValueError):
+                differ.append((r["method"], int(float(r["seed"])), None, None))
+                continue
+            if not same_run(a, b):
+                differ.append((r["method"], int(float(r["seed"])), a["metrics"].get("test_error"),
+                               b["metrics"].get("test_error")))
+    return {"seeds": dict(per_method), "retrained": retrained, "differ": differ}
 
 
 def shipped_facts(pretrained="pretrained") -> list[dict]:
@@ -133,13 +162,20 @@ def facts(root="results", pretrained="pretrained") -> list[str]:
                    f"validation, {a['test']} test), unbalanced: majority-class error {100 * f['majority_error']:.2f} %, "
                    f"chance {100 * f['chance_error']:.2f} %; balanced error (mean of the per-class errors) of "
                    "guessing or of always answering one class: 90.00 %.")
-    hw = handwriting_seed_facts(root)
+    hw = long_handwriting_seed_facts(root)
     if hw["seeds"]:
         n = sorted(set(hw["seeds"].values()))
-        r = sorted(set(hw["retrained"].values()))
-        out.append(f"Handwriting table: {'/'.join(map(str, n))} seeds per method = the grid's kept weights (its "
-                   f"shipped median run) + {'/'.join(map(str, r)) or 0} retrained on another CPU from the grid's "
-                   "settings (`results/converged/handwriting_retrain`).")
+        d = hw["differ"]
+        line = (f"Handwriting table (long grid): {'-'.join(map(str, (n[0], n[-1]) if len(n) > 1 else n))} seeds per "
+                f"method; {hw['retrained']} of {sum(hw['seeds'].values())} models retrained where the grid kept no "
+                f"weights (`results/{RETRAINED}`), {hw['retrained'] - len(d)} identical to their first run")
+        if d:
+            def err(v):
+                return "?" if v is None else f"{100 * float(v):.2f}"
+
+            line += (f"; {', '.join(f'{fmt.short_method_title(m)} s{s}' for m, s, *_ in d)} differ (test error "
+                     + ", ".join(f"{err(a)} → {err(b)}" for *_, a, b in d) + " %)")
+        out.append(line + ".")
     ship = shipped_facts(pretrained)
     for proto in ("paper", "converged"):
         sel = [m for m in ship if m["dataset"] == "animals10" and m["protocol"] == proto]

@@ -46,6 +46,12 @@ from .markdown import family_note, floors_line
 from .paper import ABLATIONS, BASELINES, DATASET_ORDER, INIT_STUDY, PAPER, controls_for
 
 
+def same_run(first: dict, again: dict) -> bool:
+    """A retrained run matches its first record: the same test error and validation history."""
+    return (first["metrics"].get("test_error") == again["metrics"].get("test_error")
+            and first.get("evals", {}).get("val_acc") == again.get("evals", {}).get("val_acc"))
+
+
 def run_records(out: Path) -> list[dict]:
     """Every run JSON under ``out/runs`` (``<run>/<file>.json``, in path order) that reads as a run
     (a dict with a ``dataset``); unreadable ones are left out."""

@@ -6,7 +6,7 @@
     python -m core.studies.handwriting make --out assets/digits --n 100
     python -m core.studies.handwriting measure --models pretrained [--weights STEM] [--json PATH]
     python -m core.studies.handwriting measure-external --set semeion [--models shipped] [--json PATH]
-    python -m core.studies.handwriting generalisation [--runs RESULTS/converged/runs/mnist] [--out CSV]
+    python -m core.studies.handwriting generalisation [--runs RESULTS/converged/runs/mnist ...] [--out CSV]
 
 ``measure-external`` and ``generalisation`` read other people's handwriting (``core.studies.handwriting.external``:
 Semeion and optdigits through the upload path; tuned on the even half, reported on the odd).
@@ -95,8 +95,10 @@ def _parser() -> argparse.ArgumentParser:
     ext_p.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON")
     gen = sub.add_parser("generalisation", help="every seed of the MNIST grid of Adam, cosine, 4,000 iterations on the external sets: "
                          "mean, sd, RIM against every other method (writes results/converged/handwriting.csv)")
-    gen.add_argument("--runs", type=Path, default=None,
-                     help="folder of <model>_s<seed>.safetensors (default RESULTS/converged/runs/mnist)")
+    gen.add_argument("--runs", type=Path, action="append", default=None,
+                     help="folder of <model>_s<seed>.safetensors (default RESULTS/converged/runs/mnist, with the "
+                          "shipped Adam 4k models); repeatable: a seed is taken from the first folder that has it "
+                          "(the long grid: RESULTS/long/runs/mnist, then RESULTS/budget-retrained/runs/mnist)")
     gen.add_argument("--methods", default="", help="comma-separated methods (default: all found)")
     gen.add_argument("--half", default="odd", choices=("odd", "even"), help="which half to report (default odd)")
     gen.add_argument("--folder", type=Path, default=None, help="folder with the full sets")
@@ -187,14 +189,18 @@ def measure_external_cli(args) -> int:
 
 
 def generalisation_cli(args) -> int:
-    """``generalisation``: every seed of the converged MNIST grid on the external sets (CSV)."""
-    runs = Path(args.runs) if args.runs else paths.results_dir() / "converged" / "runs" / "mnist"
-    shipped = paths.pretrained_dir() / "converged" / "mnist"
-    ckpts = ext.grid_weights(runs, shipped if shipped.is_dir() else None)
+    """``generalisation``: every seed of an MNIST grid on the external sets (CSV)."""
+    if args.runs:
+        folders, shipped = list(args.runs), None  # only the named folders: no model of another protocol
+    else:
+        folders = [paths.results_dir() / "converged" / "runs" / "mnist"]
+        shipped = paths.pretrained_dir() / "converged" / "mnist"
+    ckpts = ext.grid_weights_in(folders, shipped if shipped is not None and shipped.is_dir() else None)
     if args.methods:
         ckpts = {m: s for m, s in ckpts.items() if m in args.methods.split(",")}
     if not ckpts:
-        print(f"error: no MNIST weights in {runs} or {shipped}", file=sys.stderr)
+        print(f"error: no MNIST weights in {', '.join(map(str, folders))}" + (f" or {shipped}" if shipped else ""),
+              file=sys.stderr)
         return 2
     try:
         sets = {name: ext.load_external(name, args.folder, sample=False) for name in ext.SETS}

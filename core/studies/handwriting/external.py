@@ -263,14 +263,21 @@ def grid_weights(runs_dir: Path, protocol_dir: Path | None = None) -> dict[str, 
     """``{method: {seed: stem}}`` of the MNIST grid's weights in ``runs_dir``
     (``<model>_s<seed>.safetensors``); a seed whose weights are only shipped (in
     ``protocol_dir``, e.g. ``pretrained/converged/mnist``, with that seed in its metadata) counts
-    too."""
+    too. A run its record calls unhealthy (diverged, collapsed, ...) is left out."""
     import json
     import re
+
+    def healthy(stem: Path) -> bool:
+        try:
+            health = json.loads(stem.with_suffix(".json").read_text()).get("health")
+        except (OSError, ValueError, AttributeError):
+            return True  # no record to read: the weights alone decide nothing
+        return health in (None, "healthy")
 
     out: dict[str, dict[int, Path]] = {}
     for f in sorted(Path(runs_dir).glob("*_s*.safetensors")):
         m = re.fullmatch(r"(.+)_s(\d+)", f.stem)
-        if m:
+        if m and healthy(f.with_suffix("")):
             out.setdefault(m.group(1), {})[int(m.group(2))] = f.with_suffix("")
     if protocol_dir is not None:
         for f in sorted(Path(protocol_dir).glob("*.safetensors")):
@@ -279,6 +286,18 @@ def grid_weights(runs_dir: Path, protocol_dir: Path | None = None) -> dict[str, 
             except (OSError, ValueError, KeyError, TypeError):
                 continue
             out.setdefault(f.stem, {}).setdefault(seed, f.with_suffix(""))
+    return out
+
+
+def grid_weights_in(folders: list[Path], protocol_dir: Path | None = None) -> dict[str, dict[int, Path]]:
+    """``grid_weights`` over several folders: each (method, seed) from the first folder that has it
+    (the long grid: its runs' own weights, then their retrained copies), then ``protocol_dir``."""
+    out: dict[str, dict[int, Path]] = {}
+    last = len(folders) - 1
+    for found in [grid_weights(f, protocol_dir if i == last else None) for i, f in enumerate(folders)]:
+        for method, seeds in found.items():
+            for seed, stem in seeds.items():
+                out.setdefault(method, {}).setdefault(seed, stem)
     return out
 
 
