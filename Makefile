@@ -74,6 +74,10 @@ reproduce: $(VENV)/.app-installed
 	PY=$(PY) bash scripts/equal_footing_grid.sh results/paper
 	PY=$(PY) bash scripts/converged_grid.sh results/converged
 	PY=$(PY) bash scripts/controls_grid.sh results/converged results/budget
+	$(PY) -m scripts.long_grid
+	$(PY) -m core.reproduce tables --out results/long
+	$(PY) -m core.studies.handwriting generalisation --runs results/long/runs/mnist \
+		--runs results/budget-retrained/runs/mnist --out results/long/handwriting.csv
 	$(PY) -m core.reproduce docs
 
 # the shipped models from the grids' results: each cell's median seed (REPRODUCTION.md, "Exact commands")
