@@ -501,7 +501,7 @@ URL_STATE = {"mech_dataset": str, "mech_model_*": str, "mech_source": str, "mech
              **ui.explore.URL_STATE, handwriting.MECH_SET: str, handwriting.MECH_IDX: int,
              **intervene.URL_STATE}
 ui.urlstate.restore_from_url(URL_STATE)
-ui.frontend.charts_later()  # the first view draws no plotly chart: the library is fetched once idle, for the other tabs
+ui.frontend.charts_when_idle()  # no plotly chart on the first view; the other tabs have them
 
 st.title("Mechanisms")
 ui.explore.scroll_up_if_opened()

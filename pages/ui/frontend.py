@@ -6,7 +6,9 @@ browser tab arrives, then evaluates it (about a second of the browser's main thr
 then draws. A page whose first chart comes at the end of a script run therefore waits for all of
 that after the run. ``charts_early`` imports the same module at the start of the run, so the
 download and the evaluation overlap the server's work; the chart's own import then finds it
-loaded. A no-op where the installed Streamlit ships no such module.
+loaded. ``charts_when_idle`` imports it once the first view is drawn (a page whose first view has
+no chart, but its other views do); ``charts_later`` only fetches it (a page without charts). A
+no-op where the installed Streamlit ships no such module.
 """
 
 from __future__ import annotations
@@ -40,6 +42,15 @@ _PREFETCH_JS = """<script>(() => {{
   }};
   (window.requestIdleCallback || ((f) => setTimeout(f, 2000)))(fetchIt, {{timeout: 5000}});
 }})();</script>"""
+# after the page is drawn and the browser idle: import it (fetch, compile and run), so the page's own
+# later charts (other tabs) draw without waiting for it; the first view does not wait for it either
+_IDLE_IMPORT_JS = """<script>(() => {{
+  const entry = document.querySelector('script[type="module"][src*="static/js/index."]');
+  if (!entry) return;
+  const href = new URL({name}, entry.src).href;
+  const load = () => import(href).catch(() => {{}});
+  (window.requestIdleCallback || ((f) => setTimeout(f, 2000)))(load, {{timeout: 5000}});
+}})();</script>"""
 _HIDE = f"""<style>[data-testid="stLayoutWrapper"]:has(> .st-key-{KEY}), .st-key-{KEY} {{ display: none; }}</style>"""
 
 
@@ -60,6 +71,12 @@ def charts_later() -> None:
     """On a page without plotly charts: fetch the chart library once the browser is idle, without
     running it (running it takes most of a second of the main thread on a cold browser)."""
     _inject(_PREFETCH_JS)
+
+
+def charts_when_idle() -> None:
+    """On a page whose first view draws no plotly chart but whose other views do (Mechanisms'
+    tabs): run the chart library once the first view is drawn and the browser idle."""
+    _inject(_IDLE_IMPORT_JS)
 
 
 def _inject(script: str) -> None:
