@@ -424,7 +424,7 @@ def protocol_mask_view(dataset: str, entry, model, stats, others, data, n: int) 
     units = stats.unit_names or [f"unit {i + 1}" for i in range(len(stats.overall))]
     st.subheader("Share of rows each LSTM is active, by protocol")
     df = pd.DataFrame({name: v for name, v in rows.items()}, index=units).T
-    st.dataframe(df, column_config={u: st.column_config.NumberColumn(format="%.2f") for u in units})
+    st.table(df.style.format("{:.2f}"))  # a few rows: a plain table draws at once
     spread = {name: float(np.max(v) - np.min(v)) for name, v in rows.items()}
     st.caption(even_share_text(model.config) + " "
                + "; ".join(f"{name}: from {np.min(v):.2f} to {np.max(v):.2f} (spread {spread[name]:.2f})"
@@ -478,9 +478,8 @@ def dataset_view(dataset: str, entry, model, all_entries=()) -> None:
         df = pd.DataFrame(prefs).rename(columns={"unit": "unit", "mean": "average", "most": "most for",
                                                  "most_value": "value (most)", "least": "least for",
                                                  "least_value": "value (least)", "spread": "spread"})
-        st.dataframe(df, hide_index=True, column_config={
-            c: st.column_config.NumberColumn(format="%.2f")
-            for c in ("average", "value (most)", "value (least)", "spread")})
+        st.table(df.style.hide(axis="index").format(  # one row per unit: a plain table draws at once
+            "{:.2f}", subset=["average", "value (most)", "value (least)", "spread"]))
         top = max(prefs, key=lambda p: p["spread"])
         st.caption(f"Largest class preference: {top['unit']} ({top['most']} {top['most_value']:.2f} vs "
                    f"{top['least']} {top['least_value']:.2f}). A spread near 0 for every unit means the "

@@ -159,7 +159,8 @@ def test_dataset_view_shows_class_and_row_heatmaps(page_env):
     assert re.search(r"Test error of RIM [^:]*: \d+\.\d % on 1,000 sample images; full test set 3\.12 %", cap), cap
     charts = {getattr(e, "key", None) for e in walk(at.main)}
     assert {"mech_stats_class", "mech_stats_row"} <= charts
-    assert len(at.dataframe) == 1 and len(at.dataframe[0].value) == 6  # one row per LSTM
+    prefs = [t.value for t in at.table if "most for" in t.value.columns]  # a plain table: few rows
+    assert len(prefs) == 1 and len(prefs[0]) == 6  # one row per LSTM
     at.select_slider(key="mech_stats_n").set_value(200).run()
     assert any("200 images" in c.value for c in at.caption)
     at.toggle(key="mech_stats_rel").set_value(False).run()
@@ -243,7 +244,7 @@ def test_mask_statistics_side_by_side_for_both_protocols(page_env, fixture_dirs,
     with_converged_rim(fixture_dirs, tmp_path, monkeypatch)
     at = run_page(mech_tab="Across the test set")
     assert not at.exception
-    table = next(d.value for d in at.dataframe if "LSTM 1" in d.value.columns)
+    table = next(t.value for t in at.table if "LSTM 1" in t.value.columns)
     assert list(table.index) == ["RIM (paper's method) · Adam 4k · seed 0 (pretrained)",
                                  "RIM (paper's method) · paper protocol · seed 0 (pretrained)"]
     assert ((table.to_numpy() >= 0) & (table.to_numpy() <= 1)).all()
