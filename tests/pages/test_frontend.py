@@ -44,23 +44,15 @@ def test_a_chart_page_asks_for_the_chart_library_before_its_title(page, page_env
     assert any(t == "html" and f".st-key-{frontend.KEY}" in b and "display: none" in b for t, b in shown)
 
 
-def test_the_overview_prefetches_the_library_without_running_it(page_env):
-    at = run_page("overview")
+@pytest.mark.parametrize("page, has, lacks", [("overview", "modulepreload", "import("),
+                                               ("mechanisms", "import(href)", "modulepreload")])
+def test_a_page_without_charts_on_its_first_view_asks_for_the_library_once_idle(page, has, lacks, page_env):
+    """No plotly chart on the Overview (it only fetches the library, for the next page) nor on
+    Mechanisms' first view (tables and SVG: the timeline, the mask), which runs it once the browser
+    is idle, for its other tabs' charts."""
+    at = run_page(page)
     assert not at.exception
     assert not at.get("plotly_chart")
     bodies = [str(n.proto.body) for n in walk(at._tree) if getattr(n, "type", None) == "html"]
     mine = [b for b in bodies if frontend.chart_module() in b]
-    assert len(mine) == 1 and "modulepreload" in mine[0] and "requestIdleCallback" in mine[0]
-    assert "import(" not in mine[0]
-
-
-def test_mechanisms_draws_its_first_view_without_the_library_and_runs_it_once_idle(page_env):
-    """Tables and SVG (the timeline, the mask) on the first view; the library is imported once the
-    browser is idle, for the other tabs' charts."""
-    at = run_page("mechanisms")
-    assert not at.exception
-    assert not at.get("plotly_chart")
-    bodies = [str(n.proto.body) for n in walk(at._tree) if getattr(n, "type", None) == "html"]
-    mine = [b for b in bodies if frontend.chart_module() in b]
-    assert len(mine) == 1 and "requestIdleCallback" in mine[0] and "import(href)" in mine[0]
-    assert "modulepreload" not in mine[0]
+    assert len(mine) == 1 and "requestIdleCallback" in mine[0] and has in mine[0] and lacks not in mine[0]
