@@ -167,8 +167,7 @@ def _key(key):
 SHOTS = [
     Shot("mechanisms-draw", "assets/screenshots", "Mechanisms: which LSTMs are active at each row",
          "mechanisms?mech_dataset=mnist", _heading(re.compile(r"^Inside RIM .*, row by row$")),
-         lambda page: page.locator('[data-testid="stPlotlyChart"]').filter(
-             has_text="image row = timestep").first, _draw_seven),
+         _key("mech_timeline"), _draw_seven),
     Shot("mechanisms-intervene", "assets/screenshots", "Intervene: force LSTMs on or off",
          "mechanisms", lambda page: page.get_by_role("tab", name="Intervene").first,
          _text(re.compile("set by the intervention")), _intervene),

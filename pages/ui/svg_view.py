@@ -26,6 +26,7 @@ export default function (component) {
 }
 """
 _CSS = """
+.rs-svg { overflow-x: auto; }
 .rs-svg rect.cell { cursor: pointer; }
 .rs-svg rect.cell:hover { stroke: #111; stroke-width: 1.5; }
 """

@@ -24,7 +24,8 @@ LABEL_W = 96  # px for the unit names left of the cells
 LEGEND_W = 120  # px for each panel's colour legend right of the cells
 TITLE_H = 22
 IMAGE_PX = 4  # px per image column (the rotated image's height)
-FONT = 'font-family="Source Sans Pro, Source Sans 3, sans-serif" font-size="12"'
+FONT = 'font-family="Source Sans Pro, Source Sans 3, sans-serif"'
+SMALLEST = 0.9  # the SVG shrinks with its column down to this share of its size, then scrolls: text stays readable
 NAN_FILL = "#ffffff"
 
 
@@ -59,8 +60,9 @@ def _png_uri(image: np.ndarray) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-def _text(x: float, y: float, s: str, anchor: str = "start", extra: str = "") -> str:
-    return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" {FONT} {extra}>{escape(str(s))}</text>'
+def _text(x: float, y: float, s: str, anchor: str = "start", extra: str = "", size: int = 12) -> str:
+    return (f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" {FONT} font-size="{size}"'
+            f'{" " + extra if extra else ""}>{escape(str(s))}</text>')
 
 
 def _legend(p: dict, x: float, y: float, height: float) -> list[str]:
@@ -70,7 +72,7 @@ def _legend(p: dict, x: float, y: float, height: float) -> list[str]:
     if p.get("binary"):
         cols = p.get("colors", MASK_COLORS)
         for j, (c, label) in enumerate(zip(cols, p.get("ticktext", ("0", "1")))):
-            yy = y + 16 + 16 * j
+            yy = y + 20 + 17 * j
             out.append(f'<rect x="{x:.1f}" y="{yy:.1f}" width="12" height="12" fill="{c}" stroke="#999"/>')
             out.append(_text(x + 17, yy + 10, label))
         return out
@@ -80,7 +82,7 @@ def _legend(p: dict, x: float, y: float, height: float) -> list[str]:
     out.append(f'<defs><linearGradient id="{gid}" x1="0" y1="1" x2="0" y2="0">'
                + "".join(f'<stop offset="{i / 8:.3f}" stop-color="{c}"/>' for i, c in enumerate(stops))
                + "</linearGradient></defs>")
-    top, h = y + 16, max(24.0, height - 16)
+    top, h = y + 20, max(24.0, height - 20)
     out.append(f'<rect x="{x:.1f}" y="{top:.1f}" width="12" height="{h:.1f}" fill="url(#{gid})" stroke="#999"/>')
     out.append(_text(x + 17, top + 10, f"{hi:.3g}"))
     out.append(_text(x + 17, top + h, f"{lo:.3g}"))
@@ -137,15 +139,14 @@ def timeline_svg(image: np.ndarray, panels: list[dict], t: int | None = None) ->
         y += h + 10
     bottom = y - 10
     step = max(1, int(np.ceil(20 / cw)))  # a tick label every 20 px at least
-    parts += [_text(LABEL_W + (s - 0.5) * cw, bottom + 14, s, "middle", 'font-size="10"')
+    parts += [_text(LABEL_W + (s - 0.5) * cw, bottom + 14, s, "middle", size=11)
               for s in range(1, T + 1) if s == 1 or s % step == 0]
     parts.append(_text(LABEL_W + T * cw / 2, bottom + 32, f"{TIMESTEP_AXIS} (1-{T})", "middle"))
     if t is not None and 1 <= t <= T:
         parts += [f'<rect class="step" x="{LABEL_W + (t - 1) * cw:.1f}" y="{a - 2:.1f}" width="{cw}" height="{b - a + 4:.1f}" '
                   f'fill="none" stroke="#000" stroke-width="2" pointer-events="none"/>' for a, b in regions]
     height = bottom + 40
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height:.0f}" width="100%" '
-            f'style="max-width: {width}px" role="img" aria-label="timeline of the trace">' + "".join(parts) + "</svg>")
+    return _svg(width, height, "timeline of the trace", parts)
 
 
 def mask_svg(original: np.ndarray, after: np.ndarray, pinned: np.ndarray, changed: np.ndarray,
@@ -154,7 +155,7 @@ def mask_svg(original: np.ndarray, after: np.ndarray, pinned: np.ndarray, change
     cells that changed downstream crossed; every cell a ``data-cell="t,i"`` rect with its tooltip."""
     after, original = np.asarray(after), np.asarray(original)
     T, n = after.shape
-    cw = column_width(T, room=460, widest=16)  # beside the controls: half the page's width
+    cw = column_width(T, room=420, widest=15)  # beside the controls: under half the page's width
     names = [str(u) for u in unit_names]
     lw = max(40, 7 * max(len(u) for u in names) + 8)  # the unit names' column
     width = lw + T * cw + 10
@@ -182,7 +183,7 @@ def mask_svg(original: np.ndarray, after: np.ndarray, pinned: np.ndarray, change
                              f'pointer-events="none"/>')
     bottom = y0 + n * CELL_H
     step = max(1, int(np.ceil(20 / cw)))
-    parts += [_text(lw + (s - 0.5) * cw, bottom + 14, s, "middle", 'font-size="10"')
+    parts += [_text(lw + (s - 0.5) * cw, bottom + 14, s, "middle", size=11)
               for s in range(1, T + 1) if s == 1 or s % step == 0]
     parts.append(_text(lw + T * cw / 2, bottom + 31, "row (timestep)", "middle"))
     ly = bottom + 44
@@ -191,5 +192,12 @@ def mask_svg(original: np.ndarray, after: np.ndarray, pinned: np.ndarray, change
     parts.append(f'<path d="M{lw + 110},{ly}l12,12m0,-12l-12,12" stroke="#111" stroke-width="1.5"/>')
     parts.append(_text(lw + 127, ly + 10, "changed downstream"))
     height = ly + 18
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="100%" '
-            f'style="max-width: {width}px" role="img" aria-label="{escape(title)}">' + "".join(parts) + "</svg>")
+    return _svg(width, height, title, parts)
+
+
+def _svg(width: float, height: float, label: str, parts: list[str]) -> str:
+    """The drawing at its own size, shrinking with a narrower column down to ``SMALLEST`` of it
+    (below that the page scrolls it sideways, so no text gets too small to read)."""
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width:.0f} {height:.0f}" width="100%" '
+            f'style="min-width: {SMALLEST * width:.0f}px; max-width: {width:.0f}px" role="img" '
+            f'aria-label="{escape(label)}">' + "".join(parts) + "</svg>")
