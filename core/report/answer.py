@@ -29,7 +29,6 @@ ITERATIONS = {"converged": "4,000", "budget": "12,000", "budget-24k": "24,000"}
 OTHERS = ["parallel_lstm", *BASELINES]
 FIGURE = "docs/figures/gaps.png"  # relative to the repository root
 FIGURE_DATA = "gaps.csv"  # results/gaps.csv, the figure's numbers: `python -m core.reproduce docs --check` compares them
-FIGURE_DIGITS = 8  # stored this precise, a number shown with 2 decimals reads the same from the file as computed
 GAP_COLUMNS = ["grid", "protocol", "dataset", "other", "gap", "ci_low", "ci_high", "level", "verdict", "seeds",
                "paper_gap", "magnitude"]
 
@@ -338,7 +337,7 @@ def write_figure(repo=".", results="results") -> Path:
     df = gap_rows(repo / results)
     out = repo / FIGURE
     out.parent.mkdir(parents=True, exist_ok=True)
-    df.round(FIGURE_DIGITS).to_csv(repo / results / FIGURE_DATA, index=False)
+    df.to_csv(repo / results / FIGURE_DATA, index=False)  # every float as it round-trips: read back, shown alike
     if df.empty:
         raise ValueError(f"no results grid with tables under {repo / results}: nothing to draw")
     from .plots.style import GRID_COLORS as colours  # the same colour per grid as on Compare
@@ -387,7 +386,7 @@ def figure_current(repo=".", results="results") -> bool:
     p = Path(repo) / results / FIGURE_DATA
     if not p.is_file():
         return False
-    return p.read_text() == gap_rows(Path(repo) / results).round(FIGURE_DIGITS).to_csv(index=False)
+    return p.read_text() == gap_rows(Path(repo) / results).to_csv(index=False)
 
 
 __all__ = ["gap_rows", "plain_answer", "write_answer", "read_answer", "read_note", "budget_note", "read_gap_rows", "write_figure",
