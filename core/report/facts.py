@@ -91,8 +91,9 @@ def long_handwriting_seed_facts(root) -> dict:
     retrained, differ = 0, []
     if seeds_csv.is_file():
         for r in csv.DictReader(seeds_csv.open()):
-            per_method[r["method"]] += 1
-            first = root / LONG_GRID / "runs" / "mnist" / f"{r['method']}_s{int(float(r['seed']))}"
+            method, seed = r["method"], int(float(r["seed"]))
+            per_method[method] += 1
+            first = root / LONG_GRID / "runs" / "mnist" / f"{method}_s{seed}"
             if first.with_suffix(".safetensors").is_file():
                 continue
             retrained += 1
@@ -100,11 +101,10 @@ def long_handwriting_seed_facts(root) -> dict:
                 a = json.loads(first.with_suffix(".json").read_text())
                 b = json.loads((root / RETRAINED / "runs" / "mnist" / f"{first.name}.json").read_text())
             except (OSError, ValueError):
-                differ.append((r["method"], int(float(r["seed"])), None, None))
+                differ.append((method, seed, None, None))
                 continue
             if not same_run(a, b):
-                differ.append((r["method"], int(float(r["seed"])), a["metrics"].get("test_error"),
-                               b["metrics"].get("test_error")))
+                differ.append((method, seed, a["metrics"].get("test_error"), b["metrics"].get("test_error")))
     return {"seeds": dict(per_method), "retrained": retrained, "differ": differ}
 
 

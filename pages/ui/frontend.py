@@ -21,36 +21,36 @@ import streamlit as st
 
 KEY = "rs_charts_early"
 # the module's URL is resolved against Streamlit's own entry script, so a server path prefix
-# (server.baseUrlPath) and any page URL give the URL the frontend itself imports
-_JS = """<script>(() => {{
+# (server.baseUrlPath) and any page URL give the URL the frontend itself imports; each script below
+# is this frame around its own body (``href``: the module's URL; ``__MODULE__``: its file name)
+_FRAME = """<script>(() => {
   const entry = document.querySelector('script[type="module"][src*="static/js/index."]');
   if (!entry) return;
-  import(new URL({name}, entry.src).href).catch(() => {{}});
-}})();</script>"""
+  const href = new URL(__MODULE__, entry.src).href;
+__BODY__
+})();</script>"""
+_WHEN_IDLE = "  (window.requestIdleCallback || ((f) => setTimeout(f, 2000)))(__FN__, {timeout: 5000});"
+
+
+def _script(body: str) -> str:
+    return _FRAME.replace("__BODY__", body)
+
+
+# now: the download and the evaluation overlap the server's script run
+_JS = _script("  import(href).catch(() => {});")
 # after the page is drawn and the browser idle: fetch (and let the browser compile) the module without
 # running it, so a chart page opened next only evaluates it; nothing on this page waits for it
-_PREFETCH_JS = """<script>(() => {{
-  const entry = document.querySelector('script[type="module"][src*="static/js/index."]');
-  if (!entry) return;
-  const href = new URL({name}, entry.src).href;
-  const fetchIt = () => {{
-    if (document.querySelector(`link[rel="modulepreload"][href="${{href}}"]`)) return;
+_PREFETCH_JS = _script("""  const fetchIt = () => {
+    if (document.querySelector(`link[rel="modulepreload"][href="${href}"]`)) return;
     const link = document.createElement('link');
     link.rel = 'modulepreload';
     link.href = href;
     document.head.appendChild(link);
-  }};
-  (window.requestIdleCallback || ((f) => setTimeout(f, 2000)))(fetchIt, {{timeout: 5000}});
-}})();</script>"""
+  };
+""" + _WHEN_IDLE.replace("__FN__", "fetchIt"))
 # after the page is drawn and the browser idle: import it (fetch, compile and run), so the page's own
 # later charts (other tabs) draw without waiting for it; the first view does not wait for it either
-_IDLE_IMPORT_JS = """<script>(() => {{
-  const entry = document.querySelector('script[type="module"][src*="static/js/index."]');
-  if (!entry) return;
-  const href = new URL({name}, entry.src).href;
-  const load = () => import(href).catch(() => {{}});
-  (window.requestIdleCallback || ((f) => setTimeout(f, 2000)))(load, {{timeout: 5000}});
-}})();</script>"""
+_IDLE_IMPORT_JS = _script("  const load = () => import(href).catch(() => {});\n" + _WHEN_IDLE.replace("__FN__", "load"))
 _HIDE = f"""<style>[data-testid="stLayoutWrapper"]:has(> .st-key-{KEY}), .st-key-{KEY} {{ display: none; }}</style>"""
 
 
@@ -85,4 +85,4 @@ def _inject(script: str) -> None:
         return
     st.html(_HIDE)  # style only: Streamlit puts it where it takes no space
     with st.container(key=KEY):
-        st.html(script.format(name=json.dumps(name)), unsafe_allow_javascript=True)
+        st.html(script.replace("__MODULE__", json.dumps(name)), unsafe_allow_javascript=True)

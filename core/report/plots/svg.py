@@ -101,6 +101,14 @@ def _cells(z: np.ndarray, fills: list[str], tips: list[str], x0: float, y0: floa
     return out
 
 
+def _row_axis(x0: float, cw: float, T: int, y: float, title: str) -> list[str]:
+    """The x axis under cells of width ``cw`` from ``x0``: row numbers (one every 20 px at least, and
+    row 1) and the axis title."""
+    step = max(1, int(np.ceil(20 / cw)))
+    return [_text(x0 + (s - 0.5) * cw, y + 14, s, "middle", size=11) for s in range(1, T + 1)
+            if s == 1 or s % step == 0] + [_text(x0 + T * cw / 2, y + 32, title, "middle")]
+
+
 def timeline_svg(image: np.ndarray, panels: list[dict], t: int | None = None) -> str:
     """The image (rotated: its row t runs down column t) above one heatmap per panel on one time
     axis, each panel with its title and colour legend; ``t`` (1-based) frames that step."""
@@ -138,10 +146,7 @@ def timeline_svg(image: np.ndarray, panels: list[dict], t: int | None = None) ->
         parts += _legend(p, LABEL_W + T * cw + 12, y - TITLE_H + 4, h + TITLE_H - 4)
         y += h + 10
     bottom = y - 10
-    step = max(1, int(np.ceil(20 / cw)))  # a tick label every 20 px at least
-    parts += [_text(LABEL_W + (s - 0.5) * cw, bottom + 14, s, "middle", size=11)
-              for s in range(1, T + 1) if s == 1 or s % step == 0]
-    parts.append(_text(LABEL_W + T * cw / 2, bottom + 32, f"{TIMESTEP_AXIS} (1-{T})", "middle"))
+    parts += _row_axis(LABEL_W, cw, T, bottom, f"{TIMESTEP_AXIS} (1-{T})")
     if t is not None and 1 <= t <= T:
         parts += [f'<rect class="step" x="{LABEL_W + (t - 1) * cw:.1f}" y="{a - 2:.1f}" width="{cw}" height="{b - a + 4:.1f}" '
                   f'fill="none" stroke="#000" stroke-width="2" pointer-events="none"/>' for a, b in regions]
@@ -182,10 +187,7 @@ def mask_svg(original: np.ndarray, after: np.ndarray, pinned: np.ndarray, change
                              f'{y + 4:.1f}L{x + 4:.1f},{y + CELL_H - 4:.1f}" stroke="#111" stroke-width="1.5" '
                              f'pointer-events="none"/>')
     bottom = y0 + n * CELL_H
-    step = max(1, int(np.ceil(20 / cw)))
-    parts += [_text(lw + (s - 0.5) * cw, bottom + 14, s, "middle", size=11)
-              for s in range(1, T + 1) if s == 1 or s % step == 0]
-    parts.append(_text(lw + T * cw / 2, bottom + 31, "row (timestep)", "middle"))
+    parts += _row_axis(lw, cw, T, bottom, "row (timestep)")
     ly = bottom + 44
     parts.append(f'<rect x="{lw}" y="{ly}" width="12" height="12" fill="none" stroke="#1f4e99" stroke-width="2"/>')
     parts.append(_text(lw + 17, ly + 10, "set by you"))
