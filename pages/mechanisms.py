@@ -185,16 +185,14 @@ def _uploaded_image(dataset: str):
 # --------------------------------------------------------------------------- per-step view
 
 
-def _timeline(image: np.ndarray, a: ui.pair.Side, b: ui.pair.Side | None, heads: bool, cache_key: tuple):
-    """The timeline figure (one model, or two aligned) without a step marker, built once per
-    input and kept per session, with its panels (for the CSV downloads)."""
-    held = st.session_state.get("_mech_timeline")
+def _panels(a: ui.pair.Side, b: ui.pair.Side | None, heads: bool, cache_key: tuple) -> list[dict]:
+    """The timeline's panels (one model, or two aligned), made once per input and kept per session."""
+    held = st.session_state.get("_mech_panels")
     if held is not None and held[0] == cache_key:
-        return held[1], held[2]
+        return held[1]
     panels = ui.pair.panels(a, b, heads)
-    fig = traces.timeline_figure(image, panels)
-    st.session_state["_mech_timeline"] = (cache_key, fig, panels)
-    return fig, panels
+    st.session_state["_mech_panels"] = (cache_key, panels)
+    return panels
 
 
 def _timestep_view(image: np.ndarray, a: ui.pair.Side, b: ui.pair.Side | None, playing: bool, cache_key: tuple,
@@ -238,7 +236,7 @@ def _timestep_view(image: np.ndarray, a: ui.pair.Side, b: ui.pair.Side | None, p
         if schema.step_note:
             st.caption(schema.step_note)
         heads = schema.has(trace, "input_heads") and st.checkbox("Show each input-attention head", key="mech_heads")
-    _, panels = _timeline(image, a, b, heads, cache_key + (heads, b.entry.key if b else None))
+    panels = _panels(a, b, heads, cache_key + (heads, b.entry.key if b else None))
     ui.svg_view.show(svg.timeline_svg(image, panels, t), key="mech_timeline")
     if downloads is not None:
         downloads()
@@ -396,14 +394,17 @@ def _downloads(dataset: str, image: np.ndarray, a: ui.pair.Side, b: ui.pair.Side
                label) -> None:
     """PNG/HTML of the timeline, CSV of each of its heatmaps, JSON of the whole trace(s)."""
     heads = bool(st.session_state.get("mech_heads"))
-    fig, panels = _timeline(image, a, b, heads, cache_key + (heads, b.entry.key if b else None))
+    ident = cache_key + (heads, b.entry.key if b else None)
+    panels = _panels(a, b, heads, ident)
     test_image = st.session_state.get("mech_source") == "Test image"
     where = {"dataset": dataset, "what": what, "true_class": label, "shape": list(image.shape),
              "test_index": st.session_state.get("mech_idx") if test_image else None, "pixels": image}
     settings = {"timestep": int(st.session_state.get("mech_t", 1)), "timestep_means": "image row (1 = top)",
                 "heads_shown": heads}
-    ui.export.trace_downloads(fig, panels, [a] if b is None else [a, b], list(DATASETS[dataset].classes), where, settings,
-                       name=f"{dataset}_{a.entry.model}_trace", key="mech_dl")
+    # the chart library's timeline is built only when its PNG or HTML is asked for
+    ui.export.trace_downloads(lambda: traces.timeline_figure(image, panels), panels, [a] if b is None else [a, b],
+                              list(DATASETS[dataset].classes), where, settings, name=f"{dataset}_{a.entry.model}_trace",
+                              key="mech_dl", ident=ident)
 
 
 def protocol_mask_view(dataset: str, entry, model, stats, others, data, n: int) -> None:

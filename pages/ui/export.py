@@ -190,7 +190,7 @@ def _figure_png(fig_json: str, width: int, height: int) -> bytes:
     return RENDERER.render(json.loads(fig_json), width, height, scale=2)
 
 
-def figure_downloads(fig, name: str, key: str, width: int = 1100, extra=()) -> None:
+def figure_downloads(fig, name: str, key: str, width: int = 1100, extra=(), ident=None) -> None:
     """PNG and standalone HTML download buttons under a figure.
 
     A PNG is made only when asked: "Make PNG" renders it under a spinner (through the server's
@@ -199,14 +199,28 @@ def figure_downloads(fig, name: str, key: str, width: int = 1100, extra=()) -> N
     needs a new one. HTML is built when its button is clicked (quick). ``extra``: more buttons
     in the same row, ``(label, data, file_name, mime)`` each; ``data`` may be a function (called
     on click).
+
+    ``fig`` may be a function returning the figure, with ``ident`` (any hashable that changes
+    exactly when the figure does): then the figure is built only when its PNG or HTML is asked
+    for, and a script run that only shows the buttons builds nothing.
     """
     import hashlib
 
-    fig_json = fig.to_json()
-    height = int(fig.layout.height or 500)
+    lazy = callable(fig)
+    if lazy and ident is None:
+        raise ValueError("figure_downloads: a figure builder needs an ident")
+    built: dict = {}
+
+    def figure():
+        if "fig" not in built:
+            built["fig"] = fig() if lazy else fig
+            built["json"] = built["fig"].to_json()
+        return built["fig"], built["json"]
+
     row = st.container(horizontal=True, vertical_alignment="center")
     if png_export_ready():
-        digest = hashlib.sha256(f"{width}x{height}|{fig_json}".encode()).hexdigest()
+        content = repr(ident) if lazy else figure()[1]
+        digest = hashlib.sha256(f"{width}|{content}".encode()).hexdigest()
         held_key = f"_png_{key}"
         held = st.session_state.get(held_key)
         png = held[1] if held and held[0] == digest else None
@@ -214,7 +228,8 @@ def figure_downloads(fig, name: str, key: str, width: int = 1100, extra=()) -> N
         if png is None and slot.button("🖼 Make PNG", key=f"{key}_png_make"):
             with row, st.spinner("Rendering the PNG…"):
                 try:
-                    png = _figure_png(fig_json, width, height)
+                    f, fig_json = figure()
+                    png = _figure_png(fig_json, width, int(f.layout.height or 500))
                 except Exception as exc:  # kaleido or its browser failed: say so, HTML still works
                     st.caption(f"PNG export failed ({type(exc).__name__}); use HTML.")
                 else:
@@ -228,9 +243,7 @@ def figure_downloads(fig, name: str, key: str, width: int = 1100, extra=()) -> N
         row.caption("PNG export needs kaleido and Chromium; use HTML.")
 
     def _html() -> bytes:
-        import plotly.io as pio
-
-        return pio.from_json(fig_json).to_html(include_plotlyjs=True, full_html=True).encode()
+        return figure()[0].to_html(include_plotlyjs=True, full_html=True).encode()
 
     row.download_button("⬇ HTML", data=_html, file_name=f"{name}.html", mime="text/html", key=f"{key}_html",
                         on_click="ignore")
@@ -257,9 +270,10 @@ def heatmap_csvs(panels: list[dict], name: str, row_title: str = "timestep") -> 
 
 
 def trace_downloads(fig, panels: list[dict], sides: list, classes: list, where: dict, settings: dict, *,
-                    name: str, key: str) -> None:
-    """``figure_downloads`` of a timeline plus a CSV per heatmap and the JSON of every model's
-    whole trace (``core.report.export.trace_record``; two models: ``{"compared": [a, b]}``)."""
+                    name: str, key: str, ident=None) -> None:
+    """``figure_downloads`` of a timeline (a figure, or its builder with ``ident``) plus a CSV per
+    heatmap and the JSON of every model's whole trace (``core.report.export.trace_record``; two
+    models: ``{"compared": [a, b]}``)."""
     def record() -> bytes:
         from core.fileio import json_bytes
         from core.report.export import trace_record
@@ -271,7 +285,7 @@ def trace_downloads(fig, panels: list[dict], sides: list, classes: list, where: 
                for s in sides]
         return json_bytes(out[0] if len(out) == 1 else {"compared": out})
 
-    figure_downloads(fig, name, key=key, extra=[*heatmap_csvs(panels, name),
+    figure_downloads(fig, name, key=key, ident=ident, extra=[*heatmap_csvs(panels, name),
                                                 ("⬇ JSON: whole trace", record, f"{name}.json", "application/json")])
 
 

@@ -339,3 +339,29 @@ def test_a_drawn_seven_keeps_black_rows_under_its_foot_and_the_caption_is_under_
     canvas = order.index("FAKE CANVAS")
     caption = next(i for i, v in enumerate(order) if isinstance(v, str) and v.startswith("Draw with your finger"))
     assert caption > canvas
+
+
+def test_the_timelines_chart_is_built_only_for_its_png_or_html(page_env, monkeypatch):
+    """The page draws the timeline as SVG; the chart library's figure behind "Make PNG" and "⬇ HTML"
+    is built only when one is asked for, once per input: a step change keeps the PNG, a new input
+    needs a new one."""
+    import pages.ui.export as export
+    from core.report.plots import traces
+
+    built, rendered = [], []
+    real = traces.timeline_figure
+    monkeypatch.setattr(traces, "timeline_figure", lambda *a, **k: built.append(1) or real(*a, **k))
+    monkeypatch.setattr(export, "png_export_ready", lambda: True)
+    monkeypatch.setattr(export, "_figure_png", lambda fig_json, w, h: rendered.append((fig_json, h)) or b"\x89PNG")
+    at = run_page()
+    at.slider(key="mech_t").set_value(5).run()
+    assert not at.exception and not built  # two script runs, no chart figure
+    at.button(key="mech_dl_png_make").click().run()
+    assert not at.exception and len(built) == 1 and len(rendered) == 1
+    assert '"heatmap"' in rendered[0][0] and rendered[0][1] > 100  # the timeline's figure at its own height
+    assert "⬇ PNG" in [b.label for b in at.get("download_button")]
+    at.slider(key="mech_t").set_value(9).run()  # same input: the PNG is kept, nothing rebuilt
+    assert "⬇ PNG" in [b.label for b in at.get("download_button")] and len(built) == 1
+    at.number_input(key="mech_idx").set_value(3).run()  # another input: its PNG is made on request
+    assert not at.exception and "⬇ PNG" not in [b.label for b in at.get("download_button")]
+    assert len(built) == 1
