@@ -3,7 +3,7 @@ one LSTM's state (h, c), or the whole selection mask, is patched in from a donor
 band of rows (``core.eval.interventions.patch_state`` / ``patch_mask`` make one patch).
 
 * ``class_donors``: a donor of another class for each image (one class -> another: does the
-  prediction follow the donor?);
+  prediction follow the donor?); ``pairs``: the study's two pairings (``PAIRINGS``);
 * ``patching_table``: every LSTM and the mask on every band of rows, over pairs (recipient,
   donor) such as (image, image of another class) or (noisy image, its clean self: which LSTMs
   carry the robustness?).
@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..data.transforms import add_noise
 from ..intervals import wilson_interval
-from .interventions import patch_mask, patch_state, run
+from .interventions import NOISE_VAR, patch_mask, patch_state, run
 from .predict import BATCH
 
 BANDS = ((1, 7), (8, 14), (15, 21), (22, 28))  # row bands (1-based, inclusive) of the patching table
@@ -74,6 +75,21 @@ def class_donors(labels, seed: int = 0) -> np.ndarray:
             raise ValueError("every image has the same label: no donor of another class")
         donors[i] = other[rng.integers(len(other))]
     return donors
+
+
+PAIRINGS = ("class", "noise")  # a donor of another class; the clean image into its noisy copy
+
+
+def pairs(images, labels, pairing: str, *, seed: int = 0, noise_var: float = NOISE_VAR) -> tuple[np.ndarray, np.ndarray]:
+    """(recipients, donors) of the set-wide patching: "class" pairs each image with a donor of
+    another class (``class_donors``, seeded); "noise" pairs each image's noisy copy (Gaussian,
+    ``noise_var``, seeded) with the clean image as its donor."""
+    images = np.asarray(images)
+    if pairing == "class":
+        return images, images[class_donors(labels, seed=seed)]
+    if pairing == "noise":
+        return add_noise(images, "gaussian", noise_var, seed=seed), images
+    raise ValueError(f"pairing must be one of {', '.join(PAIRINGS)}, got {pairing!r}")
 
 
 def patching_table(model, recipients, donors, *, pairing: str, bands=BANDS, batch_size: int = BATCH,

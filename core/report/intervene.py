@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..eval.attribution import TOLERANCE
 from ..eval.patching import PatchTable
 from .interventions import csv_value
 from .markdown import md_table
@@ -67,11 +68,43 @@ def runs_text(table_variants: int) -> str:
     return f"{2 * table_variants} runs of the model over the subset ({table_variants} variants, clean and noisy)"
 
 
-def attribution_caption(a, classes: list[str], selects: bool) -> tuple[str, str]:
+def attribution_target(a, unit_names: list[str], classes: list[str] | None = None) -> str:
+    """What an ``Attribution`` attributes, in words: the class's logit, or an LSTM's selection
+    margin (against its competitor on the image) or raw score at a row; and whether the image's
+    own mask was held fixed."""
+    if a.kind == "logit":
+        cls = a.target_class if classes is None else classes[a.target_class]
+        return f"the logit of {'class ' if classes is None else ''}{cls}" + (
+            " with the image's own mask held fixed" if a.frozen else "")
+    name = unit_names[a.unit]
+    if a.kind == "margin":
+        what = (f"the selection margin of {name} at row {a.row} ({name}'s attention weight minus "
+                f"{unit_names[a.competitor]}'s, its competitor on the image)")
+    else:
+        what = f"the selection score of {name} at row {a.row}"
+    return what + (", the image's own mask held fixed on the earlier rows" if a.frozen else "")
+
+
+def attribution_summary(a, label: str) -> str:
+    """The sums behind completeness, in one clause (``label``: ``attribution_target``)."""
+    return (f"attributions sum to {a.total:+.3f}; {label} is {a.value:+.3f} on the image and "
+            f"{a.baseline_value:+.3f} on the baseline (difference {a.value - a.baseline_value:+.3f}); "
+            f"completeness gap {a.delta:+.3f}" + ("" if a.complete else f" (above the {TOLERANCE:.0%} bound)"))
+
+
+def attribution_path(a, asked: int) -> str:
+    """The path integral of an ``Attribution`` in words: the baseline, the points (and why more
+    than ``asked`` were used), the colours."""
+    points = f"{a.steps:,} points" + ("" if a.steps == asked else
+                                      f" (doubled from {asked:,}: fewer left a quadrature error above the bound)")
+    return (f"Baseline: a black image; {points} on the straight path from it to the input. Red pixels raise the "
+            "score, blue ones lower it; the framed row is the timeline's.")
+
+
+def attribution_caption(a, classes: list[str], selects: bool, unit_names: list[str] | None = None) -> tuple[str, str]:
     """(what is attributed, in words; the completeness sentence) of an ``Attribution``."""
-    label = a.target if a.target_class is None else a.target.replace(
-        f"class {a.target_class}", classes[a.target_class], 1)
-    text = a.summary().replace(a.target, label, 1)
+    label = attribution_target(a, unit_names or [], classes)
+    text = attribution_summary(a, label)
     text = text[0].upper() + text[1:] + ". "
     if a.complete:
         text += "Completeness holds within the bound."

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..eval.interventions import InterventionTable, seed_drops
+from ..eval.interventions import NOISE_VAR, InterventionTable, seed_drops
 from .markdown import md_table
 from .stats import ALPHA, holm
 
@@ -118,18 +118,33 @@ def caption(table: InterventionTable, condition: str = "clean", *, network: str 
 
 
 def _class_sentence(table: InterventionTable, modes: list[str], condition: str) -> str:
+    """The largest per-class drop of the first mode and, beside it, the read-out-only drop of the
+    same LSTM on that class: the direct effect, and what the rest is (the difference has its
+    sign: negative where the direct effect alone is larger than the whole drop)."""
     first = modes[0]
     per_class = table.per_class_drops(first, condition)
     if not per_class.size:
         return ""
     u, c = np.unravel_index(int(np.nanargmax(per_class)), per_class.shape)
     name, cls = table.unit_names[table.variant(table.keys("knockout", first)[u]).unit], table.classes[c]
-    text = f"Per class the largest drop ({MODE_SHORT[first]}) is {per_class[u, c]:.1f} points ({name}, class {cls})"
+    total = float(per_class[u, c])
+    text = f"Per class the largest drop ({MODE_SHORT[first]}) is {total:.1f} points ({name}, class {cls})"
     if "readout" in modes and first != "readout":
-        direct = table.per_class_drops("readout", condition)[u, c]
-        text += (f"; with the recurrence left as trained and only {name}'s final state taken from the classifier "
-                 f"(its direct effect) the drop on that class is {direct:.1f} points, so the rest goes through "
-                 f"what the other LSTMs compute without it")
+        direct = float(table.per_class_drops("readout", condition)[u, c])
+        rest = total - direct
+        fill = "zeroed" if table.readout_fill == "zeros" else "set to its mean over training images"
+        text += (f"; with the recurrence left as trained and only {name}'s final state {fill} at the classifier "
+                 f"(its direct effect) the drop on that class is {direct:.1f} points")
+        if abs(rest) < 0.05:
+            text += ", all of it"
+        elif rest > 0:
+            text += f", so {rest:.1f} points go through what the other LSTMs compute without it"
+        else:
+            text += (f", {-rest:.1f} points more than the whole drop: without it the other LSTMs compute something "
+                     f"that makes up part of its direct effect")
+        if table.readout_fill != "zeros":
+            text += (" (a removed LSTM leaves a zero state at the classifier, not its mean, so the difference is not "
+                     "only the indirect effect)")
     return text + "."
 
 
@@ -180,6 +195,40 @@ def no_communication_control(root: Path, dataset: str) -> dict | None:
     r = ctrl.iloc[0]
     return {"error": float(r["error"]), "rim_error": float(rim.iloc[0]["error"]), "gap": float(r["gap"]),
             "seeds": int(r["seeds"]), "verdict": str(r["gap_verdict"])}
+
+
+def study_header(*, isolate: bool, fill: str) -> list[str]:
+    """The opening of results/interventions/knockout.md: what the study runs and how it tests."""
+    readout = ("zeroed, as a removed LSTM's is, so removed minus read-out only is what goes through the other "
+               "LSTMs: the indirect effect" if fill == "zeros" else "replaced by its mean over training images")
+    return ["# Interventions on trained RIMs", "",
+            "Written by `python -m core.studies.interventions`. Each LSTM taken out in turn in three ways "
+            "(`core/eval/interventions.py`, `KNOCKOUTS`): removed (it leaves the top-k competition, so k others stay "
+            "active), switched off after selection (its place stays empty on the rows where it ranks in the top k) "
+            f"and read-out only (the recurrence runs as trained and its final state is {readout} at the classifier: "
+            "the direct effect); the taken-out LSTM " + ("also leaves" if isolate else "stays in")
+            + " the communication softmax. The same weights are also run with another selection or alpha 0 at "
+            "inference. Accuracy with its 95% Wilson interval; drop = intact minus variant, in points; lost / gained "
+            "= images the variant gets wrong that the intact model gets right, and the reverse; p: the paired exact "
+            "(McNemar) test of the variant against the intact model on the same images, raw and Holm-adjusted over "
+            f"the network's table (clean and noisy). Noise: Gaussian, variance {NOISE_VAR:g}, one draw (seed 0). "
+            "Patching: one LSTM's state (h, c), or the whole selection mask, taken from a donor image on a band of "
+            "rows. Attributions (attribution.csv): Integrated Gradients of the predicted logit on the first test "
+            "images, with the image's own mask held fixed and with the model as it runs, and each one's completeness "
+            "gap relative to the logit's change.", ""]
+
+
+ATTRIBUTION_FIELDS = ["dataset", "model", "seed", "image", "function", "target_class", "value", "baseline_value",
+                      "sum", "relative_gap", "complete"]
+
+
+def write_attribution_csv(path: Path, rows: list[dict]) -> None:
+    """The attributions' completeness, one row per (network, image, function attributed)."""
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=ATTRIBUTION_FIELDS)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: csv_value(r.get(k)) for k in ATTRIBUTION_FIELDS})
 
 
 # --------------------------------------------------------------------------- tables

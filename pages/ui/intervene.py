@@ -323,12 +323,7 @@ def _patching_view(entry, model, images, labels, key: tuple) -> None:
     if st.session_state.get("iv_pairing") not in pairings:
         st.session_state["iv_pairing"] = "class"
     pairing = st.radio("Pairs", list(pairings), horizontal=True, key="iv_pairing", format_func=pairings.get)
-    from core.data.transforms import add_noise
-
-    if pairing == "class":
-        rec, don = images, images[patching.class_donors(labels, seed=0)]
-    else:
-        rec, don = add_noise(images, "gaussian", ivs.NOISE_VAR, seed=0), images
+    rec, don = patching.pairs(images, labels, pairing)
     pt = _held((*key, "patch", pairing), lambda progress: patching.patching_table(model, rec, don, pairing=pairing,
                                                                              progress=progress),
                f"Patching on {len(images)} pairs…")
@@ -441,11 +436,10 @@ def attribution_view(entry, model, image: np.ndarray, unit_names: list[str], cla
     with st.spinner("Integrated Gradients…"):
         a = _attribution(model, entry.key, cache.entry_mtime(entry), image, what, row, unit, int(steps),
                          bool(frozen), bool(margin))
-    label, text = iv_text.attribution_caption(a, classes, selects)
+    label, text = iv_text.attribution_caption(a, classes, selects, list(unit_names))
     c_img, c_txt = st.columns([3, 2])
     c_img.plotly_chart(iv_plots.overlay_figure(image, a.pixels, row, f"Integrated Gradients of {label}"),
                        key="ig_overlay", config=CHART)
     with c_txt:
-        st.markdown(f"Baseline: a black image; {int(steps)} points on the straight path from it to the input. "
-                    "Red pixels raise the score, blue ones lower it; the framed row is the timeline's.")
+        st.markdown(iv_text.attribution_path(a, int(steps)))
         st.caption(text)
