@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..eval.interventions import NOISE_VAR, InterventionTable, seed_drops
+from ..eval.interventions import NOISE_VAR, InterventionTable
+from .fmt import protocol_title
 from .markdown import md_table
 from .stats import ALPHA, holm
 
@@ -176,9 +177,11 @@ def alpha_sentence(control: dict | None) -> str:
         return ("Alpha 0 at inference takes from these weights a communication they were trained with; it does not "
                 "measure what communication adds to the method (that is the retrained no-communication control, "
                 "not in results/ here).")
+    trained = protocol_title(control.get("protocol"))
     return (f"Alpha 0 at inference takes from these weights a communication they were trained with; a RIM trained "
-            f"with no communication ({control['seeds']} seeds) has a test error of {control['error']:.2f}% against "
-            f"RIM's {control['rim_error']:.2f}% (gap {control['gap']:+.2f} points, {control['verdict']}), so the "
+            f"with no communication ({control['seeds']} seeds" + (f", {trained}" if trained else "")
+            + f") has a test error of {control['error']:.2f}% against "
+            f"RIM's {control['rim_error']:.2f}% (same protocol; gap {control['gap']:+.2f} points, {control['verdict']}), so the "
             f"drop at inference measures what these weights depend on, not what communication adds to the method.")
 
 
@@ -194,7 +197,7 @@ def no_communication_control(root: Path, dataset: str) -> dict | None:
         return None
     r = ctrl.iloc[0]
     return {"error": float(r["error"]), "rim_error": float(rim.iloc[0]["error"]), "gap": float(r["gap"]),
-            "seeds": int(r["seeds"]), "verdict": str(r["gap_verdict"])}
+            "seeds": int(r["seeds"]), "verdict": str(r["gap_verdict"]), "protocol": str(r.get("protocol", ""))}
 
 
 def study_header(*, isolate: bool, fill: str) -> list[str]:
@@ -252,8 +255,8 @@ def frame(table: InterventionTable) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-CSV_FIELDS = ["dataset", "model", "seed", "variant", "mode", "unit", "label", "condition", "noise_var", "class",
-              "images", "accuracy", "wilson_low", "wilson_high", "drop_points", "lost", "gained", "p_paired",
+CSV_FIELDS = ["dataset", "model", "seed", "variant", "mode", "unit", "label", "fill", "condition", "noise_var",
+              "class", "images", "accuracy", "wilson_low", "wilson_high", "drop_points", "lost", "gained", "p_paired",
               "p_holm", "holm_m", "rows_short"]
 
 
@@ -268,6 +271,7 @@ def rows(table: InterventionTable) -> list[dict]:
                 lost, gained = table.flips(v.key, condition) if overall else (None, None)
                 out.append({"variant": v.key, "mode": v.mode, "unit": "" if v.unit is None else v.unit + 1,
                             "label": variant_label(table, v.key), "condition": condition,
+                            "fill": table.readout_fill if v.mode == "readout" else "",
                             "noise_var": table.noise_var if condition == "noisy" else 0.0,
                             "class": "all" if cls is None else table.classes[cls], "images": n,
                             "accuracy": acc, "wilson_low": lo, "wilson_high": hi,
@@ -348,30 +352,50 @@ def seed_interval(values, level: float = 0.95) -> tuple[float, float, float]:
     return mean, mean - half, mean + half
 
 
-def seeds_frame(tables: list[InterventionTable], seeds: list, condition: str = "clean") -> pd.DataFrame:
-    """One row per variant: its drop on each trained network and the seed-level mean with its
-    95 % t interval (a finding of the method, not of one network, when it excludes 0)."""
+def group_drops(table: InterventionTable, group: str, condition: str = "clean", cls: int | None = None) -> float:
+    """The mean drop of a row group of one network: a knock-out mode over its LSTMs, or a
+    selection swap ("random" over its draws, "all", "alpha0")."""
+    keys = [v.key for v in table.variants if v.mode == group and v.kind != "intact"]
+    return float(np.mean([table.drop(k, condition, cls) for k in keys])) if keys else math.nan
+
+
+def seeds_frame(tables: list[InterventionTable], seeds: list, condition: str = "clean",
+                cls: int | None = None) -> pd.DataFrame:
+    """One row per row group (each knock-out mode, each selection swap): its mean drop on each
+    trained network and the mean over networks with its 95 % t interval (descriptive: the tests
+    over networks are REPRODUCTION's, Holm over its table). LSTM numbers are not matched across
+    networks, so a knock-out's drop is the mean over the network's LSTMs."""
     first = tables[0]
+    groups = list(dict.fromkeys(v.mode for v in first.variants if v.kind != "intact"))
     out = []
-    for v in first.variants:
-        if v.kind == "intact":
-            continue
-        d = seed_drops(tables, v.key, condition)
+    for g in groups:
+        d = np.array([group_drops(t, g, condition, cls) for t in tables])
         mean, lo, hi = seed_interval(d)
-        out.append({"variant": variant_label(first, v.key), **{f"seed {s}": float(x) for s, x in zip(seeds, d)},
+        name = f"LSTM {MODE_SHORT[g]}" if g in MODE_SHORT else {"random": "selection random", "all": "selection all",
+                                                                  "alpha0": "alpha 0 at inference"}[g]
+        out.append({"variant": name, **{f"seed {s}": float(x) for s, x in zip(seeds, d, strict=True)},
                     "mean drop": mean, "95% CI low": lo, "95% CI high": hi, "seeds": len(d)})
     return pd.DataFrame(out)
 
 
 def seeds_markdown(tables: list[InterventionTable], seeds: list, title: str) -> str:
-    """The drop of each variant on each network, and the seed-level interval, clean and noisy."""
-    lines = [f"### {title}", ""]
+    """Each row group's mean drop on each network and over the networks (95 % t interval,
+    descriptive), clean and noisy, and per class (clean)."""
+    def cell(r):
+        return f"{r['mean drop']:+.2f}" + ("" if math.isnan(r["95% CI low"]) else
+                                           f" [{r['95% CI low']:+.2f}, {r['95% CI high']:+.2f}]")
+
+    lines = [f"### {title}", "", "Each row: the mean drop over the network's LSTMs (a knock-out) or draws, per network; "
+             "then over the networks with its 95 % t interval (descriptive, unadjusted: REPRODUCTION.md tests these "
+             "means, Holm over its table). LSTM numbers are not matched across networks.", ""]
     for condition in CONDITIONS:
         df = seeds_frame(tables, seeds, condition)
         head = ["variant", *[f"seed {s}" for s in seeds], "mean drop [95% CI over seeds]"]
-        body = [[r["variant"], *(f"{r[f'seed {s}']:+.2f}" for s in seeds),
-                 f"{r['mean drop']:+.2f}" + ("" if math.isnan(r["95% CI low"]) else
-                                             f" [{r['95% CI low']:+.2f}, {r['95% CI high']:+.2f}]")]
-                for _, r in df.iterrows()]
+        body = [[r["variant"], *(f"{r[f'seed {s}']:+.2f}" for s in seeds), cell(r)] for _, r in df.iterrows()]
         lines += [f"Drop in points, {condition}:", "", *md_table(head, body), ""]
+    classes = tables[0].classes
+    per_class = [seeds_frame(tables, seeds, "clean", c) for c in range(len(classes))]
+    lines += ["Drop per class in points (clean), mean over the networks [95% CI over seeds]:", "",
+              *md_table(["variant", *classes], [[r["variant"], *(cell(f.iloc[i]) for f in per_class)]
+                                                for i, (_, r) in enumerate(per_class[0].iterrows())]), ""]
     return "\n".join(lines)

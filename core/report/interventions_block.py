@@ -1,38 +1,75 @@
-"""REPRODUCTION's interventions block, from ``results/interventions/`` (knockout.csv and
-patching.csv, written by ``python -m core.studies.interventions``): each knock-out mode's drops
-and the selection swaps per data set and condition, over one network or several (then the mean
-over networks with its t interval), beside the retrained no-communication control; what holds
-on every set, patching, the attributions, and what the tables do not show. The significance
-rule is ``core.report.interventions``'.
+"""REPRODUCTION's interventions block, from ``results/interventions/`` (knockout.csv,
+patching.csv and attribution.csv, written by ``python -m core.studies.interventions``): each
+knock-out mode's drops and the selection swaps per data set and condition, over one network or
+several, beside the retrained no-communication control; what holds on every set, patching, the
+attributions, and what the tables do not show.
+
+Significance: within one network, ``core.report.interventions``' rule (paired exact tests, Holm
+over the network's table). Across networks (``seed_tests``): each row group's mean drop per
+network, a one-sample t test of those means against 0, Holm over every (group, set, condition)
+of the table, and each interval at its Holm step's level, so an interval excludes 0 exactly
+when its test decides. Patching across networks is described (means with 95 % t intervals), not
+tested.
 """
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ..eval.interventions import KNOCKOUTS
-from .fmt import dataset_title
+from .fmt import dataset_title, protocol_title
 from .interventions import CONDITIONS, MODE_SHORT, NO_DIFFERENCE, _span, no_communication_control, seed_interval
 from .markdown import md_table
-from .stats import ALPHA
+from .stats import ALPHA, holm, holm_levels, t_interval
+
+GROUPS = [(f"LSTM {MODE_SHORT[m]}", m) for m in KNOCKOUTS] + [
+    ("selection random", "random"), ("selection all", "all"), ("alpha 0 at inference", "alpha0")]
 
 
-def _cell(r: pd.DataFrame) -> str:
+def seed_tests(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per (group, data set, condition) with at least 2 networks: the mean over networks
+    of the group's mean drop per network, a one-sample t test against 0, Holm over the rows, and
+    the t interval at each row's Holm level. ``df``: knockout.csv's "all" rows."""
+    from scipy.stats import ttest_1samp
+
+    out = []
+    for _, mode in GROUPS:
+        for ds in dict.fromkeys(df["dataset"]):
+            for cond in CONDITIONS:
+                r = df[(df["mode"] == mode) & (df["dataset"] == ds) & (df["condition"] == cond)]
+                per_seed = r.groupby("seed")["drop_points"].mean().to_numpy()
+                if len(per_seed) < 2:
+                    continue
+                sd = float(per_seed.std(ddof=1))
+                p = 0.0 if sd == 0 and per_seed.mean() != 0 else float(ttest_1samp(per_seed, 0.0).pvalue)
+                out.append({"mode": mode, "dataset": ds, "condition": cond, "seeds": len(per_seed),
+                            "mean": float(per_seed.mean()), "se": sd / math.sqrt(len(per_seed)), "p": p})
+    t = pd.DataFrame(out)
+    if t.empty:
+        return t
+    t["p_holm"], t["level"] = holm(t["p"]), holm_levels(t["p"])
+    bounds = [t_interval(r.mean, r.se, r.seeds - 1, r.level) for r in t.itertuples()]
+    t["low"], t["high"] = [b[0] for b in bounds], [b[1] for b in bounds]
+    return t
+
+
+def _cell(r: pd.DataFrame, test: pd.Series | None = None) -> str:
     """Drops of one row group on one data set and condition. One network: their range and how many
-    tests differ. Several: the group's mean drop per network, averaged over the networks with its
-    95 % t interval over them (``seed_interval``), and the tests (the ranges: knockout.md). LSTM numbers are
-    not matched across networks, so only the group's mean is averaged over seeds."""
+    tests differ. Several: the group's mean drop per network, averaged over the networks, with
+    its t interval at its Holm level (``seed_tests``: ``test``), and the tests (the ranges:
+    knockout.md). LSTM numbers are not matched across networks, so only the group's mean is
+    averaged over seeds."""
     if r.empty:
         return "–"
     n_sig = int((r["p_holm"] < ALPHA).sum())
     span = _span(list(r["drop_points"])).replace("from ", "")
-    per_seed = r.groupby("seed")["drop_points"].mean()
-    if len(per_seed) == 1:
+    if test is None:
         return f"{span} ({n_sig}/{len(r)})"
-    mean, lo, hi = seed_interval(per_seed.to_numpy())
-    return f"**{mean:+.2f}** [{lo:+.2f}, {hi:+.2f}] ({n_sig}/{len(r)})"
+    return f"**{test['mean']:+.2f}** [{test['low']:+.2f}, {test['high']:+.2f}] ({n_sig}/{len(r)})"
 
 
 def _seeds(seeds: list[str]) -> str:
@@ -62,56 +99,100 @@ def _iterations(root: Path, models) -> int | None:
     return its.pop() if len(its) == 1 else None
 
 
-def _across_seeds(df: pd.DataFrame) -> str:
-    """What the seed-level intervals decide, in one sentence: which modes' mean drops exclude 0 on
-    every set and condition, and the direct (read-out) share of the removed drop."""
-    if df.groupby("dataset")["seed"].nunique().min() < 2:
+def _across_seeds(df: pd.DataFrame, tests: pd.DataFrame) -> str:
+    """What the seed-level tests decide, in words: which groups' mean drops are above 0 on every
+    set and condition, which on none, and the direct (read-out only) and indirect (removed minus
+    read-out only) parts of the removed drop."""
+    if tests.empty:
         return ""
-    def interval(mode, ds, cond):
-        r = df[(df["mode"] == mode) & (df["dataset"] == ds) & (df["condition"] == cond)]
-        return seed_interval(r.groupby("seed")["drop_points"].mean().to_numpy()) if len(r) else None
-    sets = list(dict.fromkeys(df["dataset"]))
-    above, unsure = [], []
-    for name, mode in [(f"LSTM {MODE_SHORT[m]}", m) for m in KNOCKOUTS] + [
-            ("random selection", "random"), ("all six active", "all"), ("alpha 0 at inference", "alpha0")]:
-        ivs = [interval(mode, ds, c) for ds in sets for c in CONDITIONS]
-        ivs = [v for v in ivs if v is not None]
-        if ivs and all(lo > 0 for _, lo, _ in ivs):
-            above.append(name)
-        elif ivs:
-            unsure.append(name)
-    share = []
-    for ds in sets:
-        rem, rd = interval("removed", ds, "clean"), interval("readout", ds, "clean")
-        if rem and rd and rem[0] > 0:
-            share.append(f"{dataset_title(ds)} {100 * rd[0] / rem[0]:.0f} %")
+    above, mixed, none = [], [], []
+    for name, mode in GROUPS:
+        t = tests[tests["mode"] == mode]
+        if t.empty:
+            continue
+        up = (t["p_holm"] < ALPHA) & (t["mean"] > 0)
+        (above if up.all() else none if not up.any() and not (t["p_holm"] < ALPHA).any() else mixed).append(
+            name.replace("LSTM ", "an LSTM "))
     text = ""
     if above:
-        text += f"Over the networks, the mean drop is above 0 on every set, clean and noisy, for: {', '.join(above)}"
-        text += (f"; not on every one for: {', '.join(unsure)}. " if unsure else ". ")
-    if share:
-        text += f"The read-out-only drop is this share of the removed drop (means, clean): {', '.join(share)}. "
+        text += "Over the networks, the mean drop is above 0 (Holm over the table's " \
+                f"{len(tests)} seed-level tests) on every set, clean and noisy, for: {', '.join(above)}"
+        text += f"; on some but not all for: {', '.join(mixed)}" if mixed else ""
+        text += f"; on none for: {', '.join(none)}. " if none else ". "
+    fill = "zeroed" if "readout" in set(df["mode"]) and _zero_fill(df) else "set to its mean over training images"
+    parts = []
+    for ds in dict.fromkeys(tests["dataset"]):
+        def mean(mode, ds=ds):
+            r = tests[(tests["mode"] == mode) & (tests["dataset"] == ds) & (tests["condition"] == "clean")]
+            return float(r["mean"].iloc[0]) if len(r) else math.nan
+        rem, rd = mean("removed"), mean("readout")
+        if math.isfinite(rem) and math.isfinite(rd):
+            parts.append(f"{dataset_title(ds)} {rem:+.2f} = {rd:+.2f} direct {rem - rd:+.2f} indirect")
+    if parts:
+        text += (f"A removed LSTM's mean drop (clean, points) splits into its direct effect (read-out only: its final "
+                 f"state {fill} at the classifier) and the rest, through what the other LSTMs compute without it: "
+                 + "; ".join(parts) + ". ")
     return text
 
 
+def _zero_fill(df: pd.DataFrame) -> bool:
+    """Whether the read-out-only rows zeroed the state (knockout.csv's ``fill``)."""
+    fills = set(df[df["mode"] == "readout"].get("fill", pd.Series(dtype=str)).dropna().astype(str))
+    return fills == {"zeros"}
+
+
 def _patching_sentence(root: Path) -> str:
+    """Patching across the networks, described: per set and pairing, the whole mask's share on its
+    best band and one LSTM's largest share per network (chosen after seeing the data), each as a
+    mean over networks with its 95 % t interval."""
     path = Path(root) / "interventions" / "patching.csv"
+    if not path.is_file():
+        return ""
+    df = pd.read_csv(path)
+    several = df.groupby("dataset")["seed"].nunique().max() > 1
+    bits = []
+    for ds, d in df.groupby("dataset", sort=False):
+        parts = []
+        for pairing, g in d.groupby("pairing", sort=False):
+            mask = g[g["what"] == "mask"].groupby(["rows", "seed"])["share"].first().unstack()
+            band = mask.mean(axis=1).idxmax()
+            best = g[g["what"] == "state"].groupby("seed")["share"].max().to_numpy()
+            what = "another class" if pairing == "class" else "clean into noisy"
+            parts.append(f"{what}: mask on rows {band} {_share(mask.loc[band].to_numpy())}, one LSTM's state at "
+                         f"most {_share(best)}")
+        bits.append(f"{dataset_title(ds)} " + "; ".join(parts))
+    n = int(df.groupby("dataset")["seed"].nunique().min())
+    return ("Patching from a donor on a band of 7 rows moves this share of pairs to the donor's prediction"
+            + (f" (mean over {n} networks, 95 % t interval, descriptive; the band and the LSTM are the largest, "
+               "chosen after seeing the data): " if several else " (the largest band and LSTM): ")
+            + " — ".join(bits) + ". ")
+
+
+def _share(values) -> str:
+    v = 100 * np.asarray(values, dtype=float)
+    if len(v) < 2:
+        return f"{v.mean():.1f} %"
+    mean, lo, hi = seed_interval(v)
+    return f"{mean:.1f} % [{lo:.1f}, {hi:.1f}]"
+
+
+def _attribution_sentence(root: Path) -> str:
+    """What attribution.csv says of completeness: the predicted logit's attributions with the
+    image's own mask held fixed and with the model as it runs, per set."""
+    path = Path(root) / "interventions" / "attribution.csv"
     if not path.is_file():
         return ""
     df = pd.read_csv(path)
     bits = []
     for ds, d in df.groupby("dataset", sort=False):
-        parts = []
-        for pairing, g in d.groupby("pairing", sort=False):
-            state, mask = g[g["what"] == "state"], g[g["what"] == "mask"]
-            b = state.loc[state["share"].idxmax()]
-            where = f"seed {int(b['seed'])}, " if d["seed"].nunique() > 1 else ""
-            parts.append(f"{'another class' if pairing == 'class' else 'clean into noisy'} {100 * b['share']:.1f} % "
-                         f"of {int(b['pairs'])} ({where}LSTM {int(b['unit'])}, rows {b['rows']}; mask "
-                         f"{100 * mask['share'].max():.1f} %)")
-        bits.append(f"{dataset_title(ds)} " + ", ".join(parts))
-    return ("Patching one LSTM's state (or the mask) from a donor on 7 rows moves at most this share of pairs to the "
-            "donor's prediction: " + "; ".join(bits) + ". ")
+        fr, run = d[d["function"] == "frozen mask"], d[d["function"] == "as it runs"]
+        nets = d["seed"].nunique()
+        bits.append(f"{dataset_title(ds)}: mask held fixed, {int(fr['complete'].sum())} of {len(fr)} within the bound "
+                    f"(largest gap {100 * fr['relative_gap'].max():.1f} %); as it runs, {int(run['complete'].sum())} of "
+                    f"{len(run)} (median gap {100 * run['relative_gap'].median():.1f} %)"
+                    + (f", {d['image'].nunique()} test images x {nets} networks" if nets > 1 else ""))
+    return ("Integrated Gradients of the predicted logit add up to its change from a black image within 2 % on: "
+            + "; ".join(bits) + " (the selection margin's attributions are not in this table). ")
 
 
 def interventions_markdown(root: Path) -> str:
@@ -128,13 +209,20 @@ def interventions_markdown(root: Path) -> str:
     df = df[df["class"].astype(str) == "all"].assign(seed=lambda d: d["seed"].astype(str))
     sets = list(dict.fromkeys(df["dataset"]))
     head = ["variant", *[f"{dataset_title(ds)} {c}" for ds in sets for c in CONDITIONS]]
-    groups = [(f"LSTM {MODE_SHORT[m]}", m) for m in KNOCKOUTS] + [
-        ("selection random", "random"), ("selection all", "all"), ("alpha 0 at inference", "alpha0")]
-    body = [[name, *(_cell(df[(df["mode"] == mode) & (df["dataset"] == ds) & (df["condition"] == cond)])
-                     for ds in sets for cond in CONDITIONS)] for name, mode in groups]
+    tests = seed_tests(df)
+
+    def test(mode, ds, cond):
+        if tests.empty:
+            return None
+        r = tests[(tests["mode"] == mode) & (tests["dataset"] == ds) & (tests["condition"] == cond)]
+        return r.iloc[0] if len(r) else None
+
+    body = [[name, *(_cell(df[(df["mode"] == mode) & (df["dataset"] == ds) & (df["condition"] == cond)],
+                           test(mode, ds, cond)) for ds in sets for cond in CONDITIONS)] for name, mode in GROUPS]
     controls = {ds: no_communication_control(root, ds) for ds in sets}
     if any(controls.values()):
-        body.append(["no communication, retrained (Adam, 4,000 iterations): test error gap to RIM"] + [
+        trained = {protocol_title(c.get("protocol")) for c in controls.values() if c}
+        body.append([f"no communication, retrained ({', '.join(sorted(trained))}): test error gap to RIM"] + [
             "–" if c is None or cond == "noisy" else
             f"{c['gap']:+.2f} ({c['seeds']} seeds: {c['verdict'].replace(NO_DIFFERENCE, 'cannot tell')})"
             for ds, c in controls.items() for cond in CONDITIONS])
@@ -148,19 +236,18 @@ def interventions_markdown(root: Path) -> str:
                      + f" ({_seeds(list(d['seed']))}, intact {_span_pct(list(d['accuracy']))}, {m} tests each)")
     short = df[(df["mode"] == "off") & (df["condition"] == "clean")]["rows_short"].dropna()
     noise = ", ".join(sorted({f"{v:g}" for v in df["noise_var"] if v > 0}))
-    several = df.groupby("dataset")["seed"].nunique().max() > 1
+    several = not tests.empty
     text = ("Drop = intact minus variant accuracy, in points. "
-            + ("Bold: the mean drop over the row's LSTMs (or draws), averaged over the networks, and its 95 % t "
-               "interval over them; " if several else
+            + (f"Bold: the mean drop over the row's LSTMs (or draws), averaged over the networks, and its t interval "
+               f"over them at its Holm level (one family of the table's {len(tests)} seed-level t tests: it excludes 0 "
+               "exactly when the test decides); " if several else
                "The range over the row's LSTMs (or draws); ")
             + f"(k/m): k of its m paired exact tests differ from no change, Holm over each network's table at {ALPHA:g}. "
             f"{int(df['images'].iloc[0]):,} test images, noise variance {noise}; " + "; ".join(notes) + ". ")
     if len(short):
         text += (f"Switched off after selection runs one LSTM short on {100 * short.min():.0f}-"
                  f"{100 * short.max():.0f} % of rows; removed, another fills its place. ")
-    text += ("Read-out only is the direct effect, the rest of a removed drop goes through the other LSTMs. "
-             + _across_seeds(df) + _patching_sentence(root) +
-             "Attributions hold the input's own mask fixed, so their shares add up (tested on 50 images). "
+    text += (_across_seeds(df, tests) + _patching_sentence(root) + _attribution_sentence(root) +
              "Not shown: "
              + ("which LSTM matters (LSTM numbers are not matched across networks; the interval is over one "
                 "training recipe)" if several else
