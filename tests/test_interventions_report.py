@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from core.eval import interventions as ivs
@@ -77,7 +78,7 @@ def test_alpha_zero_beside_the_retrained_control(tmp_path):
         "mnist,rim_alpha0,1.76,5,0.21,no measurable difference at this number of seeds\n")
     control = words.no_communication_control(tmp_path, "mnist")
     assert control == {"error": 1.76, "rim_error": 1.55, "gap": 0.21, "seeds": 5,
-                       "verdict": "no measurable difference at this number of seeds"}
+                       "verdict": "no measurable difference at this number of seeds", "protocol": ""}
     text = words.caption(_table({"removed:0": (5, 0), "alpha0:0": (80, 0)}), control=control)
     assert "1.76%" in text and "+0.21 points" in text and "not what communication adds" in text
     assert words.no_communication_control(tmp_path, "cifar10") is None
@@ -106,9 +107,12 @@ def test_reproduction_block_from_the_csv(tmp_path):
     assert "no communication, retrained" not in md  # no controls in this results folder
     (tmp_path / "converged").mkdir()
     (tmp_path / "converged" / "controls.csv").write_text(
-        "dataset,control,error,seeds,gap,gap_verdict\nmnist,rim,1.55,5,,\nmnist,rim_alpha0,1.76,5,0.21,cannot tell\n")
+        "dataset,control,protocol,error,seeds,gap,gap_verdict\nmnist,rim,converged,1.55,5,,\n"
+        "mnist,rim_alpha0,converged,1.76,5,0.21,cannot tell\n")
     md = summary.interventions_markdown(tmp_path)
-    assert "| no communication, retrained (Adam, 4,000 iterations): test error gap to RIM | +0.21 (5 seeds: cannot tell) | – |" in md
+    # the control's protocol comes from its table (the networks knocked out may have trained longer)
+    assert ("| no communication, retrained (Adam, cosine, 4,000 iterations): test error gap to RIM | +0.21 (5 seeds: "
+            "cannot tell) | – |") in md
 
 
 def test_the_study_runs_over_several_weight_files(tmp_path, capsys):
@@ -129,8 +133,8 @@ def test_the_study_runs_over_several_weight_files(tmp_path, capsys):
         save_weights(m, {"model": "rim", "dataset": "mnist", "seed": seed, "config": model_config_dict(m)}, stem)
         stems.append(f"mnist:{stem}")
     out = tmp_path / "out"
-    assert study.main(["--datasets", "mnist", "--weights", *stems, "--n", "30", "--train-n", "20", "--patch-n", "20",
-                       "--out", str(out)]) == 0
+    assert study.main(["--datasets", "mnist", "--weights", *stems, "--n", "30", "--readout-fill", "mean",
+                       "--train-n", "20", "--patch-n", "20", "--attribution-n", "2", "--out", str(out)]) == 0
     md = (out / "knockout.md").read_text()
     assert md.count("### mnist:") == 4 and "over 3 trained networks" in md and "mean drop [95% CI over seeds]" in md
     rows = list(csv.DictReader((out / "knockout.csv").open()))
@@ -140,9 +144,17 @@ def test_the_study_runs_over_several_weight_files(tmp_path, capsys):
     # the seed-level cell: each network's mean drop over its six removed LSTMs, then the t interval over the three
     removed = [r for r in rows if r["mode"] == "removed" and r["condition"] == "clean" and r["class"] == "all"]
     per_seed = [sum(float(r["drop_points"]) for r in removed if r["seed"] == s) / 6 for s in ("0", "1", "2")]
-    mean, lo, hi = words.seed_interval(per_seed)
-    assert f"| LSTM removed | **{mean:+.2f}** [{lo:+.2f}, {hi:+.2f}] (" in block
+    tests = summary.seed_tests(pd.read_csv(out / "knockout.csv").query("`class` == 'all'"))
+    t = tests[(tests["mode"] == "removed") & (tests["condition"] == "clean")].iloc[0]
+    assert t["mean"] == pytest.approx(sum(per_seed) / 3, abs=1e-4) and t["seeds"] == 3
+    assert f"| LSTM removed | **{t['mean']:+.2f}** [{t['low']:+.2f}, {t['high']:+.2f}] (" in block
+    # one family: each interval at its Holm level excludes 0 exactly when its adjusted p is below 0.05
+    assert len(tests) == 12 and all((r.low > 0 or r.high < 0) == (r.p_holm < 0.05) for r in tests.itertuples())
     assert "MNIST 3 networks (seeds 0-2, " in block and "which LSTM matters" in block
+    att = list(csv.DictReader((out / "attribution.csv").open()))
+    assert len(att) == 3 * 2 * 2 and {r["function"] for r in att} == {"frozen mask", "as it runs"}
+    assert "Integrated Gradients of the predicted logit add up" in block and "2 test images x 3 networks" in block
+    assert "set to its mean over training images" in block  # the fill of this run, from the CSV
 
 
 def _as_results(out):
@@ -162,8 +174,13 @@ def test_seed_lists_and_what_holds_across_seeds():
         return [{"mode": mode, "dataset": "mnist", "condition": c, "seed": str(s), "drop_points": d}
                 for c in ("clean", "noisy") for s, ds in enumerate(drops) for d in ds]
     df = pd.DataFrame(rows("removed", [[2, 4], [3, 3], [2.5, 3.5]]) + rows("readout", [[1, 1], [1.5, 1.5], [1.2, 0.8]])
-                      + rows("all", [[1, 1], [-1, -1], [0.5, 0.5]]))
-    text = summary._across_seeds(df)
-    assert "for: LSTM removed, LSTM read-out only; not on every one for: all six active." in text
-    assert "MNIST 39 %" in text  # read-out mean 1.1667 over removed mean 3.0
-    assert summary._across_seeds(df[df["seed"] == "0"]) == ""  # one network decides nothing across seeds
+                      + rows("all", [[1, 1], [-1, -1], [0.5, 0.5]])).assign(
+        fill=lambda d: np.where(d["mode"] == "readout", "zeros", ""))
+    tests = summary.seed_tests(df)
+    assert len(tests) == 6 and set(tests[tests["p_holm"] < 0.05]["mode"]) == {"removed"}  # 3, 3, 3: sd 0
+    text = summary._across_seeds(df, tests)
+    assert ("Holm over the table's 6 seed-level tests) on every set, clean and noisy, for: an LSTM removed; on none "
+            "for: an LSTM read-out only, selection all.") in text
+    assert "MNIST +3.00 = +1.17 direct +1.83 indirect" in text and "state zeroed at the classifier" in text
+    one = df[df["seed"] == "0"]
+    assert summary.seed_tests(one).empty and summary._across_seeds(one, summary.seed_tests(one)) == ""

@@ -111,14 +111,12 @@ def _across_seeds(df: pd.DataFrame, tests: pd.DataFrame) -> str:
         if t.empty:
             continue
         up = (t["p_holm"] < ALPHA) & (t["mean"] > 0)
-        (above if up.all() else none if not up.any() and not (t["p_holm"] < ALPHA).any() else mixed).append(
+        (above if up.all() else mixed if up.any() else none).append(
             name.replace("LSTM ", "an LSTM "))
-    text = ""
-    if above:
-        text += "Over the networks, the mean drop is above 0 (Holm over the table's " \
-                f"{len(tests)} seed-level tests) on every set, clean and noisy, for: {', '.join(above)}"
-        text += f"; on some but not all for: {', '.join(mixed)}" if mixed else ""
-        text += f"; on none for: {', '.join(none)}. " if none else ". "
+    said = [f"{where} for: {', '.join(names)}" for where, names in (
+        ("on every set, clean and noisy,", above), ("on some but not all", mixed), ("on none", none)) if names]
+    text = (f"Over the networks, the mean drop is above 0 (Holm over the table's {len(tests)} seed-level tests) "
+            + "; ".join(said) + ". ")
     fill = "zeroed" if "readout" in set(df["mode"]) and _zero_fill(df) else "set to its mean over training images"
     parts = []
     for ds in dict.fromkeys(tests["dataset"]):
@@ -221,8 +219,9 @@ def interventions_markdown(root: Path) -> str:
                            test(mode, ds, cond)) for ds in sets for cond in CONDITIONS)] for name, mode in GROUPS]
     controls = {ds: no_communication_control(root, ds) for ds in sets}
     if any(controls.values()):
-        trained = {protocol_title(c.get("protocol")) for c in controls.values() if c}
-        body.append([f"no communication, retrained ({', '.join(sorted(trained))}): test error gap to RIM"] + [
+        trained = sorted({protocol_title(c.get("protocol")) for c in controls.values() if c} - {""})
+        body.append(["no communication, retrained" + (f" ({', '.join(trained)})" if trained else "")
+                      + ": test error gap to RIM"] + [
             "–" if c is None or cond == "noisy" else
             f"{c['gap']:+.2f} ({c['seeds']} seeds: {c['verdict'].replace(NO_DIFFERENCE, 'cannot tell')})"
             for ds, c in controls.items() for cond in CONDITIONS])
