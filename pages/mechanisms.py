@@ -7,7 +7,7 @@ import streamlit as st
 
 from core.catalog import held_out_data
 from core.data.datasets import DATASETS
-from core.errors import DataUnavailableError, InputImageError
+from core.errors import DataUnavailableError
 from core.eval import robustness_points
 from core.models.registry import get_spec
 from core.report.export import matrix_csv
@@ -135,48 +135,6 @@ def _pick_test_image(dataset: str, model, entry, data):
     return np.asarray(data.images[int(i)]), int(data.labels[int(i)]), None, ui.messages.image_name(data, int(i))
 
 
-def _canvas_edit(dataset: str, action: str) -> None:
-    """Undo (the last stroke) or Clear, by buttons that need no hover (the canvas's own toolbar
-    shows only under a mouse): the canvas reloads the drawing that is left and sends it back,
-    so the prediction follows."""
-    objects = list((st.session_state.get(f"mech_canvas_json_{dataset}") or {}).get("objects") or [])
-    rev = int(st.session_state.get(f"mech_canvas_rev_{dataset}", 0)) + 1  # a new drawing each time
-    keep = objects[:-1] if action == "undo" else []
-    st.session_state[f"mech_canvas_rev_{dataset}"] = rev
-    st.session_state[f"mech_canvas_init_{dataset}"] = {"objects": keep, "rimscope_rev": rev}
-    st.session_state[f"mech_canvas_json_{dataset}"] = {"objects": keep}
-
-
-def _drawn_image(dataset: str):
-    try:
-        from streamlit_drawable_canvas import st_canvas
-    except Exception as exc:  # the optional canvas package is missing or broken
-        st.error(f"The drawing canvas is not available ({type(exc).__name__}); upload an image instead.")
-        return None
-    canvas = st_canvas(stroke_width=18, stroke_color="#FFFFFF", background_color="#000000", height=280, width=280,
-                       drawing_mode="freedraw", return_image_data=True, key=f"mech_canvas_{dataset}",
-                       initial_drawing=st.session_state.get(f"mech_canvas_init_{dataset}"))
-    objects = (canvas.json_data or {}).get("objects", []) if canvas is not None else []
-    st.session_state[f"mech_canvas_json_{dataset}"] = {"objects": list(objects)}
-    edit = st.container(horizontal=True)
-    edit.button("Undo", key="mech_canvas_undo", icon=":material/undo:", on_click=_canvas_edit, args=(dataset, "undo"),
-                disabled=not objects)
-    edit.button("Clear", key="mech_canvas_clear", icon=":material/delete:", on_click=_canvas_edit,
-                args=(dataset, "clear"), disabled=not objects)
-    # under the canvas: above it, the canvas's own toolbar (shown on hover, in the component's
-    # isolated styles, so it cannot be hidden) would cover it
-    st.caption("Draw with your finger or the mouse, white on black like MNIST; Undo takes back the last stroke.")
-    pixels = canvas.image_data if canvas is not None and objects else None
-    if pixels is None:
-        st.info("The canvas is empty: draw a " + ("digit" if dataset == "mnist" else "piece of clothing") + ".")
-        return None
-    try:
-        return ui.upload.prepare_pixels(pixels, dataset, drawn=True)
-    except InputImageError as exc:
-        ui.messages.show_error(exc, "The drawing cannot be used")
-    return None
-
-
 def _uploaded_image(dataset: str):
     return ui.upload.uploaded_image(dataset, "mech_upload", "Upload an image: it is cropped, scaled and centred like the "
                                                      "training images (see the preprocessing steps below the image).")
@@ -296,7 +254,7 @@ def input_panel(dataset: str, entry, model, source: str) -> tuple:
             if picked is not None:
                 image, label, prepared, what = picked
     elif source == "Draw":
-        prepared = _drawn_image(dataset)
+        prepared = ui.upload.drawn_image(dataset, "mech")
         what = "your drawing"
     elif source == "Other handwriting":
         picked = handwriting.mechanisms_input()

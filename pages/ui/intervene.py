@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from core.data.datasets import DATASETS
 from core.errors import RimscopeError
 from core.eval import interventions as ivs
 from core.eval import patching
@@ -16,7 +17,7 @@ from core.report import interventions as iv_words
 from core.report.plots import interventions as iv_plots
 from core.report.plots import svg, traces
 
-from . import cache, svg_view
+from . import cache, svg_view, upload
 from .urlstate import url_bool
 
 CHART = {"displayModeBar": False}
@@ -28,7 +29,8 @@ URL_STATE = {CELLS: str, "iv_alpha": float, "iv_selection": str, "iv_seed": int,
              "ig_frozen": url_bool, "ig_margin": url_bool}
 FILLS = {"zeros": "zeros", "mean": "its mean over training images"}
 PATCH_WHAT = {"state": "state (h, c) of the chosen LSTMs", "mask": "whole selection mask"}
-PATCH_FROM = {"test": "a test image", "clean": "this input, clean, into its noisy copy"}
+PATCH_FROM = {"test": "a test image", "draw": "a drawing", "upload": "an image file",
+              "clean": "this input, clean, into its noisy copy"}
 NOISE_LEVELS = (0.005, 0.01, 0.02, 0.05)
 
 
@@ -100,18 +102,26 @@ def _donor(_model, model_key: str, mtime: float, image: np.ndarray):
 
 
 def _patch(entry, model, image: np.ndarray, data, T: int, names: list[str]) -> dict | None:
-    """The donor and what to patch from it, from the widgets (None: no patching)."""
-    if not st.session_state.get("iv_patch") or data is None:
+    """The donor and what to patch from it, from the widgets (None: no patching, or no usable
+    donor yet: the controls say why)."""
+    if not st.session_state.get("iv_patch"):
         return None
-    recipient, idx = image, "clean"
-    if st.session_state.get("iv_patch_from") == "clean":
-        donor, recipient = image, ivs.noisy_copy(image)
-    else:
+    recipient, source = image, st.session_state.get("iv_patch_from")
+    if source == "clean":
+        donor, idx, recipient = image, "clean", ivs.noisy_copy(image)
+    elif source in ("draw", "upload"):
+        donor = st.session_state.get("_iv_donor_image")
+        if donor is None:
+            return None
+        idx = f"{source}:{hash(np.asarray(donor).tobytes())}"
+    elif data is not None:
         idx = int(st.session_state.get("iv_donor", 0)) % len(data.images)
         donor = np.asarray(data.images[idx])
-        if donor.shape != image.shape:
-            st.warning(f"Test image {idx} is {donor.shape}, this input {image.shape}: a donor must be the same size.")
-            return None
+    else:
+        return None
+    if donor.shape != image.shape:
+        st.warning(f"The donor is {donor.shape}, this input {image.shape}: a donor must be the same size.")
+        return None
     h, c, mask = _donor(model, entry.key, cache.entry_mtime(entry), donor)
     lo, hi = st.session_state.get("iv_patch_rows", (1, T))
     units = [names.index(u) for u in st.session_state.get("iv_patch_units", []) if u in names]
@@ -184,18 +194,34 @@ def _knockout_controls(n: int, names: list[str], k: int) -> None:
                   help="No reader attends to the taken-out LSTM: its key leaves every communication softmax.")
 
 
-def _patch_controls(T: int, names: list[str], n_test: int) -> None:
+def patch_sources(dataset: str, has_test: bool) -> list[str]:
+    """The donors offered: a test image (when the test set is there), a drawing (grey data sets),
+    an image file, and this input's clean copy into its noisy one."""
+    grey = DATASETS[dataset].channels == 1
+    return [k for k in PATCH_FROM if (k != "test" or has_test) and (k != "draw" or grey)]
+
+
+def _patch_controls(dataset: str, T: int, names: list[str], n_test: int) -> None:
     with st.expander("Patch from a donor input", expanded=bool(st.session_state.get("iv_patch"))):
         st.toggle("Patch", key="iv_patch", help="Replace, on the chosen rows, one LSTM's state or the whole "
                                                  "selection mask with what the donor image had there.")
-        if st.session_state.get("iv_patch_from") not in PATCH_FROM:
-            st.session_state["iv_patch_from"] = "test"
-        source = st.radio("Donor", list(PATCH_FROM), horizontal=True, key="iv_patch_from", format_func=PATCH_FROM.get,
+        sources = patch_sources(dataset, n_test > 0)
+        if st.session_state.get("iv_patch_from") not in sources:
+            st.session_state["iv_patch_from"] = sources[0]
+        source = st.radio("Donor", sources, horizontal=True, key="iv_patch_from", format_func=PATCH_FROM.get,
                           help="Clean into noisy: the input with Gaussian noise (variance "
                                f"{ivs.NOISE_VAR:g}) runs, with states or mask from the clean input.")
         if source == "test":
             st.session_state.setdefault("iv_donor", 0)
             st.number_input(f"Donor: test image (0-{n_test - 1})", 0, max(n_test - 1, 0), key="iv_donor")
+        elif source == "draw":
+            st.session_state["_iv_donor_image"] = upload.usable_array(
+                upload.drawn_image(dataset, "iv_donor", side=200), show_steps=True)
+        elif source == "upload":
+            st.session_state["_iv_donor_image"] = upload.usable_array(
+                upload.uploaded_image(dataset, "iv_donor_upload", "Upload the donor image: it is prepared like the "
+                                                                  "input (cropped, scaled and centred)."),
+                show_steps=True)
         if st.session_state.get("iv_patch_what") not in PATCH_WHAT:
             st.session_state["iv_patch_what"] = "state"
         what = st.radio("What", list(PATCH_WHAT), horizontal=True, key="iv_patch_what", format_func=PATCH_WHAT.get)
@@ -232,8 +258,7 @@ def intervene_view(entry, model, image: np.ndarray, unit_names: list[str], class
                   use_container_width=True)
         st.caption("Or click a cell of the mask below: a free cell is forced to the opposite of its state, a forced "
                    "one goes back to the attention's choice. A forced cell does not push another LSTM out.")
-        if data is not None:
-            _patch_controls(T, names, len(data.images))
+        _patch_controls(entry.dataset, T, names, 0 if data is None else len(data.images))
     with c_run:
         _knockout_controls(n, names, k)
         st.session_state.setdefault("iv_alpha", float(model.config.alpha))

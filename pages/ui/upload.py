@@ -46,6 +46,51 @@ def uploaded_image(dataset: str, key: str, prompt: str):
     return None
 
 
+def _canvas_edit(dataset: str, prefix: str, action: str) -> None:
+    """Undo (the last stroke) or Clear, by buttons that need no hover (the canvas's own toolbar
+    shows only under a mouse): the canvas reloads the drawing that is left and sends it back,
+    so the prediction follows."""
+    objects = list((st.session_state.get(f"{prefix}_canvas_json_{dataset}") or {}).get("objects") or [])
+    rev = int(st.session_state.get(f"{prefix}_canvas_rev_{dataset}", 0)) + 1  # a new drawing each time
+    keep = objects[:-1] if action == "undo" else []
+    st.session_state[f"{prefix}_canvas_rev_{dataset}"] = rev
+    st.session_state[f"{prefix}_canvas_init_{dataset}"] = {"objects": keep, "rimscope_rev": rev}
+    st.session_state[f"{prefix}_canvas_json_{dataset}"] = {"objects": keep}
+
+
+def drawn_image(dataset: str, prefix: str, side: int = 280):
+    """A drawing canvas (white on black, like MNIST) with Undo and Clear: the prepared drawing, or
+    None (with why). ``prefix`` keys its widgets (``<prefix>_canvas_<dataset>``, ...), so a page
+    can hold more than one."""
+    try:
+        from streamlit_drawable_canvas import st_canvas
+    except Exception as exc:  # the optional canvas package is missing or broken
+        st.error(f"The drawing canvas is not available ({type(exc).__name__}); upload an image instead.")
+        return None
+    canvas = st_canvas(stroke_width=18, stroke_color="#FFFFFF", background_color="#000000", height=side, width=side,
+                       drawing_mode="freedraw", return_image_data=True, key=f"{prefix}_canvas_{dataset}",
+                       initial_drawing=st.session_state.get(f"{prefix}_canvas_init_{dataset}"))
+    objects = (canvas.json_data or {}).get("objects", []) if canvas is not None else []
+    st.session_state[f"{prefix}_canvas_json_{dataset}"] = {"objects": list(objects)}
+    edit = st.container(horizontal=True)
+    edit.button("Undo", key=f"{prefix}_canvas_undo", icon=":material/undo:", on_click=_canvas_edit, args=(dataset, prefix, "undo"),
+                disabled=not objects)
+    edit.button("Clear", key=f"{prefix}_canvas_clear", icon=":material/delete:", on_click=_canvas_edit,
+                args=(dataset, prefix, "clear"), disabled=not objects)
+    # under the canvas: above it, the canvas's own toolbar (shown on hover, in the component's
+    # isolated styles, so it cannot be hidden) would cover it
+    st.caption("Draw with your finger or the mouse, white on black like MNIST; Undo takes back the last stroke.")
+    pixels = canvas.image_data if canvas is not None and objects else None
+    if pixels is None:
+        st.info("The canvas is empty: draw a " + ("digit" if dataset == "mnist" else "piece of clothing") + ".")
+        return None
+    try:
+        return prepare_pixels(pixels, dataset, drawn=True)
+    except InputImageError as exc:
+        show_error(exc, "The drawing cannot be used")
+    return None
+
+
 def usable_array(prepared, show_steps: bool = False):
     """The model input of a prepared upload or drawing, or None: nothing given, or (said in words,
     with the preprocessing steps when ``show_steps``) an image the preparation warns about."""

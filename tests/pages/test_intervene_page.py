@@ -153,6 +153,47 @@ def test_patching_from_a_donor_on_the_tab(page_env):
     assert caption(at).startswith("6 cells set by the intervention")  # the donor's mask on row 28
 
 
+def test_a_drawing_or_an_image_file_as_the_donor(page_env, monkeypatch):
+    """The donor can be a drawing (a fake canvas here: AppTest cannot draw) or an uploaded image:
+    patching every LSTM's state on the last row from it gives the prediction of the drawing as
+    prepared; an empty canvas patches nothing and says so."""
+    import sys
+    import types
+
+    import numpy as np
+    from PIL import Image, ImageDraw
+
+    from core.eval import interventions as ivs
+    from core.training.weights import load_weights
+    from pages.ui import upload
+
+    drawn = Image.new("RGBA", (200, 200), (0, 0, 0, 255))
+    ImageDraw.Draw(drawn).line([(40, 40), (160, 40), (90, 180)], fill=(255, 255, 255, 255), width=14)
+    canvases = []
+
+    def fake_canvas(**kwargs):
+        canvases.append(kwargs["key"])
+        empty = kwargs["key"] != "iv_donor_canvas_mnist"
+        return types.SimpleNamespace(json_data={"objects": [] if empty else [{"type": "path"}]},
+                                     image_data=None if empty else np.asarray(drawn))
+
+    monkeypatch.setitem(sys.modules, "streamlit_drawable_canvas", types.SimpleNamespace(st_canvas=fake_canvas))
+    model, _ = load_weights(Path(page_env["pretrained"]) / "mnist" / "rim")
+    donor = upload.prepare_pixels(np.asarray(drawn), "mnist", drawn=True).array
+    p = ivs.probabilities(ivs.run(model, donor[None])[0][0])
+    y = int(p.argmax())
+    at = run_page(mech_more="Intervene", mech_idx=3, iv_patch=True, iv_patch_from="draw", iv_patch_what="state",
+                  iv_patch_rows=(28, 28), iv_patch_units=[f"LSTM {i}" for i in range(1, 7)])
+    assert not at.exception, at.exception
+    assert "iv_donor_canvas_mnist" in canvases and at.radio(key="iv_patch_from").options == [
+        "a test image", "a drawing", "an image file", "this input, clean, into its noisy copy"]
+    assert f"after the intervention **{y}** ({p[y] * 100:.1f}%)" in prediction(at)
+    # an image file: until one is given, the uploader asks for it and nothing is patched
+    at.radio(key="iv_patch_from").set_value("upload").run()
+    assert not at.exception and any("Upload the donor image" in i.value for i in at.info)
+    assert prediction(at).endswith("— unchanged")
+
+
 def test_non_rim_model_gets_a_note(page_env):
     at = run_page(mech_more="Intervene", mech_model_mnist="pretrained:mnist/parallel_lstm")
     assert not at.exception
