@@ -193,7 +193,7 @@ def _attribution_sentence(root: Path) -> str:
             + "; ".join(bits) + " (the selection margin's attributions are not in this table). ")
 
 
-def interventions_markdown(root: Path) -> str:
+def interventions_markdown(root: Path, link: bool = True) -> str:
     """``root``: the results folder. The brief table of REPRODUCTION.md, from knockout.csv and
     patching.csv: per data set, each knock-out mode's drops (clean and noisy), how many differ
     from no change (Holm over each network's table), the selection swaps beside the retrained
@@ -255,5 +255,6 @@ def interventions_markdown(root: Path) -> str:
              + "; a per-class drop says the class's computation passes through the LSTM, not that it encodes the "
              "class; alpha 0 at inference says what these weights depend on, the retrained control what "
              "communication adds.")
-    return "\n".join(md_table(head, body) + ["", text, "", "Per class, raw / Holm p: "
-                                             "[results/interventions/knockout.md](results/interventions/knockout.md)."])
+    where = ("[results/interventions/knockout.md](results/interventions/knockout.md)" if link else
+             "results/interventions/knockout.md")
+    return "\n".join(md_table(head, body) + ["", text, "", f"Per class, raw / Holm p: {where}."])

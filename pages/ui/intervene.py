@@ -373,12 +373,24 @@ def _class_views(table, classes: list[str]) -> None:
                          key=f"iv_class_drops_{m if m == 'readout' else 'total'}", config=CHART)
 
 
+def _study_view() -> None:
+    """The shipped study over several trained networks per set (results/interventions), read from
+    its tables: what holds across networks, beside this one model's table below."""
+    from core.report.interventions_block import interventions_markdown
+
+    path = results_dir() / "interventions" / "knockout.csv"
+    if path.is_file():
+        with st.expander("Across several trained networks per data set (the shipped study, full test sets)"):
+            st.markdown(interventions_markdown(results_dir(), link=False))
+
+
 def knockout_view(entry, model, data, data_key: str, n: int, classes: list[str]) -> None:
     """Each LSTM taken out in turn (three ways) and the selection swapped, on a fixed subset of
     the test set; then patching across the subset."""
     if not ivs.supports(model):
         return
     st.subheader("Take out each LSTM (interventions)")
+    _study_view()
     variants = len(ivs.variants_of(model))
     if not st.toggle(f"Run each LSTM taken out, and the selection swapped, on these {min(n, len(data))} images",
                      key="iv_knock", help=iv_text.runs_text(variants) + "; cached per model after the first time."):

@@ -244,3 +244,19 @@ def test_attribution_tab_for_a_baseline_model(page_env):
     at = run_page(mech_more="Which pixels drive it", ig_steps=32, mech_model_mnist="pretrained:mnist/parallel_lstm")
     assert not at.exception, at.exception
     assert at.radio(key="ig_what").options == ["the predicted class's logit"]
+
+
+def test_the_shipped_study_across_networks_is_beside_the_set_wide_view(page_env, tmp_path, monkeypatch):
+    """The set-wide view opens with the shipped study's table over several networks per set (read
+    from results/interventions), without a link that would not resolve on the page."""
+    import shutil
+
+    results = tmp_path / "results"
+    shutil.copytree(page_env["results"], results)
+    shutil.copytree(Path(__file__).resolve().parents[2] / "results" / "interventions", results / "interventions")
+    monkeypatch.setenv("RIMSCOPE_RESULTS_DIR", str(results))
+    at = run_page(mech_tab="Across the test set", mech_stats_n=200)
+    assert not at.exception, at.exception
+    exp = next(e for e in at.expander if e.label.startswith("Across several trained networks"))
+    md = " ".join(m.value for m in exp.markdown)
+    assert "| LSTM removed |" in md and "Holm" in md and "](results/" not in md
