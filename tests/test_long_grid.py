@@ -167,5 +167,16 @@ def test_the_study_says_when_the_long_grid_has_no_weights_yet(tmp_path, monkeypa
     from core.studies import interventions as study
 
     monkeypatch.setattr(study, "ROOT", tmp_path)
-    with pytest.raises(SystemExit, match="no RIM of the long grid with its weights on fashion_mnist"):
+    with pytest.raises(SystemExit, match=r"seeds 0, 1, 2, 3, 4 with their weights are not all in results/ on "
+                                         r"fashion_mnist \(0 of 5\)"):
         study.weight_stems(["fashion_mnist"], None, "converged", long_grid=True)
+    # seeds 0 and 1 in (weights and record beside the long grid's link): the study takes exactly those asked for
+    runs = tmp_path / "results" / "long" / "runs" / "fashion_mnist"
+    runs.mkdir(parents=True)
+    for s in (0, 1):
+        for ext in (".json", ".safetensors"):
+            (runs / f"rim_s{s}{ext}").write_text("{}")
+    assert [p.name for p in study.weight_stems(["fashion_mnist"], None, "converged", True, (0, 1))["fashion_mnist"]] \
+        == ["rim_s0", "rim_s1"]
+    with pytest.raises(SystemExit, match=r"\(2 of 3\)"):
+        study.weight_stems(["fashion_mnist"], None, "converged", True, (0, 1, 2))
