@@ -15,6 +15,8 @@ drives headless Chromium through the interactions users repeat:
   variance not seen before (every method re-scored on the test subset: "cold") and back to
   one already seen ("cached");
 * **new drawing**: add a stroke to the digit on the Mechanisms canvas;
+* **intervene**: take one LSTM out on Mechanisms' Intervene tab (a toggle), until the new
+  prediction and mask are drawn;
 * **explore** (Mechanisms): the first render of the page with its "Find the same
   mechanisms elsewhere" view (a fresh session; the first one also traces the searched set),
   a step of the block's first row and of the match threshold, opening a match as the current
@@ -363,6 +365,40 @@ def bench_drawing(page, url: str, reps: int) -> list[float]:
     return out
 
 
+# the Intervene tab's prediction line ("**Prediction**: original ... → after the intervention ...")
+PREDICTION_JS = """() => { for (const e of document.querySelectorAll('[data-testid="stMarkdownContainer"]')) {
+  const t = e.textContent; if (t.startsWith('Prediction: original')) return t; } return null; }"""
+
+
+def bench_intervene(page, url: str, reps: int) -> list[float]:
+    """Mechanisms' Intervene tab: take one LSTM out (the "removed" knock-out, a toggle) and wait for
+    the new prediction; between samples it is put back (not timed). A new LSTM each time, so each
+    sample runs the model on the intervention afresh."""
+    log("Mechanisms, Intervene: one LSTM taken out")
+    page.goto(url + "/mechanisms?mech_more=Intervene", wait_until="commit", timeout=WAIT_MS)
+    page.get_by_text("Take out (for the whole input)").first.wait_for(timeout=WAIT_MS)
+    settle(page)
+    out = []
+    for i in range(reps + 1):  # the first sample: the tab's first intervention, not kept
+        toggle = page.locator(f".st-key-iv_ko_{i % 6 + 1} label").first
+        toggle.scroll_into_view_if_needed()
+        before = page.evaluate(PREDICTION_JS)
+        took = timed(page, toggle.click, confirm=lambda b=before: _changes(page, b))
+        if i:
+            out.append(took)
+        settle(page, 60)
+        after = page.evaluate(PREDICTION_JS)
+        toggle.click()  # back to the model as trained (not timed)
+        _changes(page, after)
+        settle(page, 60)
+    return out
+
+
+def _changes(page, before: str | None, within_s: float = 30.0) -> bool:
+    """Whether the Intervene tab's prediction line changes from ``before`` within ``within_s``."""
+    return moves_from(lambda: page.evaluate(PREDICTION_JS), before, within_s)
+
+
 MATCH_JS = """() => [...document.querySelectorAll('[data-testid="stMarkdownContainer"]')]
   .some(e => / images match rows /.test(e.textContent))"""
 
@@ -605,7 +641,7 @@ def _measured(fn, *args):
     return out, SCRIPT_RUNS[start:], SCRIPT_ENDS[start_end:]
 
 
-SECTIONS = ("timestep", "noise", "drawing", "explore", "slow")
+SECTIONS = ("timestep", "noise", "drawing", "intervene", "explore", "slow")
 SLOW_WARM_WAIT_S = float(os.environ.get("RIMSCOPE_BENCH_WARM_WAIT_S", "180"))  # the warm-up's time after the first page
 
 
@@ -680,6 +716,9 @@ def run(gc_on: bool, reps: int, sections=SECTIONS) -> dict:
                 if "drawing" in sections:
                     draws, spans, ends = _measured(bench_drawing, page, url, reps)
                     res["new_drawing"] = _summary(draws, spans[-len(draws):], ends[-len(draws):])
+                if "intervene" in sections:
+                    takes, spans, ends = _measured(bench_intervene, page, url, reps)
+                    res["intervene_knockout"] = _summary(takes, spans[-len(takes):], ends[-len(takes):])
                 if "explore" in sections:
                     for name, samples in bench_explore(page, url, reps).items():
                         res[name] = _summary(samples, [math.nan] * len(samples))  # page-side times only

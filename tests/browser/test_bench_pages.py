@@ -10,7 +10,8 @@ from tests.browser.helpers import BROWSER, run_bench
 
 pytestmark = BROWSER
 
-INTERACTIONS = {"timestep_step", "noise_slider_cold", "noise_slider_cached", "new_drawing", "explore_first_render",
+INTERACTIONS = {"timestep_step", "noise_slider_cold", "noise_slider_cached", "new_drawing", "intervene_knockout",
+                "explore_first_render",
                 "explore_block_row", "explore_threshold", "explore_open_match", "explore_compare_with",
                 "explore_units_first_render", "explore_unit_noise_cold"}
 
