@@ -17,6 +17,7 @@ from tests.browser.helpers import (
     WAIT_S,
     _log_tail,
     assert_no_errors,
+    draw_on_canvas,
     full_screenshot,
     poll,
     settle,
@@ -85,6 +86,22 @@ def test_click_a_mask_cell_changes_the_prediction_then_reset(page, app_server, s
     poll(lambda: _cells_caption(page).startswith("0 cells set"), WAIT_S,
          what=f"the caption after Reset; it says {_cells_caption(page)!r}")
     assert_no_errors(page, "Intervene after Reset")
+
+
+def test_a_drawing_as_the_donor_patches_the_mask(page, app_server):
+    """Patch the whole selection mask from a drawing: until something is drawn nothing is set;
+    once a stroke is on the donor canvas, every cell of the mask comes from the drawing."""
+    page.goto(f"{app_server['url']}/mechanisms?mech_idx=3&mech_more=Intervene&iv_patch=1&iv_patch_from=draw"
+              "&iv_patch_what=mask", wait_until="commit", timeout=SLOW_MS)
+    page.get_by_text("The canvas is empty").first.wait_for(timeout=SLOW_MS)
+    poll(lambda: _cells_caption(page).startswith("0 cells set"), WAIT_S,
+         what=f"no cell set before the drawing; the caption says {_cells_caption(page)!r}")
+    settle(page)
+    draw_on_canvas(page)
+    poll(lambda: _cells_caption(page).startswith("168 cells set by the intervention"), WAIT_S,
+         what=f"the drawing's mask on every cell; the caption says {_cells_caption(page)!r}")
+    settle(page)
+    assert_no_errors(page, "Intervene with a drawn donor")
 
 
 def test_attribution_overlay_and_set_wide_knockout(page, app_server, screenshot):
