@@ -1,6 +1,7 @@
 # RIMscope: the two commands of the README, and the longer jobs.
 #   make app    set up (first time) and start the dashboard
-#   make test   set up (first time) and run the tests (unit, pages, browser)
+#   make test   set up (first time) and run the tests (unit, pages, browser), all but those marked slow
+#   make test-slow   the tests marked slow: kill-and-resume, Ray, the benchmarks' smoke runs (CI runs both)
 #   make test-quick  the unit tests only (no page or browser tests, nothing marked slow): the inner loop
 #   make lint   ruff over core pages tests bench scripts app.py (CI runs it before the tests)
 #   make screenshots  the documents' screenshots, from the app in headless Chromium (scripts/screenshots.py)
@@ -16,7 +17,7 @@ PY := $(VENV)/bin/python
 # process (no xdist): slower, since most of the suite waits on servers, browsers and subprocesses
 TEST_WORKERS ?= 2
 
-.PHONY: app test test-quick bench bench-pages bench-load reproduce pretrained lint screenshots
+.PHONY: app test test-slow test-quick bench bench-pages bench-load reproduce pretrained lint screenshots
 
 $(VENV)/.app-installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,7 +50,13 @@ test: $(VENV)/.dev-installed
 	else \
 		echo "*** no browser: the browser tests (tests/browser) will be SKIPPED; run scripts/install_browser.sh ***" >&2; \
 	fi
-	$(PY) -m pytest $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile,)
+	$(PY) -m pytest -m "not slow" $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile,)
+
+# the tests marked slow (each a minute or more of processes killed and resumed, Ray clusters,
+# benchmarks run end to end); .ci/run runs them after make test
+test-slow: $(VENV)/.dev-installed
+	@$(MAKE) --no-print-directory $(VENV)/.browser-installed || [ "$${CI:-}" != "true" ]
+	$(PY) -m pytest -m slow $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile,)
 
 # the inner loop while editing core/: unit tests only (tests/ less tests/pages, tests/browser and
 # the tests marked slow); `make test` runs all of them and the rest

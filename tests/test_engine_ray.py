@@ -32,7 +32,7 @@ from core.grid import cells, cli
 from core.grid import local as local_mod
 from core.grid import ray as engine
 
-pytestmark = pytest.mark.slow  # runs in the normal suite (nothing deselects "slow")
+pytestmark = pytest.mark.slow  # make test-slow (CI runs it after make test)
 
 REPO = Path(__file__).resolve().parents[1]
 DATASETS = ["fashion_mnist", "cifar10"]

@@ -11,7 +11,7 @@ import pytest
 
 from tests.browser.helpers import BROWSER, run_bench
 
-pytestmark = BROWSER
+pytestmark = [*BROWSER, pytest.mark.slow]  # make test-slow: a benchmark run end to end
 
 
 def test_bench_first_view(tmp_path):

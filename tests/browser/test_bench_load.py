@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.browser.helpers import BROWSER, run_bench
 
-pytestmark = BROWSER
+pytestmark = [*BROWSER, pytest.mark.slow]  # make test-slow: a benchmark run end to end
 REPO = Path(__file__).resolve().parents[2]
 
 

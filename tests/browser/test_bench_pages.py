@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import math
 
+import pytest
+
 from tests.browser.helpers import BROWSER, run_bench
 
-pytestmark = BROWSER
+pytestmark = [*BROWSER, pytest.mark.slow]  # make test-slow: a benchmark run end to end
 
 INTERACTIONS = {"timestep_step", "noise_slider_cold", "noise_slider_cached", "new_drawing", "intervene_knockout",
                 "explore_first_render",

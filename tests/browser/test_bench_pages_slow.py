@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 import math
 
+import pytest
+
 from tests.browser.helpers import BROWSER, run_bench
 
-pytestmark = BROWSER
+pytestmark = [*BROWSER, pytest.mark.slow]  # make test-slow: a benchmark run end to end
 
 
 def test_bench_pages_slow_section_one_rep(tmp_path, monkeypatch):
