@@ -5,8 +5,8 @@ Run from the repository root::
     .venv/bin/python -m bench.bench_interventions            # about a minute on 2 cores
     .venv/bin/python -m bench.bench_interventions --repeats 5 --out bench/results/interventions.json
 
-On the shipped converged MNIST RIM (fused kernel) and the MNIST test set (``RIMSCOPE_DATA_DIR``,
-else the bundled sample), one thread:
+On the pages' default MNIST RIM (the shipped long-grid one, ``core.catalog.DEFAULT_PROTOCOL``; fused
+kernel) and the MNIST test set (``RIMSCOPE_DATA_DIR``, else the bundled sample), one thread:
 
 * ``one_input``: what the Intervene tab computes per change, the original and the intervened
   run of one image with their traces, median of ``--repeats``, for each kind of intervention
@@ -18,8 +18,9 @@ else the bundled sample), one thread:
   all, alpha 0) x (clean, noisy), the first (uncached) time; ``patching_table``: the patching
   table on the same images paired with a donor of another class (target for both together:
   30 s on the bundled sample);
-* ``attribution_rim``: Integrated Gradients of the predicted logit, the pages' default number of
-  points, one image, the input's own mask held fixed.
+* ``attribution_rim``: Integrated Gradients of the predicted logit, from the pages' default number
+  of points (doubled where the quadrature error is above the bound: ``attribution_steps``), one
+  image, the input's own mask held fixed.
 
 The figures depend on the machine and on what else runs on it: the JSON records the CPU count,
 torch's thread count, the load average at the start and end, and the process's CPU seconds
@@ -58,7 +59,10 @@ def main(argv=None) -> int:
     from core.training.weights import load_weights
 
     load_start = os.getloadavg()
-    model, _ = load_weights(REPO / "pretrained" / "converged" / "mnist" / "rim")
+    from core.catalog import DEFAULT_PROTOCOL
+
+    stem = REPO / "pretrained" / DEFAULT_PROTOCOL / "mnist" / "rim"
+    model, _ = load_weights(stem)
     data = load_dataset("mnist", "test")
     image, donor = data.images[:1], data.images[1:2]
     block = {(t, 0): 1 for t in range(5, 15)}
@@ -88,26 +92,26 @@ def main(argv=None) -> int:
     pt = patching.patching_table(model, images, images[patching.class_donors(labels, seed=0)], pairing="class")
     patch_s, patch_cpu = time.perf_counter() - t0, time.process_time() - c0
     t0, c0 = time.perf_counter(), time.process_time()
-    attribution.prediction_attribution(model, data.images[0])
+    a = attribution.prediction_attribution(model, data.images[0])
     ig_s, ig_cpu = time.perf_counter() - t0, time.process_time() - c0
     out = {"machine": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                        "platform": platform.platform(), "load_average_start": load_start,
                        "load_average_end": os.getloadavg()},
-           "test_source": data.source,
+           "model": str(stem.relative_to(REPO)), "test_source": data.source,
            "one_input_s": {"median": by_kind[slowest]["median"], "max": by_kind[slowest]["max"], "kind": slowest,
                            "repeats": args.repeats},
            "one_input_by_kind": by_kind,
            "knockout_table_s": table_s, "knockout_table_cpu_s": table_cpu, "knockout_images": len(idx),
            "knockout_runs": 2 * len(table.variants), "patching_table_s": patch_s, "patching_table_cpu_s": patch_cpu,
            "patching_pairs": pt.pairs, "patching_runs": len(pt.cells), "set_wide_s": table_s + patch_s,
-           "attribution_rim_s": ig_s, "attribution_rim_cpu_s": ig_cpu, "attribution_steps": attribution.STEPS}
+           "attribution_rim_s": ig_s, "attribution_rim_cpu_s": ig_cpu, "attribution_steps": a.steps}
     for name, v in by_kind.items():
         print(f"one input, {name} (original + intervened, traced): median {v['median']:.3f} s, max {v['max']:.3f} s "
               f"over {args.repeats}")
     print(f"knock-out table, {len(idx)} images, {2 * len(table.variants)} runs: {table_s:.1f} s ({table_cpu:.1f} s of CPU)")
     print(f"patching table, {pt.pairs} pairs, {len(pt.cells)} runs: {patch_s:.1f} s ({patch_cpu:.1f} s of CPU); "
           f"set-wide together {table_s + patch_s:.1f} s")
-    print(f"Integrated Gradients of the predicted logit (RIM, {attribution.STEPS} points, own mask fixed): "
+    print(f"Integrated Gradients of the predicted logit (RIM, {a.steps} points, own mask fixed): "
           f"{ig_s:.2f} s ({ig_cpu:.2f} s of CPU)")
     print(f"load average {load_start[0]:.2f} at the start, {os.getloadavg()[0]:.2f} at the end, {os.cpu_count()} CPUs")
     if args.out:

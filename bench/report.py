@@ -174,6 +174,12 @@ RENDERERS: dict[str, tuple[str, str, Callable[[dict], str]]] = {
     "pages_slow.json": ("The slow list in the browser: noise kind, protocol, data set, Make PNG, Mechanisms' set-wide tabs",
                         "python -m bench.bench_pages --sections slow --reps 3 --gc off --out bench/results/pages_slow.json",
                         pages_table),
+    "pages_intervene.json": ("Mechanisms' Intervene tab in the browser: one LSTM taken out",
+                             "python -m bench.bench_pages --sections intervene --reps 8 --gc off "
+                             "--out bench/results/pages_intervene.json", pages_table),
+    "interventions.json": ("Interventions: one input, the set-wide tables, one attribution (core, one thread)",
+                           "python -m bench.bench_interventions --repeats 5 --out bench/results/interventions.json",
+                           generic_table),
     "mechanisms_cpu.json": ("Mechanisms' script runs: CPU seconds (AppTest)",
                             "python -m bench.bench_pages --sections explore --cpu-profile", cpu_profile_table),
     "first_view.json": ("First views of every page", "python -m bench.bench_first_view", first_view_table),

@@ -9,11 +9,12 @@ import pytest
 
 from bench import bench_interventions
 
-SHIPPED = Path(__file__).resolve().parents[1] / "pretrained" / "converged" / "mnist" / "rim.safetensors"
+SHIPPED = Path(__file__).resolve().parents[1] / "pretrained" / "long" / "mnist" / "rim.safetensors"
 
 
-@pytest.mark.skipif(not SHIPPED.is_file(), reason="needs the shipped converged MNIST RIM")
 def test_bench_interventions_small(tmp_path, capsys):
+    if not SHIPPED.is_file():
+        pytest.fail(f"the pages' default MNIST RIM is not shipped: {SHIPPED}")
     out = tmp_path / "iv.json"
     assert bench_interventions.main(["--n", "40", "--repeats", "1", "--out", str(out)]) == 0
     figures = json.loads(out.read_text())
@@ -22,5 +23,6 @@ def test_bench_interventions_small(tmp_path, capsys):
     assert set(figures["one_input_by_kind"]) == {"removed", "off", "readout", "patch state", "patch mask"}
     assert 0 < figures["one_input_s"]["median"] and 0 < figures["knockout_table_s"]
     assert figures["patching_runs"] == 6 * 4 + 4 and figures["set_wide_s"] >= figures["knockout_table_s"]
+    assert figures["model"] == "pretrained/long/mnist/rim" and figures["attribution_steps"] >= 128
     out = capsys.readouterr().out
     assert f"knock-out table, 40 images, {runs} runs" in out and "one input, patch state" in out
