@@ -86,8 +86,12 @@ def test_the_controls_sentence_names_only_what_the_table_decides():
             {"dataset": "fashion_mnist", "control": "rim_random", "equiv_verdict": "equivalence not shown"}]
     s = answer._controls_sentence(rows)
     assert s == ("On MNIST, equally large plain LSTMs beat it, and picking the four at random changes its error less "
-                 "than the paper's claimed gap.")
+                 "than the paper's gap.")
     assert answer._controls_sentence(rows[1:2]) == ""
+    # the controls' training length, where their table names one protocol (they may be shorter than the grid)
+    timed = [{**r, "protocol": "converged"} for r in rows]
+    assert answer._controls_sentence(timed).startswith("After 4,000 iterations on MNIST, equally large plain LSTMs")
+    assert answer._controls_sentence([timed[0]]) == "After 4,000 iterations, equally large plain LSTMs beat it on MNIST."
 
 
 def test_every_figure_row_agrees_with_its_verdict_and_the_figure_is_current():
@@ -156,6 +160,8 @@ def test_the_seeds_sentence_counts_the_comparisons_the_answer_reads():
                     _rows([("converged", "animals10", "parallel_lstm", CANNOT_TELL)], seeds=3),
                     _rows([("budget", "cifar10", "parallel_lstm", CANNOT_TELL)], seeds=1)])
     assert answer._seeds_sentence(df) == "Five seeds per method (three on Animals-10)."
+    assert answer._seeds_sentence(df, [5, 5]) == "Five seeds per method (three on Animals-10)."
+    assert answer._seeds_sentence(df, [4, 5]) == "Four to five seeds (three on Animals-10)."  # a control with fewer
     assert answer._seeds_sentence(_rows([("converged", "animals10", "parallel_lstm", HOLDS)], seeds=3)) == \
         "Three seeds per method."
 

@@ -165,11 +165,22 @@ def _controls_sentence(controls: list[dict]) -> str:
     m = _names([d for d in DATASET_ORDER if d in matched]) if matched else ""
     r = _names([d for d in DATASET_ORDER if d in random_eq]) if random_eq else ""
     said_m = "equally large plain LSTMs beat it"
-    said_r = "picking the four at random changes its error less than the paper's claimed gap"
+    said_r = "picking the four at random changes its error less than the paper's gap"
+    its = _iterations({str(c.get("protocol", "")) for c in controls if c.get("dataset") in matched | random_eq})
+    when = f"after {its:,} iterations " if its else ""
     if m and m == r:
-        return f"On {m}, {said_m}, and {said_r}."
+        return f"{when}on {m}, {said_m}, and {said_r}."[:1].upper() + f"{when}on {m}, {said_m}, and {said_r}."[1:]
     parts = [f"{said_m} on {m}"] * bool(m) + [f"{said_r} on {r}"] * bool(r)
-    return (", and ".join(parts)[0].upper() + ", and ".join(parts)[1:] + ".") if parts else ""
+    text = (f"{when.strip()}, " if when else "") + ", and ".join(parts)
+    return (text[0].upper() + text[1:] + ".") if parts else ""
+
+
+def _iterations(protocols: set[str]) -> int | None:
+    """The training length the controls the answer reads share (their protocol's), else None."""
+    from ..training.config import PROTOCOLS
+
+    its = {PROTOCOLS[p]["iterations"] for p in protocols if p in PROTOCOLS}
+    return its.pop() if len(its) == 1 and len(protocols) == 1 else None
 
 
 def _count(n: int) -> str:
@@ -177,9 +188,10 @@ def _count(n: int) -> str:
     return words[n] if 0 <= n < len(words) else str(n)
 
 
-def _seeds_sentence(df: pd.DataFrame) -> str:
+def _seeds_sentence(df: pd.DataFrame, controls_seeds=()) -> str:
     """How many training seeds stand behind the comparison the answer leads with (RIM vs the
-    parallel LSTMs at each data set's longest budget with all its seeds)."""
+    parallel LSTMs at each data set's longest budget with all its seeds), and the fewest of the
+    controls it states (``controls_seeds``), when fewer: "Five to seven seeds"."""
     seeds = {ds: int(_pick(df, g, ds)["seeds"].min()) for ds in DATASET_ORDER if (g := _longest(df, ds))}
     if not seeds:
         return ""
@@ -190,7 +202,9 @@ def _seeds_sentence(df: pd.DataFrame) -> str:
     def count(k: int) -> str:
         return f"{_count(k)} seed{'s' if k != 1 else ''}"
 
-    return count(n) + " per method" + (f" ({_count(a).lower()} on Animals-10)." if a is not None and a != n else ".")
+    low = min([n, *controls_seeds]) if controls_seeds else n
+    head = count(n) + " per method" if low == n else f"{_count(low)} to {_count(n).lower()} seeds"
+    return head + (f" ({_count(a).lower()} on Animals-10)." if a is not None and a != n else ".")
 
 
 def _pick(df: pd.DataFrame, grid: str, ds: str) -> pd.DataFrame:
@@ -206,7 +220,10 @@ def plain_answer(root="results") -> str:
         return "No results yet: train a grid (`python -m core.reproduce run`) to see the answer."
     claims = {g: {r["claim_id"]: r for r in _tables(root, g).get("claims") or []} for g in ("paper", "converged")}
     controls = _tables(root, "converged").get("controls") or []
-    return " ".join(s for s in (_main_sentence(df, claims), _controls_sentence(controls), _seeds_sentence(df)) if s)
+    said = _controls_sentence(controls)
+    stated = [int(c["seeds"]) for c in controls if said and c.get("seeds") and c.get("control") in
+              {PARAM_MATCHED.get(c.get("dataset")), "rim_random"}]
+    return " ".join(s for s in (_main_sentence(df, claims), said, _seeds_sentence(df, stated)) if s)
 
 
 def budget_note(root="results") -> str:
