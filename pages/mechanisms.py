@@ -14,7 +14,7 @@ from core.report.export import matrix_csv
 from core.report.fmt import even_share_text, short_method_title, source_parts
 from core.report.plots import style, svg, traces
 from pages import ui
-from pages.ui import handwriting, intervene
+from pages.ui import attribution, handwriting, intervene
 
 STATS_SIZES = (200, 500, 1000)
 MISCLASSIFIED_POOL = 1000  # misclassified images are searched among this fixed test subset
@@ -324,7 +324,7 @@ def trace_panel(dataset: str, entry, model, all_entries: list, image: np.ndarray
     # this input first (quick: one image), then the searched set (a model run over 1,000 or more images)
     ui.pickers.tab_views("mech_more", {
         "Intervene": lambda: intervene.intervene_view(entry, model, image, a.unit_names, classes),
-        "Which pixels drive it": lambda: intervene.attribution_view(entry, model, image, a.unit_names, classes),
+        "Which pixels drive it": lambda: attribution.attribution_view(entry, model, image, a.unit_names, classes),
         "Find the same mechanisms elsewhere": lambda: ui.explore.match_view(dataset, entry, model, a.mask, a.unit_names, here),
         "What each LSTM is for": lambda: ui.explore.unit_view(dataset, entry, model, a.unit_names)})
 
