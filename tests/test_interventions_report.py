@@ -153,7 +153,7 @@ def test_the_study_runs_over_several_weight_files(tmp_path, capsys):
     assert "MNIST 3 networks (seeds 0-2, " in block and "which LSTM matters" in block
     att = list(csv.DictReader((out / "attribution.csv").open()))
     assert len(att) == 3 * 2 * 2 and {r["function"] for r in att} == {"frozen mask", "as it runs"}
-    assert "Integrated Gradients of the predicted logit add up" in block and "2 test images x 3 networks" in block
+    assert "Integrated Gradients of the predicted logit (128 points" in block and "2 test images x 3 networks" in block
     assert "set to its mean over training images" in block  # the fill of this run, from the CSV
 
 
@@ -179,7 +179,7 @@ def test_seed_lists_and_what_holds_across_seeds():
     tests = summary.seed_tests(df)
     assert len(tests) == 6 and set(tests[tests["p_holm"] < 0.05]["mode"]) == {"removed"}  # 3, 3, 3: sd 0
     text = summary._across_seeds(df, tests)
-    assert ("Holm over the table's 6 seed-level tests) on every set, clean and noisy, for: an LSTM removed; on none "
+    assert ("(Holm, 6 tests) on every set, clean and noisy, for: an LSTM removed; on none "
             "for: an LSTM read-out only, selection all.") in text
     assert "MNIST +3.00 = +1.17 direct +1.83 indirect" in text and "state zeroed at the classifier" in text
     one = df[df["seed"] == "0"]

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..eval.attribution import MAX_STEPS, STEPS, TOLERANCE
 from ..eval.interventions import KNOCKOUTS
 from .fmt import dataset_title, protocol_title
 from .interventions import CONDITIONS, MODE_SHORT, NO_DIFFERENCE, _span, no_communication_control, seed_interval
@@ -115,7 +116,7 @@ def _across_seeds(df: pd.DataFrame, tests: pd.DataFrame) -> str:
             name.replace("LSTM ", "an LSTM "))
     said = [f"{where} for: {', '.join(names)}" for where, names in (
         ("on every set, clean and noisy,", above), ("on some but not all", mixed), ("on none", none)) if names]
-    text = (f"Over the networks, the mean drop is above 0 (Holm over the table's {len(tests)} seed-level tests) "
+    text = (f"Over the networks, the mean drop is above 0 (Holm, {len(tests)} tests) "
             + "; ".join(said) + ". ")
     fill = "zeroed" if "readout" in set(df["mode"]) and _zero_fill(df) else "set to its mean over training images"
     parts = []
@@ -185,12 +186,12 @@ def _attribution_sentence(root: Path) -> str:
     for ds, d in df.groupby("dataset", sort=False):
         fr, run = d[d["function"] == "frozen mask"], d[d["function"] == "as it runs"]
         nets = d["seed"].nunique()
-        bits.append(f"{dataset_title(ds)}: mask held fixed, {int(fr['complete'].sum())} of {len(fr)} within the bound "
-                    f"(largest gap {100 * fr['relative_gap'].max():.1f} %); as it runs, {int(run['complete'].sum())} of "
-                    f"{len(run)} (median gap {100 * run['relative_gap'].median():.1f} %)"
+        bits.append(f"{dataset_title(ds)} {int(fr['complete'].sum())} of {len(fr)} with the mask held fixed (largest "
+                    f"gap {100 * fr['relative_gap'].max():.1f} %), {int(run['complete'].sum())} of {len(run)} as it runs "
+                    f"(median gap {100 * run['relative_gap'].median():.1f} %)"
                     + (f", {d['image'].nunique()} test images x {nets} networks" if nets > 1 else ""))
-    return ("Integrated Gradients of the predicted logit add up to its change from a black image within 2 % on: "
-            + "; ".join(bits) + " (the selection margin's attributions are not in this table). ")
+    return (f"Integrated Gradients of the predicted logit ({STEPS:,} points, doubled up to {MAX_STEPS:,} for the fixed "
+            f"mask) add up to its change from a black image within {TOLERANCE:.0%} on: " + "; ".join(bits) + ". ")
 
 
 def interventions_markdown(root: Path, link: bool = True) -> str:
