@@ -111,8 +111,8 @@ def handwriting_table(summary: pd.DataFrame, titles: dict | None = None, referen
     """The generalisation table of ``python -m core.studies.handwriting generalisation`` (its summary CSV:
     one row per set and method, accuracies as fractions, ``reference`` minus method in
     accuracy fractions) as shown: accuracy in percent, mean ± sd over seeds, the difference in
-    points with its interval at the Holm step's level (each set one family, as the CSV's p_holm) and
-    the unadjusted 95 % one beside it, p raw / Holm, the verdict with its mark (the reference
+    points with its interval at the Holm step's level (each set one family, as the CSV's p_holm and
+    its ci_low / ci_high) and the unadjusted 95 % one beside it, p raw / Holm, the verdict with its mark (the reference
     reading a set better is "holds", the method reading it better "does not hold"). ``titles``: a set's short name as shown (the half
     measured follows it); ValueError when ``summary`` lacks the CSV's columns."""
     if summary is None or summary.empty:
@@ -133,6 +133,7 @@ def handwriting_table(summary: pd.DataFrame, titles: dict | None = None, referen
             w = welch_from_summary(100 * num(ref["mean"]), 100 * num(ref["sd"]), int(num(ref["seeds"])),
                                    100 * num(r["mean"]), 100 * num(r["sd"]), int(num(r["seeds"])))
             r["_lo"], r["_hi"] = t_interval(w["diff"], w["se"], w["df"], lev)
+            r["_lo95"], r["_hi95"] = t_interval(w["diff"], w["se"], w["df"], 0.95)
             r["_level"] = lev
     for r in records:
         v = str(r.get("verdict") or "")
@@ -150,7 +151,7 @@ def handwriting_table(summary: pd.DataFrame, titles: dict | None = None, referen
             f"{short_method_title(reference)} − method, points {CI}":
                 gap(hundred["rim_minus_method"], r.get("_lo"), r.get("_hi"), 1) if tested else "",
             "level": level_text(r.get("_level")) if tested else "",
-            "unadjusted 95 %": gap(hundred["rim_minus_method"], hundred["ci_low"], hundred["ci_high"], 1) if tested else "",
+            "unadjusted 95 %": gap(hundred["rim_minus_method"], r.get("_lo95"), r.get("_hi95"), 1) if tested else "",
             "p raw / Holm": p_pair(r.get("p"), r.get("p_holm")) if tested else "",
             "verdict": marked_verdict(v) if tested else "(reference)",
         })

@@ -307,9 +307,9 @@ def generalisation_table(models: dict[str, dict[int, Path]], sets: dict[str, Ext
 
     Returns ``(per_seed, summary)`` DataFrames: ``per_seed`` one row per (method, seed) with a
     column per set; ``summary`` one row per (method, set): n seeds, mean, sd, and against
-    ``reference`` the difference (reference - method, in accuracy points) with its Welch 95 %
-    interval, the Holm-adjusted p-value and the verdict of ``core.report.stats.verdict``
-    (``summarise``).
+    ``reference`` the difference (reference - method, in accuracy points) with its Welch interval
+    at the level of the Holm step that decides it, the Holm-adjusted p-value and the verdict of
+    ``core.report.stats.verdict`` (``summarise``).
     """
     import pandas as pd
 
@@ -329,12 +329,13 @@ def generalisation_table(models: dict[str, dict[int, Path]], sets: dict[str, Ext
 
 def summarise(per_seed, set_names: list[str], methods: list[str], half: str = "odd", reference: str = "rim"):
     """The summary of ``generalisation_table`` from its per-seed table: per (set, method) seeds,
-    mean, sd; against ``reference`` the Welch difference, 95 % interval, p-value Holm-adjusted
-    within the set (one family: the reference against every other method) and the verdict of
-    ``core.report.stats.verdict``."""
+    mean, sd; against ``reference`` the Welch difference, p-value Holm-adjusted within the set
+    (one family: the reference against every other method), the interval at the level of the
+    Holm step that decides it (so it excludes 0 exactly when the verdict is not "cannot tell")
+    and the verdict of ``core.report.stats.verdict``."""
     import pandas as pd
 
-    from core.report.stats import holm, mean_sd, verdict, welch_test
+    from core.report.stats import holm, holm_levels, mean_sd, verdict, welch_test
 
     summary = []
     for name in set_names:
@@ -349,8 +350,12 @@ def summarise(per_seed, set_names: list[str], methods: list[str], half: str = "o
                 row.update({"rim_minus_method": diff, "ci_low": lo, "ci_high": hi, "p": p})
             rows.append(row)
         tested = [r for r in rows if "p" in r]
-        for r, p_adj in zip(tested, holm([r["p"] for r in tested])):
+        ps = [r["p"] for r in tested]
+        for r, p_adj, level in zip(tested, holm(ps), holm_levels(ps), strict=True):
             r["p_holm"] = p_adj
+            if np.isfinite(level):  # the interval at the level of the Holm step that decides it
+                acc = per_seed.loc[per_seed["method"] == r["method"], name].to_numpy()
+                _, r["ci_low"], r["ci_high"], _ = welch_test(ref, acc, level=float(level))
             r["verdict"] = verdict(r["rim_minus_method"], p_adj, above=f"{reference} reads it better",
                                    below=f"{r['method']} reads it better")
         summary.extend(rows)
