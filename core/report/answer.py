@@ -169,10 +169,13 @@ def _controls_sentence(controls: list[dict]) -> str:
     its = _iterations({str(c.get("protocol", "")) for c in controls if c.get("dataset") in matched | random_eq})
     when = f"after {its:,} iterations " if its else ""
     if m and m == r:
-        return f"{when}on {m}, {said_m}, and {said_r}."[:1].upper() + f"{when}on {m}, {said_m}, and {said_r}."[1:]
-    parts = [f"{said_m} on {m}"] * bool(m) + [f"{said_r} on {r}"] * bool(r)
-    text = (f"{when.strip()}, " if when else "") + ", and ".join(parts)
-    return (text[0].upper() + text[1:] + ".") if parts else ""
+        text = f"{when}on {m}, {said_m}, and {said_r}"
+    else:
+        parts = [f"{said_m} on {m}"] * bool(m) + [f"{said_r} on {r}"] * bool(r)
+        if not parts:
+            return ""
+        text = (f"{when.strip()}, " if when else "") + ", and ".join(parts)
+    return text[0].upper() + text[1:] + "."
 
 
 def _iterations(protocols: set[str]) -> int | None:

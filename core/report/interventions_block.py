@@ -118,7 +118,7 @@ def _across_seeds(df: pd.DataFrame, tests: pd.DataFrame) -> str:
         ("on every set, clean and noisy,", above), ("on some but not all", mixed), ("on none", none)) if names]
     text = (f"Over the networks, the mean drop is above 0 (Holm, {len(tests)} tests) "
             + "; ".join(said) + ". ")
-    fill = "zeroed" if "readout" in set(df["mode"]) and _zero_fill(df) else "set to its mean over training images"
+    fill = "zeroed" if _zero_fill(df) else "set to its mean over training images"
     parts = []
     for ds in dict.fromkeys(tests["dataset"]):
         def mean(mode, ds=ds):
