@@ -183,6 +183,13 @@ def test_the_budget_note_counts_the_runs_still_improving():
         d = [r for r in long_rows if r["dataset"] == ds]
         assert f"{dataset_title(ds)} at {max(int(r['iterations']) for r in d):,}: " \
                f"{sum(r['convergence'] == IMPROVING for r in d)} of {len(d)}" in text
+    # a set the budget rule's second step moves gets its sentence, from results/long/budgets.csv
+    steps = pd.read_csv(RESULTS / "long" / "budgets.csv")
+    for r in steps[steps["budget"] != steps["first_step"]].itertuples():
+        said = (f"{dataset_title(r.dataset)} goes to {r.budget:,} (a rule step added after seeing its {r.first_step:,}-"
+                f"iteration grid: {r.main_met_at_first} of its {r.main_runs_at_first} runs of seeds 0-4 meet the criterion)")
+        assert said in text
+        assert (f"read at {r.read_at:,} until those" in text) == (r.read_at != r.budget)
     assert answer.budget_note(RESULTS / "nowhere") == ""
 
 

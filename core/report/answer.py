@@ -259,7 +259,27 @@ def budget_note(root="results") -> str:
                     its = sorted({int(r["iterations"]) for r in d if r.get("iterations")})
                     where.append(f"{fmt.dataset_title(ds)}{f' at {its[-1]:,}' if its else ''}: {improving(d)} of {len(d)}")
             text += f" ({'; '.join(where)}): below the long grid's bar of {PASS_SHARE:.0%} meeting the criterion"
-    return text + "."
+    return text + "." + "".join(f" {s}" for s in _moved_sentences(root))
+
+
+def _moved_sentences(root) -> list[str]:
+    """One sentence per data set that the budget rule's second step moves (``results/long/budgets.csv``,
+    written by core.grid.long): why, and the budget the long grid reads it at meanwhile."""
+    path = Path(root) / "long" / "budgets.csv"
+    if not path.is_file():
+        return []
+    out = []
+    for r in pd.read_csv(path).to_dict("records"):
+        if r["budget"] == r["first_step"]:
+            continue
+        text = (f"{fmt.dataset_title(r['dataset'])} goes to {int(r['budget']):,} (a rule step added after seeing its "
+                f"{int(r['first_step']):,}-iteration grid: {int(r['main_met_at_first'])} of its "
+                f"{int(r['main_runs_at_first'])} runs of seeds 0-4 meet the criterion)")
+        if r["read_at"] != r["budget"]:
+            text += (f"; read at {int(r['read_at']):,} until those {int(r['main_runs_at_first'])} are in at "
+                     f"{int(r['budget']):,} ({int(r['main_runs_at_budget'])} so far)")
+        out.append(text + ".")
+    return out
 
 
 MAGNITUDE_MARKS = {"smaller than the paper's": ", below the paper's", "as large as the paper's": ", as large as the paper's"}
