@@ -204,3 +204,19 @@ def test_script_writes_health_in_place_and_keeps_everything_else(tmp_path):
     assert good["health"] == HEALTHY and good["x"] == 1
     assert list(good)[list(good).index("status") + 1] == "health"
     assert json.loads((tmp_path / "summary.json").read_text()) == {"tables": {}}  # not a run: untouched
+
+
+def test_every_stored_run_record_carries_its_health_class_as_the_rule_gives_it():
+    """REPRODUCTION ("The health rule"): the class is stored in every run record under results/, and it is
+    the one the rule computes from the record's own numbers."""
+    records = [p for p in (ROOT / "results").rglob("runs/**/*.json") if not p.is_symlink()
+               and not any(q.is_symlink() for q in p.parents if q != ROOT)]
+    seen = 0
+    for p in records:
+        m = json.loads(p.read_text())
+        if "status" not in m or "metrics" not in m:
+            continue  # not a run record (a list, a summary)
+        seen += 1
+        assert "health" in m, f"{p.relative_to(ROOT)} has no stored health class"
+        assert m["health"] == classify({k: v for k, v in m.items() if not k.startswith("health")})["health"], p
+    assert seen > 500
