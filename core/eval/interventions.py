@@ -390,12 +390,6 @@ def knockout_tables(models: Sequence, images, labels, classes, **kw) -> list[Int
     return [knockout_table(m, images, labels, classes, mean_state=ms, **kw) for m, ms in zip(models, means, strict=True)]
 
 
-def seed_drops(tables: Sequence[InterventionTable], key: str, condition: str = "clean",
-               cls: int | None = None) -> np.ndarray:
-    """[seeds] the drop of variant ``key`` in each table (one per trained network)."""
-    return np.array([t.drop(key, condition, cls) for t in tables])
-
-
 def decisive_cell(model, images, look_at: int = 30) -> tuple[int, int, int] | None:
     """(image index, row, LSTM), all 0-based, of one mask cell whose flip alone changes the
     model's answer, searched over the ``look_at`` least decided images (smallest gap between the
