@@ -202,7 +202,8 @@ def figure_downloads(fig, name: str, key: str, width: int = 1100, extra=(), iden
 
     ``fig`` may be a function returning the figure, with ``ident`` (any hashable that changes
     exactly when the figure does): then the figure is built only when its PNG or HTML is asked
-    for, and a script run that only shows the buttons builds nothing.
+    for, and a script run that only shows the buttons builds nothing. A figure given as it is is
+    serialised only where a PNG of it is held or asked for.
     """
     import hashlib
 
@@ -219,11 +220,13 @@ def figure_downloads(fig, name: str, key: str, width: int = 1100, extra=(), iden
 
     row = st.container(horizontal=True, vertical_alignment="center")
     if png_export_ready():
-        content = repr(ident) if lazy else figure()[1]
-        digest = hashlib.sha256(f"{width}|{content}".encode()).hexdigest()
+        def digest() -> str:  # the figure's JSON only where a PNG is held or asked for
+            content = repr(ident) if lazy else figure()[1]
+            return hashlib.sha256(f"{width}|{content}".encode()).hexdigest()
+
         held_key = f"_png_{key}"
         held = st.session_state.get(held_key)
-        png = held[1] if held and held[0] == digest else None
+        png = held[1] if held and held[0] == digest() else None
         slot = row.empty()  # the "Make PNG" button, replaced by the download once the PNG is made
         if png is None and slot.button("🖼 Make PNG", key=f"{key}_png_make"):
             with row, st.spinner("Rendering the PNG…"):
@@ -233,7 +236,7 @@ def figure_downloads(fig, name: str, key: str, width: int = 1100, extra=(), iden
                 except Exception as exc:  # kaleido or its browser failed: say so, HTML still works
                     st.caption(f"PNG export failed ({type(exc).__name__}); use HTML.")
                 else:
-                    st.session_state[held_key] = (digest, png)
+                    st.session_state[held_key] = (digest(), png)
                 if RENDERER.problem:
                     st.caption(ONE_SHOT_NOTE)
         if png is not None:
