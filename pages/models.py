@@ -94,11 +94,11 @@ def table_row(entry: ModelEntry, meta: dict | None, owner: str = "") -> dict:
     if meta and isinstance(meta.get("metrics"), dict):
         metrics = {**metrics, **{k: v for k, v in meta["metrics"].items() if v is not None}}
     created = entry.created or (meta or {}).get("created") or ""
-    its = (meta or {}).get("train_config", {}).get("iterations") if meta else metrics.get("iterations")
+    budget = (meta or {}).get("train_config", {}).get("iterations") if meta else metrics.get("iterations")
     status = str((meta or {}).get("status") or "")
     done = ((meta or {}).get("history") or {}).get("iteration") or []
-    if status == "stopped" and done:  # what it was trained for, not what it was asked for
-        its = done[-1]
+    # the iterations trained, not the budget: early stopping and a stop end a run before its budget
+    its = metrics.get("iterations_done") or (done[-1] if done else None) or budget
     health = _health(meta)["health"] if meta else ""
     return {
         "data set": _ds_title(entry.dataset),
@@ -111,6 +111,8 @@ def table_row(entry: ModelEntry, meta: dict | None, owner: str = "") -> dict:
         "clean error (%)": pct_value(metrics.get("test_error")),
         "noisy error (%)": pct_value(metrics.get("noisy_test_error")),
         "iterations": its if its is None else int(its),
+        "budget": budget if budget is None else int(budget),
+        "kept iteration": metrics.get("best_iteration"),
         "status": status,
         "health": health,
         # the table's one word on a run: a stopped run is not judged as if it had finished
@@ -203,7 +205,10 @@ def _table_view(table: pd.DataFrame, shown: list[ModelEntry]) -> None:
             "noisy error (%)": st.column_config.NumberColumn("noisy %", format="%.2f", width=TABLE_WIDTHS["noisy error (%)"],
                                                              help="test error under Gaussian noise of variance 0.01, percent"),
             "iterations": st.column_config.NumberColumn("iterations", width=TABLE_WIDTHS["iterations"],
-                                                        help="iterations trained (a stopped run: until its stop)"),
+                                                        help="iterations trained: a run stops before its budget "
+                                                             "when its validation accuracy stops improving or when "
+                                                             "it is stopped (budget and kept iteration: the CSV, "
+                                                             "Inspect a model)"),
             "state": st.column_config.TextColumn(
                 "health", width=TABLE_WIDTHS["state"],
                 help=f"healthy, diverged (the loss blew up) or collapsed (about one class predicted for everything; "
@@ -226,6 +231,26 @@ def pick_model(shown: list[ModelEntry]) -> ModelEntry:
     return by_key[pick]
 
 
+def iterations_text(row: dict) -> str:
+    """"9,500 of 12,000" where a run ended before its budget, else the iterations trained."""
+    its, budget = row["iterations"], row.get("budget")
+    if its is None:
+        return "n/a"
+    return f"{its:,} of {budget:,}" if budget and budget != its else f"{its:,}"
+
+
+def iterations_help(row: dict) -> str | None:
+    its, budget, kept = row["iterations"], row.get("budget"), row.get("kept iteration")
+    parts = []
+    if its is not None and budget and its < budget:
+        parts.append(f"Trained {its:,} of its budget of {budget:,} iterations: "
+                     + ("stopped." if row.get("status") == "stopped" else
+                        "it stopped early when its validation accuracy stopped improving."))
+    if kept:
+        parts.append(f"The weights of iteration {int(kept):,} (best validation accuracy) are kept.")
+    return " ".join(parts) or None
+
+
 def key_numbers(entry: ModelEntry, meta: dict) -> None:
     """Errors, size, iterations and seed, the data set's floors beside them."""
     row = table_row(entry, meta)
@@ -233,7 +258,7 @@ def key_numbers(entry: ModelEntry, meta: dict) -> None:
     c[0].metric("Clean test error", pct((meta.get("metrics") or {}).get("test_error")))
     c[1].metric("Noisy test error", pct((meta.get("metrics") or {}).get("noisy_test_error")))
     c[2].metric("Parameters", params(row["parameters"]))
-    c[3].metric("Iterations", row["iterations"] if row["iterations"] is not None else "n/a")
+    c[3].metric("Iterations", iterations_text(row), help=iterations_help(row))
     c[4].metric("Seed", entry.seed if entry.seed is not None else "n/a")
     fl = error_floors(entry.dataset, meta.get("metrics") or {})
     if fl["classes"]:  # what an answer that ignores the image would score (core.report.floors)

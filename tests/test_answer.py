@@ -52,29 +52,29 @@ def test_the_main_sentence_leads_with_the_longest_budget():
     lost = _rows([("converged", "mnist", "parallel_lstm", HOLDS), ("budget", "mnist", "parallel_lstm", CANNOT_TELL),
                   ("converged", "cifar10", "parallel_lstm", HOLDS)])
     s = answer._main_sentence(lost, claims)
-    assert "beats four plain LSTMs on CIFAR-10 after 4,000 iterations" in s
-    assert "but not measurably on MNIST after 12,000, where it led at 4,000, and averages 4.24 points worse" in s
+    assert "beats four plain LSTMs on CIFAR-10 at a 4,000-iteration budget" in s
+    assert "but not measurably on MNIST at 12,000, where it led at 4,000, and averages 4.24 points worse" in s
     two = _rows([("converged", "mnist", "parallel_lstm", HOLDS), ("budget", "mnist", "parallel_lstm", CANNOT_TELL),
                  ("converged", "fashion_mnist", "parallel_lstm", HOLDS),
                  ("budget-24k", "fashion_mnist", "parallel_lstm", CANNOT_TELL),
                  ("converged", "cifar10", "parallel_lstm", HOLDS), ("budget", "cifar10", "parallel_lstm", CANNOT_TELL),
                  ("converged", "animals10", "parallel_lstm", CANNOT_TELL)])
     s = answer._main_sentence(two, {})  # the faded leads are said once, grouped by budget
-    assert s.endswith("does not beat four plain LSTMs measurably on MNIST and CIFAR-10 after 12,000 iterations and "
-                      "Fashion-MNIST after 24,000, where it led at 4,000, nor on Animals-10 after 4,000.")
+    assert s.endswith("does not beat four plain LSTMs measurably on MNIST and CIFAR-10 at 12,000-iteration budgets and "
+                      "Fashion-MNIST at 24,000, where it led at 4,000, nor on Animals-10 at 4,000.")
     assert s.count("where it led") == 1
     kept = _rows([("converged", "mnist", "parallel_lstm", HOLDS), ("budget-24k", "mnist", "parallel_lstm", HOLDS)])
     s = answer._main_sentence(kept, {})
-    assert "beats four plain LSTMs on MNIST after 24,000 iterations" in s and "led" not in s and "worse" not in s
+    assert "beats four plain LSTMs on MNIST at a 24,000-iteration budget" in s and "led" not in s and "worse" not in s
     partial = pd.concat([_rows([("converged", "mnist", "parallel_lstm", HOLDS)]),
                          _rows([("budget-24k", "mnist", "parallel_lstm", CANNOT_TELL)], seeds=2)])
     s = answer._main_sentence(partial, {})  # a budget still training does not speak
-    assert "beats four plain LSTMs on MNIST after 4,000 iterations" in s and "led" not in s
+    assert "beats four plain LSTMs on MNIST at a 4,000-iteration budget" in s and "led" not in s
     worse = _rows([("converged", "mnist", "parallel_lstm", CANNOT_TELL), ("budget", "mnist", "parallel_lstm", NOT_HOLDS),
                    ("converged", "cifar10", "parallel_lstm", CANNOT_TELL)])
     s = answer._main_sentence(worse, {})
-    assert "does not beat four plain LSTMs measurably on CIFAR-10 after 4,000 iterations" in s
-    assert "is measurably worse than them on MNIST after 12,000." in s
+    assert "does not beat four plain LSTMs measurably on CIFAR-10 at a 4,000-iteration budget" in s
+    assert "is measurably worse than them on MNIST at 12,000." in s
     few = _rows([("converged", "mnist", "parallel_lstm", HOLDS)], seeds=2)
     assert answer._main_sentence(few, {}).endswith("has no complete comparison with four plain LSTMs yet.")
 
@@ -90,8 +90,8 @@ def test_the_controls_sentence_names_only_what_the_table_decides():
     assert answer._controls_sentence(rows[1:2]) == ""
     # the controls' training length, where their table names one protocol (they may be shorter than the grid)
     timed = [{**r, "protocol": "converged"} for r in rows]
-    assert answer._controls_sentence(timed).startswith("After 4,000 iterations on MNIST, equally large plain LSTMs")
-    assert answer._controls_sentence([timed[0]]) == "After 4,000 iterations, equally large plain LSTMs beat it on MNIST."
+    assert answer._controls_sentence(timed).startswith("At a 4,000-iteration budget on MNIST, equally large plain LSTMs")
+    assert answer._controls_sentence([timed[0]]) == "At a 4,000-iteration budget, equally large plain LSTMs beat it on MNIST."
 
 
 def test_every_figure_row_agrees_with_its_verdict_and_the_figure_is_current():

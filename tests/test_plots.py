@@ -410,3 +410,16 @@ def test_small_multiples_have_one_x_axis_title():
     fig = curves_small_multiples([curve(m, 0) for m in ("rim", "parallel_lstm", "entnet", "rmc", "indrnn")], "loss")
     titles = [fig.layout[f"xaxis{'' if i == 1 else i}"].title.text for i in range(1, 6)]
     assert titles == [None, None, "iteration (optimiser steps)", None, None]
+
+
+def test_the_runs_table_gives_each_runs_budget_and_the_iterations_it_trained():
+    """Early stopping ends most long-grid runs before their budget: the Runs tab shows both."""
+    import json
+
+    from core.paths import ROOT
+
+    summary = json.loads((ROOT / "results" / "long" / "summary.json").read_text())
+    runs = runs_frame(summary)
+    assert {"budget (iterations)", "iterations trained"} <= set(runs.columns)
+    assert (runs["iterations trained"] <= runs["budget (iterations)"]).all()
+    assert (runs["iterations trained"] < runs["budget (iterations)"]).any()

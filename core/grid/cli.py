@@ -89,8 +89,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def _tables(out: Path, include_unhealthy: bool = False) -> None:
     """Write the grid's tables and the claims table, and print ``tables.md``; for the long grid
-    (``results/long``) its links to each data set's runs are made first (core.grid.long)."""
-    if out.name == LONG:
+    (``results/long``, beside ``results/budget``) its links to each data set's runs are made first
+    (core.grid.long); another folder named ``long`` keeps its own runs."""
+    if out.name == LONG and (out.parent / BUDGET_DIR).is_dir():
         from .long import link_long_grid
 
         link_long_grid(out.parent)

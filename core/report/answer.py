@@ -102,10 +102,11 @@ def _verdict(df: pd.DataFrame, grid: str, ds: str) -> str:
 
 
 def _at(sets: list[str], longest: dict, faded: list[str], said: list[bool], joiner: str = ", and on ") -> str:
-    """``sets`` with the budget each was trained longest ("MNIST and CIFAR-10 after 12,000 iterations
-    and Fashion-MNIST after 24,000"; the word "iterations" only the first time in the sentence:
-    ``said``). The sets where RIM's 4,000-iteration lead did not last (``faded``) come first, once,
-    followed by "where it led at 4,000"; the others after ``joiner``."""
+    """``sets`` with the longest budget each was trained at ("MNIST and CIFAR-10 at 12,000-iteration
+    budgets and Fashion-MNIST at 24,000": a budget, since a run stops early once its validation
+    accuracy stops improving; "-iteration budgets" only the first time in the sentence: ``said``).
+    The sets where RIM's 4,000-iteration lead did not last (``faded``) come first, once, followed by
+    "where it led at 4,000"; the others after ``joiner``."""
     chunks = []
     for led in (True, False):
         part = [d for d in sets if (d in faded) == led]
@@ -116,11 +117,16 @@ def _at(sets: list[str], longest: dict, faded: list[str], said: list[bool], join
             groups.setdefault(longest[d], []).append(d)
         frags = []
         for g, ds in groups.items():
-            frags.append(f"{_names(ds)} after {ITERATIONS[g]}" + ("" if said[0] else " iterations"))
+            frags.append(f"{_names(ds)} at " + (ITERATIONS[g] if said[0] else _budgets(ITERATIONS[g], len(ds))))
             said[0] = True
         text = frags[0] if len(frags) == 1 else ", ".join(frags[:-1]) + " and " + frags[-1]
         chunks.append(text + (", where it led at 4,000" if led else ""))
     return joiner.join(chunks)
+
+
+def _budgets(iterations: str, sets: int) -> str:
+    """"a 4,000-iteration budget" (one data set), "12,000-iteration budgets" (several)."""
+    return f"a {iterations}-iteration budget" if sets == 1 else f"{iterations}-iteration budgets"
 
 
 def _main_sentence(df: pd.DataFrame, claims: dict) -> str:
@@ -167,7 +173,7 @@ def _controls_sentence(controls: list[dict]) -> str:
     said_m = "equally large plain LSTMs beat it"
     said_r = "picking the four at random changes its error less than the paper's gap"
     its = _iterations({str(c.get("protocol", "")) for c in controls if c.get("dataset") in matched | random_eq})
-    when = f"after {its:,} iterations " if its else ""
+    when = f"at {_budgets(f'{its:,}', len(matched | random_eq))} " if its else ""
     if m and m == r:
         text = f"{when}on {m}, {said_m}, and {said_r}"
     else:

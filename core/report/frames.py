@@ -81,7 +81,7 @@ RUN_COLUMNS = {  # summary field -> column title (errors become percent)
     "dataset": "data set", "model": "model or variant", "seed": "seed", "status": "status", "health": "health",
     "convergence": "convergence criterion",
     "test_error": "test error (%)", "noisy_test_error": "noisy test error (%)", "noise_draws": "noise draws",
-    "iterations": "iterations", "train_time_s": "training time (s)", "parameters": "parameters",
+    "iterations": "budget (iterations)", "iterations_run": "iterations trained", "train_time_s": "training time (s)", "parameters": "parameters",
     "loss_fluct": "loss fluctuation", "loss_fluct_rel": "loss fluctuation (relative)",
     "health_reasons": "why unhealthy",
 }

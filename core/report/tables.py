@@ -80,6 +80,7 @@ def load_results(out: Path) -> list[dict]:
                      "test_error": m.get("test_error"),
                      "noisy_test_error": m.get("noisy_test_error"), "noise_draws": m.get("noise_draws"),
                      "iterations": meta.get("train_config", {}).get("iterations"),
+                     "iterations_run": m.get("iterations_done"),
                      "train_time_s": m.get("train_time_s"), "parameters": m.get("parameters")})
         sd, rel = loss_fluctuation(meta.get("history", {}).get("loss") or [])
         rows[-1].update(loss_fluct=sd, loss_fluct_rel=rel)

@@ -414,3 +414,24 @@ def test_a_final_evaluation_far_below_the_best_seen_is_said_on_inspect(page_env)
     assert any("33.5 points below the best seen" in x.value for x in at.warning)
     at.selectbox(key="models_pick").set_value("pretrained:mnist/rim").run()
     assert not any("below the best seen" in x.value for x in at.warning)
+
+
+def test_a_run_that_stopped_early_on_its_own_shows_the_iterations_it_ran_of_its_budget(page_env):
+    """Early stopping ends most long-grid runs before their budget: the table gives the iterations
+    trained, Inspect "N of budget" with the kept iteration in its help, the CSV both."""
+    import json
+
+    w, m = valid_weights()
+    meta = json.loads(m)
+    meta.update(status="completed", train_config={**meta.get("train_config", {}), "iterations": 1000})
+    meta["metrics"] = {**meta.get("metrics", {}), "iterations_done": 750, "best_iteration": 500}
+    store().import_weights(w, json.dumps(meta).encode(), expected_dataset="mnist", owner=OWNER)
+    at = run_page()
+    assert not at.exception
+    row = table(at).query("source == 'uploaded'").iloc[0]
+    assert row["iterations"] == 750 and row["state"] == "healthy"
+    assert at.selectbox(key="models_pick").value.startswith("run:")  # the imported run is the one inspected
+    metric = next(x for x in at.metric if x.label == "Iterations")
+    assert metric.value == "750 of 1,000"
+    assert "stopped early when its validation accuracy stopped improving" in metric.help
+    assert "iteration 500" in metric.help
