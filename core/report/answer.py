@@ -315,7 +315,7 @@ def verdict_by_budget(df: pd.DataFrame) -> pd.DataFrame:
                     continue
                 r = r.iloc[0]
                 full = FULL_SEEDS.get(ds, 5)
-                seeds = f" ({r['seeds']} seed{'s' if r['seeds'] != 1 else ''})" if r["seeds"] < full else ""
+                seeds = f" ({r['seeds']} seed{'s' if r['seeds'] != 1 else ''})" if r["seeds"] != full else ""
                 cell = f"{fmt.marked_verdict(r['verdict']).split(' ')[0]} {fmt.gap(r['gap'], r['ci_low'], r['ci_high'])}{seeds}"
                 row[SHORT[g]] = cell + MAGNITUDE_MARKS.get(r["magnitude"] if isinstance(r["magnitude"], str) else "", "")
             out.append(row)
@@ -325,7 +325,8 @@ def verdict_by_budget(df: pd.DataFrame) -> pd.DataFrame:
 BUDGET_NOTE = ("✅ holds, ❌ does not hold, ❔ cannot tell; gap = other − RIM in points (positive: RIM better), its interval "
                "at its Holm step's level; each budget's verdicts come from its own tables (a Holm family per table), so "
                "a verdict can change with the gap or with the family; \"below\" / \"as large as the paper's\": the "
-               "magnitude rule, where it decides (REPRODUCTION, Statistics). Seeds: 5 (3 on Animals-10) unless a cell says fewer.")
+               "magnitude rule, where it decides (REPRODUCTION, Statistics). Seeds: 5 (3 on Animals-10) unless a cell "
+               "says otherwise.")
 
 
 def verdict_by_budget_markdown(root="results") -> str:

@@ -232,7 +232,7 @@ def interventions_markdown(root: Path, link: bool = True) -> str:
         m = int(df[(df["dataset"] == ds) & df["holm_m"].notna()]["holm_m"].max())
         its = _iterations(root, d["model"])
         notes.append(f"{dataset_title(ds)} {len(d)} network{'s' if len(d) > 1 else ''}"
-                     + (f" trained {its:,} iterations" if its else "")
+                     + (f" at a {its:,}-iteration budget" if its else "")
                      + f" ({_seeds(list(d['seed']))}, intact {_span_pct(list(d['accuracy']))}, {m} tests each)")
     short = df[(df["mode"] == "off") & (df["condition"] == "clean")]["rows_short"].dropna()
     noise = ", ".join(sorted({f"{v:g}" for v in df["noise_var"] if v > 0}))
