@@ -232,11 +232,10 @@ def pick_model(shown: list[ModelEntry]) -> ModelEntry:
 
 
 def iterations_text(row: dict) -> str:
-    """"9,500 of 12,000" where a run ended before its budget, else the iterations trained."""
-    its, budget = row["iterations"], row.get("budget")
-    if its is None:
-        return "n/a"
-    return f"{its:,} of {budget:,}" if budget and budget != its else f"{its:,}"
+    """The iterations trained; the budget, where the run ended before it, is in `iterations_help`
+    (a metric value as long as "9,500 of 12,000" does not fit a fifth of a narrow page)."""
+    its = row["iterations"]
+    return "n/a" if its is None else f"{its:,}"
 
 
 def iterations_help(row: dict) -> str | None:
@@ -258,7 +257,8 @@ def key_numbers(entry: ModelEntry, meta: dict) -> None:
     c[0].metric("Clean test error", pct((meta.get("metrics") or {}).get("test_error")))
     c[1].metric("Noisy test error", pct((meta.get("metrics") or {}).get("noisy_test_error")))
     c[2].metric("Parameters", params(row["parameters"]))
-    c[3].metric("Iterations", iterations_text(row), help=iterations_help(row))
+    its_note = iterations_help(row)
+    c[3].metric("Iterations trained", iterations_text(row), help=its_note)
     c[4].metric("Seed", entry.seed if entry.seed is not None else "n/a")
     fl = error_floors(entry.dataset, meta.get("metrics") or {})
     if fl["classes"]:  # what an answer that ignores the image would score (core.report.floors)
@@ -272,6 +272,8 @@ def key_numbers(entry: ModelEntry, meta: dict) -> None:
                            + (f"this model's is **{pct(fl['balanced_error'])}**." if fl["balanced_error"] is not None
                               else "this model's metadata records no per-class results to compute it."))
         st.caption(floor_text)
+    if its_note:
+        st.caption(its_note)
 
 
 def warnings_of(entry: ModelEntry, meta: dict) -> None:

@@ -418,7 +418,8 @@ def test_a_final_evaluation_far_below_the_best_seen_is_said_on_inspect(page_env)
 
 def test_a_run_that_stopped_early_on_its_own_shows_the_iterations_it_ran_of_its_budget(page_env):
     """Early stopping ends most long-grid runs before their budget: the table gives the iterations
-    trained, Inspect "N of budget" with the kept iteration in its help, the CSV both."""
+    trained, Inspect the iterations trained with the budget and the kept iteration in its help and
+    in a caption beside it, the CSV both."""
     import json
 
     w, m = valid_weights()
@@ -431,7 +432,9 @@ def test_a_run_that_stopped_early_on_its_own_shows_the_iterations_it_ran_of_its_
     row = table(at).query("source == 'uploaded'").iloc[0]
     assert row["iterations"] == 750 and row["state"] == "healthy"
     assert at.selectbox(key="models_pick").value.startswith("run:")  # the imported run is the one inspected
-    metric = next(x for x in at.metric if x.label == "Iterations")
-    assert metric.value == "750 of 1,000"
+    metric = next(x for x in at.metric if x.label == "Iterations trained")
+    assert metric.value == "750"
+    assert "Trained 750 of its budget of 1,000 iterations" in metric.help
     assert "stopped early when its validation accuracy stopped improving" in metric.help
     assert "iteration 500" in metric.help
+    assert any(metric.help == c.value for c in at.caption)  # said on the page, not only in a tooltip
