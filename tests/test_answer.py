@@ -85,7 +85,7 @@ def test_the_controls_sentence_names_only_what_the_table_decides():
             {"dataset": "mnist", "control": "rim_random", "equiv_verdict": "equivalent within the margin"},
             {"dataset": "fashion_mnist", "control": "rim_random", "equiv_verdict": "equivalence not shown"}]
     s = answer._controls_sentence(rows)
-    assert s == ("On MNIST, equally large plain LSTMs beat it, and picking the four at random changes its error less "
+    assert s == ("On MNIST, equally large plain LSTMs beat it, and picking at random changes its error less "
                  "than the paper's gap.")
     assert answer._controls_sentence(rows[1:2]) == ""
     # the controls' training length, where their table names one protocol (they may be shorter than the grid)
@@ -164,6 +164,15 @@ def test_the_seeds_sentence_counts_the_comparisons_the_answer_reads():
     assert answer._seeds_sentence(df, [4, 5]) == "Four to five seeds (three on Animals-10)."  # a control with fewer
     assert answer._seeds_sentence(_rows([("converged", "animals10", "parallel_lstm", HOLDS)], seeds=3)) == \
         "Three seeds per method."
+
+
+def test_the_seeds_sentence_gives_a_range_where_data_sets_differ():
+    """Ten seeds of RIM and the parallel LSTMs on MNIST beside five on CIFAR-10 is "Five to ten", not "Five"."""
+    df = pd.concat([_rows([("budget", "mnist", "parallel_lstm", CANNOT_TELL)], seeds=10),
+                    _rows([("budget-24k", "cifar10", "parallel_lstm", CANNOT_TELL)], seeds=5),
+                    _rows([("converged", "animals10", "parallel_lstm", CANNOT_TELL)], seeds=3)])
+    assert answer._seeds_sentence(df) == "Five to ten seeds (three on Animals-10)."
+    assert answer._seeds_sentence(df, [4]) == "Four to ten seeds (three on Animals-10)."
 
 
 def test_the_budget_note_counts_the_runs_still_improving():

@@ -172,10 +172,6 @@ def test_the_shipped_long_grid_links_follow_the_rule():
         assert [{k: str(v) for k, v in r.items()} for r in budget_rows(results)] == list(csv.DictReader(f))
 
 
-@pytest.mark.xfail(strict=True, reason="not met while the long grid reads CIFAR-10 at 12,000 iterations (its 24,000-iteration "
-                   "grid is training): parallel-LSTM, EntNet and IndRNN runs there and MNIST's IndRNN runs are still "
-                   "improving (results/answer_note.md counts them); strict, so the bar being met fails here until this "
-                   "mark goes")
 def test_at_least_90_percent_of_the_long_grids_runs_meet_the_criterion():
     """The long grid's bar (``PASS_SHARE``), computed from every run's validation history."""
     from core.paths import ROOT

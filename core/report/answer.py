@@ -171,7 +171,7 @@ def _controls_sentence(controls: list[dict]) -> str:
     m = _names([d for d in DATASET_ORDER if d in matched]) if matched else ""
     r = _names([d for d in DATASET_ORDER if d in random_eq]) if random_eq else ""
     said_m = "equally large plain LSTMs beat it"
-    said_r = "picking the four at random changes its error less than the paper's gap"
+    said_r = "picking at random changes its error less than the paper's gap"
     its = _iterations({str(c.get("protocol", "")) for c in controls if c.get("dataset") in matched | random_eq})
     when = f"at {_budgets(f'{its:,}', len(matched | random_eq))} " if its else ""
     if m and m == r:
@@ -200,19 +200,20 @@ def _count(n: int) -> str:
 def _seeds_sentence(df: pd.DataFrame, controls_seeds=()) -> str:
     """How many training seeds stand behind the comparison the answer leads with (RIM vs the
     parallel LSTMs at each data set's longest budget with all its seeds), and the fewest of the
-    controls it states (``controls_seeds``), when fewer: "Five to seven seeds"."""
+    controls it states (``controls_seeds``), when fewer; a range where data sets differ: "Five to ten
+    seeds"."""
     seeds = {ds: int(_pick(df, g, ds)["seeds"].min()) for ds in DATASET_ORDER if (g := _longest(df, ds))}
     if not seeds:
         return ""
     others = sorted({n for ds, n in seeds.items() if ds != "animals10"})
     a = seeds.get("animals10")
-    n = others[0] if others else a
+    n, high = (others[0], others[-1]) if others else (a, a)
 
     def count(k: int) -> str:
         return f"{_count(k)} seed{'s' if k != 1 else ''}"
 
     low = min([n, *controls_seeds]) if controls_seeds else n
-    head = count(n) + " per method" if low == n else f"{_count(low)} to {_count(n).lower()} seeds"
+    head = count(n) + " per method" if low == high else f"{_count(low)} to {_count(high).lower()} seeds"
     return head + (f" ({_count(a).lower()} on Animals-10)." if a is not None and a != n else ".")
 
 
