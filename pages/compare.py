@@ -9,7 +9,7 @@ from core import paths
 from core.catalog import run_label
 from core.grid.export import protocol_text
 from core.paths import LONG_GRID
-from core.report.answer import BUDGET_NOTE, read_answer, read_gap_rows, read_note, verdict_by_budget
+from core.report.answer import BUDGET_NOTE, read_answer, read_gap_rows, read_note, stale_sources, verdict_by_budget
 from core.report.budget import BUDGET_SETS, CHECK_NOTE, check_frame, check_sentence, read_check
 from core.report.claims import CLAIMS_NOTE, GLANCE_LEGEND, claims_frame, display_csv, glance_frame, read_claims
 from core.report.comparisons import Cells
@@ -496,6 +496,11 @@ def answer_view() -> None:
     st.markdown(f"**The answer.** {text}")
     if note := _note(str(root), mtime(root / "answer_note.md")):
         st.caption(note)
+    if changed := stale_sources(root):  # tables regenerated after the answer: the two would disagree unsaid
+        shown = ", ".join(f"`results/{c}`" for c in changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+        st.warning(f"The answer, its note and the gap figure were written before the tables below last changed "
+                   f"({shown}), so their numbers may differ. Regenerate them with `python -m core.reproduce docs`.",
+                   icon=":material/sync_problem:")
     box = st.expander("RIM's gap to each method, every data set and protocol", key="cmp_gaps_open", on_change="rerun")
     if not box.open:  # drawn only while open: every other run of the page skips the figure
         return

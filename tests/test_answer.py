@@ -1,4 +1,5 @@
 """The plain answer, the magnitude rule and the results figure (core.report.answer)."""
+import json
 import math
 import re
 
@@ -207,3 +208,24 @@ def test_the_stored_note_is_the_computed_one(tmp_path):
     ``read_note`` computes it where none is stored."""
     assert answer.read_note(RESULTS) == answer.budget_note(RESULTS) != ""
     assert answer.read_note(tmp_path) == ""  # no results: no note, nothing stored
+
+
+def test_the_stored_answer_records_the_tables_it_was_read_beside(tmp_path):
+    """``write_answer`` stores a hash per table; a table changed, added or gone afterwards is named, and
+    the shipped results match theirs (``docs --check`` rewrites them otherwise)."""
+    import shutil
+
+    assert answer.stale_sources(RESULTS) == []
+    assert "long/table2.csv" in answer.sources(RESULTS)
+    res = tmp_path / "results"
+    for folder in ("converged", "long"):
+        res.joinpath(folder).mkdir(parents=True)
+        for name in ("table2.csv", "claims.csv"):
+            shutil.copy(RESULTS / folder / name, res / folder / name)
+    assert answer.stale_sources(res) == []  # nothing stored: nothing to compare
+    (res / answer.SOURCES_FILE).write_text(json.dumps(answer.sources(res)))
+    assert answer.stale_sources(res) == []
+    (res / "long" / "claims.csv").write_text("changed")
+    (res / "converged" / "table2.csv").unlink()
+    (res / "converged" / "table3.csv").write_text("new")
+    assert answer.stale_sources(res) == ["converged/table2.csv", "converged/table3.csv", "long/claims.csv"]

@@ -223,16 +223,19 @@ def run(repo=".", files=None, check: bool = False, results: str = "results") -> 
 
 def _figure(repo: Path, results: str, check: bool) -> list[Path]:
     """The results figure (``docs/figures/gaps.png``) and the stored answer (``results/answer.md``)
-    of core.report.answer: written again unless ``check``; returns those that are (or, with
+    of core.report.answer, with the tables it was read beside (``results/answer_sources.json``):
+    written again unless ``check``; returns those that are (or, with
     ``check``, would be) out of date. The figure's numbers, ``gaps.csv``, decide for the figure: a
     PNG's bytes depend on the plotting library's version."""
     from .answer import (
         ANSWER_FILE,
         FIGURE,
         NOTE_FILE,
+        SOURCES_FILE,
         budget_note,
         figure_current,
         plain_answer,
+        stale_sources,
         write_answer,
         write_figure,
     )
@@ -248,6 +251,8 @@ def _figure(repo: Path, results: str, check: bool) -> list[Path]:
     stored, note = root / ANSWER_FILE, root / NOTE_FILE
     old = [p for p, text in ((stored, plain_answer(root)), (note, budget_note(root)))
            if not p.is_file() or p.read_text().strip() != text]
+    if not (root / SOURCES_FILE).is_file() or stale_sources(root):  # the tables the answer was read beside
+        old.append(root / SOURCES_FILE)
     stale += old
     if old and not check:
         write_answer(root)

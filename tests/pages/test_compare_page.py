@@ -364,6 +364,26 @@ def test_compare_opens_with_the_answer_and_the_gaps_figure(page_env):
     assert {t["name"] for t in gaps["data"]} >= {"paper's figure", "Adam, 4,000 iterations", "paper protocol"}
 
 
+def test_compare_warns_when_the_tables_changed_after_the_answer_was_written(page_env, tmp_path, monkeypatch):
+    """The answer, note and gaps are stored files; tables regenerated after them (a grid's new seeds,
+    `tables` without `docs`) would put two sets of numbers on one page: the page says so."""
+    from core.report.answer import SOURCES_FILE, write_answer
+
+    res = tmp_path / "results"
+    shutil.copytree(page_env["results"], res, symlinks=True)
+    write_answer(res)
+    monkeypatch.setenv("RIMSCOPE_RESULTS_DIR", str(res))
+    at = run_page()
+    assert not at.exception and not at.warning  # written beside these tables: nothing to say
+    table2 = res / "converged" / "table2.csv"
+    table2.write_text(table2.read_text() + "\n")
+    at = run_page()
+    said = [w.value for w in at.warning]
+    assert len(said) == 1 and "`results/converged/table2.csv`" in said[0] and "core.reproduce docs" in said[0]
+    (res / SOURCES_FILE).write_text("not json")
+    assert any(SOURCES_FILE in w.value for w in run_page().warning)  # unreadable: said, not raised
+
+
 def test_compare_without_results_says_so_at_the_answer(empty_env):
     at = run_page()
     assert not at.exception
