@@ -157,7 +157,7 @@ def pick_experiment(available: dict, protocol: str | None) -> str:
         return names[0]
     ui.pickers.keep_valid("cmp_schedule", names)
     follow_protocol(available, protocol)
-    sched = st.radio("Experiment", names, key="cmp_schedule", horizontal=True,
+    sched = st.radio("Experiment", names, key="cmp_schedule", horizontal=False,
                      format_func=lambda n: RESULT_FOLDERS.get(n, n),
                      help="The long grid: every method trained with Adam and a cosine decay until most of its "
                           "runs stop improving (a budget per data set, fixed by a rule before its runs); Adam, "
