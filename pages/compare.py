@@ -9,7 +9,7 @@ from core import paths
 from core.catalog import run_label
 from core.grid.export import protocol_text
 from core.paths import LONG_GRID
-from core.report.answer import BUDGET_NOTE, read_answer, read_gap_rows, read_note, stale_sources, verdict_by_budget
+from core.report.answer import BUDGET_NOTE, read_answer, read_gap_rows, read_note, verdict_by_budget
 from core.report.budget import BUDGET_SETS, CHECK_NOTE, check_frame, check_sentence, read_check
 from core.report.claims import CLAIMS_NOTE, GLANCE_LEGEND, claims_frame, display_csv, glance_frame, read_claims
 from core.report.comparisons import Cells
@@ -21,6 +21,7 @@ from core.report.paper import DATASET_ORDER, PAPER
 from core.report.plots.comparison import ERROR_METRICS, error_bar_figure, gaps_figure
 from core.report.plots.style import method_order
 from core.report.plots.training import curves_overlay, curves_small_multiples
+from core.report.sources import stale_sources
 from core.report.stats import INTERVAL_NOTE
 from core.runs.compare import OwnRunView, compare_view, option_name, own_runs, shipped_protocol
 from core.studies.handwriting.external import SETS as HANDWRITING_SETS

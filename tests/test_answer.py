@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from core.paths import ROOT
-from core.report import answer
+from core.report import answer, sources
 from core.report.fmt import dataset_title
 from core.report.stats import AS_LARGE, CANNOT_TELL, HOLDS, MAGNITUDE_OPEN, NOT_HOLDS, SMALLER, magnitude
 
@@ -215,17 +215,17 @@ def test_the_stored_answer_records_the_tables_it_was_read_beside(tmp_path):
     the shipped results match theirs (``docs --check`` rewrites them otherwise)."""
     import shutil
 
-    assert answer.stale_sources(RESULTS) == []
-    assert "long/table2.csv" in answer.sources(RESULTS)
+    assert sources.stale_sources(RESULTS) == []
+    assert "long/table2.csv" in sources.sources(RESULTS)
     res = tmp_path / "results"
     for folder in ("converged", "long"):
         res.joinpath(folder).mkdir(parents=True)
         for name in ("table2.csv", "claims.csv"):
             shutil.copy(RESULTS / folder / name, res / folder / name)
-    assert answer.stale_sources(res) == []  # nothing stored: nothing to compare
-    (res / answer.SOURCES_FILE).write_text(json.dumps(answer.sources(res)))
-    assert answer.stale_sources(res) == []
+    assert sources.stale_sources(res) == []  # nothing stored: nothing to compare
+    (res / sources.SOURCES_FILE).write_text(json.dumps(sources.sources(res)))
+    assert sources.stale_sources(res) == []
     (res / "long" / "claims.csv").write_text("changed")
     (res / "converged" / "table2.csv").unlink()
     (res / "converged" / "table3.csv").write_text("new")
-    assert answer.stale_sources(res) == ["converged/table2.csv", "converged/table3.csv", "long/claims.csv"]
+    assert sources.stale_sources(res) == ["converged/table2.csv", "converged/table3.csv", "long/claims.csv"]

@@ -11,7 +11,6 @@ rows with plotly (``core.report.plots.comparison.gaps_figure``).
 """
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pandas as pd
 
 from . import fmt
 from .paper import BASELINES, DATASET_ORDER, PAPER, PARAM_MATCHED
+from .sources import write_sources
 from .stats import HOLDS, NOT_HOLDS, magnitude
 
 # the grids the figure and the answer read, in the order they are drawn: folder -> protocol title
@@ -348,39 +348,6 @@ ANSWER_FILE = "answer.md"  # results/answer.md: the plain answer as stored for t
 NOTE_FILE = "answer_note.md"  # results/answer_note.md: ``budget_note`` as stored for the pages
 
 
-SOURCES_FILE = "answer_sources.json"  # results/answer_sources.json: the tables the stored answer was read beside
-SOURCE_TABLES = ("summary.json", "runs.csv", "table2.csv", "table3.csv", "table4.csv", "claims.csv", "controls.csv")
-
-
-def sources(root="results") -> dict[str, str]:
-    """A SHA-256 per table file the pages show beside the stored answer (each grid's and the long
-    grid's tables, ``SOURCE_TABLES``), keyed by its path under ``root``."""
-    import hashlib
-
-    root = Path(root)
-    out = {}
-    for folder in [*GRIDS, "long"]:
-        for name in SOURCE_TABLES:
-            p = root / folder / name
-            if p.is_file():
-                out[f"{folder}/{name}"] = hashlib.sha256(p.read_bytes()).hexdigest()
-    return out
-
-
-def stale_sources(root="results") -> list[str]:
-    """The table files (paths under ``root``) that changed, appeared or went since the stored answer,
-    note and gaps were written (``write_answer``); empty when they match or nothing is stored."""
-    p = Path(root) / SOURCES_FILE
-    if not p.is_file():
-        return []
-    try:
-        stored = json.loads(p.read_text())
-    except (OSError, ValueError):
-        return [SOURCES_FILE]
-    now = sources(root)
-    return sorted(k for k in set(stored) | set(now) if stored.get(k) != now.get(k))
-
-
 def write_answer(root="results") -> str:
     """Store ``plain_answer`` as ``results/answer.md``, ``budget_note`` as ``results/answer_note.md``
     and the tables they were read beside (``sources``) as ``results/answer_sources.json``; returns the
@@ -388,7 +355,7 @@ def write_answer(root="results") -> str:
     text = plain_answer(root)
     (Path(root) / ANSWER_FILE).write_text(text + "\n")
     (Path(root) / NOTE_FILE).write_text(budget_note(root) + "\n")
-    (Path(root) / SOURCES_FILE).write_text(json.dumps(sources(root), indent=1, sort_keys=True) + "\n")
+    write_sources(root)
     return text
 
 

@@ -231,14 +231,13 @@ def _figure(repo: Path, results: str, check: bool) -> list[Path]:
         ANSWER_FILE,
         FIGURE,
         NOTE_FILE,
-        SOURCES_FILE,
         budget_note,
         figure_current,
         plain_answer,
-        stale_sources,
         write_answer,
         write_figure,
     )
+    from .sources import SOURCES_FILE, stale_sources
 
     root = repo / results
     if not root.is_dir() or not (root / "converged").is_dir():

@@ -367,7 +367,8 @@ def test_compare_opens_with_the_answer_and_the_gaps_figure(page_env):
 def test_compare_warns_when_the_tables_changed_after_the_answer_was_written(page_env, tmp_path, monkeypatch):
     """The answer, note and gaps are stored files; tables regenerated after them (a grid's new seeds,
     `tables` without `docs`) would put two sets of numbers on one page: the page says so."""
-    from core.report.answer import SOURCES_FILE, write_answer
+    from core.report.answer import write_answer
+    from core.report.sources import SOURCES_FILE
 
     res = tmp_path / "results"
     shutil.copytree(page_env["results"], res, symlinks=True)
