@@ -223,7 +223,7 @@ def run(repo=".", files=None, check: bool = False, results: str = "results") -> 
 
 def _figure(repo: Path, results: str, check: bool) -> list[Path]:
     """The results figure (``docs/figures/gaps.png``) and the stored answer (``results/answer.md``)
-    of core.report.answer, with the tables it was read beside (``results/answer_sources.json``):
+    of core.report.answer, with the tables it rests on (``results/answer_sources.json``):
     written again unless ``check``; returns those that are (or, with
     ``check``, would be) out of date. The figure's numbers, ``gaps.csv``, decide for the figure: a
     PNG's bytes depend on the plotting library's version."""
@@ -250,7 +250,7 @@ def _figure(repo: Path, results: str, check: bool) -> list[Path]:
     stored, note = root / ANSWER_FILE, root / NOTE_FILE
     old = [p for p, text in ((stored, plain_answer(root)), (note, budget_note(root)))
            if not p.is_file() or p.read_text().strip() != text]
-    if not (root / SOURCES_FILE).is_file() or stale_sources(root):  # the tables the answer was read beside
+    if not (root / SOURCES_FILE).is_file() or stale_sources(root):  # the tables the answer rests on
         old.append(root / SOURCES_FILE)
     stale += old
     if old and not check:

@@ -206,6 +206,17 @@ def protocol_title(protocol) -> str:
     return PROTOCOL_NAMES.get(str(protocol or ""), str(protocol or ""))
 
 
+def protocols_text(protocols: dict) -> str:
+    """The manifest's ``protocols`` (name -> its line, ``core.grid.export.protocol_text``) joined
+    by "; ": each line after its protocol's title, the title left out where the line names it
+    itself ("Long grid: Adam, ...", "... (paper protocol)"), so no name stands twice."""
+    parts = []
+    for name, text in protocols.items():
+        title, text = protocol_title(name), str(text)
+        parts.append(text if not title or title.lower() in text.lower() else f"{title}: {text}")
+    return "; ".join(parts)
+
+
 def shipped_models_text(models: list[dict]) -> str:
     """How the shipped models were chosen, from the manifest's ``selection`` of each: the healthy
     run with the median error of its cell, or (where that run's weights were not kept) another

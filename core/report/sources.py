@@ -1,4 +1,4 @@
-"""The tables a stored answer was read beside: ``results/answer_sources.json`` holds a SHA-256 per
+"""The tables a stored answer rests on: ``results/answer_sources.json`` holds a SHA-256 per
 table file of each grid the answer reads (and the long grid's, which Compare shows under it), so a
 page can say when the tables changed after the answer, its note and the gap figure were written
 (``core.report.answer.write_answer``; ``python -m core.reproduce docs`` writes them all again)."""
@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 FOLDERS = ("paper", "converged", "budget", "budget-24k", "long")  # answer.GRIDS and the long grid
-SOURCES_FILE = "answer_sources.json"  # results/answer_sources.json: the tables the stored answer was read beside
+SOURCES_FILE = "answer_sources.json"  # results/answer_sources.json: the tables the stored answer rests on
 SOURCE_TABLES = ("summary.json", "runs.csv", "table2.csv", "table3.csv", "table4.csv", "claims.csv", "controls.csv")
 
 

@@ -18,6 +18,9 @@ METHOD_COLORS = {
     "indrnn": "#E69F00",
 }
 UPLOAD_COLOR = "#555555"
+# a model's values after an intervention, beside its own (method) colour: a neutral grey that is
+# no method's colour, so no column reads as another method
+INTERVENED_COLOR = "#8C8C8C"
 
 
 def method_color(name: str) -> str:

@@ -198,8 +198,10 @@ def comm_attention_table(attn, unit_names: list, active=None):
 
 def probability_table(rows: list[dict], classes: list, *, true_class: int | None = None):
     """Class probabilities of several models for one input as a table (a pandas ``Styler``): a row
-    per class, a column per model, each cell a bar of its method's colour under the percentage;
-    the true class's row in bold. The chart-free counterpart of ``probability_figure``."""
+    per class, a column per model, each cell a bar of its method's colour (a row's ``"color"``,
+    where given, instead: e.g. ``INTERVENED_COLOR`` for one model after an intervention) under
+    the percentage; the true class's row in bold. The chart-free counterpart of
+    ``probability_figure``."""
     import pandas as pd
 
     names = [str(c) for c in classes]
@@ -208,7 +210,7 @@ def probability_table(rows: list[dict], classes: list, *, true_class: int | None
                       index=pd.Index(index, name="class"))
     styler = df.style.format("{:.1f}")
     for r in rows:
-        styler = styler.map(_bar_of(method_color(r["method"])), subset=[r["label"]])
+        styler = styler.map(_bar_of(r.get("color") or method_color(r["method"])), subset=[r["label"]])
     if true_class is not None and 0 <= true_class < len(names):
         styler = styler.apply(lambda row: ["font-weight: bold"] * len(row) if row.name == index[true_class]
                               else [""] * len(row), axis=1)
