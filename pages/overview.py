@@ -11,7 +11,7 @@ from core.models.registry import DEFAULT_MODEL, config_fields, get_spec, list_mo
 from core.paths import ROOT, results_dir
 from core.report.claims import read_claims
 from core.report.facts import parameter_gap_text
-from core.report.fmt import PROTOCOL_SHORT, method_title, protocol_title, shipped_models_text
+from core.report.fmt import PROTOCOL_SHORT, method_title, protocol_title, protocols_text, shipped_models_text
 from core.report.plots.comparison import INPUT_SHAPES
 from core.report.plots.style import bar_css, method_color
 from pages.ui.cache import RESULT_FOLDERS, entry_metadata, manifest, model_entries, result_folders
@@ -241,7 +241,7 @@ def loaded_summary(man: dict, pretrained_by_ds: dict, protocols: list[str], own:
     elif man.get("protocols") or man.get("protocol"):
         protos = man.get("protocols") or {"paper": man["protocol"]}
         st.caption("Pretrained models, per data set and method: " + shipped_models_text(man["models"]) + ". Protocols: "
-                   + "; ".join(f"{protocol_title(name)}: {text}" for name, text in protos.items()) + ".")
+                   + protocols_text(protos) + ".")
     st.caption("Data sources, in the order they are tried: an npz folder, an "
                "image folder (Animals-10), torchvision's cache or download (MNIST, Fashion-MNIST, CIFAR-10), and a "
                "bundled sample of 1,000 images each so the per-image pages work offline (MNIST: training images that every "

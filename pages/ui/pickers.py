@@ -87,6 +87,21 @@ def _seed(key: str, options: list, stored, default) -> None:
     st.session_state[key] = stored if stored in options else default
 
 
+def _relabel(key: str, label: str) -> None:
+    """Keep the browser's label of selectbox ``key`` that of the entry its value stands for now.
+
+    The browser holds a selectbox's choice as its label and redraws it only when sent a value; an
+    entry whose files are replaced on disk keeps its key but gets another label (another seed),
+    so the value is set again (the same entry, its new label sent) when its label is not the one
+    last shown for it."""
+    shown = f"_shown_{key}"
+    value = st.session_state.get(key)
+    before = st.session_state.get(shown)
+    if isinstance(before, tuple) and before[0] == value and before[1] != label:
+        st.session_state[key] = value
+    st.session_state[shown] = (value, label)
+
+
 def _protocol_changed() -> None:
     picks = _picks()
     picks["protocol"] = st.session_state.get(PROTOCOL_KEY)
@@ -156,6 +171,7 @@ def main_model_picker(all_entries: list[catalog.ModelEntry], key: str, prefer: s
     by_key = {e.key: e for e in all_entries}
     dataset = all_entries[0].dataset
     _seed(key, list(by_key), picked(dataset, "main"), default.key)
+    _relabel(key, by_key[st.session_state[key]].display)
     chosen = st.selectbox(label, list(by_key), key=key, format_func=lambda k: by_key[k].display)
     remember(dataset, "main", chosen)
     return by_key[chosen]
@@ -187,6 +203,7 @@ def method_models_picker(all_entries: list[catalog.ModelEntry], key_prefix: str,
                 st.caption(f"{cands[0].display}: the only one of its method")
                 continue
             _seed(key, keys, picked(dataset, method), _preferred(cands).key)
+            _relabel(key, next(e.display for e in cands if e.key == st.session_state[key]))
             k = st.selectbox(method_title(method), keys, key=key,
                              format_func=lambda kk, c=cands: next(e.display for e in c if e.key == kk))
             remember(dataset, method, k)

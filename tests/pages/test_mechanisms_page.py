@@ -74,7 +74,7 @@ def test_the_first_view_opens_this_inputs_tab_and_traces_no_set(page_env, monkey
     assert not at.exception
     more = ["Intervene", "Which pixels drive it", "Find the same mechanisms elsewhere", "What each LSTM is for"]
     assert [t.label for t in at.tabs if t.label in more] == more
-    assert at.slider(key="iv_rows") is not None  # the open tab: Intervene
+    assert at.number_input(key="iv_rows_first") is not None  # the open tab: Intervene
     assert traced == [], "the first view traced the searched set"
     at = run_page(mech_more="Find the same mechanisms elsewhere")
     assert not at.exception and traced == [1]  # opened: traced once
@@ -365,3 +365,43 @@ def test_the_timelines_chart_is_built_only_for_its_png_or_html(page_env, monkeyp
     at.number_input(key="mech_idx").set_value(3).run()  # another input: its PNG is made on request
     assert not at.exception and "⬇ PNG" not in [b.label for b in at.get("download_button")]
     assert len(built) == 1
+
+
+def test_the_model_label_follows_files_replaced_during_a_session(page_env, tmp_path, monkeypatch):
+    """The shipped files of the picked model are replaced on disk (another seed) while the page is
+    open: the picker keeps the user's choice and the browser is sent its new label (a selectbox's
+    choice is its label there, redrawn only when a value is sent); later runs send nothing."""
+    import json
+    import shutil
+
+    import torch
+
+    from core.models.registry import build_model
+    from core.training.weights import save_weights
+
+    pre = tmp_path / "pretrained"
+    shutil.copytree(page_env["pretrained"], pre)
+    monkeypatch.setenv("RIMSCOPE_PRETRAINED_DIR", str(pre))
+    at = run_page()
+    at.selectbox(key="mech_model_mnist").set_value("pretrained:mnist/parallel_lstm").run()
+    box = at.selectbox(key="mech_model_mnist")
+    old = next(o for o in box.options if "Parallel LSTMs" in o)
+    assert "seed 0" in old and box.value == "pretrained:mnist/parallel_lstm"
+    # the files of that model replaced: seed 6, other weights
+    torch.manual_seed(6)
+    meta = json.loads((pre / "mnist" / "parallel_lstm.json").read_text()) | {"seed": 6}
+    save_weights(build_model("parallel_lstm"), meta, pre / "mnist" / "parallel_lstm")
+    man = json.loads((pre / "manifest.json").read_text())
+    for m in man["models"]:
+        if (m["dataset"], m["model"]) == ("mnist", "parallel_lstm"):
+            m["seed"] = 6
+    (pre / "manifest.json").write_text(json.dumps(man))
+    at.run()
+    assert not at.exception, at.exception
+    box = at.selectbox(key="mech_model_mnist")
+    new = old.replace("seed 0", "seed 6")
+    assert box.value == "pretrained:mnist/parallel_lstm" and new in box.options and old not in box.options
+    assert box.proto.set_value and box.proto.raw_value == new  # the browser redraws its label
+    at.run()
+    box = at.selectbox(key="mech_model_mnist")
+    assert box.value == "pretrained:mnist/parallel_lstm" and not box.proto.set_value  # nothing more to send

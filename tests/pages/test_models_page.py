@@ -438,3 +438,17 @@ def test_a_run_that_stopped_early_on_its_own_shows_the_iterations_it_ran_of_its_
     assert "stopped early when its validation accuracy stopped improving" in metric.help
     assert "iteration 500" in metric.help
     assert any(metric.help == c.value for c in at.caption)  # said on the page, not only in a tooltip
+
+
+def test_weights_of_one_model_with_anothers_metadata_say_which_is_which(page_env):
+    """The fixture's IndRNN weights with its RIM metadata: the message says what the two files
+    are (RIM metadata, IndRNN weights) and what to do, then the technical detail; nothing stored."""
+    pre = page_env["pretrained"] / "mnist"
+    at = upload(run_page(), ("indrnn.safetensors", (pre / "indrnn.safetensors").read_bytes()),
+                ("rim.json", (pre / "rim.json").read_bytes()))
+    assert not at.exception
+    msg = at.error[0].value
+    assert msg.startswith("Upload refused: The metadata describes RIM (MNIST, seed 0) but the weights look like "
+                          "IndRNN's: upload the metadata file that came with these weights. "), msg
+    assert msg.endswith("The weights lack 9 tensor(s) the model needs, e.g. b_hq.")
+    assert store().list_runs() == []

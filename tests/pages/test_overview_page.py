@@ -158,3 +158,31 @@ def test_parameter_gap_sentence_gives_the_parameter_matched_controls_verdict(pag
     text = " ".join(m.value for m in run_page().markdown)
     assert "4.5x the parameters" in text or "x the parameters" in text
     assert "parameter-matched control" not in text
+
+
+def test_protocols_caption_names_each_protocol_once(page_env, tmp_path, monkeypatch):
+    """The "Pretrained models" caption gives each shipped protocol's line (as the export writes it)
+    with its name once: the long grid's line starts with "Long grid:" and the paper protocol's ends
+    with "(paper protocol)", so neither gets its title again in front ("long grid: Long grid: ...")."""
+    import json
+    import shutil
+
+    from core.grid.export import protocol_text
+
+    pre = tmp_path / "pretrained"
+    shutil.copytree(page_env["pretrained"], pre)
+    man = json.loads((pre / "manifest.json").read_text())
+    protos = {name: protocol_text(name) for name in ("long", "converged", "paper")}
+    man.pop("protocol", None)
+    man["protocols"] = protos
+    (pre / "manifest.json").write_text(json.dumps(man))
+    monkeypatch.setenv("RIMSCOPE_PRETRAINED_DIR", str(pre))
+    at = run_page()
+    assert not at.exception
+    cap = next(c.value for c in at.caption if c.value.startswith("Pretrained models, per data set and method"))
+    listed = cap.split(". Protocols: ", 1)[1]
+    assert listed.count("Long grid") + listed.count("long grid") == 1, listed
+    assert listed.count("paper protocol") == 1, listed
+    assert protos["long"] in listed and protos["paper"] in listed
+    assert "Adam, cosine, 4,000 iterations: " + protos["converged"] in listed  # a line without its name gets it
+    assert listed.startswith(protos["long"] + "; ")
