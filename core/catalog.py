@@ -110,6 +110,82 @@ def run_entries(dataset: str | None = None, store=None) -> list[ModelEntry]:
     return out
 
 
+def in_models(run, store) -> bool:
+    """Whether the Models page lists ``run`` (a ``RunInfo``): a completed, stopped or uploaded run
+    with weights on disk (:func:`run_entries`' rule; a run stopped before its first iteration has none)."""
+    from .runs.schema import WITH_WEIGHTS
+
+    return run.status in WITH_WEIGHTS and store.weights_stem(run.run_id) is not None
+
+
+def run_health(run, store, read=None) -> dict | None:
+    """The health of ``run``'s model (``core.report.health``: stored in its JSON, else classified
+    from it; what the Models page shows), or None when the run has no model (:func:`in_models`).
+    ``read``: how to read a JSON file (``core.runs.compare.own_run``)."""
+    from .runs.compare import own_run
+
+    if not in_models(run, store):
+        return None
+    return own_run(store, run, read).health
+
+
+def health_warning(h: dict | None) -> str:
+    """The warning for a model that is not healthy (``"**This model is collapsed**: ..."``), the
+    Models page's words; "" for a healthy model or one whose health is not known."""
+    from .report.health import COLLAPSED, DIVERGED
+
+    if not h or h.get("health") not in (COLLAPSED, DIVERGED):
+        return ""
+    return (f"**This model is {h['health']}**: {'; '.join(h.get('health_reasons') or []) or 'no reason recorded'}. "
+            "Its predictions say little about its method.")
+
+
+# a run's settings that can tell two runs of one name apart, in words (core.runs.compare.SETTING_NAMES
+# and what the name does not say: the data set, the model's own settings)
+def _setting_words() -> dict[str, str]:
+    from .runs.compare import SETTING_NAMES
+
+    return {"dataset": "data set", **SETTING_NAMES, "class_weighting": "class weighting",
+            "model_overrides": "model settings"}
+
+
+def _setting_value(key: str, v) -> str:
+    if key == "dataset":
+        return dataset_title(v)
+    if isinstance(v, dict):
+        return ", ".join(f"{k} {_setting_value(k, x)}" for k, x in sorted(v.items())) or "defaults"
+    if isinstance(v, bool) or v is None:
+        return {True: "on", False: "off", None: "off"}[v]
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
+
+
+def legend_names(runs, source: str = "") -> dict[str, str]:
+    """Each run's name in a chart legend, by run id: :func:`run_label`, and where runs share a
+    method, protocol and seed, the settings in which each differs from the others
+    (``"... (run 1a2b3c4d) · iterations 4,000, learning rate 0.002"``), so two lines of one name
+    say how they were trained."""
+    base = {r.run_id: run_label(r, source=source) for r in runs}
+    # what the name says besides the run id
+    plain = {r.run_id: (r.model, run_protocol(r), r.seed, is_demo(r), r.iteration if r.status == "stopped" else None)
+             for r in runs}
+    words = _setting_words()
+    out = dict(base)
+    for r in runs:
+        same = [o for o in runs if o.run_id != r.run_id and plain[o.run_id] == plain[r.run_id]]
+        if not same:
+            continue
+        mine = r.config or {}
+        differ = [k for k in words if any((o.config or {}).get(k) != mine.get(k) for o in same)]
+        if differ:
+            out[r.run_id] = f"{base[r.run_id]} · " + ", ".join(f"{words[k]} {_setting_value(k, mine.get(k))}"
+                                                                for k in differ)
+    return out
+
+
 def run_protocol(run) -> str:
     """The protocol a run's settings follow (``core.training.config.protocol_of``)."""
     from .training.config import protocol_of

@@ -11,7 +11,7 @@ import re
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
-from core.catalog import is_demo, run_label, seconds_per_iteration
+from core.catalog import health_warning, in_models, is_demo, legend_names, run_health, run_label, seconds_per_iteration
 from core.data.datasets import DATASETS, how_to_get
 from core.data.plan import SAMPLE_TRAIN, DataPlan, no_training_data_text, training_data_plan
 from core.errors import ConfigError, DataUnavailableError, RimscopeError
@@ -35,8 +35,9 @@ from core.training.config import (
     configs_from_form,
     parse_seeds,
 )
+from core.training.lifecycle import as_protocol_asks, protocol_val_images, readable_message, stop_applies
 from pages.ui.auth import Viewer, current_viewer, sign_in_prompt
-from pages.ui.cache import mtime
+from pages.ui.cache import mtime, read_json
 from pages.ui.messages import details, show_error
 from pages.ui.pickers import dataset_picker, keep_valid, sidebar_protocol
 from pages.ui.urlstate import restore_from_url, session_owner, sync_url, url_bool, url_list
@@ -86,7 +87,12 @@ def _act(action: str, run_id: str) -> None:
     try:
         r = store.get(run_id)
         name = run_name(r) if r is not None else f"run {run_id}"
-        if action == "stop":
+        if action == "stop" and r is not None and not stop_applies(r.status, r.iteration, r.total):
+            # past its last iteration the run no longer polls for a stop: said, not asked for
+            msg = (f"{name} has done all its iterations and is in its final evaluation; a stop no longer "
+                   "applies, and it completes in a moment." if r.status == "running"
+                   else f"{name} had already ended ({r.status}); nothing to stop.")
+        elif action == "stop":
             after = store.request_stop(run_id, actor=actor)
             msg = (f"Stopped {name} before it started." if after == "stopped" else
                    f"Stopping {name}: it stops after the current iteration and keeps what it learned."
@@ -119,7 +125,12 @@ def flash_now(runs: list[RunInfo]) -> tuple[str, str] | None:
     return kind, msg
 
 
+def _cached_json(path) -> dict | None:
+    return read_json(str(path), mtime(path))
+
+
 def run_card(store: RunStore, r: RunInfo, editable: bool, metrics: dict | None = None) -> None:
+    has_model = in_models(r, store)  # what the Models page lists: it opens there
     with st.container(border=True, height=CARD_HEIGHT, key=f"card_{r.run_id}"):
         head, ctl = st.columns([4, 1])  # the buttons' column fits "Open in Models" at 1280 px
         data = DATASETS[r.dataset].title if r.dataset in DATASETS else r.dataset
@@ -132,7 +143,10 @@ def run_card(store: RunStore, r: RunInfo, editable: bool, metrics: dict | None =
             noisy = (f" · with noise (variance {r.metrics.get('noise_var')}) "
                      f"{fmt.pct(r.metrics.get('noisy_test_accuracy'), 1)}" if "noisy_test_accuracy" in r.metrics else "")
             kept = kept_weights(r.metrics, metrics or {})
-            if kept["warning"]:  # first, within the card's fixed height
+            unhealthy = health_warning(run_health(r, store, read=_cached_json)) if has_model else ""
+            if unhealthy:  # first, within the card's fixed height: the Models page's verdict
+                head.warning(unhealthy, icon="⚠️")
+            if kept["warning"]:
                 head.warning(kept["warning"], icon="📉")
             head.caption(f"final test accuracy {fmt.pct(r.metrics.get('test_accuracy'), 1)} "
                          f"(n={r.metrics.get('test_n', '?')}){noisy} · last loss {fmt.decimal(lt.get('loss'))}"
@@ -141,10 +155,11 @@ def run_card(store: RunStore, r: RunInfo, editable: bool, metrics: dict | None =
             head.caption(f"loss {fmt.decimal(lt.get('loss'))} · batch accuracy {fmt.pct(lt.get('batch_acc'), 1)} · "
                          f"test accuracy (subset) {fmt.pct(lt.get('test_acc'), 1)}")
         if r.message:
+            message = readable_message(r.message)  # a kept-weights note in percent
             if r.status in ("failed", "diverged", "interrupted"):
-                head.warning(r.message)
+                head.warning(message)
             else:
-                head.caption(r.message)
+                head.caption(message)
         if r.detail:
             with head:
                 details(r.detail)
@@ -153,11 +168,12 @@ def run_card(store: RunStore, r: RunInfo, editable: bool, metrics: dict | None =
             # names, even when the list changed between the render and the click. No tooltips: a
             # button with one is drawn twice (the second a zero-size copy); what a click did is said
             # in the message above the cards
-            if editable and r.active and not r.stop_requested:
+            # Stop while a stop can end the run: not once it is in its final evaluation
+            if editable and stop_applies(r.status, r.iteration, r.total) and not r.stop_requested:
                 st.button("Stop", key=f"stop_{r.run_id}", on_click=_act, args=("stop", r.run_id))
             if editable and r.status in RESUMABLE:
                 st.button("Resume", key=f"resume_{r.run_id}", type="primary", on_click=_act, args=("resume", r.run_id))
-            if r.status in ("completed", "uploaded"):
+            if has_model:  # completed, uploaded or stopped with weights: Models lists it
                 models_link(r.run_id)
             if editable and not r.active:
                 with st.popover("Delete"):
@@ -187,10 +203,12 @@ def show_runs(store: RunStore, runs: list[RunInfo], editable: bool, key: str) ->
         run_card(store, r, editable, metrics[r.run_id])
     if runs:
         c1, c2 = st.columns(2)
+        # every run keeps its line in both charts (all the runs go in, each chart draws those with
+        # points); a legend name says the settings in which runs of one name differ
+        names = legend_names(runs)
         for col, kind in ((c1, "loss"), (c2, "acc")):
-            with_data = [r for r in runs if has_points(metrics[r.run_id], kind)]
-            if with_data:  # a run that failed before its first iteration draws no empty chart
-                col.plotly_chart(live_runs_figure(with_data, metrics, kind, names={r.run_id: run_name(r) for r in with_data}), key=f"{key}_{kind}")
+            if any(has_points(metrics[r.run_id], kind) for r in runs):  # no empty chart
+                col.plotly_chart(live_runs_figure(runs, metrics, kind, names=names), key=f"{key}_{kind}")
 
 
 RUNS_TABLE_WIDTHS = {"run": 80, "data set": 110, "model": 140, "seed": 40, "status": 85, "progress": 75,
@@ -387,17 +405,51 @@ def model_settings(form: dict, rim: dict) -> None:
                                         key="train_alpha", help="0 = ablation: no communication")
 
 
-def data_plan(dataset: str, data_dir: str, holdout: bool) -> tuple[DataPlan | None, bool, bool]:
-    """Where the training data comes from, said under the form: (plan, data found, demo on the
-    bundled sample); without the data, the ways to get it and, where a sample is bundled, the demo."""
-    plan, data_ok, demo = None, True, False
+def find_plan(dataset: str, data_dir: str, holdout: bool) -> tuple[DataPlan | None, RimscopeError | None]:
+    """Where the training data comes from (``core.data.plan.training_data_plan``, cheap), or why
+    there is none: (plan, None) or (None, the error)."""
     try:
-        plan = training_data_plan(dataset, data_dir or None, holdout_sample=holdout)
+        return training_data_plan(dataset, data_dir or None, holdout_sample=holdout), None
+    except RimscopeError as exc:
+        return None, exc
+
+
+def n_train_now(dataset: str, found: tuple[DataPlan | None, RimscopeError | None]) -> int | None:
+    """The training images a run of the form would have: the plan's, the bundled sample's when
+    the demo is chosen (its data missing), None when not known."""
+    plan, exc = found
+    if plan is not None:
+        return plan.n_train
+    if isinstance(exc, DataUnavailableError) and st.session_state.get("train_demo") and dataset in SAMPLE_DATASETS:
+        return SAMPLE_TRAIN
+    return None
+
+
+def follow_protocol_split(n_train: int | None) -> None:
+    """While the validation field holds what the chosen protocol puts there, it follows the data
+    set: the protocol's split fitted to its training images (``core.training.lifecycle.
+    protocol_val_images``: at most a tenth of them, the rule the shipped runs followed). A value
+    the user typed stays. Called before the field is drawn."""
+    protocol = st.session_state.get("train_protocol", "paper")
+    asked, fitted = protocol_val_images(protocol), protocol_val_images(protocol, n_train)
+    now = st.session_state.get("train_val")
+    if now == asked or now == st.session_state.get("_train_val_preset"):
+        st.session_state["train_val"] = fitted
+        st.session_state["_train_val_preset"] = fitted
+
+
+def data_plan(dataset: str, found: tuple[DataPlan | None, RimscopeError | None]) -> tuple[DataPlan | None, bool, bool]:
+    """Where the training data comes from (``found``: :func:`find_plan`), said under the form:
+    (plan, data found, demo on the bundled sample); without the data, the ways to get it and,
+    where a sample is bundled, the demo."""
+    plan, exc = found
+    data_ok, demo = True, False
+    if plan is not None:
         n_txt = f" · {plan.n_train:,} training images" if plan.n_train is not None else ""
         src, where = source_parts(plan.source)
         st.caption(f"Training data: {src}{n_txt}." + (f" {plan.note[:1].upper()}{plan.note[1:]}." if plan.note else ""),
                    help=f"Read from {where}." if where else None)
-    except DataUnavailableError as exc:
+    elif isinstance(exc, DataUnavailableError):
         data_ok = False
         say = st.info if st.session_state.get("train_demo") and dataset in SAMPLE_DATASETS else st.error
         # the ways to get the data are listed below, once: the message says only why (its reason);
@@ -414,7 +466,7 @@ def data_plan(dataset: str, data_dir: str, holdout: bool) -> tuple[DataPlan | No
                 data_ok, plan = True, DataPlan("bundled sample (demo)", SAMPLE_TRAIN, "")
                 st.caption(f"Training data: bundled sample (demo) · {SAMPLE_TRAIN} training images, 200 test images "
                            "(held apart, fixed); its numbers are not comparable with full-data runs.")
-    except RimscopeError as exc:
+    else:
         data_ok = False
         show_error(exc, "Training data")
     return plan, data_ok, demo
@@ -435,8 +487,11 @@ def run_configs(form: dict, models: list[str], seeds_text: str, plan: DataPlan |
     if len(models) * len(seeds) > MAX_RUNS_PER_START:
         errors.append(f"That is {len(models) * len(seeds)} runs; start at most {MAX_RUNS_PER_START} at once.")
     elif models and seeds:
-        configs, problems = configs_from_form(form, models, seeds, n_train=plan.n_train if plan else None)
+        n_train = plan.n_train if plan else None
+        configs, problems = configs_from_form(form, models, seeds, n_train=n_train)
         errors += problems
+        # the protocol's split fitted to the data set is recorded as the protocol asks it
+        configs = [as_protocol_asks(c, st.session_state.get("train_protocol"), n_train) for c in configs]
     if errors:
         configs = []
     for e in dict.fromkeys(errors):
@@ -506,10 +561,15 @@ def set_up(store: RunStore, viewer: Viewer, owner: str) -> None:
     models = r2.multiselect("Models", list_models(), format_func=method_title,
                             key="train_models", help="One run per model and seed.")
     seeds_text = r3.text_input("Seeds", key="train_seeds", help="e.g. 0, or 0,1,2, or 0-4")
+    # the data plan before the fields: the protocol's validation split follows the data set's size
+    # (the data folder and the holdout as their widgets below give them: their values in the state)
+    found = find_plan(form["dataset"], str(st.session_state.get("train_data_dir") or "").strip(),
+                      form["dataset"] != "mnist" or bool(st.session_state.get("train_holdout", True)))
+    follow_protocol_split(n_train_now(form["dataset"], found))
     training_fields(form)
     label, data_dir = more_settings(form)
     model_settings(form, rim)
-    plan, data_ok, form["demo"] = data_plan(form["dataset"], data_dir, form["holdout_sample"])
+    plan, data_ok, form["demo"] = data_plan(form["dataset"], found)
     configs, errors = run_configs(form, models, seeds_text, plan)
     if configs:
         time_estimate(store, configs)

@@ -41,6 +41,7 @@ from ..eval.predict import evaluate, noisy_accuracy
 from ..models.registry import build_model, count_parameters
 from ..seeds import SEEDS
 from .config import TrainConfig, resolve_device
+from .lifecycle import kept_best_note
 from .loop_state import LoopState, StateWriter
 from .state import TrainState, config_mismatch, data_fingerprint, load_resume_source, remove_states
 
@@ -333,7 +334,7 @@ def finish(cfg: TrainConfig, run: LoopState, data: RunData, writer: StateWriter 
     if best.state is not None and run.status != "diverged":
         model.load_state_dict(best.state)  # the weights of the best validation accuracy
         metrics.update(best_iteration=best.iteration, val_accuracy=best.acc, val_n=len(data.y_val))
-        run.note(f"kept the weights of iteration {best.iteration} (validation accuracy {best.acc:.4f})")
+        run.note(kept_best_note(best.iteration, best.acc))
     if run.status != "diverged":
         test = data.test
         final = evaluate(model, test.images, test.labels, data.num_classes)

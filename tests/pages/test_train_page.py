@@ -245,9 +245,12 @@ def test_converged_protocol_and_ablation_settings_reach_the_queued_runs(home):
     assert not at.exception
     assert at.selectbox(key="train_optimizer").value == "adam"
     assert at.selectbox(key="train_schedule").value == "cosine"
-    assert at.number_input(key="train_val").value == 5000
-    # the tiny data set cannot give 5,000 validation images: said, and Start is off
-    assert any("Validation images (5,000) must be fewer than the training images" in e for e in errors(at))
+    # the protocol's 5,000 validation images, fitted to the tiny data set: a tenth of its 300 images
+    assert at.number_input(key="train_val").value == 30
+    assert not errors(at) and not at.button(key="train_start").disabled
+    # a split as large as the training set is refused: said, and Start is off
+    at.number_input(key="train_val").set_value(300).run()
+    assert any("Validation images (300) must be fewer than the training images" in e for e in errors(at))
     assert at.button(key="train_start").disabled
     at.number_input(key="train_val").set_value(50).run()
     at.number_input(key="train_iterations").set_value(30).run()
@@ -314,7 +317,7 @@ def test_curves_span_the_schedule_and_runs_without_points_draw_no_chart():
     run = types.SimpleNamespace(run_id="r1", model="rim", seed=0, total=1000)
     one_point = {"iteration": [1], "loss": [2.3], "eval_iteration": [100], "test_acc": [0.2]}
     fig = live_runs_figure([run], {"r1": one_point}, "acc")
-    assert list(fig.layout.xaxis.range) == [0, 1000]
+    assert list(fig.layout.xaxis.range) == [-20, 1020]  # the schedule, with a margin for its end points
     assert live_runs_figure([run], {"r1": one_point}, "loss").layout.yaxis.rangemode == "tozero"
     assert not has_points({"loss": [], "test_acc": []}, "loss")
     assert has_points(one_point, "acc")
@@ -565,3 +568,167 @@ def test_every_protocol_has_a_readable_title_and_an_introduction(home):
         assert not at.exception
         intro = at.caption[0].value
         assert intro.startswith("Train models"), (protocol, intro)
+
+
+def _animals10(data_dir: Path, n_train: int = 1060, n_test: int = 50) -> None:
+    """An Animals-10-shaped npz data set (``n_train`` training images, like a small Animals-10)."""
+    import numpy as np
+
+    from core.data.datasets import DATASETS
+
+    rng = np.random.default_rng(0)
+    out = data_dir / "animals10"
+    out.mkdir(parents=True, exist_ok=True)
+    for split, n in (("train", n_train), ("test", n_test)):
+        np.savez(out / f"{split}.npz", x=rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8),
+                 y=(np.arange(n) % 10).astype(np.int64), classes=np.array(DATASETS["animals10"].classes))
+
+
+@pytest.mark.parametrize("protocol", ["converged", "converged-12k", "converged-24k"])
+def test_adam_presets_hold_out_a_tenth_of_a_small_data_set(home, protocol):
+    """The protocol's rule (5,000 validation images, a tenth of the training set where that is
+    smaller) gives Animals-10 with 1,060 training images a split of 106, as the shipped runs had;
+    the split follows the data set while it holds the protocol's value, and a typed one stays."""
+    from core.training.config import TrainConfig
+    from core.training.lifecycle import fit_validation
+
+    _animals10(home / "data")
+    at = run_page()
+    at.selectbox(key="train_dataset").set_value("animals10").run()
+    at.radio(key="train_protocol").set_value(protocol).run()
+    assert not at.exception
+    assert at.number_input(key="train_val").value == 106
+    assert not errors(at), errors(at)
+    assert not at.button(key="train_start").disabled
+    # another data set, the protocol still chosen: the split follows (MNIST here: 300 images -> 30)
+    at.selectbox(key="train_dataset").set_value("mnist").run()
+    assert at.number_input(key="train_val").value == 30
+    at.selectbox(key="train_dataset").set_value("animals10").run()
+    assert at.number_input(key="train_val").value == 106
+    # a value the user typed is theirs: a change of data set leaves it
+    at.number_input(key="train_val").set_value(40).run()
+    at.selectbox(key="train_dataset").set_value("mnist").run()
+    assert at.number_input(key="train_val").value == 40
+    # the protocol's split fitted to the data set is recorded as the protocol asks it (5,000), as
+    # a run of the protocol started from the CLI or a grid: the run holds out 106 and is named
+    # by its protocol
+    at.selectbox(key="train_dataset").set_value("animals10").run()
+    at.number_input(key="train_val").set_value(106).run()
+    at.button(key="train_start").click().run()
+    assert not at.exception
+    runs = RunStore().list_runs()
+    assert len(runs) == 2 and {r.config["val_images"] for r in runs} == {5000}
+    assert {fit_validation(TrainConfig.from_dict(r.config), 1060).val_images for r in runs} == {106}
+    short = {"converged": "Adam 4k", "converged-12k": "Adam 12k", "converged-24k": "Adam 24k"}[protocol]
+    assert all(f"· {short} · seed 0" in c for c in _cards(at)), _cards(at)
+
+
+def test_the_stop_request_is_written_by_the_click_itself(home, monkeypatch):
+    """Stop's callback writes the stop request when the click arrives, before the page's script
+    runs again: a script run that fails right at its start (or never comes) loses no stop."""
+    from core.runs.store import RunStore as Store
+    from core.training.config import TrainConfig
+
+    store = RunStore()
+    rid = store.submit(TrainConfig(dataset="mnist", model="rim", iterations=1000, holdout_sample=False))
+    _running(store, rid, 100)
+    at = run_page()
+    assert [b for b in at.button if b.key == f"stop_{rid}"]
+
+    def broken_pump(self, *a, **k):
+        raise RuntimeError("the script run after the click fails at its first line")
+
+    monkeypatch.setattr(Store, "pump", broken_pump)
+    at.button(key=f"stop_{rid}").click().run()
+    assert at.exception  # the page's script did not get past its start
+    assert (store.run_dir(rid) / "stop").is_file()
+    assert RunStore().get(rid).stop_requested
+
+
+def test_no_stop_once_the_run_is_in_its_final_evaluation(home):
+    """After its last iteration a run no longer polls for a stop: the card offers none, and a click
+    that arrives then is told so, with no stop request written."""
+    from core.training.config import TrainConfig
+
+    store = RunStore()
+    rid = store.submit(TrainConfig(dataset="mnist", model="rim", iterations=300, holdout_sample=False))
+    _running(store, rid, 299)
+    at = run_page()
+    stop = at.button(key=f"stop_{rid}")
+    _running(store, rid, 300)  # the last iteration done between the drawing and the click
+    stop.click().run()
+    assert not at.exception
+    assert not (store.run_dir(rid) / "stop").exists()
+    said = " ".join(s.value for s in at.success)
+    assert f"(run {rid[-8:]}) has done all its iterations and is in its final evaluation" in said
+    assert not [b for b in at.button if b.key == f"stop_{rid}"]
+    assert _progress(at) == ["final evaluation on the whole test set… · 300 / 300 iterations"]
+
+
+def _finished(store: RunStore, rid: str, status: str, message: str, one_class: bool = False,
+              weights: bool = True) -> None:
+    """A finished run of 1 iteration, with (``weights``) its model files: each of the 10 test
+    images of every class predicted right, or (``one_class``) every image predicted as class 0."""
+    import json
+
+    metrics = {"test_accuracy": 0.177, "test_n": 100, "iterations_done": 1}
+    if weights:
+        confusion = [[10 if j == (0 if one_class else i) else 0 for j in range(10)] for i in range(10)]
+        meta = {"model": "rim", "dataset": "mnist", "seed": 0, "status": status, "message": message,
+                "metrics": {**metrics, "confusion": confusion,
+                            "per_class_accuracy": [confusion[i][i] / 10 for i in range(10)]},
+                "history": {"iteration": [1], "loss": [2.3], "batch_acc": [0.1]}, "evals": {}}
+        (store.run_dir(rid) / "model.json").write_text(json.dumps(meta))
+        (store.run_dir(rid) / "model.safetensors").write_bytes(b"weights")
+    store._set_status(rid, status=status, iteration=1, pid=None, message=message, metrics=metrics)
+
+
+def test_a_finished_cards_health_percent_note_and_models_link(home):
+    """A collapsed run's card says so (the Models page's verdict); a kept-weights note reads in
+    percent, also from a record holding the accuracy as a fraction; a stopped run with weights
+    opens in Models like a completed one, a run stopped before its first iteration does not."""
+    from core.training.config import TrainConfig
+
+    store = RunStore()
+    collapsed, healthy, stopped, early = (
+        store.submit(TrainConfig(dataset="mnist", model="rim", iterations=1, holdout_sample=False, seed=s))
+        for s in range(4))
+    _finished(store, collapsed, "completed", "completed; kept the weights of iteration 100 (validation accuracy 0.2100)",
+              one_class=True)
+    _finished(store, healthy, "completed", "completed")
+    _finished(store, stopped, "stopped", "stopped by the user after 1 iterations; it can be resumed")
+    _finished(store, early, "stopped", "stopped before the first iteration; nothing to save", weights=False)
+    at = run_page()
+    assert not at.exception
+    warns = [w.value for w in at.warning if "This model is" in w.value]
+    assert len(warns) == 1 and warns[0].startswith("**This model is collapsed**: ")
+    assert "class 0 predicted for 100.0 % of the test images" in warns[0]
+    captions = " ".join(c.value for c in at.caption)
+    assert "kept the weights of iteration 100 (validation accuracy 21.0 %)" in captions
+    assert "0.2100" not in captions
+    opens = {b.key for b in at.button if (b.key or "").startswith("open_")}
+    assert opens == {f"open_{r}" for r in (collapsed, healthy, stopped)}
+
+
+def test_two_runs_of_one_name_draw_apart_in_the_live_charts(home):
+    """Two RIM seed-0 runs with own settings (different iterations): their lines differ (dash) and
+    their legend names say the setting in which they differ."""
+    import json
+
+    from core.training.config import TrainConfig
+
+    store = RunStore()
+    ids = [store.submit(TrainConfig(dataset="mnist", model="rim", iterations=its, lr=0.05, holdout_sample=False))
+           for its in (300, 400)]
+    for rid in ids:
+        with open(store.run_dir(rid) / "metrics.jsonl", "w") as f:
+            for it in (1, 2):
+                f.write(json.dumps({"kind": "iter", "iteration": it, "loss": 2.3}) + "\n")
+        _running(store, rid, 2)
+    at = run_page()
+    assert not at.exception
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    loss = next(c for c in charts if c["layout"]["title"]["text"] == "Training loss")
+    names = [t["name"] for t in loss["data"]]
+    assert len(names) == 2 and names[0].endswith("· iterations 300") and names[1].endswith("· iterations 400")
+    assert loss["data"][0]["line"]["dash"] != loss["data"][1]["line"]["dash"]

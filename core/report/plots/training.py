@@ -228,7 +228,10 @@ def run_curves_figure(meta: dict, title: str = "", log_loss: bool | None = None)
 
 # --- the live view of the Train page: runs of the run store as they train -----------------
 LIVE_MAX_POINTS = 1500  # per loss curve (longer ones are thinned)
-SEED_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")  # seed s: SEED_DASHES[s % 6]
+RUN_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")  # the runs of one method, in turn
+RUN_WIDTHS = (2.0, 3.5)  # after every dash is taken, the next runs of a method draw thicker
+MARKED_POINTS = 20  # a trace with at most this many points shows its points (one point draws no line)
+X_PAD = 0.02  # share of the schedule added at both ends of the x axis: end points are drawn whole
 
 
 def _thin(x: list, y: list, most: int = LIVE_MAX_POINTS) -> tuple[list, list]:
@@ -244,21 +247,41 @@ def has_points(metrics: dict, kind: str) -> bool:
     return any(v is not None for v in metrics.get("loss" if kind == "loss" else "test_acc") or [])
 
 
+def run_styles(runs: list) -> dict[str, dict]:
+    """The line of each run (``RunInfo``) by run id: its method's colour, and a dash (then a
+    width) of its own among the runs of that method, in the order given; so two runs of one
+    method never draw alike, and a run draws alike in every chart given the same ``runs``."""
+    styles, count = {}, {}
+    for r in runs:
+        i = count[r.model] = count.get(r.model, -1) + 1
+        styles[r.run_id] = {"color": method_color(r.model), "dash": RUN_DASHES[i % len(RUN_DASHES)],
+                            "width": RUN_WIDTHS[(i // len(RUN_DASHES)) % len(RUN_WIDTHS)]}
+    return styles
+
+
 def live_runs_figure(runs: list, metrics: dict, kind: str, names: dict | None = None) -> go.Figure:
     """Training loss (``kind="loss"``) or periodic test accuracy (``"acc"``) of run-store runs
-    (``RunInfo``: run_id, model, seed, total), ``metrics`` by run id; colour per method, dash per seed;
-    ``names``: the legend name of each run id (the page's run-card names)."""
+    (``RunInfo``: run_id, model, seed, total), ``metrics`` by run id; each run its own line
+    (:func:`run_styles`: colour per method, a dash of its own within it); a run without points
+    for ``kind`` draws nothing. ``names``: the legend name of each run id (the page's names).
+    Short traces show their points; the x axis spans the whole schedule with a margin at both ends."""
     fig = go.Figure()
+    styles = run_styles(runs)
+    drawn = 0
     for r in runs:
         m = metrics[r.run_id]
+        if not has_points(m, kind):
+            continue
         if kind == "loss":
             x, y = _thin(m["iteration"], m["loss"])
         else:
             x, y = m["eval_iteration"], [None if a is None else 100 * a for a in m["test_acc"]]
+        few = sum(v is not None for v in y) <= MARKED_POINTS
         fig.add_trace(go.Scatter(
-            x=x, y=y, mode="lines" if kind == "loss" else "lines+markers",
+            x=x, y=y, mode="lines+markers" if kind == "acc" or few else "lines", cliponaxis=False,
             name=(names or {}).get(r.run_id) or f"{r.model} s{r.seed} · {r.run_id[-8:]}", legendgroup=r.model,
-            line={"color": method_color(r.model), "dash": SEED_DASHES[(r.seed or 0) % len(SEED_DASHES)]}))
+            line=styles[r.run_id], marker={"size": 7 if few else 5}))
+        drawn += 1
     if kind == "loss":
         fig.update_layout(title="Training loss", xaxis_title="Iteration (optimiser steps)",
                           yaxis_title="Cross-entropy loss (nats, per batch)")
@@ -266,10 +289,12 @@ def live_runs_figure(runs: list, metrics: dict, kind: str, names: dict | None = 
         fig.update_layout(title="Test accuracy (fixed test subset)", xaxis_title="Iteration (optimiser steps)",
                           yaxis_title="Test accuracy (%)", yaxis_range=[0, 100])
     # the legend (one full run name per line) under the plot: long names never squeeze it
-    fig.update_layout(height=330 + 22 * len(runs), margin={"l": 10, "r": 10, "t": 40, "b": 10},
+    fig.update_layout(height=330 + 22 * drawn, margin={"l": 10, "r": 10, "t": 40, "b": 10},
                       legend={"orientation": "h", "yanchor": "top", "y": -0.2, "x": 0, "title_text": ""})
-    # the whole schedule on the x axis (one early point is not drawn at 99..101), losses from 0
-    fig.update_xaxes(range=[0, max([r.total or 1 for r in runs] + [1])])
+    # the whole schedule on the x axis (one early point is not drawn at 99..101), with a margin so a
+    # point at iteration 0 or at the last iteration is drawn whole; losses from 0
+    total = max([r.total or 1 for r in runs] + [1])
+    fig.update_xaxes(range=[-X_PAD * total, (1 + X_PAD) * total])
     if kind == "loss":
         fig.update_yaxes(rangemode="tozero")
     return fig
