@@ -53,3 +53,11 @@ def tiny(model: str = "parallel_lstm", **kw):
                 noise_draws=1, holdout_sample=False, model_overrides=dict(TINY.get(model, {})))
     base.update(kw)
     return TrainConfig(**base)
+
+
+# the Train form's values (pages/train.py) as core.training.config.config_from_form reads them
+FORM = dict(dataset="mnist", iterations=500.0, batch_size=50, optimizer="adam", lr=0.002, momentum=0.9,
+            schedule="cosine", val_images=0, patience=4, clip_on=False, grad_clip=1.0, eval_every=100,
+            class_weighting="auto", augment="none", holdout_sample=True, eval_samples=1000, noise_var=0.01,
+            noise_draws=3, weight_decay=0.0, step_every=1000, step_gamma=0.1, device="cpu", demo=True,
+            forget_bias=1.0, selection="random", k_active=4, alpha=0.5)

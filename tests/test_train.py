@@ -28,6 +28,7 @@ from core.training import cli, config, loop
 from core.training.config import TrainConfig
 from core.training.loop import train
 from core.training.weights import load_weights
+from tests.run_helpers import FORM
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY_RIM = {"hidden_size": 8, "num_units": 3, "k_active": 2}
@@ -488,11 +489,6 @@ def test_cli_diverged_run_saves_nothing(npz_dir, tmp_path, capsys):
     assert not out.with_suffix(".safetensors").exists() and not out.with_suffix(".json").exists()
 
 
-FORM = dict(dataset="mnist", iterations=500.0, batch_size=50, optimizer="adam", lr=0.002, momentum=0.9,
-            schedule="cosine", val_images=0, patience=4, clip_on=False, grad_clip=1.0, eval_every=100,
-            class_weighting="auto", augment="none", holdout_sample=True, eval_samples=1000, noise_var=0.01,
-            noise_draws=3, weight_decay=0.0, step_every=1000, step_gamma=0.1, device="cpu", demo=True,
-            forget_bias=1.0, selection="random", k_active=4, alpha=0.5)
 
 
 def test_config_from_form_follows_the_form():
