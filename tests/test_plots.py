@@ -228,22 +228,6 @@ def test_floors_closer_than_their_labels_share_one_label():
     assert [a.text for a in apart.layout.annotations] == ["chance 90.0 %", "majority class 82.31 %"]
 
 
-def test_the_noise_curves_floor_labels_sit_left_where_the_curves_are_low():
-    """Error against noise rises to the right, towards the floors: a label at the right ran through
-    RIM's curve at high variance; the training curves keep theirs at the right."""
-    from core.report.plots.robustness import error_curve_figure
-
-    fig = error_curve_figure([{"label": "RIM", "method": "rim", "x": [0, 0.2], "y": [0.01, 0.9]}], x_title="variance",
-                             floors={"chance_error": 0.9, "majority_error": 0.8865})
-    assert [(a.x, a.xanchor) for a in fig.layout.annotations if "chance" in a.text] == [(0, "left")]
-    import plotly.graph_objects as go
-
-    from core.report.plots.style import add_floor_lines
-
-    right = add_floor_lines(go.Figure(), {"chance_error": 0.9, "majority_error": 0.8865})
-    assert [(a.x, a.xanchor) for a in right.layout.annotations] == [(1, "right")]
-
-
 def test_error_bars_leave_unhealthy_runs_out_of_the_mean_and_mark_them():
     rows = [r for r in summary_rows() if r["dataset"] == "mnist" and r["model"] == "rim"]
     for r in rows:
