@@ -130,8 +130,9 @@ def run_health(run, store, read=None) -> dict | None:
 
 
 def health_warning(h: dict | None) -> str:
-    """The warning for a model that is not healthy (``"**This model is collapsed**: ..."``), the
-    Models page's words; "" for a healthy model or one whose health is not known."""
+    """The warning for a model that is not healthy (``"**This model is collapsed**: ..."``), as the
+    Models page and the Train page's run cards give it; "" for a healthy model or one whose health
+    is not known."""
     from .report.health import COLLAPSED, DIVERGED
 
     if not h or h.get("health") not in (COLLAPSED, DIVERGED):

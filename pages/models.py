@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from core.catalog import ModelEntry, error_floors, featured_entry, same_weights
+from core.catalog import ModelEntry, error_floors, featured_entry, health_warning, same_weights
 from core.data.datasets import DATASETS
 from core.errors import WeightsError
 from core.report.fmt import dataset_title as _ds_title
@@ -295,8 +295,7 @@ def warnings_of(entry: ModelEntry, meta: dict) -> None:
     if h["health"] == HEALTHY:
         st.caption(f"Health: {summary_text(h)} (it neither diverged nor collapsed; `core.report.health`).")
     else:
-        st.warning(f"**This model is {h['health']}**: {'; '.join(h['health_reasons']) or 'no reason recorded'}. "
-                   "Its predictions say little about its method.")
+        st.warning(health_warning(h))
 
 
 def curves_and_settings(store, entry: ModelEntry, meta: dict) -> None:
