@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import paths
-from ..errors import ConfigError, WeightsError
+from ..errors import ConfigError
 from ..fileio import atomic_write_bytes, json_safe, read_json, write_json
 from .events import forget, read_metrics_file
 from .queue import QueueMixin, forget_child, worker_alive
@@ -214,17 +214,12 @@ class RunStore(QueueMixin):
 
         Validated in full (core.training.weights.check_upload: size limits, the weights, the model
         fits its data set) before anything is written; on any problem a WeightsError is
-        raised (led by what the two files are where they are two models' files,
-        core.models.identify.explain_refusal) and the store is unchanged.
+        raised and the store is unchanged.
         """
-        from ..models.identify import explain_refusal
         from ..models.registry import count_parameters
         from ..training.weights import check_upload
 
-        try:
-            model, meta_doc = check_upload(weights, meta, expected_dataset=expected_dataset)
-        except WeightsError as exc:
-            raise WeightsError(explain_refusal(str(exc), weights, meta, expected_dataset)) from None
+        model, meta_doc = check_upload(weights, meta, expected_dataset=expected_dataset)
         seed = meta_doc.get("seed")
         tc = meta_doc.get("train_config") if isinstance(meta_doc.get("train_config"), dict) else {}
         metrics = scalars(meta_doc.get("metrics"))

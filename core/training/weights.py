@@ -209,7 +209,12 @@ def check_upload(weights, meta, *, expected_dataset: str | None = None, weights_
             raise WeightsError(f"The metadata names no known data set ({expected_dataset!r}); add \"dataset\" "
                                   f"to the JSON or choose the data set it was trained on ({', '.join(DATASETS)}).")
     parse_metadata(meta, meta_shown)  # its problems named with the file's name
-    model, meta_doc = load_weights_bytes(weights, meta, expected_dataset=expected_dataset)
+    try:
+        model, meta_doc = load_weights_bytes(weights, meta, expected_dataset=expected_dataset)
+    except WeightsError as exc:  # led by what the two files are where they are two models' files
+        from ..models.identify import explain_refusal
+
+        raise WeightsError(explain_refusal(str(exc), weights, meta, expected_dataset)) from None
     info = DATASETS[expected_dataset]
     cfg = getattr(model, "config", None)
     if getattr(cfg, "input_dim", info.input_dim) != info.input_dim:

@@ -7,7 +7,7 @@ import numpy as np
 import streamlit as st
 
 from core.data.datasets import DATASETS
-from core.errors import InputImageError, WeightsError
+from core.errors import InputImageError
 
 from .messages import show_error
 
@@ -152,15 +152,9 @@ def check_upload(weights: bytes, meta: bytes, *, weights_name: str, meta_name: s
 
     The check itself is ``core.training.weights.check_upload``, with its argument order (the run
     store uses the same one):
-    pickle-based files are refused by name and never opened; raises ``WeightsError``, its
-    message led by what the two files are where they belong to two different models
-    (``core.models.identify.explain_refusal``).
+    pickle-based files are refused by name and never opened; raises ``WeightsError``.
     """
-    from core.models.identify import explain_refusal
     from core.training.weights import check_upload as check
 
-    try:
-        return check(weights, meta, weights_name=weights_name, meta_name=meta_name,
-                     expected_dataset=expected_dataset, max_bytes=MAX_UPLOAD_MB * 2**20)[1]
-    except WeightsError as exc:
-        raise WeightsError(explain_refusal(str(exc), weights, meta, expected_dataset)) from None
+    return check(weights, meta, weights_name=weights_name, meta_name=meta_name,
+                 expected_dataset=expected_dataset, max_bytes=MAX_UPLOAD_MB * 2**20)[1]
