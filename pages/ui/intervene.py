@@ -69,49 +69,10 @@ def _reset() -> None:
     st.session_state.pop("_iv_click", None)
 
 
-def _follow(moved: str, other: str, up: bool) -> None:
-    """After number input ``moved`` changed: ``other`` takes its value where the two crossed
-    (``up``: ``other`` must not be below ``moved``; else not above)."""
-    a, b = st.session_state.get(moved), st.session_state.get(other)
-    if a is not None and b is not None and (a > b if up else a < b):
-        st.session_state[other] = a
-
-
-def _range_now(key: str) -> tuple[int, int]:
-    """The row range of ``row_range(key=key)`` as its inputs hold it now (their keys, in a callback
-    before they are drawn again), else as it was kept."""
-    lo, hi = st.session_state.get(key, (1, 1))
-    lo, hi = st.session_state.get(f"{key}_first", lo), st.session_state.get(f"{key}_last", hi)
-    return min(int(lo), int(hi)), max(int(lo), int(hi))
-
-
-def row_range(what: str, key: str, T: int, default: tuple[int, int]) -> tuple[int, int]:
-    """A range of image rows (timesteps, 1-based) as two number inputs, its first and last row,
-    side by side: a range slider with both ends on one row shows its two equal values crowded over
-    one thumb.
-    ``st.session_state[key]`` keeps ``(first, last)`` while the inputs are not drawn (another
-    tab); one out of ``1..T`` (another model's rows) gives way to ``default``. Moving the first
-    row past the last takes the last along, and the other way round: the range stays a range."""
-    rng = st.session_state.get(key)
-    valid = isinstance(rng, (tuple, list)) and len(rng) == 2 and all(isinstance(v, int) and 1 <= v <= T for v in rng)
-    rng = (min(rng), max(rng)) if valid else default
-    first, last = f"{key}_first", f"{key}_last"
-    if not valid or any(not isinstance(st.session_state.get(k), int) or not 1 <= st.session_state[k] <= T
-                        for k in (first, last)):
-        st.session_state[first], st.session_state[last] = int(rng[0]), int(rng[1])
-    c1, c2 = st.columns(2)
-    lo = c1.number_input(f"First row to {what}", 1, T, key=first, on_change=_follow, args=(first, last, True),
-                         help=f"Image rows (timesteps) 1 to {T}; past the last row, the last row follows.")
-    hi = c2.number_input(f"Last row to {what}", 1, T, key=last, on_change=_follow, args=(last, first, False),
-                         help=f"Image rows (timesteps) 1 to {T}; before the first row, the first row follows.")
-    st.session_state[key] = (min(int(lo), int(hi)), max(int(lo), int(hi)))
-    return st.session_state[key]
-
-
 def _set_cells(value: int | None, names: list[str]) -> None:
     """Force the picked rows x LSTMs on (1), off (0), or back to the choice (None)."""
     cells = parse_cells(st.session_state.get(CELLS, ""))
-    lo, hi = _range_now("iv_rows")
+    lo, hi = st.session_state.get("iv_rows", (1, 1))
     for name in st.session_state.get("iv_units", []):
         i = names.index(name)
         for t in range(int(lo) - 1, int(hi)):
@@ -264,7 +225,9 @@ def _patch_controls(dataset: str, T: int, names: list[str], n_test: int) -> None
         if st.session_state.get("iv_patch_what") not in PATCH_WHAT:
             st.session_state["iv_patch_what"] = "state"
         what = st.radio("What", list(PATCH_WHAT), horizontal=True, key="iv_patch_what", format_func=PATCH_WHAT.get)
-        row_range("patch", "iv_patch_rows", T, (1, T))
+        if "iv_patch_rows" not in st.session_state or max(st.session_state["iv_patch_rows"]) > T:
+            st.session_state["iv_patch_rows"] = (1, T)
+        st.slider("Rows to patch", 1, T, key="iv_patch_rows")
         if what == "state":
             st.multiselect("LSTMs to patch", names, key="iv_patch_units")
 
@@ -283,8 +246,10 @@ def intervene_view(entry, model, image: np.ndarray, unit_names: list[str], class
         data = None
     c_cells, c_run = st.columns([3, 2])
     with c_cells:
-        t_now = min(int(st.session_state.get("mech_t", 1)), T)
-        row_range("set", "iv_rows", T, (t_now, t_now))
+        t_now = int(st.session_state.get("mech_t", 1))
+        if "iv_rows" not in st.session_state or max(st.session_state["iv_rows"]) > T:
+            st.session_state["iv_rows"] = (min(t_now, T), min(t_now, T))
+        st.slider("Rows to set", 1, T, key="iv_rows", help="A range of image rows (timesteps), 1-based.")
         st.multiselect("LSTMs to set", names, key="iv_units")
         b1, b2, b3 = st.columns(3)
         b1.button("Force on", key="iv_on", on_click=_set_cells, args=(1, names), use_container_width=True)

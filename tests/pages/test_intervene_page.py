@@ -39,7 +39,7 @@ def test_intervene_tab_controls_force_knock_out_and_reset(page_env):
     assert not at.exception, at.exception
     assert "unchanged" in prediction(at) and caption(at).startswith("0 cells set by the intervention; 0 other")
     # force two LSTMs off on rows 1-28
-    at.number_input(key="iv_rows_last").set_value(28).run()
+    at.slider(key="iv_rows").set_value((1, 28)).run()
     at.multiselect(key="iv_units").set_value(["LSTM 1", "LSTM 2"]).run()
     at.button(key="iv_off").click().run()
     assert not at.exception, at.exception
@@ -63,31 +63,6 @@ def test_intervene_tab_controls_force_knock_out_and_reset(page_env):
     assert at.slider(key="iv_alpha").value == 0.1 and caption(at).startswith("0 cells set")
 
 
-def test_rows_to_set_are_two_inputs_that_stay_a_range(page_env):
-    """The rows to set are a first and a last row (two number inputs: a range slider with both
-    ends on one row draws "1" "1" on one spot), starting at the current step; moving one past the
-    other takes the other along, Force acts on exactly that range, Reset keeps it."""
-    at = run_page(mech_more="Intervene", mech_t=5)
-    assert not at.exception, at.exception
-    assert not [s for s in at.slider if s.key in ("iv_rows", "iv_patch_rows")]
-    first, last = at.number_input(key="iv_rows_first"), at.number_input(key="iv_rows_last")
-    assert (first.label, last.label) == ("First row to set", "Last row to set")
-    assert (first.value, last.value, first.min, last.max) == (5, 5, 1, 28)
-    at.number_input(key="iv_rows_last").set_value(9).run()
-    at.number_input(key="iv_rows_first").set_value(12).run()  # past the last row: the last follows
-    assert (at.number_input(key="iv_rows_first").value, at.number_input(key="iv_rows_last").value) == (12, 12)
-    at.number_input(key="iv_rows_last").set_value(14).run()
-    at.number_input(key="iv_rows_last").set_value(10).run()  # before the first row: the first follows
-    assert (at.number_input(key="iv_rows_first").value, at.number_input(key="iv_rows_last").value) == (10, 10)
-    at.number_input(key="iv_rows_last").set_value(11).run()
-    at.multiselect(key="iv_units").set_value(["LSTM 3"]).run()
-    at.button(key="iv_off").click().run()
-    assert not at.exception, at.exception
-    assert at.session_state["iv_cells"] == "10.3.0;11.3.0"  # rows 10 and 11 of LSTM 3, off
-    at.button(key="iv_reset").click().run()
-    assert (at.number_input(key="iv_rows_first").value, at.number_input(key="iv_rows_last").value) == (10, 11)
-
-
 def _chart_keys(at: AppTest) -> set[str]:
     """What the run drew: the before/after bars (a table in the container keyed ``iv_probs``) and
     the mask editor (an SVG component, keyed ``iv_mask``)."""
@@ -109,7 +84,7 @@ def test_before_and_after_bars_appear_once_something_changes(page_env):
     assert not at.exception, at.exception
     assert _chart_keys(at) == {"iv_mask"}
     assert any(c.value.startswith("Nothing is changed yet") for c in at.caption)
-    at.number_input(key="iv_rows_last").set_value(28).run()
+    at.slider(key="iv_rows").set_value((1, 28)).run()
     at.multiselect(key="iv_units").set_value(["LSTM 1", "LSTM 2"]).run()
     at.button(key="iv_on").click().run()
     assert not at.exception, at.exception

@@ -74,7 +74,7 @@ def test_the_first_view_opens_this_inputs_tab_and_traces_no_set(page_env, monkey
     assert not at.exception
     more = ["Intervene", "Which pixels drive it", "Find the same mechanisms elsewhere", "What each LSTM is for"]
     assert [t.label for t in at.tabs if t.label in more] == more
-    assert at.number_input(key="iv_rows_first") is not None  # the open tab: Intervene
+    assert at.slider(key="iv_rows") is not None  # the open tab: Intervene
     assert traced == [], "the first view traced the searched set"
     at = run_page(mech_more="Find the same mechanisms elsewhere")
     assert not at.exception and traced == [1]  # opened: traced once
