@@ -97,7 +97,12 @@ def test_the_order_and_the_jobs(tmp_path):
     assert order.index(Cell("fashion_mnist", "indrnn", 4)) < order.index(Cell("mnist", "rim", 5)) \
         < order.index(Cell("fashion_mnist", "parallel_lstm", 9)) < order.index(Cell("cifar10", "rim", 1)) \
         < order.index(Cell("cifar10", "indrnn", 4)) < order.index(Cell("cifar10", "rim", 5))
-    assert order[-3].model in ("parallel_lstm_6", "rim_all", "rim_alpha0")  # the controls, then
+    # the controls cell by cell: a cell's five seeds in a row, matched and random before the other three
+    ctl = [c for c in order if c.model not in METHODS]
+    assert ctl[:10] == [Cell("mnist", m, s) for m in ("parallel_lstm_h81", "rim_random") for s in range(5)]
+    assert max(order.index(c) for c in ctl if c.model in ("parallel_lstm_h60", "rim_random")) \
+        < min(order.index(c) for c in ctl if c.model == "parallel_lstm_6")
+    assert order[-3] == Cell("cifar10", "rim_alpha0", 4)  # the controls, then
     assert order[-2:] == [Cell("cifar10", m, 0, 24000) for m in ("rim", "parallel_lstm")]  # the pilot's 24,000 half
     assert len(order) == len(set(order))
     assert not any(c.folder for c in order)  # no MNIST runs in tmp_path: nothing to train again
