@@ -7,6 +7,7 @@ from core.grid.cells import run_path
 from core.grid.long import (
     FOLDERS,
     LONG,
+    METHODS,
     RETRAINED,
     Cell,
     budget,
