@@ -229,3 +229,31 @@ def test_the_stored_answer_records_the_tables_it_was_read_beside(tmp_path):
     (res / "converged" / "table2.csv").unlink()
     (res / "converged" / "table3.csv").write_text("new")
     assert sources.stale_sources(res) == ["converged/table2.csv", "converged/table3.csv", "long/claims.csv"]
+
+
+def test_the_controls_sentence_says_each_budget_and_its_margin():
+    """Per data set the answer reads the longest budget with both controls; each budget is said once,
+    the long grid's margin (half the paper's gap) in its own words, and no semicolon."""
+    rows = [{"dataset": "mnist", "control": "rim_random", "protocol": "converged-12k",
+             "equiv_verdict": "equivalent within the margin"},
+            {"dataset": "mnist", "control": "parallel_lstm_h81", "protocol": "converged-12k",
+             "gap_verdict": "no measurable difference at this number of seeds"},
+            {"dataset": "fashion_mnist", "control": "parallel_lstm_h81", "protocol": "converged",
+             "gap_verdict": "the control better"},
+            {"dataset": "fashion_mnist", "control": "rim_random", "protocol": "converged",
+             "equiv_verdict": "equivalent within the margin"}]
+    s = answer._controls_sentence(rows)
+    assert s == ("At a 12,000-iteration budget, picking at random changes its error less than half the paper's gap "
+                 "on MNIST, while at a 4,000-iteration budget on Fashion-MNIST, equally large plain LSTMs beat it, "
+                 "and picking at random changes its error less than the paper's gap."), s
+    assert ";" not in s
+
+
+def test_the_answer_reads_the_long_grids_controls_where_a_set_has_both(tmp_path, monkeypatch):
+    short = [{"dataset": d, "control": c, "protocol": "converged"} for d in ("mnist", "fashion_mnist")
+             for c in ("rim", "parallel_lstm_h81", "rim_random")]
+    long_ = [{"dataset": "mnist", "control": c, "protocol": "converged-12k"} for c in ("rim", "parallel_lstm_h81", "rim_random")]
+    long_ += [{"dataset": "fashion_mnist", "control": c, "protocol": "converged-24k"} for c in ("rim", "parallel_lstm_h81")]
+    monkeypatch.setattr(answer, "_tables", lambda root, folder: {"controls": long_ if folder == "long" else short})
+    got = {(r["dataset"], r["protocol"]) for r in answer.answer_controls(tmp_path)}
+    assert got == {("mnist", "converged-12k"), ("fashion_mnist", "converged")}  # FMNIST lacks random selection at 24k

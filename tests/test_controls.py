@@ -12,6 +12,7 @@ from core.report.controls import (
     EQUIVALENCE_MARGIN,
     LONG_EQUIVALENCE_MARGIN,
     MARGIN_FIXED_AT,
+    controls_margin_rule,
     controls_markdown,
     controls_table,
     equivalence_margin,
@@ -60,3 +61,18 @@ def test_the_long_grid_margin_was_fixed_before_its_first_control_run():
             rec = json.loads(p.read_text())
             if (rec.get("variant") or rec["model"]) in controls:
                 assert datetime.strptime(rec["created"], "%Y-%m-%dT%H:%M:%S%z") > fixed, p
+
+
+def test_the_long_grids_controls_at_two_budgets_say_each_and_the_half_gap_margin():
+    rows = _rows("converged-12k") + [{**r, "dataset": "fashion_mnist", "protocol": "converged-24k"}
+                                     for r in _rows("converged-24k")]
+    c = Cells(rows)
+    table = controls_table(c, ["mnist", "fashion_mnist"], table2(c, ["mnist", "fashion_mnist"]))
+    assert sorted({r["margin"] for r in table if r["control"] != "rim"}) == pytest.approx([0.175, 0.5])
+    text = controls_markdown(table, compact=True)
+    assert text[0].startswith("Long grid, Adam, cosine: MNIST at 12,000 iterations; Fashion-MNIST at 24,000 iterations.")
+    assert "half the gap the paper claims" in text[0]
+    assert "p raw" not in text[2] and text[2].startswith("| data set | control | seeds | test error |")
+    assert "less than half the paper's claimed gap on MNIST, Fashion-MNIST" in text[-1], text[-1]
+    assert controls_margin_rule(table).startswith("half the gap the paper claims")  # Compare's caption
+    assert controls_margin_rule(controls_table(Cells(_rows("converged")), ["mnist"])).startswith("the gap the paper")

@@ -164,25 +164,38 @@ def _main_sentence(df: pd.DataFrame, claims: dict) -> str:
 
 
 def _controls_sentence(controls: list[dict]) -> str:
-    """The controls of "why" in plain words: the parameter-matched baseline and random selection."""
-    matched = {r["dataset"] for r in controls if r.get("control") == PARAM_MATCHED.get(r.get("dataset"))
-               and r.get("gap_verdict") == "the control better"}
-    random_eq = {r["dataset"] for r in controls if r.get("control") == "rim_random"
-                 and str(r.get("equiv_verdict", "")).startswith("equivalent")}
+    """The controls of "why" in plain words: the parameter-matched baseline and random selection,
+    one clause per training length where the sets the answer reads differ in it."""
+    groups: dict[str, tuple[set, set]] = {}  # protocol -> (sets where matched wins, sets where random is equivalent)
+    for r in controls:
+        g = groups.setdefault(str(r.get("protocol", "")), (set(), set()))
+        if r.get("control") == PARAM_MATCHED.get(r.get("dataset")) and r.get("gap_verdict") == "the control better":
+            g[0].add(r["dataset"])
+        if r.get("control") == "rim_random" and str(r.get("equiv_verdict", "")).startswith("equivalent"):
+            g[1].add(r["dataset"])
+    groups = {p: g for p, g in groups.items() if g[0] | g[1]}
+    timed = len(groups) == 1 or all(_iterations({p}) for p in groups)  # several lengths: each said
+    clauses = [_controls_clause(p, *groups[p], timed) for p in sorted(groups, key=lambda p: -(_iterations({p}) or 0))]
+    if not clauses:
+        return ""
+    text = clauses[0] if len(clauses) == 1 else ", ".join(clauses[:-1]) + ", while " + clauses[-1]
+    return text[0].upper() + text[1:] + "."
+
+
+def _controls_clause(protocol: str, matched: set, random_eq: set, timed: bool = True) -> str:
+    """One training length's part of the controls sentence."""
+    from .controls import margin_words
+
     m = _names([d for d in DATASET_ORDER if d in matched]) if matched else ""
     r = _names([d for d in DATASET_ORDER if d in random_eq]) if random_eq else ""
     said_m = "equally large plain LSTMs beat it"
-    said_r = "picking at random changes its error less than the paper's gap"
-    its = _iterations({str(c.get("protocol", "")) for c in controls if c.get("dataset") in matched | random_eq})
+    said_r = f"picking at random changes its error less than {margin_words(protocol)[1].replace(' claimed', '')}"
+    its = _iterations({protocol}) if timed else None
     when = f"at {_budgets(f'{its:,}', len(matched | random_eq))} " if its else ""
     if m and m == r:
-        text = f"{when}on {m}, {said_m}, and {said_r}"
-    else:
-        parts = [f"{said_m} on {m}"] * bool(m) + [f"{said_r} on {r}"] * bool(r)
-        if not parts:
-            return ""
-        text = (f"{when.strip()}, " if when else "") + ", and ".join(parts)
-    return text[0].upper() + text[1:] + "."
+        return f"{when}on {m}, {said_m}, and {said_r}"
+    parts = [f"{said_m} on {m}"] * bool(m) + [f"{said_r} on {r}"] * bool(r)
+    return (f"{when.strip()}, " if when else "") + ", and ".join(parts)
 
 
 def _iterations(protocols: set[str]) -> int | None:
@@ -222,6 +235,21 @@ def _pick(df: pd.DataFrame, grid: str, ds: str) -> pd.DataFrame:
     return df[(df["grid"] == grid) & (df["dataset"] == ds) & (df["other"] == "parallel_lstm")]
 
 
+def answer_controls(root="results") -> list[dict]:
+    """The controls rows the answer reads: per data set, the long grid's where it has both the
+    parameter-matched and the random-selection control, else the 4,000-iteration grid's."""
+    from ..paths import LONG_GRID
+
+    root = Path(root)
+    short = _tables(root, "converged").get("controls") or []
+    long_ = _tables(root, LONG_GRID).get("controls") or []
+
+    def complete(rows: list[dict], ds: str) -> bool:
+        return {PARAM_MATCHED.get(ds), "rim_random"} <= {r["control"] for r in rows if r["dataset"] == ds}
+
+    return [r for ds in DATASET_ORDER for r in (long_ if complete(long_, ds) else short) if r["dataset"] == ds]
+
+
 def plain_answer(root="results") -> str:
     """At most three sentences a person reads in one pass: what RIM is, what holds, what does not,
     how sure. Every clause follows from ``gap_rows``, the claims and the controls tables."""
@@ -230,7 +258,7 @@ def plain_answer(root="results") -> str:
     if df.empty:
         return "No results yet: train a grid (`python -m core.reproduce run`) to see the answer."
     claims = {g: {r["claim_id"]: r for r in _tables(root, g).get("claims") or []} for g in ("paper", "converged")}
-    controls = _tables(root, "converged").get("controls") or []
+    controls = answer_controls(root)
     said = _controls_sentence(controls)
     stated = [int(c["seeds"]) for c in controls if said and c.get("seeds") and c.get("control") in
               {PARAM_MATCHED.get(c.get("dataset")), "rim_random"}]

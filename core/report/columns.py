@@ -331,19 +331,23 @@ ABLATIONS = [
 
 CONTROLS = [
     DATASET,
-    Column("control", "control", lambda r: display_name(r.get("control"))),
+    Column("control", "control", lambda r: display_name(r.get("control")), compact=True),
     Column("parameters", "parameters", lambda r: params(r.get("parameters"))),
     Column("n seeds (healthy of runs)", "seeds",
            lambda r: f"{r.get('seeds')} ({health_count(r.get('healthy'), r.get('runs'))})",
-           lambda r: f"{r['seeds']}" + ("" if r["healthy"] == r["runs"] else f" ({health_count(r['healthy'], r['runs'])})")),
-    Column("test error (%)", "test error", lambda r: mean_sd_text(r.get("error"), r.get("sd"))),
+           lambda r: f"{r['seeds']}" + ("" if r["healthy"] == r["runs"] else f" ({health_count(r['healthy'], r['runs'])})"),
+           compact=True),
+    Column("test error (%)", "test error", lambda r: mean_sd_text(r.get("error"), r.get("sd")), compact=True),
     Column(f"gap to RIM {CI}, p raw / Holm", "gap [interval] (level), p raw / Holm", _test_or("gap", "reference"),
-           lambda r: "(reference)" if _reference(r) else gap_test(r, "gap")),
+           lambda r: "(reference)" if _reference(r) else gap_test(r, "gap"), compact="gap [Holm-step interval]",
+           compact_cell=lambda r: "(reference)" if _reference(r) else _ci("gap")(r)),
     Column("verdict", "verdict", lambda r: marked_verdict(r.get("gap_verdict")) if "gap" in r else "",
-           lambda r: "" if _reference(r) else marked_verdict(r.get("gap_verdict", ""))),
-    Column(None, "margin: equivalence interval, p raw / Holm", _equivalence_interval),
+           lambda r: "" if _reference(r) else marked_verdict(r.get("gap_verdict", "")), compact=True),
+    Column(None, "margin: equivalence interval, p raw / Holm", _equivalence_interval,
+           compact="margin: equivalence interval", compact_cell=lambda r: "" if _reference(r) else (
+               f"±{r['margin']:.2f}: " + gap(r["gap"], r.get("equiv_ci_low"), r.get("equiv_ci_high")))),
     Column("equivalence (TOST, margin ±)", "equivalence", _equivalence,
-           lambda r: "" if _reference(r) else r.get("equiv_verdict", "")),
+           lambda r: "" if _reference(r) else r.get("equiv_verdict", ""), compact=True),
     Column("what it is", None, lambda r: r.get("what")),
     Column(FLOORS.page, None, floors_cell),  # the document gives the floors in a line below
 ]  # the document's sentences around it: core.report.controls.controls_markdown

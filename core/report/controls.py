@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from . import fmt
-from .columns import TABLES, markdown
+from .columns import TABLES, compact_markdown, markdown
 from .comparisons import Cells, _adopt_from, _floor_fields, adjust_family, compare
 from .markdown import family_note, floors_line
 from .paper import PAPER, VARIANT_NOTES, controls_for
@@ -30,7 +30,7 @@ MARGIN_FIXED_AT = "2026-12-06T08:50:00+0000"
 
 def margin_words(protocol: str) -> tuple[str, str]:
     """How the margin of a protocol's controls is chosen: (the rule, "within <it> of RIM")."""
-    if protocol in LONG_PROTOCOLS:
+    if protocol in LONG_PROTOCOLS or protocol == "long":
         return ("half the gap the paper claims for the method on that set (`LONG_EQUIVALENCE_MARGIN`), fixed in code "
                 "before the long grid's first control run", "half the paper's claimed gap")
     return ("the gap the paper claims for the method on that set (`EQUIVALENCE_MARGIN`), fixed in code before the "
@@ -87,22 +87,43 @@ def controls_table(c: Cells, datasets, t2=None) -> list[dict]:
     return out
 
 
-def controls_markdown(rows: list[dict]) -> list[str]:
-    """The controls table (RIM the reference), its family note, floors and its computed sentence."""
+def controls_markdown(rows: list[dict], compact: bool = False) -> list[str]:
+    """The controls table (RIM the reference), its family note, floors and its computed sentence;
+    ``compact``: the document's short columns (no parameters, no p)."""
     protocol = _protocol(rows)
-    title = fmt.protocol_title(protocol) or fmt.CONVERGED_TITLE
+    title = _title(rows, protocol)
     out = [f"{title[:1].upper() + title[1:]}. Gap = control − RIM in test-error points "
            f"(positive: RIM better). Equivalence: TOST; the margin is {margin_words(protocol)[0]}; equivalent when "
            "the interval (1 − 2 × the Holm step's alpha) lies within ± the margin.", ""]
-    out += markdown(TABLES["controls"], rows)
+    out += (compact_markdown if compact else markdown)(TABLES["controls"], rows)
     return out + ["", family_note(rows, "difference and equivalence tests") + " The parallel LSTMs' difference test "
                   "is Table 2's (its family, its p): one comparison, one p.", "",
                   floors_line([r["dataset"] for r in rows]), "", controls_decision(rows)]
 
 
 def _protocol(rows: list[dict]) -> str:
+    """The rows' protocol; "long" where they are the long grid's at more than one budget."""
     protocols = {r.get("protocol") or "" for r in rows}
+    if len(protocols) > 1 and protocols <= set(LONG_PROTOCOLS):
+        return "long"
     return protocols.pop() if len(protocols) == 1 else ""
+
+
+def controls_margin_rule(rows: list[dict]) -> str:
+    """How the equivalence margin of these controls rows is chosen, in words."""
+    return margin_words(_protocol(rows))[0]
+
+
+def _title(rows: list[dict], protocol: str) -> str:
+    """The table's protocol in words; the long grid's names each data set's budget."""
+    if protocol != "long":
+        return fmt.protocol_title(protocol) or fmt.CONVERGED_TITLE
+    budgets = {}
+    for r in rows:
+        budgets.setdefault(r.get("protocol"), []).append(r["dataset"])
+    parts = [f"{', '.join(dict.fromkeys(fmt.dataset_title(d) for d in ds))} at {fmt.protocol_title(p).rsplit(', ', 1)[1]}"
+             for p, ds in budgets.items()]
+    return "long grid, Adam, cosine: " + "; ".join(parts)
 
 
 def controls_sentence(rows: list[dict]) -> str:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..paths import LONG_GRID
+from . import fmt
 from .columns import TABLES, compact_markdown
 from .tables import FLUCT_WINDOW, convergence_line, excluded_runs, improving_runs
 
@@ -98,11 +99,23 @@ def _verdict_by_budget(root: Path) -> str:
 
 
 def _controls(root: Path) -> str:
+    """The long grid's controls (compact; the full table in ``results/long/tables.md``) and what the
+    4,000-iteration controls decide; the 4,000-iteration table in full while the long grid has none."""
     from .claims import grid
-    from .controls import controls_markdown
+    from .controls import controls_decision, controls_markdown
 
-    _, t = grid(root / "converged")
-    return "\n".join(controls_markdown(t["controls"])) if t.get("controls") else "No controls in `results/converged` yet."
+    _, short = grid(root / "converged")
+    _, long_ = grid(root / LONG_GRID) if (root / LONG_GRID / "runs").is_dir() else ([], {})
+    if not long_.get("controls"):
+        return "\n".join(controls_markdown(short["controls"])) if short.get("controls") else "No controls in `results/converged` yet."
+    out = controls_markdown(long_["controls"], compact=True)
+    out += ["", f"Full table with p values: `results/{LONG_GRID}/tables.md`."]
+    if short.get("controls"):
+        said = controls_decision(short["controls"])
+        if "decide: " in said:
+            out[-1] += (f" At {fmt.CONVERGED_TITLE.rsplit(', ', 1)[1]} (`results/converged/tables.md`), the controls "
+                        f"decide: {said.split('decide: ', 1)[1]}")
+    return "\n".join(out)
 
 
 def _budget(root: Path) -> str:
