@@ -76,3 +76,19 @@ def test_the_long_grids_controls_at_two_budgets_say_each_and_the_half_gap_margin
     assert "less than half the paper's claimed gap on MNIST, Fashion-MNIST" in text[-1], text[-1]
     assert controls_margin_rule(table).startswith("half the gap the paper claims")  # Compare's caption
     assert controls_margin_rule(controls_table(Cells(_rows("converged")), ["mnist"])).startswith("the gap the paper")
+
+
+def test_a_long_grid_control_enters_the_tables_with_all_its_seeds():
+    from core.report.controls import tabulated, training_note
+    from core.report.tables import build_tables
+
+    rows = _rows("converged-12k")
+    two = [r for r in rows if r["model"] != "rim_random" or r["seed"] < 2]  # random selection: 2 of 5 seeds in
+    t = build_tables(two)
+    assert not t["controls"] and not [r for r in t["ablations"] if r["variant"] == "rim_random"]
+    assert [r["model"] for r in tabulated(two)].count("rim_random") == 0
+    assert training_note(two) == ("Still training, left out of the tables until all 5 seeds are in: MNIST "
+                                  "RIM, random selection (2 of 5).")
+    assert [r["control"] for r in build_tables(rows)["controls"]] == ["rim", "parallel_lstm", "rim_random"]
+    short = [r for r in _rows("converged") if r["model"] != "rim_random" or r["seed"] < 2]
+    assert training_note(short) == "" and tabulated(short) == short  # other grids: every run in, as trained

@@ -28,6 +28,38 @@ LONG_EQUIVALENCE_MARGIN = {ds: gap / 2 for ds, gap in PAPER["vs_parallel_gap"].i
 MARGIN_FIXED_AT = "2026-12-06T08:50:00+0000"
 
 
+# A control cell of the long grid (one data set, one control) enters the tables with all its seeds
+# (0-4), so a table never shows a control at one or two seeds while its grid is still training.
+CONTROL_SEEDS = 5
+MAIN_METHODS = ("rim", "parallel_lstm", "entnet", "rmc", "indrnn")
+
+
+def training_cells(rows: list[dict]) -> dict[tuple[str, str], int]:
+    """``{(data set, control): runs in}`` of the long grid's control cells with fewer than
+    ``CONTROL_SEEDS`` runs: still training, left out of the tables."""
+    n: dict[tuple[str, str], int] = {}
+    for r in rows:
+        if r.get("protocol") in LONG_PROTOCOLS and r.get("model") not in MAIN_METHODS:
+            n[(r["dataset"], r["model"])] = n.get((r["dataset"], r["model"]), 0) + 1
+    return {k: v for k, v in n.items() if v < CONTROL_SEEDS}
+
+
+def tabulated(rows: list[dict]) -> list[dict]:
+    """``rows`` less the runs of control cells still training (``training_cells``)."""
+    pending = training_cells(rows)
+    return [r for r in rows if (r.get("dataset"), r.get("model")) not in pending] if pending else rows
+
+
+def training_note(rows: list[dict]) -> str:
+    """One sentence naming the control cells still training, or ""."""
+    pending = training_cells(rows)
+    if not pending:
+        return ""
+    cells = ", ".join(f"{fmt.dataset_title(d)} {fmt.display_name(m)} ({n} of {CONTROL_SEEDS})"
+                      for (d, m), n in sorted(pending.items()))
+    return f"Still training, left out of the tables until all {CONTROL_SEEDS} seeds are in: {cells}."
+
+
 def margin_words(protocol: str) -> tuple[str, str]:
     """How the margin of a protocol's controls is chosen: (the rule, "within <it> of RIM")."""
     if protocol in LONG_PROTOCOLS or protocol == "long":

@@ -102,14 +102,16 @@ def _controls(root: Path) -> str:
     """The long grid's controls (compact; the full table in ``results/long/tables.md``) and what the
     4,000-iteration controls decide; the 4,000-iteration table in full while the long grid has none."""
     from .claims import grid
-    from .controls import controls_decision, controls_markdown
+    from .controls import controls_decision, controls_markdown, training_note
 
     _, short = grid(root / "converged")
-    _, long_ = grid(root / LONG_GRID) if (root / LONG_GRID / "runs").is_dir() else ([], {})
+    rows, long_ = grid(root / LONG_GRID) if (root / LONG_GRID / "runs").is_dir() else ([], {})
+    training = f"Long grid: {note[0].lower()}{note[1:]}" if (note := training_note(rows)) else ""
     if not long_.get("controls"):
-        return "\n".join(controls_markdown(short["controls"])) if short.get("controls") else "No controls in `results/converged` yet."
+        out = controls_markdown(short["controls"]) if short.get("controls") else ["No controls in `results/converged` yet."]
+        return "\n".join(out + ["", training] * bool(training))
     out = controls_markdown(long_["controls"], compact=True)
-    out += ["", f"Full table with p values: `results/{LONG_GRID}/tables.md`."]
+    out += ["", f"Full table with p values: `results/{LONG_GRID}/tables.md`." + (f" {training}" if training else "")]
     if short.get("controls"):
         said = controls_decision(short["controls"])
         if "decide: " in said:

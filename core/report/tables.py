@@ -38,7 +38,7 @@ from .comparisons import (
     table3,
     table4,
 )
-from .controls import controls_markdown, controls_table
+from .controls import controls_markdown, controls_table, tabulated, training_note
 from .convergence import IMPROVING, NOT_MEASURED, plateau
 from .floors import floors
 from .health import HEALTHY, health_of
@@ -114,6 +114,7 @@ def loss_fluctuation(loss, window: int = FLUCT_WINDOW) -> tuple[float, float]:
 
 def build_tables(rows: list[dict], include_unhealthy: bool = False) -> dict:
     """The tables as lists of dicts (errors in percent points), the claims table last."""
+    rows = tabulated(rows)  # a control cell of the long grid enters with all its seeds
     datasets = [d for d in DATASET_ORDER if any(r["dataset"] == d for r in rows)]
     c = Cells(rows, include_unhealthy)
     t = {"table2": table2(c, datasets), "table3": table3(c, datasets), "table4": table4(c, datasets),
@@ -242,6 +243,8 @@ def tables_markdown(t: dict, rows: list[dict], include_unhealthy: bool = False) 
            "unadjusted. Floors: the error of guessing at random (chance) / of always answering the test set's "
            "biggest class (majority). Animals-10 is a small unbalanced real subset (1,320 images): not comparable "
            "with the full data set.", ""]
+    if note := training_note(rows):
+        out[0] += " " + note
     draws = sorted({r["noise_draws"] for r in rows if r.get("noise_draws")})
     sections = [  # (table, heading, the text under it; None: none), in the order of the document
         ("table2", "### Table 2: RIM vs parallel LSTMs", None),
