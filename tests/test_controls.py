@@ -92,3 +92,16 @@ def test_a_long_grid_control_enters_the_tables_with_all_its_seeds():
     assert [r["control"] for r in build_tables(rows)["controls"]] == ["rim", "parallel_lstm", "rim_random"]
     short = [r for r in _rows("converged") if r["model"] != "rim_random" or r["seed"] < 2]
     assert training_note(short) == "" and tabulated(short) == short  # other grids: every run in, as trained
+
+
+def test_reproductions_controls_block_is_compact_and_names_the_full_table():
+    import re
+
+    from core.report.docs import _controls
+
+    block = _controls(ROOT / "results")
+    header = next(line for line in block.splitlines() if line.startswith("| data set |"))
+    assert "p raw" not in header and "parameters" not in header
+    full = re.search(r"Full table with parameters and p values: `(results/[\w/.-]+)`", block)
+    assert full and (ROOT / full.group(1)).is_file()
+    assert "p raw / Holm" in (ROOT / full.group(1)).read_text()  # the full table is there

@@ -108,10 +108,13 @@ def _controls(root: Path) -> str:
     rows, long_ = grid(root / LONG_GRID) if (root / LONG_GRID / "runs").is_dir() else ([], {})
     training = f"Long grid: {note[0].lower()}{note[1:]}" if (note := training_note(rows)) else ""
     if not long_.get("controls"):
-        out = controls_markdown(short["controls"]) if short.get("controls") else ["No controls in `results/converged` yet."]
-        return "\n".join(out + ["", training] * bool(training))
+        if not short.get("controls"):
+            return "\n".join(["No controls in `results/converged` yet.", "", training] if training else ["No controls in `results/converged` yet."])
+        out = controls_markdown(short["controls"], compact=True)
+        out += ["", "Full table with parameters and p values: `results/converged/tables.md`." + (f" {training}" if training else "")]
+        return "\n".join(out)
     out = controls_markdown(long_["controls"], compact=True)
-    out += ["", f"Full table with p values: `results/{LONG_GRID}/tables.md`." + (f" {training}" if training else "")]
+    out += ["", f"Full table with parameters and p values: `results/{LONG_GRID}/tables.md`." + (f" {training}" if training else "")]
     if short.get("controls"):
         said = controls_decision(short["controls"])
         if "decide: " in said:
