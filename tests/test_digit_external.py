@@ -269,3 +269,13 @@ def test_the_handwriting_csv_interval_is_at_its_holm_level():
     assert e["verdict"].startswith("cannot tell") and e["ci_low"] < 0 < e["ci_high"]
     for r in out.dropna(subset=["p"]).itertuples():
         assert (r.ci_low > 0 or r.ci_high < 0) == (r.p_holm < 0.05)
+
+
+def test_the_generalisation_table_compares_the_five_methods_unless_asked_for_all():
+    from core.studies.handwriting.__main__ import _parser, pick_methods
+
+    found = {m: {0: f"{m}_s0"} for m in ("rim", "parallel_lstm", "entnet", "rmc", "indrnn", "parallel_lstm_h81")}
+    args = _parser().parse_args(["generalisation", "--runs", "x"])
+    assert sorted(pick_methods(found, args.methods)) == ["entnet", "indrnn", "parallel_lstm", "rim", "rmc"]
+    assert "parallel_lstm_h81" in pick_methods(found, "all")  # a grid's controls only when asked
+    assert sorted(pick_methods(found, "rim,parallel_lstm_h81")) == ["parallel_lstm_h81", "rim"]

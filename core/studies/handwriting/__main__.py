@@ -22,6 +22,7 @@ from pathlib import Path
 from core import paths
 
 from ...digits.synth import DEFAULT_DIR, generated_set, load_fixed_set, make_fixed_set
+from ...models.registry import list_models
 from . import external as ext
 from .measure import format_table, measure
 
@@ -99,7 +100,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="folder of <model>_s<seed>.safetensors (default RESULTS/converged/runs/mnist, with the "
                           "shipped Adam 4k models); repeatable: a seed is taken from the first folder that has it "
                           "(the long grid: RESULTS/long/runs/mnist, then RESULTS/budget-retrained/runs/mnist)")
-    gen.add_argument("--methods", default="", help="comma-separated methods (default: all found)")
+    gen.add_argument("--methods", default=",".join(list_models()),
+                     help="comma-separated methods, or 'all' for every model found (default: the five methods; "
+                          "a grid's controls have their own table)")
     gen.add_argument("--half", default="odd", choices=("odd", "even"), help="which half to report (default odd)")
     gen.add_argument("--folder", type=Path, default=None, help="folder with the full sets")
     gen.add_argument("--out", type=Path, default=None, help="summary CSV (default RESULTS/converged/handwriting.csv)")
@@ -188,6 +191,11 @@ def measure_external_cli(args) -> int:
     return 0
 
 
+def pick_methods(ckpts: dict, methods: str) -> dict:
+    """The weights of ``methods`` (comma-separated names; "all": every model found)."""
+    return ckpts if methods == "all" else {m: s for m, s in ckpts.items() if m in methods.split(",")}
+
+
 def generalisation_cli(args) -> int:
     """``generalisation``: every seed of an MNIST grid on the external sets (CSV)."""
     if args.runs:
@@ -196,8 +204,7 @@ def generalisation_cli(args) -> int:
         folders = [paths.results_dir() / "converged" / "runs" / "mnist"]
         shipped = paths.pretrained_dir() / "converged" / "mnist"
     ckpts = ext.grid_weights_in(folders, shipped if shipped is not None and shipped.is_dir() else None)
-    if args.methods:
-        ckpts = {m: s for m, s in ckpts.items() if m in args.methods.split(",")}
+    ckpts = pick_methods(ckpts, args.methods)
     if not ckpts:
         print(f"error: no MNIST weights in {', '.join(map(str, folders))}" + (f" or {shipped}" if shipped else ""),
               file=sys.stderr)
