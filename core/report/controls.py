@@ -133,6 +133,24 @@ def controls_markdown(rows: list[dict], compact: bool = False) -> list[str]:
                   floors_line([r["dataset"] for r in rows]), "", controls_decision(rows)]
 
 
+def controls_block(short: list[dict], long_: list[dict], long_runs: list[dict], long_folder: str = "long") -> str:
+    """REPRODUCTION's controls block: the long grid's controls table (compact) where it has any, with
+    what the 4,000-iteration controls decide beside; else the 4,000-iteration table; the long grid's
+    control cells still training named under it."""
+    note = training_note(long_runs)
+    training = f"Long grid: {note[0].lower()}{note[1:]}" if note else ""
+    if not long_ and not short:
+        return "\n".join(["No controls in `results/converged` yet."] + ["", training] * bool(training))
+    shown, folder = (long_, long_folder) if long_ else (short, "converged")
+    out = controls_markdown(shown, compact=True)
+    out += ["", f"Full table with parameters and p values: `results/{folder}/tables.md`." + (f" {training}" if training else "")]
+    said = controls_decision(short) if long_ and short else ""
+    if "decide: " in said:
+        out[-1] += (f" At {fmt.CONVERGED_TITLE.rsplit(', ', 1)[1]} (`results/converged/tables.md`), the controls "
+                    f"decide: {said.split('decide: ', 1)[1]}")
+    return "\n".join(out)
+
+
 def _protocol(rows: list[dict]) -> str:
     """The rows' protocol; "long" where they are the long grid's at more than one budget."""
     protocols = {r.get("protocol") or "" for r in rows}

@@ -18,7 +18,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..paths import LONG_GRID
-from . import fmt
 from .columns import TABLES, compact_markdown
 from .tables import FLUCT_WINDOW, convergence_line, excluded_runs, improving_runs
 
@@ -99,28 +98,13 @@ def _verdict_by_budget(root: Path) -> str:
 
 
 def _controls(root: Path) -> str:
-    """The long grid's controls (compact; the full table in ``results/long/tables.md``) and what the
-    4,000-iteration controls decide; the 4,000-iteration table in full while the long grid has none."""
+    """The controls block (core.report.controls.controls_block): the long grid's where it has any."""
     from .claims import grid
-    from .controls import controls_decision, controls_markdown, training_note
+    from .controls import controls_block
 
     _, short = grid(root / "converged")
     rows, long_ = grid(root / LONG_GRID) if (root / LONG_GRID / "runs").is_dir() else ([], {})
-    training = f"Long grid: {note[0].lower()}{note[1:]}" if (note := training_note(rows)) else ""
-    if not long_.get("controls"):
-        if not short.get("controls"):
-            return "\n".join(["No controls in `results/converged` yet.", "", training] if training else ["No controls in `results/converged` yet."])
-        out = controls_markdown(short["controls"], compact=True)
-        out += ["", "Full table with parameters and p values: `results/converged/tables.md`." + (f" {training}" if training else "")]
-        return "\n".join(out)
-    out = controls_markdown(long_["controls"], compact=True)
-    out += ["", f"Full table with parameters and p values: `results/{LONG_GRID}/tables.md`." + (f" {training}" if training else "")]
-    if short.get("controls"):
-        said = controls_decision(short["controls"])
-        if "decide: " in said:
-            out[-1] += (f" At {fmt.CONVERGED_TITLE.rsplit(', ', 1)[1]} (`results/converged/tables.md`), the controls "
-                        f"decide: {said.split('decide: ', 1)[1]}")
-    return "\n".join(out)
+    return controls_block(short.get("controls") or [], long_.get("controls") or [], rows, LONG_GRID)
 
 
 def _budget(root: Path) -> str:
