@@ -389,3 +389,7 @@ def test_error_curve_figure():
     assert [round(s.y0, 2) for s in dashed] == [90.0, 82.31]
     robustness.mark_current(with_floors, 0.01)  # moving the current line keeps the floors
     assert len([s for s in with_floors.layout.shapes if s.line.dash == "dash"]) == 2
+    # the floors' labels are legend entries, not text on the plot (a curve near the floor runs through it)
+    assert not [a for a in with_floors.layout.annotations if "chance" in a.text or "majority" in a.text]
+    assert [(s.name, s.showlegend, s.legendgroup) for s in dashed] == [
+        ("chance 90.0 %", True, "floors"), ("majority class 82.31 %", True, "floors")]

@@ -5,8 +5,8 @@
   click: the test parks the mouse over the button, changes the other run's state from outside,
   waits for the refresh to show it, then clicks where the pointer is.
 * Labels inside the figures never overlap (the "paper (0.01)" and "current" marks on the same
-  line, the "true class" mark and the bars) and the numbers in the heatmaps are readable, at
-  1280 x 800 and 1400 x 1000.
+  line, the "true class" mark and the bars; the floors' label and the curves' points) and the
+  numbers in the heatmaps are readable, at 1280 x 800 and 1400 x 1000.
 * No text is cut off with an ellipsis on any page at those two sizes.
 """
 
@@ -175,6 +175,8 @@ _GEOMETRY = """
     bars: [...chart.querySelectorAll("g.trace.bars path")].map(box).filter(b => b.w > 0 && b.h > 0),
     xticks: [...chart.querySelectorAll("g.xtick text")].map(box),
     xtitles: [...chart.querySelectorAll("text.xtitle")].map(box),
+    legend: [...chart.querySelectorAll("g.legend text.legendtext")].map(box).filter(b => b.w > 0),
+    points: [...chart.querySelectorAll("g.trace.scatter g.points path.point")].map(box).filter(b => b.w > 0),
     cells: [...chart.querySelectorAll(".heatmaplayer text")].map(e => ({...box(e),
                                                     size: parseFloat(getComputedStyle(e).fontSize)})),
   };
@@ -223,6 +225,24 @@ def _check_figures(charts: list[dict], where: str) -> None:
                     f"{where}, chart {i}: heatmap number {c['text']!r} is {c['size']} px ({c['h']:.0f} px tall)"
 
 
+def _check_floor_labels(charts: list[dict], where: str) -> None:
+    """The label of the chance / majority-class floor (in the figure or its legend) lies on no
+    curve's point and on no other label: at the right end of its line it lay on RIM's curve, which
+    climbs to the floor under strong noise; at the left end, on the paper's variance."""
+    found = 0
+    for i, g in enumerate(charts):
+        labels = g["annotations"] + g["legend"]
+        for f in [t for t in labels if t["text"].startswith(("chance", "majority"))]:
+            found += 1
+            for p in g["points"]:
+                assert not _overlap(f, p), f"{where}, chart {i}: {f['text']!r} lies on a curve's point {p}"
+            for other in labels:
+                if other is not f:
+                    assert not _overlap(f, other, pad=-MIN_GAP_PX / 2), \
+                        f"{where}, chart {i}: {f['text']!r} and {other['text']!r} overlap or touch"
+    assert found, f"{where}: no chart names its floors"
+
+
 def _sized_page(browser, app_server, width: int, height: int):
     context = browser.new_context(viewport={"width": width, "height": height})
     context.set_default_timeout(60_000)
@@ -245,6 +265,7 @@ def test_figure_labels_do_not_overlap_and_heatmap_numbers_are_readable(browser, 
 
         charts = poll(marked, WAIT_S, every=0.5, what="both marks on the 0.01 line")  # so both are checked
         _check_figures(charts, f"Robustness at {width}x{height}")
+        _check_floor_labels(charts, f"Robustness at {width}x{height}")
         assert any("true class" in t["text"] for g in charts for t in g["xtitles"])  # named under the axis
         for i, g in enumerate(charts):  # no tick label runs into its axis title
             for tick in g["xticks"]:

@@ -95,9 +95,14 @@ def test_page_loads_with_the_paper_noise_level(page_env):
 
     curve = next(e for e in walk(at.main) if getattr(e, "key", None) == "rb_curve")
     layout = json.loads(curve.proto.spec)["layout"]
-    dashed = [s["y0"] for s in layout["shapes"] if s.get("line", {}).get("dash") == "dash"]
-    labels = [a["text"] for a in layout["annotations"] if a["text"].startswith(("chance", "majority"))]
+    floors = [s for s in layout["shapes"] if s.get("line", {}).get("dash") == "dash"]
+    dashed = [s["y0"] for s in floors]
     assert dashed[0] == pytest.approx(90.0) and len(dashed) == 2 and 0 < dashed[1] < 90  # the sample is not balanced
+    # the floors' labels are legend entries (one group: a click shows or hides both lines), not text
+    # on the plot, where the label at the line's right end lay on RIM's curve under strong noise
+    assert not [a["text"] for a in layout["annotations"] if a["text"].startswith(("chance", "majority"))]
+    labels = [s["name"] for s in floors if s.get("showlegend")]
+    assert {s.get("legendgroup") for s in floors} == {"floors"}
     # the majority class is of the scored images (not the test set's, said elsewhere); two floors
     # closer than FLOORS_APART share one label, two labels apart otherwise
     from core.report.plots.style import FLOORS_APART

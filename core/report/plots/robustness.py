@@ -90,7 +90,7 @@ def error_curve_figure(curves: list[dict], *, x_title: str, current: float | Non
                                  line=dict(color=color, width=2.5 if is_method(c["method"]) else 1.8),
                                  marker=dict(size=5),
                                  hovertemplate=c["label"] + "<br>" + x_title + " %{x}<br>%{y:.1f}%<extra></extra>"))
-    add_floor_lines(fig, floors, of=floors_of)
+    add_floor_lines(fig, floors, of=floors_of, legend=True)  # on the plot, a label lies on a curve near the floor
     if reference is not None:
         # the reference's label on the top line of the plot, the current setting's one line below
         # (mark_current): the two never overlap, even when the current setting is the reference

@@ -104,13 +104,16 @@ FLOOR_COLOR = "#444444"
 FLOORS_APART = 3.0  # points: two floor lines closer than this share one label (two would overlap)
 
 
-def add_floor_lines(fig: go.Figure, floors: dict | None, *, row=None, col=None, of: str = "") -> go.Figure:
+def add_floor_lines(fig: go.Figure, floors: dict | None, *, row=None, col=None, of: str = "",
+                    legend: bool = False) -> go.Figure:
     """Dashed horizontal lines at the chance and majority-class error (``core.report.floors``; percent).
 
     One line when the two coincide (a balanced test set), two otherwise, each labelled; two lines
     closer than ``FLOORS_APART`` share one label above the upper one (two labels there overlap).
     ``row``/``col``: the subplot of a panel figure; ``of``: what the majority class is of, when
-    not the whole test set (e.g. " (these 500 images)").
+    not the whole test set (e.g. " (these 500 images)"); ``legend``: the labels as legend entries
+    beside a dashed line (one click shows or hides every floor line) instead of on the plot, where
+    a curve that climbs to the floor (an error curve under strong noise) runs through them.
     """
     if not floors:
         return fig
@@ -128,9 +131,13 @@ def add_floor_lines(fig: go.Figure, floors: dict | None, *, row=None, col=None, 
         lines = [(top[0], f"{top[1]} · {low[1]}"), (low[0], "")]
     for k, (y, text) in enumerate(lines):
         where = {"row": row, "col": col} if row is not None else {}
+        line = dict(color=FLOOR_COLOR, dash="dash", width=1.2)
+        if legend:
+            fig.add_hline(y=y, line=line, name=text or "floor", showlegend=bool(text), legendgroup="floors", **where)
+            continue
         label = dict(annotation_text=text, annotation_position="bottom right" if k else "top right",
                      annotation_font=dict(size=10, color=FLOOR_COLOR)) if text else {}
-        fig.add_hline(y=y, line=dict(color=FLOOR_COLOR, dash="dash", width=1.2), name="floor", **label, **where)
+        fig.add_hline(y=y, line=line, name="floor", **label, **where)
     return fig
 
 
