@@ -201,6 +201,15 @@ def patch_sources(dataset: str, has_test: bool) -> list[str]:
     return [k for k in PATCH_FROM if (k != "test" or has_test) and (k != "draw" or grey)]
 
 
+def _rows_slider(label: str, key: str, T: int, help: str | None = None) -> tuple[int, int]:
+    """A range slider over the image rows, the rows it holds said in words under it ("Rows 3-7 of
+    28", "Row 5 of 28"): its own value labels are blank (``format``), since both ends on one row
+    draw two labels side by side over one thumb."""
+    lo, hi = st.slider(label, 1, T, key=key, format=" ", help=help)
+    st.caption(f"Row {lo} of {T}" if lo == hi else f"Rows {lo}-{hi} of {T}")
+    return lo, hi
+
+
 def _patch_controls(dataset: str, T: int, names: list[str], n_test: int) -> None:
     with st.expander("Patch from a donor input", expanded=bool(st.session_state.get("iv_patch"))):
         st.toggle("Patch", key="iv_patch", help="Replace, on the chosen rows, one LSTM's state or the whole "
@@ -227,7 +236,7 @@ def _patch_controls(dataset: str, T: int, names: list[str], n_test: int) -> None
         what = st.radio("What", list(PATCH_WHAT), horizontal=True, key="iv_patch_what", format_func=PATCH_WHAT.get)
         if "iv_patch_rows" not in st.session_state or max(st.session_state["iv_patch_rows"]) > T:
             st.session_state["iv_patch_rows"] = (1, T)
-        st.slider("Rows to patch", 1, T, key="iv_patch_rows")
+        _rows_slider("Rows to patch", "iv_patch_rows", T)
         if what == "state":
             st.multiselect("LSTMs to patch", names, key="iv_patch_units")
 
@@ -249,7 +258,7 @@ def intervene_view(entry, model, image: np.ndarray, unit_names: list[str], class
         t_now = int(st.session_state.get("mech_t", 1))
         if "iv_rows" not in st.session_state or max(st.session_state["iv_rows"]) > T:
             st.session_state["iv_rows"] = (min(t_now, T), min(t_now, T))
-        st.slider("Rows to set", 1, T, key="iv_rows", help="A range of image rows (timesteps), 1-based.")
+        _rows_slider("Rows to set", "iv_rows", T, help="A range of image rows (timesteps), 1-based.")
         st.multiselect("LSTMs to set", names, key="iv_units")
         b1, b2, b3 = st.columns(3)
         b1.button("Force on", key="iv_on", on_click=_set_cells, args=(1, names), use_container_width=True)

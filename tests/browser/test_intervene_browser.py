@@ -11,9 +11,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.browser.helpers import (
     BROWSER,
     SLOW_MS,
+    WAIT_MS,
     WAIT_S,
     _log_tail,
     assert_no_errors,
@@ -86,6 +89,42 @@ def test_click_a_mask_cell_changes_the_prediction_then_reset(page, app_server, s
     poll(lambda: _cells_caption(page).startswith("0 cells set"), WAIT_S,
          what=f"the caption after Reset; it says {_cells_caption(page)!r}")
     assert_no_errors(page, "Intervene after Reset")
+
+
+_THUMB_TEXTS = """(box) => [...box.querySelectorAll('[data-testid="stSliderThumbValue"]')].map(e => e.textContent.trim())"""
+
+
+@pytest.mark.parametrize("width, height", ((1280, 800), (1400, 1000)))
+def test_rows_to_set_on_one_row_read_as_one_row(browser, app_server, width, height):
+    """Both ends of "Rows to set" on one row: the slider draws no value labels of its own (two
+    equal ones sat side by side over the one thumb, "5 5"); the caption just under it says the row,
+    and the range once the end moves on."""
+    context = browser.new_context(viewport={"width": width, "height": height})
+    context.set_default_timeout(60_000)
+    pg = context.new_page()
+    pg.rimscope_errors, pg.rimscope_server = [], app_server
+    pg.on("pageerror", lambda exc: pg.rimscope_errors.append(str(exc)))
+    try:
+        pg.goto(f"{app_server['url']}/mechanisms?mech_more=Intervene&mech_t=5", wait_until="commit", timeout=SLOW_MS)
+        box = pg.locator(".st-key-iv_rows")
+        box.wait_for(timeout=SLOW_MS)
+        settle(pg)
+        box.scroll_into_view_if_needed()
+        assert box.evaluate(_THUMB_TEXTS) == ["", ""], f"{width}x{height}: the slider draws its own values"
+        said = pg.get_by_text("Row 5 of 28", exact=True)
+        said.wait_for(timeout=WAIT_MS)
+        slider, caption = box.bounding_box(), said.bounding_box()
+        assert 0 <= caption["y"] - (slider["y"] + slider["height"]) < 40, (slider, caption)  # just under it
+        assert slider["x"] <= caption["x"] < slider["x"] + slider["width"]
+        end = box.locator('[role="slider"], input[type="range"]').nth(1)
+        end.focus()
+        pg.keyboard.press("ArrowRight")
+        pg.get_by_text("Rows 5-6 of 28", exact=True).wait_for(timeout=WAIT_MS)
+        settle(pg)
+        assert box.evaluate(_THUMB_TEXTS) == ["", ""]
+        assert_no_errors(pg, f"Intervene rows at {width}x{height}")
+    finally:
+        context.close()
 
 
 def test_a_drawing_as_the_donor_patches_the_mask(page, app_server):

@@ -63,6 +63,27 @@ def test_intervene_tab_controls_force_knock_out_and_reset(page_env):
     assert at.slider(key="iv_alpha").value == 0.1 and caption(at).startswith("0 cells set")
 
 
+def test_row_ranges_are_said_in_words_under_their_sliders(page_env):
+    """Each row slider (rows to set, rows to patch) draws no value labels of its own (``format``
+    blank: both ends on one row drew "1" "1" side by side over one thumb); the caption under it
+    says the rows: "Row 5 of 28", "Rows 3-9 of 28". Force acts on exactly those rows."""
+    at = run_page(mech_more="Intervene", mech_t=5)
+    assert not at.exception, at.exception
+    rows, patch_rows = at.slider(key="iv_rows"), at.slider(key="iv_patch_rows")
+    assert rows.value == (5, 5) and rows.proto.format.strip() == "" and patch_rows.proto.format.strip() == ""
+    texts = [c.value for c in at.caption]
+    assert "Row 5 of 28" in texts and "Rows 1-28 of 28" in texts  # the rows to set; the rows to patch
+    at.slider(key="iv_rows").set_value((3, 9)).run()
+    assert "Rows 3-9 of 28" in [c.value for c in at.caption] and "Row 5 of 28" not in [c.value for c in at.caption]
+    at.slider(key="iv_patch_rows").set_value((12, 12)).run()
+    assert "Row 12 of 28" in [c.value for c in at.caption]
+    at.slider(key="iv_rows").set_value((4, 4)).run()
+    at.multiselect(key="iv_units").set_value(["LSTM 3"]).run()
+    at.button(key="iv_off").click().run()
+    assert not at.exception, at.exception
+    assert at.session_state["iv_cells"] == "4.3.0"  # row 4 of LSTM 3, off
+
+
 def _chart_keys(at: AppTest) -> set[str]:
     """What the run drew: the before/after bars (a table in the container keyed ``iv_probs``) and
     the mask editor (an SVG component, keyed ``iv_mask``)."""
