@@ -10,8 +10,8 @@ import streamlit as st
 from core.catalog import ModelEntry, error_floors, featured_entry, health_warning, same_weights
 from core.data.datasets import DATASETS
 from core.errors import WeightsError
+from core.report.fmt import PROTOCOL_SHORT, method_title, params, pct, pct_value, protocol_title, short_method_title
 from core.report.fmt import dataset_title as _ds_title
-from core.report.fmt import method_title, params, pct, pct_value, protocol_title, short_method_title
 from core.report.health import HEALTHY, health_of, summary_text
 from core.report.plots.training import run_curves_figure
 from core.runs.compare import history_from_metrics
@@ -27,8 +27,8 @@ from pages.ui.upload import MAX_UPLOAD_MB, check_upload
 from pages.ui.urlstate import session_owner
 
 ALL = "All data sets"
-TABLE_WIDTHS = {"data set": 110, "model": 110, "protocol": 95, "source": 95, "parameters": 70, "seed": 40,
-                "clean error (%)": 60, "noisy error (%)": 60, "iterations": 70, "state": 95}  # px, 805 in all
+TABLE_WIDTHS = {"data set": 110, "model": 110, "protocol": 108, "source": 95, "parameters": 64, "seed": 40,
+                "clean error (%)": 60, "noisy error (%)": 60, "iterations": 70, "state": 95}  # px, 812 in all
 
 
 SOURCES = ["pretrained", "trained", "uploaded"]
@@ -178,10 +178,12 @@ def models_table(entries: list[ModelEntry], infos: dict, viewer: Viewer) -> tupl
 
 
 def _table_view(table: pd.DataFrame, shown: list[ModelEntry]) -> None:
-    """The table as shown: short model names, the columns that have a value, their widths."""
+    """The table as shown: short model and protocol names, the columns that have a value, their widths."""
     # the columns shown and their widths: together at most the 820 px a 1280 px window leaves the page,
-    # so nothing is cut or scrolled sideways; owner, date and the separate status and health are in the CSV
-    view = table.assign(model=[short_method_title(e.model) for e in shown])
+    # so nothing is cut or scrolled sideways; owner, date and the separate status and health are in the CSV,
+    # the full protocol names in the CSV and under *Inspect a model*
+    view = table.assign(model=[short_method_title(e.model) for e in shown],
+                        protocol=[PROTOCOL_SHORT.get(e.protocol, p) for e, p in zip(shown, table["protocol"], strict=True)])
     filled = [c for c in TABLE_WIDTHS if view[c].map(lambda v: v not in (None, "") and v == v).any()]
     st.dataframe(
         view[filled], hide_index=True, width="stretch", height=min(36 * (len(table) + 1) + 3, 760),
@@ -189,10 +191,11 @@ def _table_view(table: pd.DataFrame, shown: list[ModelEntry]) -> None:
             "data set": st.column_config.TextColumn("data set", width=TABLE_WIDTHS["data set"], pinned=True),
             "model": st.column_config.TextColumn("model", width=TABLE_WIDTHS["model"], pinned=True),
             "protocol": st.column_config.TextColumn(
-                "protocol", width=TABLE_WIDTHS["protocol"], help="How it was trained: the long grid (Adam with a "
-                "cosine schedule over each data set's own budget), Adam with a cosine schedule for 4,000 iterations "
-                "(the weights of the best validation accuracy kept), the paper's protocol (1,000 SGD steps), or own "
-                "settings"),
+                "protocol", width=TABLE_WIDTHS["protocol"], help="How it was trained: long grid (Adam with a cosine "
+                "schedule over each data set's own budget), Adam 4k (Adam with a cosine schedule for 4,000 iterations, "
+                "the weights of the best validation accuracy kept; Adam 12k, 24k: 12,000, 24,000 iterations), paper "
+                "protocol (1,000 SGD steps), or own settings; the full name of the inspected model's protocol is "
+                "under *Inspect a model*"),
             "source": st.column_config.TextColumn(
                 "source", width=TABLE_WIDTHS["source"], help="pretrained (shipped), trained here or uploaded; "
                 "demo: trained on 800 images of the bundled sample and tested on the other 200, not comparable "
@@ -364,6 +367,8 @@ def inspect(store, viewer: Viewer, shown: list[ModelEntry], metas: dict, infos: 
     """*Inspect a model*: one model's numbers, warnings, curves, settings, files and delete."""
     st.header("Inspect a model")
     entry = pick_model(shown)
+    if entry.protocol:
+        st.caption(f"Protocol: {protocol_title(entry.protocol)}")
     meta = metas.get(entry.key)
     if meta is None:
         st.error(f"The metadata of {entry.display} ({Path(entry.stem).name}.json) is missing or not valid JSON.")

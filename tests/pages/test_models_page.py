@@ -271,19 +271,44 @@ def test_every_model_has_its_own_name_and_inspect_opens_the_row(page_env, monkey
     assert not at.exception
     at.selectbox(key="models_ds").set_value("mnist").run()
     df = table(at)
-    assert "protocol" in df.columns and {"paper protocol", "Adam, cosine, 4,000 iterations"} <= set(df["protocol"])
+    assert "protocol" in df.columns and {"paper protocol", "Adam 4k"} <= set(df["protocol"])
     options = at.selectbox(key="models_pick").options
     assert len(options) == len(set(options)) == len(df)
     full = {short_method_title(m): method_title(m) for m in ("rim", "parallel_lstm", "entnet", "rmc", "indrnn")}
-    from core.report.fmt import PROTOCOL_SHORT, protocol_title
-
-    in_name = {protocol_title(p): short for p, short in PROTOCOL_SHORT.items()}  # the table spells it out
-    for row in df.to_dict("records"):
-        protocol = in_name.get(row["protocol"], row["protocol"])
-        name = f"{row['data set']} · {full[row['model']]} · {protocol} · seed {row['seed']} ({row['source']})"
+    for row in df.to_dict("records"):  # the table's protocol is the one in the model's name
+        name = f"{row['data set']} · {full[row['model']]} · {row['protocol']} · seed {row['seed']} ({row['source']})"
         assert name in options, name
         at.selectbox(key="models_pick").select_index(options.index(name)).run()
         assert metric(at, "Clean test error") == f"{row['clean error (%)']:.2f} %", name
+
+
+def test_the_protocol_column_fits_and_inspect_names_the_protocol_in_full(page_env, monkeypatch):
+    """The protocol column holds the short names a model goes by (core.report.fmt.PROTOCOL_SHORT,
+    "Adam 4k"), each within the column's width ("Adam, cosine, 4,000 iterations" needs twice its 108 px),
+    the columns within the 820 px a 1280 px window leaves the page; the inspected model's protocol
+    stands in full under *Inspect a model*."""
+    import json
+
+    from core.paths import ROOT
+    from core.report.fmt import PROTOCOL_SHORT, protocol_title
+
+    if not (ROOT / "pretrained" / "manifest.json").is_file():
+        pytest.skip("no shipped pretrained models in this checkout")
+    monkeypatch.setenv("RIMSCOPE_PRETRAINED_DIR", str(ROOT / "pretrained"))
+    at = run_page()
+    assert not at.exception
+    widths = {name: c["width"] for name, c in json.loads(at.dataframe[0].proto.columns).items() if "width" in c}
+    shown = [c for c in table(at).columns if c in widths]
+    assert sum(widths[c] for c in shown) <= 820
+    protocols = set(table(at)["protocol"])
+    assert "Adam 4k" in protocols and not any("," in p for p in protocols)
+    for p in protocols:  # Source Sans at 14 px: at most 6.5 px a character, 16 px of cell padding
+        assert len(p) * 6.5 + 16 <= widths["protocol"], f"{p!r} does not fit {widths['protocol']} px"
+    options = at.selectbox(key="models_pick").options
+    for short, name in ((PROTOCOL_SHORT["converged"], "converged"), ("paper protocol", "paper")):
+        at.selectbox(key="models_pick").select_index(next(i for i, o in enumerate(options) if f" · {short} · " in o))
+        at.run()
+        assert f"Protocol: {protocol_title(name)}" in [c.value for c in at.caption], short
 
 
 def test_each_model_shows_its_health_and_an_unhealthy_one_is_flagged(page_env):
