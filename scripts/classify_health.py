@@ -23,22 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 from core.fileio import write_json  # noqa: E402
-from core.report.health import HEALTH_KEYS, HEALTHY, classify, summary_text  # noqa: E402
-
-
-def with_health(meta: dict) -> dict:
-    """``meta`` with its health fields (re)computed, placed right after ``status``."""
-    h = classify(meta)
-    out = {}
-    for k, v in meta.items():
-        if k in HEALTH_KEYS:
-            continue
-        out[k] = v
-        if k == "status":
-            out.update(h)
-    if "health" not in out:
-        out.update(h)
-    return out
+from core.report.health import HEALTH_KEYS, HEALTHY, summary_text, with_health  # noqa: E402
 
 
 def classify_folder(folder: Path, pattern: str = "*.json", dry_run: bool = False) -> list[tuple[Path, dict]]:

@@ -81,3 +81,8 @@ def test_cli_worker_and_grid_train_the_same_run(tmp_path, monkeypatch):
     assert not (tmp_path / "cli" / "run.ckpt").exists()
     assert not (store.run_dir(rid) / "ckpt").exists()
     assert not cell.with_suffix(".ckpt").exists()
+    # a grid cell's record carries its health class as the tables' rule gives it (core.report.health)
+    from core.report.health import HEALTH_KEYS, classify
+
+    assert {k: grid_m[k] for k in HEALTH_KEYS} == classify(grid_m)
+    assert list(grid_m)[list(grid_m).index("status") + 1] == "health"

@@ -6,8 +6,11 @@ Both engines (core.grid.local, core.grid.ray) train the jobs of ``grid_jobs`` wi
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+from ..fileio import write_json
+from ..report.health import with_health
 from ..report.paper import grid_names, resolve
 
 
@@ -47,6 +50,8 @@ def train_cell(job: dict) -> dict:
     # a diverged cell keeps its record (it counts as a result) but no weights
     finish_run(cfg, result, train_data, test_data, note, stem=path.with_suffix(""), state_dir=ckpt_dir,
                extra_meta=extra, record_diverged=True)
+    if path.is_file():  # the record carries its health class (core.report.health), as the tables read it
+        write_json(path, with_health(json.loads(path.read_text())))
     return {"dataset": cfg.dataset, "model": job["model"], "seed": cfg.seed, "status": result.status,
             "test_error": result.metrics.get("test_error"), "wall_s": result.wall_time_s,
             "resumed_from": result.resumed_from}

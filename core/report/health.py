@@ -161,6 +161,21 @@ def health_of(meta: dict) -> dict:
     return classify(meta)
 
 
+def with_health(meta: dict) -> dict:
+    """``meta`` with its health fields (re)computed by ``classify``, placed right after ``status``."""
+    h = classify(meta)
+    out = {}
+    for k, v in meta.items():
+        if k in HEALTH_KEYS:
+            continue
+        out[k] = v
+        if k == "status":
+            out.update(h)
+    if "health" not in out:
+        out.update(h)
+    return out
+
+
 def summary_text(h: dict) -> str:
     """``"collapsed: class 5 predicted for 100.0 % ..."`` (one line for tables and pages)."""
     if h.get("health") == HEALTHY:
