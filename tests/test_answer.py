@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from core.paths import ROOT
-from core.report import answer, sources
+from core.report import answer, figure, sources
 from core.report.fmt import dataset_title
 from core.report.stats import AS_LARGE, CANNOT_TELL, HOLDS, MAGNITUDE_OPEN, NOT_HOLDS, SMALLER, magnitude
 
@@ -104,19 +104,19 @@ def test_every_figure_row_agrees_with_its_verdict_and_the_figure_is_current():
         excludes = r.ci_low > 0 or r.ci_high < 0
         assert excludes == (r.verdict in (HOLDS, NOT_HOLDS)), r
         assert r.magnitude == magnitude(r.ci_low, r.ci_high, r.paper_gap)
-    assert answer.figure_current(ROOT), "results/gaps.csv is stale: run `python -m core.reproduce docs`"
+    assert figure.figure_current(ROOT), "results/gaps.csv is stale: run `python -m core.reproduce docs`"
     assert (ROOT / answer.FIGURE).is_file()
 
 
 def test_the_figure_is_drawn_from_a_results_folder(tmp_path):
     (tmp_path / "results").symlink_to(RESULTS)
-    out = answer.write_figure(tmp_path)
+    out = figure.write_figure(tmp_path)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert answer.figure_current(tmp_path)
+    assert figure.figure_current(tmp_path)
     empty = tmp_path / "empty"
     (empty / "results").mkdir(parents=True)
     with pytest.raises(ValueError, match="nothing to draw"):
-        answer.write_figure(empty)
+        figure.write_figure(empty)
 
 
 def test_every_table_row_with_a_paper_figure_has_its_magnitude():

@@ -229,16 +229,8 @@ def _figure(repo: Path, results: str, check: bool) -> list[Path]:
     written again unless ``check``; returns those that are (or, with
     ``check``, would be) out of date. The figure's numbers, ``gaps.csv``, decide for the figure: a
     PNG's bytes depend on the plotting library's version."""
-    from .answer import (
-        ANSWER_FILE,
-        FIGURE,
-        NOTE_FILE,
-        budget_note,
-        figure_current,
-        plain_answer,
-        write_answer,
-        write_figure,
-    )
+    from .answer import ANSWER_FILE, FIGURE, NOTE_FILE, budget_note, plain_answer, write_answer
+    from .figure import figure_current, write_figure
     from .sources import SOURCES_FILE, stale_sources
 
     root = repo / results
