@@ -444,3 +444,19 @@ def test_the_long_grids_claims_tab_gives_its_verdicts_beside_the_short_budgets(p
     table = next(d.value for d in at.dataframe if "RIM vs" in d.value.columns)
     assert table.reset_index(drop=True).equals(verdict_by_budget(gap_rows(results)).reset_index(drop=True))
     assert any("pick \"Adam, cosine, 4,000 iterations\" above" in c.value for c in at.caption)
+
+
+def test_the_control_cells_still_training_are_named_at_the_controls(page_env, tmp_path, monkeypatch):
+    """A long-grid control cell with fewer than its five seeds is left out of the tables and named at them."""
+    results = tmp_path / "results"
+    shutil.copytree(page_env["results"], results)
+    monkeypatch.setenv("RIMSCOPE_RESULTS_DIR", str(results))
+    path = results / "converged" / "summary.json"
+    summary = json.loads(path.read_text())
+    summary["runs"] += [{"dataset": "mnist", "model": "rim_random", "seed": s, "protocol": "converged-12k",
+                         "status": "completed", "test_error": 0.015} for s in (0, 1)]
+    path.write_text(json.dumps(summary))
+    at = open_tab(run_page(), "Paper's claims vs ours")
+    assert not at.exception and not at.error
+    assert ("Still training, left out of the tables until all 5 seeds are in: MNIST RIM, random selection (2 of 5)."
+            in [c.value for c in at.caption])
