@@ -308,7 +308,7 @@ def test_the_glance_shows_the_long_grids_verdict_of_each_claim_first():
     """The long grid (the default experiment) has its column beside the paper's figure: each claim's
     verdict from results/long's own claims, "not measured" where the long grid has none yet."""
     from core.report import fmt
-    from core.report.claims import _handwriting_claim, claims_rows, glance_frame, grid
+    from core.report.claims import _control_claims, _handwriting_claim, claims_rows, glance_frame, grid
 
     rows = claims_rows(RESULTS)
     df = glance_frame(rows, RESULTS)
@@ -316,6 +316,7 @@ def test_the_glance_shows_the_long_grids_verdict_of_each_claim_first():
     _, long = grid(RESULTS / "long")
     by_id = {r["claim_id"]: r for r in long["claims"]}
     assert len(by_id) >= 8
+    by_id.update({r["claim_id"]: r for r in _control_claims(long.get("controls") or [])})  # its controls, as they land
     hw = _handwriting_claim(RESULTS / "long")  # the long grid's handwriting table (results/long/handwriting.csv)
     assert hw is not None
     by_id["handwriting"] = hw

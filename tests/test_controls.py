@@ -105,3 +105,11 @@ def test_reproductions_controls_block_is_compact_and_names_the_full_table():
     full = re.search(r"Full table with parameters and p values: `(results/[\w/.-]+)`", block)
     assert full and (ROOT / full.group(1)).is_file()
     assert "p raw / Holm" in (ROOT / full.group(1)).read_text()  # the full table is there
+
+
+def test_the_long_grids_margin_is_written_without_rounding():
+    from core.report.fmt import margin
+
+    assert [margin(m) for m in (0.175, 0.35, 0.5, 1.0)] == ["0.175", "0.35", "0.50", "1.00"]
+    rows = controls_table(Cells(_rows("converged-12k")), ["mnist"], table2(Cells(_rows("converged-12k")), ["mnist"]))
+    assert "±0.175: " in "\n".join(controls_markdown(rows, compact=True))

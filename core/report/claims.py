@@ -185,7 +185,7 @@ def _control_claims(controls: list[dict]) -> list[dict]:
         parts = []
         for r in rows:
             word = {CONTROL_WORDS[2]: "no measurable difference"}.get(r["gap_verdict"], r["gap_verdict"])
-            eq = f", equivalent ±{r['margin']:.2f}" if r.get("equiv_verdict") == EQUIV_WORDS[0] else ""
+            eq = f", equivalent ±{fmt.margin(r['margin'])}" if r.get("equiv_verdict") == EQUIV_WORDS[0] else ""
             parts.append(f"{fmt.dataset_title(r['dataset'])} {word}{eq}, {r['seeds']} seeds")
         title = fmt.display_name(name)
         out.append({"claim_id": f"control_{name}", "claim": f"Ours, why: RIM beats {title}",

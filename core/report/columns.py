@@ -38,6 +38,9 @@ from .fmt import (
     params,
     raw_interval,
 )
+from .fmt import (
+    margin as fmt_margin,
+)
 from .markdown import md_table
 from .paper import BASELINES
 
@@ -188,12 +191,12 @@ def _equivalence_interval(r: dict) -> str:
     """The controls' TOST: the margin, the interval at its level and its p (nothing for RIM itself)."""
     if _reference(r):
         return ""
-    return (f"±{r['margin']:.2f}: " + gap(r["gap"], r.get("equiv_ci_low"), r.get("equiv_ci_high"))
+    return (f"±{fmt_margin(r['margin'])}: " + gap(r["gap"], r.get("equiv_ci_low"), r.get("equiv_ci_high"))
             + (f", p {p_pair(r.get('equiv_p'), r.get('equiv_p_holm'))[2:]}" if math.isfinite(num(r.get("equiv_p"))) else ""))
 
 
 def _equivalence(r: dict) -> str:
-    return f"{marked_verdict(r.get('equiv_verdict'))} (±{num(r.get('margin')):.2f})" if "equiv_verdict" in r else ""
+    return f"{marked_verdict(r.get('equiv_verdict'))} (±{fmt_margin(num(r.get('margin')))})" if "equiv_verdict" in r else ""
 
 
 # --- the tables ------------------------------------------------------------------------------
@@ -345,7 +348,7 @@ CONTROLS = [
            lambda r: "" if _reference(r) else marked_verdict(r.get("gap_verdict", "")), compact=True),
     Column(None, "margin: equivalence interval, p raw / Holm", _equivalence_interval,
            compact="margin: equivalence interval", compact_cell=lambda r: "" if _reference(r) else (
-               f"±{r['margin']:.2f}: " + gap(r["gap"], r.get("equiv_ci_low"), r.get("equiv_ci_high")))),
+               f"±{fmt_margin(r['margin'])}: " + gap(r["gap"], r.get("equiv_ci_low"), r.get("equiv_ci_high")))),
     Column("equivalence (TOST, margin ±)", "equivalence", _equivalence,
            lambda r: "" if _reference(r) else r.get("equiv_verdict", ""), compact=True),
     Column("what it is", None, lambda r: r.get("what")),

@@ -191,7 +191,7 @@ def controls_sentence(rows: list[dict]) -> str:
             if word.startswith("cannot tell"):
                 word = f"not tested yet ({r['seeds']} seed)"
             if r.get("equiv_verdict") == EQUIV_WORDS[0]:
-                word += f", equivalent within ±{r['margin']:.2f}"
+                word += f", equivalent within ±{fmt.margin(r['margin'])}"
             by.setdefault(word, []).append(fmt.dataset_title(r["dataset"]))
         parts.append(f"{fmt.display_name(name)}: " + "; ".join(f"{w} on {', '.join(ds)}" for w, ds in by.items()))
         if name != "parallel_lstm":  # Table 2's comparison: the answer states it already

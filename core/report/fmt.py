@@ -33,6 +33,12 @@ def pct_value(v, digits: int = 2) -> float | None:
     return round(100 * f, digits) if math.isfinite(f) else None
 
 
+def margin(v) -> str:
+    """An equivalence margin in points: two decimals, three where two would round it (0.175)."""
+    v = float(v)
+    return f"{v:.2f}" if v != v or round(v, 2) == v else f"{v:.3f}"
+
+
 def pct(v, digits: int = 2) -> str:
     """A fraction as text in percent: ``0.0123`` -> ``"1.23 %"``."""
     f = num(v)
