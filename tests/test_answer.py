@@ -92,7 +92,16 @@ def test_the_controls_sentence_names_only_what_the_table_decides():
     # the controls' training length, where their table names one protocol (they may be shorter than the grid)
     timed = [{**r, "protocol": "converged"} for r in rows]
     assert answer._controls_sentence(timed).startswith("At a 4,000-iteration budget on MNIST, equally large plain LSTMs")
-    assert answer._controls_sentence([timed[0]]) == "At a 4,000-iteration budget, equally large plain LSTMs beat it on MNIST."
+    assert answer._controls_sentence([timed[0]]) == "At a 4,000-iteration budget on MNIST, equally large plain LSTMs beat it."
+    # random selection measurably worse than attention's choice is said (attention helps), and one
+    # measurably better too; a row that decides nothing says nothing
+    worse = {"dataset": "mnist", "control": "rim_random", "protocol": "converged-12k", "gap_verdict": "RIM better",
+             "equiv_verdict": "equivalence not shown"}
+    assert answer._controls_sentence([{**timed[0], "protocol": "converged-12k"}, worse]) == (
+        "At a 12,000-iteration budget on MNIST, equally large plain LSTMs beat it, and picking at random makes it worse.")
+    better = {**worse, "dataset": "fashion_mnist", "gap_verdict": "the control better"}
+    assert answer._controls_sentence([better]).endswith("picking at random makes it better.")
+    assert answer._controls_sentence([{**worse, "gap_verdict": "no measurable difference at this number of seeds"}]) == ""
 
 
 def test_every_figure_row_agrees_with_its_verdict_and_the_figure_is_current():
@@ -243,8 +252,8 @@ def test_the_controls_sentence_says_each_budget_and_its_margin():
             {"dataset": "fashion_mnist", "control": "rim_random", "protocol": "converged",
              "equiv_verdict": "equivalent within the margin"}]
     s = answer._controls_sentence(rows)
-    assert s == ("At a 12,000-iteration budget, picking at random changes its error less than half the paper's gap "
-                 "on MNIST, while at a 4,000-iteration budget on Fashion-MNIST, equally large plain LSTMs beat it, "
+    assert s == ("At a 12,000-iteration budget on MNIST, picking at random changes its error less than half the paper's "
+                 "gap, while at a 4,000-iteration budget on Fashion-MNIST, equally large plain LSTMs beat it, "
                  "and picking at random changes its error less than the paper's gap."), s
     assert ";" not in s
 

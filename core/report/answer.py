@@ -163,39 +163,57 @@ def _main_sentence(df: pd.DataFrame, claims: dict) -> str:
     return f"{head} {body}."
 
 
+# what a control's verdict says in the answer (the parameter-matched baseline, random selection):
+# (control, gap verdict or "equivalent") -> words; "{margin}": the protocol's margin in words
+_CONTROL_SAYS = {
+    ("matched", "the control better"): "equally large plain LSTMs beat it",
+    ("matched", "RIM better"): "it beats equally large plain LSTMs",
+    ("random", "RIM better"): "picking at random makes it worse",
+    ("random", "the control better"): "picking at random makes it better",
+    ("random", "equivalent"): "picking at random changes its error less than {margin}",
+}
+
+
+def _control_says(r: dict) -> list[str]:
+    """The keys of ``_CONTROL_SAYS`` one controls row decides (none for other controls)."""
+    kind = ("matched" if r.get("control") == PARAM_MATCHED.get(r.get("dataset"))
+            else "random" if r.get("control") == "rim_random" else None)
+    if kind is None:
+        return []
+    out = [(kind, v) for v in (r.get("gap_verdict"),) if (kind, v) in _CONTROL_SAYS]
+    if kind == "random" and not out and str(r.get("equiv_verdict", "")).startswith("equivalent"):
+        out.append((kind, "equivalent"))
+    return out
+
+
 def _controls_sentence(controls: list[dict]) -> str:
-    """The controls of "why" in plain words: the parameter-matched baseline and random selection,
-    one clause per training length where the sets the answer reads differ in it."""
-    groups: dict[str, tuple[set, set]] = {}  # protocol -> (sets where matched wins, sets where random is equivalent)
+    """The controls of "why" in plain words: what the parameter-matched baseline and random selection
+    decide, one clause per training length where the sets the answer reads differ in it."""
+    groups: dict[str, dict[tuple, set]] = {}  # protocol -> {what is said: its sets}
     for r in controls:
-        g = groups.setdefault(str(r.get("protocol", "")), (set(), set()))
-        if r.get("control") == PARAM_MATCHED.get(r.get("dataset")) and r.get("gap_verdict") == "the control better":
-            g[0].add(r["dataset"])
-        if r.get("control") == "rim_random" and str(r.get("equiv_verdict", "")).startswith("equivalent"):
-            g[1].add(r["dataset"])
-    groups = {p: g for p, g in groups.items() if g[0] | g[1]}
+        for key in _control_says(r):
+            groups.setdefault(str(r.get("protocol", "")), {}).setdefault(key, set()).add(r["dataset"])
     timed = len(groups) == 1 or all(_iterations({p}) for p in groups)  # several lengths: each said
-    clauses = [_controls_clause(p, *groups[p], timed) for p in sorted(groups, key=lambda p: -(_iterations({p}) or 0))]
+    clauses = [_controls_clause(p, groups[p], timed) for p in sorted(groups, key=lambda p: -(_iterations({p}) or 0))]
     if not clauses:
         return ""
     text = clauses[0] if len(clauses) == 1 else ", ".join(clauses[:-1]) + ", while " + clauses[-1]
     return text[0].upper() + text[1:] + "."
 
 
-def _controls_clause(protocol: str, matched: set, random_eq: set, timed: bool = True) -> str:
+def _controls_clause(protocol: str, said: dict[tuple, set], timed: bool = True) -> str:
     """One training length's part of the controls sentence."""
     from .controls import margin_words
 
-    m = _names([d for d in DATASET_ORDER if d in matched]) if matched else ""
-    r = _names([d for d in DATASET_ORDER if d in random_eq]) if random_eq else ""
-    said_m = "equally large plain LSTMs beat it"
-    said_r = f"picking at random changes its error less than {margin_words(protocol)[1].replace(' claimed', '')}"
+    margin = margin_words(protocol)[1].replace(" claimed", "")
+    keys = [k for k in _CONTROL_SAYS if k in said]
+    words = [_CONTROL_SAYS[k].format(margin=margin) for k in keys]
+    names = [_names([d for d in DATASET_ORDER if d in said[k]]) for k in keys]
     its = _iterations({protocol}) if timed else None
-    when = f"at {_budgets(f'{its:,}', len(matched | random_eq))} " if its else ""
-    if m and m == r:
-        return f"{when}on {m}, {said_m}, and {said_r}"
-    parts = [f"{said_m} on {m}"] * bool(m) + [f"{said_r} on {r}"] * bool(r)
-    return (f"{when.strip()}, " if when else "") + ", and ".join(parts)
+    when = f"at {_budgets(f'{its:,}', len(set().union(*said.values())))} " if its else ""
+    if len(set(names)) == 1:
+        return f"{when}on {names[0]}, " + ", and ".join(words)
+    return (f"{when.strip()}, " if when else "") + ", and ".join(f"{w} on {n}" for w, n in zip(words, names, strict=True))
 
 
 def _iterations(protocols: set[str]) -> int | None:
