@@ -98,7 +98,7 @@ def test_the_controls_sentence_names_only_what_the_table_decides():
     worse = {"dataset": "mnist", "control": "rim_random", "protocol": "converged-12k", "gap_verdict": "RIM better",
              "equiv_verdict": "equivalence not shown"}
     assert answer._controls_sentence([{**timed[0], "protocol": "converged-12k"}, worse]) == (
-        "At a 12,000-iteration budget on MNIST, equally large plain LSTMs beat it, and picking at random makes it worse.")
+        "At the same budget on MNIST, equally large plain LSTMs beat it, and picking at random makes it worse.")
     better = {**worse, "dataset": "fashion_mnist", "gap_verdict": "the control better"}
     assert answer._controls_sentence([better]).endswith("picking at random makes it better.")
     assert answer._controls_sentence([{**worse, "gap_verdict": "no measurable difference at this number of seeds"}]) == ""
@@ -241,21 +241,24 @@ def test_the_stored_answer_records_the_tables_it_was_read_beside(tmp_path):
 
 
 def test_the_controls_sentence_says_each_budget_and_its_margin():
-    """Per data set the answer reads the longest budget with both controls; each budget is said once,
-    the long grid's margin (half the paper's gap) in its own words, and no semicolon."""
+    """The long grid's controls are said at "the same budget(s)" as the first sentence's, with the long
+    grid's margin (half the paper's gap) in its own words; no semicolon."""
     rows = [{"dataset": "mnist", "control": "rim_random", "protocol": "converged-12k",
              "equiv_verdict": "equivalent within the margin"},
             {"dataset": "mnist", "control": "parallel_lstm_h81", "protocol": "converged-12k",
              "gap_verdict": "no measurable difference at this number of seeds"},
-            {"dataset": "fashion_mnist", "control": "parallel_lstm_h81", "protocol": "converged",
+            {"dataset": "fashion_mnist", "control": "parallel_lstm_h81", "protocol": "converged-24k",
              "gap_verdict": "the control better"},
-            {"dataset": "fashion_mnist", "control": "rim_random", "protocol": "converged",
+            {"dataset": "fashion_mnist", "control": "rim_random", "protocol": "converged-24k",
              "equiv_verdict": "equivalent within the margin"}]
     s = answer._controls_sentence(rows)
-    assert s == ("At a 12,000-iteration budget on MNIST, picking at random changes its error less than half the paper's "
-                 "gap, while at a 4,000-iteration budget on Fashion-MNIST, equally large plain LSTMs beat it, "
-                 "and picking at random changes its error less than the paper's gap."), s
+    assert s == ("At the same budgets, equally large plain LSTMs beat it on Fashion-MNIST, and picking at random "
+                 "changes its error less than half the paper's gap on MNIST and Fashion-MNIST."), s
     assert ";" not in s
+    short = [{**r, "protocol": "converged"} for r in rows]
+    assert answer._controls_sentence(short).startswith("At 4,000-iteration budgets, equally large plain LSTMs beat "
+                                                       "it on Fashion-MNIST, and picking at random changes its error "
+                                                       "less than the paper's gap on MNIST and Fashion-MNIST")
 
 
 def test_the_answer_reads_the_long_grids_controls_where_a_set_has_both(tmp_path, monkeypatch):
@@ -265,4 +268,6 @@ def test_the_answer_reads_the_long_grids_controls_where_a_set_has_both(tmp_path,
     long_ += [{"dataset": "fashion_mnist", "control": c, "protocol": "converged-24k"} for c in ("rim", "parallel_lstm_h81")]
     monkeypatch.setattr(answer, "_tables", lambda root, folder: {"controls": long_ if folder == "long" else short})
     got = {(r["dataset"], r["protocol"]) for r in answer.answer_controls(tmp_path)}
-    assert got == {("mnist", "converged-12k"), ("fashion_mnist", "converged")}  # FMNIST lacks random selection at 24k
+    assert got == {("mnist", "converged-12k")}  # one budget: the long grid's; FMNIST lacks random selection there
+    monkeypatch.setattr(answer, "_tables", lambda root, folder: {"controls": long_[3:] if folder == "long" else short})
+    assert {r["protocol"] for r in answer.answer_controls(tmp_path)} == {"converged"}  # no set complete at long

@@ -190,14 +190,16 @@ def _controls_sentence(controls: list[dict]) -> str:
     """The controls of "why" in plain words: what the parameter-matched baseline and random selection
     decide, one clause per training length where the sets the answer reads differ in it."""
     groups: dict[str, dict[tuple, set]] = {}  # protocol -> {what is said: its sets}
+    from .controls import LONG_PROTOCOLS
+
     for r in controls:
-        for key in _control_says(r):
-            groups.setdefault(str(r.get("protocol", "")), {}).setdefault(key, set()).add(r["dataset"])
-    timed = len(groups) == 1 or all(_iterations({p}) for p in groups)  # several lengths: each said
-    clauses = [_controls_clause(p, groups[p], timed) for p in sorted(groups, key=lambda p: -(_iterations({p}) or 0))]
+        p = str(r.get("protocol", ""))
+        for key in _control_says(r):  # the long grid's budgets as one: the answer's first sentence gives each
+            groups.setdefault("long" if p in LONG_PROTOCOLS else p, {}).setdefault(key, set()).add(r["dataset"])
+    clauses = [_controls_clause(p, groups[p], len(groups) == 1) for p in groups]
     if not clauses:
         return ""
-    text = clauses[0] if len(clauses) == 1 else ", ".join(clauses[:-1]) + ", while " + clauses[-1]
+    text = ", and ".join(clauses)
     return text[0].upper() + text[1:] + "."
 
 
@@ -210,7 +212,9 @@ def _controls_clause(protocol: str, said: dict[tuple, set], timed: bool = True) 
     words = [_CONTROL_SAYS[k].format(margin=margin) for k in keys]
     names = [_names([d for d in DATASET_ORDER if d in said[k]]) for k in keys]
     its = _iterations({protocol}) if timed else None
-    when = f"at {_budgets(f'{its:,}', len(set().union(*said.values())))} " if its else ""
+    n = len(set().union(*said.values()))
+    when = (f"at the same budget{'s' if n > 1 else ''} " if protocol == "long"
+            else f"at {_budgets(f'{its:,}', n)} " if its else "")
     if len(set(names)) == 1:
         return f"{when}on {names[0]}, " + ", and ".join(words)
     return (f"{when.strip()}, " if when else "") + ", and ".join(f"{w} on {n}" for w, n in zip(words, names, strict=True))
@@ -254,8 +258,8 @@ def _pick(df: pd.DataFrame, grid: str, ds: str) -> pd.DataFrame:
 
 
 def answer_controls(root="results") -> list[dict]:
-    """The controls rows the answer reads: per data set, the long grid's where it has both the
-    parameter-matched and the random-selection control, else the 4,000-iteration grid's."""
+    """The controls rows the answer reads: the long grid's, of the sets where it has both the
+    parameter-matched and the random-selection control; the 4,000-iteration grid's while no set has."""
     from ..paths import LONG_GRID
 
     root = Path(root)
@@ -265,7 +269,9 @@ def answer_controls(root="results") -> list[dict]:
     def complete(rows: list[dict], ds: str) -> bool:
         return {PARAM_MATCHED.get(ds), "rim_random"} <= {r["control"] for r in rows if r["dataset"] == ds}
 
-    return [r for ds in DATASET_ORDER for r in (long_ if complete(long_, ds) else short) if r["dataset"] == ds]
+    longest = [d for d in DATASET_ORDER if complete(long_, d)]
+    # one budget in the sentence: the long grid's (the first sentence's) where any set has them there
+    return [r for r in (long_ if longest else short) if r["dataset"] in longest or not longest]
 
 
 def plain_answer(root="results") -> str:
