@@ -49,9 +49,9 @@ def test_a_page_without_charts_prefetches_the_chart_library_once_idle(page, app_
     assert_no_errors(page, which)
     assert page.locator('[data-testid="stPlotlyChart"]').count() == 0
     if which == "mechanisms":  # drawn without it: the timeline's cells and the mask's clickable cells
-        # (waited for: under load the page can go quiet for settle's half second before the timeline is sent)
-        page.wait_for_function("() => document.querySelectorAll('.st-key-mech_timeline svg rect').length > 28 * 6",
-                               timeout=SLOW_MS)
+        # (waited for: under load the page can go quiet for settle's half second before the timeline is
+        # sent; a locator, since the timeline draws in its component's shadow root, out of querySelector's reach)
+        page.locator(".st-key-mech_timeline svg rect").nth(28 * 6).wait_for(state="attached", timeout=SLOW_MS)
         assert page.locator(".st-key-mech_timeline svg rect").count() > 28 * 6
         assert page.locator(".st-key-iv_mask rect.cell").count() == 28 * 6
     if which == "overview":
