@@ -5,8 +5,8 @@ import math
 import pandas as pd
 
 from core.paths import ROOT
-from core.report.convergence import CONVERGED, IMPROVING, NOT_MEASURED, plateau
-from core.report.tables import convergence_line
+from core.report.convergence import CONVERGED, IMPROVING, NOT_MEASURED, ends_before_cut, plateau
+from core.report.tables import convergence_cells, convergence_line, load_results
 
 
 def record(vals, iterations=1000, every=100, val_images=500):
@@ -43,3 +43,26 @@ def test_the_line_under_a_table_counts_and_names():
     assert convergence_line([], [ok]) == "Convergence criterion: all 1 runs meet it."
     assert convergence_line([run], [ok, run]) == ("Convergence criterion: 1 of 2 runs meet it; still improving "
                                                   "(in the means): MNIST RIM seed 1.")
+
+
+def test_runs_that_early_stopping_ends_by_the_cut_are_counted_apart():
+    row = {"dataset": "mnist", "model": "rim", "seed": 0, "convergence": CONVERGED, "iterations": 12000}
+    assert ends_before_cut({**row, "iterations_run": 9000})  # the cut itself: every evaluation is before it
+    assert not ends_before_cut({**row, "iterations_run": 9250})
+    assert not ends_before_cut({**row, "iterations_run": 12000})  # ran its schedule out
+    assert not ends_before_cut({**row, "iterations_run": None})
+    fmnist = {**row, "dataset": "fashion_mnist", "iterations": 24000}
+    rows = [{**row, "iterations_run": 4250}, {**row, "seed": 1, "iterations_run": 12000},
+            {**fmnist, "iterations_run": 6000}, {**fmnist, "seed": 1, "iterations_run": 16500}]
+    text = "\n".join(convergence_cells(rows))
+    assert "All cells: 4 of 4 runs (100 %) meet it." in text
+    assert "3 of the runs that meet it stopped early" in text
+    assert "Per data set: MNIST 1 of 2 (at 4,250); Fashion-MNIST 2 of 2 (at 6,000-16,500)." in text
+    assert "stopped early" not in "\n".join(convergence_cells([{**row, "iterations_run": 12000}]))
+
+
+def test_the_long_grids_table_counts_its_early_stopped_runs():
+    rows = load_results(ROOT / "results" / "long")
+    early = [r for r in rows if r.get("convergence") == CONVERGED and ends_before_cut(r)]
+    text = (ROOT / "results" / "long" / "tables.md").read_text()
+    assert early and f"{len(early)} of the runs that meet it stopped early" in text

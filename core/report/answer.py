@@ -293,7 +293,7 @@ def budget_note(root="results") -> str:
     """Why the answer reads each data set at its longest budget: how many runs of the 4,000-iteration
     grid and of the long grid are still improving by the convergence criterion, and where the long
     grid is below its bar (``PASS_SHARE`` meeting the criterion), which sets fall short."""
-    from .convergence import IMPROVING, NOT_MEASURED, PASS_SHARE
+    from .convergence import IMPROVING, NOT_MEASURED, PASS_SHARE, ends_before_cut
     from .tables import load_results
 
     def measured(folder: str) -> list[dict]:
@@ -311,6 +311,10 @@ def budget_note(root="results") -> str:
             "improving (best validation accuracy gained more than 0.1 point in the last quarter of training)")
     if long_:
         text += f"; at each data set's long budget so far, {improving(long_)} of {len(long_)} are"
+        early = sum(ends_before_cut(r) for r in long_)
+        if early:
+            text += (f", and {early} of those that meet it stopped early (validation patience) by three quarters "
+                     "of their schedule, which meets it by construction")
         if len(long_) - improving(long_) < PASS_SHARE * len(long_):  # below the bar: say where
             where = []
             for ds in DATASET_ORDER:

@@ -46,3 +46,15 @@ def plateau(record: dict) -> Plateau:
     gain = 100.0 * (best - (max(before) if before else 0.0))
     state = CONVERGED if gain <= GAIN_POINTS + 1e-9 else IMPROVING
     return Plateau(state, gain, cut, best_i)
+
+
+def ends_before_cut(row: dict) -> bool:
+    """A run (a row of ``runs.csv``: ``iterations``, ``iterations_run``) that early stopping ended
+    at or before three quarters of its schedule: it meets the criterion by construction, so its
+    "converged" says only that validation stopped improving for the protocol's patience."""
+    total, ran = row.get("iterations"), row.get("iterations_run")
+    try:
+        total, ran = int(total), int(ran)
+    except (TypeError, ValueError):
+        return False
+    return 0 < ran < total and ran <= round(CUT * total)
