@@ -196,6 +196,11 @@ def test_the_budget_note_counts_the_runs_still_improving():
     long_rows = load_results(RESULTS / "long")
     n_long = sum(r['convergence'] == IMPROVING for r in long_rows)
     assert f"long budget so far, {n_long} of {len(long_rows)} are" in text
+    from core.report.convergence import ends_before_cut
+    early = [r for r in long_rows if ends_before_cut(r)]  # every one of them meets the criterion
+    assert early and all(r["convergence"] != IMPROVING for r in early)
+    assert (f"Of the {len(long_rows) - n_long} that meet it there, {len(early)} stopped early (validation "
+            "patience) by three quarters of their schedule, which meets it by construction.") in text
     # below the bar, the note says where the runs still improving are; at or above it, it does not
     assert ("below the long grid's bar of 90% meeting the criterion" in text) == (n_long > 0.1 * len(long_rows))
     for ds in {r["dataset"] for r in long_rows if r["convergence"] == IMPROVING} if n_long > 0.1 * len(long_rows) else ():

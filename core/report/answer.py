@@ -311,10 +311,6 @@ def budget_note(root="results") -> str:
             "improving (best validation accuracy gained more than 0.1 point in the last quarter of training)")
     if long_:
         text += f"; at each data set's long budget so far, {improving(long_)} of {len(long_)} are"
-        early = sum(ends_before_cut(r) for r in long_)
-        if early:
-            text += (f", and {early} of those that meet it stopped early (validation patience) by three quarters "
-                     "of their schedule, which meets it by construction")
         if len(long_) - improving(long_) < PASS_SHARE * len(long_):  # below the bar: say where
             where = []
             for ds in DATASET_ORDER:
@@ -323,6 +319,10 @@ def budget_note(root="results") -> str:
                     its = sorted({int(r["iterations"]) for r in d if r.get("iterations")})
                     where.append(f"{fmt.dataset_title(ds)}{f' at {its[-1]:,}' if its else ''}: {improving(d)} of {len(d)}")
             text += f" ({'; '.join(where)}): below the long grid's bar of {PASS_SHARE:.0%} meeting the criterion"
+    early = sum(ends_before_cut(r) for r in long_)
+    if early:
+        text += (f". Of the {len(long_) - improving(long_)} that meet it there, {early} stopped early (validation "
+                 "patience) by three quarters of their schedule, which meets it by construction")
     return text + "." + "".join(f" {s}" for s in _moved_sentences(root))
 
 
