@@ -13,7 +13,7 @@ from core.report.answer import BUDGET_NOTE, read_answer, read_gap_rows, read_not
 from core.report.budget import BUDGET_SETS, CHECK_NOTE, check_frame, check_sentence, read_check
 from core.report.claims import CLAIMS_NOTE, GLANCE_LEGEND, claims_frame, display_csv, glance_frame, read_claims
 from core.report.comparisons import Cells
-from core.report.controls import controls_margin_rule, training_note
+from core.report.controls import controls_margin_rule, controls_named, training_note
 from core.report.fmt import dataset_title as _ds_title
 from core.report.fmt import method_title, pct
 from core.report.frames import dataset_order, handwriting_table, reproduction_tables, runs_frame, spread_frame
@@ -81,9 +81,8 @@ TABLE_INFO = {
                   "random (input-independent); all = every LSTM active; alpha 0 = no communication; k 5/6 = more "
                   "active LSTMs. Gap = variant − RIM (positive: the variant is worse, so the part helps)."),
     "controls": ("Controls of why · RIM the reference",
-                 "Not in the paper: parameter-matched parallel LSTMs, six parallel LSTMs of 32 and RIM's ablations, "
-                 "gap = control − RIM (positive: RIM better), n seeds per cell. Equivalence: TOST; the margin is "
-                 "{margin}."),
+                 "Not in the paper: {controls}; gap = control − RIM (positive: RIM better), n seeds per cell. "
+                 "Equivalence: TOST; the margin is {margin}."),
 }
 
 
@@ -414,8 +413,10 @@ def reproduction_tables_view(sched: str, summary: dict) -> None:
                 "of guessing at random / of always answering the test set's biggest class.")
     for name, (title, claim) in TABLE_INFO.items():
         st.subheader(title)
-        st.caption(claim.format(margin=controls_margin_rule(raw.get("controls") or [])) if name == "controls" else claim)
-        if name == "controls" and (note := training_note(summary.get("runs") or [])):
+        controls = raw.get("controls") or []
+        st.caption(claim.format(margin=controls_margin_rule(controls), controls=controls_named(controls) or "none yet")
+                   if name == "controls" else claim)
+        if name in ("controls", "ablations") and (note := training_note(summary.get("runs") or [])):
             st.caption(note)
         df = frames[name]
         if df.empty:

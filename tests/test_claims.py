@@ -361,3 +361,30 @@ def test_the_shipped_budget_check_is_what_its_runs_give():
     assert stored, "results/budget/check.csv is missing: python -m core.reproduce tables --out results/budget"
     fresh = [{k: str(r.get(k, "")) for k in stored[0]} for r in budget.budget_rows(RESULTS)]
     assert stored == fresh
+
+
+def test_a_control_claim_holds_only_where_rim_is_measurably_better_on_every_set():
+    """``_control_claims`` from fixed controls rows (not from the code that makes them): RIM better
+    on both sets holds; the control better on one does not hold; a set without a measurable
+    difference leaves it open; the detail names each set's verdict, equivalence and seeds."""
+    from core.report.claims import _control_claims
+    from core.report.stats import CANNOT_TELL, HOLDS, NOT_HOLDS
+
+    def row(ds, control, verdict, equiv="equivalence not shown"):
+        return {"dataset": ds, "control": control, "gap_verdict": verdict, "equiv_verdict": equiv,
+                "margin": 0.175 if ds == "mnist" else 0.5, "seeds": 5}
+
+    rows = [row("mnist", "rim", ""), row("mnist", "parallel_lstm", "RIM better"),
+            row("mnist", "rim_random", "RIM better"), row("fashion_mnist", "rim_random", "RIM better"),
+            row("mnist", "parallel_lstm_h81", "the control better"),
+            row("fashion_mnist", "parallel_lstm_h81", "RIM better"),
+            row("mnist", "rim_all", "RIM better"),
+            row("fashion_mnist", "rim_all", "no measurable difference at this number of seeds",
+                "equivalent within the margin")]
+    got = {r["claim_id"]: r for r in _control_claims(rows)}
+    assert set(got) == {"control_rim_random", "control_parallel_lstm_h81", "control_rim_all"}  # not RIM, not Table 2's
+    assert got["control_rim_random"]["verdict"] == HOLDS
+    assert got["control_parallel_lstm_h81"]["verdict"].startswith(NOT_HOLDS)
+    assert got["control_rim_all"]["verdict"] == CANNOT_TELL
+    assert got["control_rim_all"]["detail"] == ("MNIST RIM better, 5 seeds; Fashion-MNIST no measurable difference, "
+                                                "equivalent ±0.50, 5 seeds")

@@ -90,6 +90,9 @@ def test_a_long_grid_control_enters_the_tables_with_all_its_seeds():
     assert training_note(two) == ("Still training, left out of the tables until all 5 seeds are in: MNIST "
                                   "RIM, random selection (2 of 5).")
     assert [r["control"] for r in build_tables(rows)["controls"]] == ["rim", "parallel_lstm", "rim_random"]
+    from core.report.controls import controls_named  # what Compare's caption names: the table's controls only
+    assert controls_named(build_tables(rows)["controls"]) == "RIM, random selection"
+    assert controls_named(build_tables(two)["controls"]) == ""
     short = [r for r in _rows("converged") if r["model"] != "rim_random" or r["seed"] < 2]
     assert training_note(short) == "" and tabulated(short) == short  # other grids: every run in, as trained
 

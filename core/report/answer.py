@@ -196,14 +196,14 @@ def _controls_sentence(controls: list[dict]) -> str:
         p = str(r.get("protocol", ""))
         for key in _control_says(r):  # the long grid's budgets as one: the answer's first sentence gives each
             groups.setdefault("long" if p in LONG_PROTOCOLS else p, {}).setdefault(key, set()).add(r["dataset"])
-    clauses = [_controls_clause(p, groups[p], len(groups) == 1) for p in groups]
+    clauses = [_controls_clause(p, groups[p]) for p in groups]
     if not clauses:
         return ""
     text = ", and ".join(clauses)
     return text[0].upper() + text[1:] + "."
 
 
-def _controls_clause(protocol: str, said: dict[tuple, set], timed: bool = True) -> str:
+def _controls_clause(protocol: str, said: dict[tuple, set]) -> str:
     """One training length's part of the controls sentence."""
     from .controls import margin_words
 
@@ -211,7 +211,7 @@ def _controls_clause(protocol: str, said: dict[tuple, set], timed: bool = True) 
     keys = [k for k in _CONTROL_SAYS if k in said]
     words = [_CONTROL_SAYS[k].format(margin=margin) for k in keys]
     names = [_names([d for d in DATASET_ORDER if d in said[k]]) for k in keys]
-    its = _iterations({protocol}) if timed else None
+    its = _iterations({protocol})
     n = len(set().union(*said.values()))
     when = (f"at the same budget{'s' if n > 1 else ''} " if protocol == "long"
             else f"at {_budgets(f'{its:,}', n)} " if its else "")
@@ -258,20 +258,17 @@ def _pick(df: pd.DataFrame, grid: str, ds: str) -> pd.DataFrame:
 
 
 def answer_controls(root="results") -> list[dict]:
-    """The controls rows the answer reads: the long grid's, of the sets where it has both the
-    parameter-matched and the random-selection control; the 4,000-iteration grid's while no set has."""
+    """The controls rows the answer reads: the long grid's parameter-matched and random-selection
+    rows, each on every set where its cell is in the tables (all its seeds); the 4,000-iteration
+    grid's while the long grid has neither on any set (one budget in the sentence: the long grid's,
+    the first sentence's, where it has any)."""
     from ..paths import LONG_GRID
 
     root = Path(root)
     short = _tables(root, "converged").get("controls") or []
     long_ = _tables(root, LONG_GRID).get("controls") or []
-
-    def complete(rows: list[dict], ds: str) -> bool:
-        return {PARAM_MATCHED.get(ds), "rim_random"} <= {r["control"] for r in rows if r["dataset"] == ds}
-
-    longest = [d for d in DATASET_ORDER if complete(long_, d)]
-    # one budget in the sentence: the long grid's (the first sentence's) where any set has them there
-    return [r for r in (long_ if longest else short) if r["dataset"] in longest or not longest]
+    said = [r for r in long_ if r["control"] in {PARAM_MATCHED.get(r["dataset"]), "rim_random"}]
+    return said or short
 
 
 def plain_answer(root="results") -> str:
@@ -293,13 +290,15 @@ def budget_note(root="results") -> str:
     """Why the answer reads each data set at its longest budget: how many runs of the 4,000-iteration
     grid and of the long grid are still improving by the convergence criterion, and where the long
     grid is below its bar (``PASS_SHARE`` meeting the criterion), which sets fall short."""
+    from .controls import tabulated
     from .convergence import IMPROVING, NOT_MEASURED, PASS_SHARE, ends_before_cut
     from .tables import load_results
 
     def measured(folder: str) -> list[dict]:
         if folder == "long" and not (Path(root) / "long" / "runs").is_dir():
             return []
-        return [r for r in load_results(Path(root) / folder) if r.get("convergence", NOT_MEASURED) != NOT_MEASURED]
+        rows = tabulated(load_results(Path(root) / folder))  # the runs the tables read
+        return [r for r in rows if r.get("convergence", NOT_MEASURED) != NOT_MEASURED]
 
     def improving(rows: list[dict]) -> int:
         return sum(r["convergence"] == IMPROVING for r in rows)
@@ -310,7 +309,7 @@ def budget_note(root="results") -> str:
     text = (f"Why the longest budget: at 4,000 iterations {improving(short)} of {len(short)} runs are still "
             "improving (best validation accuracy gained more than 0.1 point in the last quarter of training)")
     if long_:
-        text += f"; at each data set's long budget so far, {improving(long_)} of {len(long_)} are"
+        text += f"; at each data set's long budget, {improving(long_)} of {len(long_)} are"
         if len(long_) - improving(long_) < PASS_SHARE * len(long_):  # below the bar: say where
             where = []
             for ds in DATASET_ORDER:

@@ -128,8 +128,10 @@ def controls_markdown(rows: list[dict], compact: bool = False) -> list[str]:
            f"(positive: RIM better). Equivalence: TOST; the margin is {margin_words(protocol)[0]}; equivalent when "
            "the interval (1 − 2 × the Holm step's alpha) lies within ± the margin.", ""]
     out += (compact_markdown if compact else markdown)(TABLES["controls"], rows)
-    return out + ["", family_note(rows, "difference and equivalence tests") + " The parallel LSTMs' difference test "
-                  "is Table 2's (its family, its p): one comparison, one p.", "",
+    table2 = (" The parallel LSTMs' difference test is Table 2's (its family): one comparison, one verdict; levels "
+              "and p values: the full table." if compact else " The parallel LSTMs' difference test is Table 2's (its "
+              "family, its p): one comparison, one p.")
+    return out + ["", family_note(rows, "difference and equivalence tests", compact) + table2, "",
                   floors_line([r["dataset"] for r in rows]), "", controls_decision(rows)]
 
 
@@ -162,6 +164,13 @@ def _protocol(rows: list[dict]) -> str:
 def controls_margin_rule(rows: list[dict]) -> str:
     """How the equivalence margin of these controls rows is chosen, in words."""
     return margin_words(_protocol(rows))[0]
+
+
+def controls_named(rows: list[dict]) -> str:
+    """The controls these rows hold beside RIM and Table 2's parallel LSTMs, in words ("" when none)."""
+    names = [fmt.display_name(c) for c in dict.fromkeys(r["control"] for r in rows)
+             if c not in ("rim", "parallel_lstm")]
+    return "; ".join(names)
 
 
 def _title(rows: list[dict], protocol: str) -> str:

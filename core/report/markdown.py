@@ -14,9 +14,13 @@ def md_table(head: list[str], rows: list[list]) -> list[str]:
                                                                         for r in rows]
 
 
-def family_note(rows: list[dict], what: str = "Welch tests") -> str:
-    """The sentence under a table: its Holm family, what the interval is and how the verdict follows."""
+def family_note(rows: list[dict], what: str = "Welch tests", compact: bool = False) -> str:
+    """The sentence under a table: its Holm family, what the interval is and how the verdict follows;
+    ``compact``: for the short columns, which show neither p values nor levels."""
     m = rows[0].get("holm_m", 0) if rows else 0
+    if compact:
+        return (f"One Holm-Bonferroni family: the {m} {what} of this table. Each interval is at the level of the "
+                "Holm step that decides its test, so it excludes 0 exactly when the verdict is not \"cannot tell\".")
     return (f"One Holm-Bonferroni family: the {m} {what} of this table; p = raw / Holm-adjusted. Each interval is at "
             "the level of the Holm step that decides its test (in brackets), so it excludes 0 exactly when the "
             "verdict is not \"cannot tell\"; an unadjusted or seed-paired 95 % interval, where shown, decides nothing.")

@@ -39,7 +39,7 @@ from .comparisons import (
     table4,
 )
 from .controls import controls_markdown, controls_table, tabulated, training_note
-from .convergence import ends_before_cut, IMPROVING, NOT_MEASURED, plateau
+from .convergence import IMPROVING, NOT_MEASURED, ends_before_cut, plateau
 from .floors import floors
 from .health import HEALTHY, health_of
 from .markdown import family_note, floors_line
@@ -201,8 +201,8 @@ def early_stop_line(measured: list[dict]) -> list[str]:
         if mine:
             its = sorted(int(r["iterations_run"]) for r in mine)
             span = f"{its[0]:,}" if its[0] == its[-1] else f"{its[0]:,}-{its[-1]:,}"
-            parts.append(f"{fmt.dataset_title(ds)} {len(mine)} of {sum(r['dataset'] == ds for r in measured)} "
-                         f"(at {span})")
+            met = sum(r["dataset"] == ds and r["convergence"] != IMPROVING for r in measured)
+            parts.append(f"{fmt.dataset_title(ds)} {len(mine)} of {met} (at {span})")
     return ["", f"{len(early)} of the runs that meet it stopped early (no better validation accuracy for the "
                 "protocol's patience) by three quarters of their schedule, which meets it by construction: for "
                 "them it says that validation stopped improving, not that the learning rate's schedule ran out. "
@@ -249,7 +249,8 @@ def _excluded_md(ex: list[dict], include_unhealthy: bool) -> list[str]:
     return out
 
 
-def tables_markdown(t: dict, rows: list[dict], include_unhealthy: bool = False) -> str:
+def tables_markdown(t: dict, runs: list[dict], include_unhealthy: bool = False) -> str:
+    rows = tabulated(runs)  # the runs the tables read: a control cell of the long grid still training is named only
     ex = excluded_runs(rows, t)
     imp = improving_runs(rows, t)
     seeds = sorted({r["seed"] for r in rows})
@@ -264,7 +265,7 @@ def tables_markdown(t: dict, rows: list[dict], include_unhealthy: bool = False) 
            "unadjusted. Floors: the error of guessing at random (chance) / of always answering the test set's "
            "biggest class (majority). Animals-10 is a small unbalanced real subset (1,320 images): not comparable "
            "with the full data set.", ""]
-    if note := training_note(rows):
+    if note := training_note(runs):
         out[0] += " " + note
     draws = sorted({r["noise_draws"] for r in rows if r.get("noise_draws")})
     sections = [  # (table, heading, the text under it; None: none), in the order of the document

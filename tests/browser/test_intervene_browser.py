@@ -97,7 +97,7 @@ _THUMB_TEXTS = """(box) => [...box.querySelectorAll('[data-testid="stSliderThumb
 @pytest.mark.parametrize("width, height", ((1280, 800), (1400, 1000)))
 def test_rows_to_set_on_one_row_read_as_one_row(browser, app_server, width, height):
     """Both ends of "Rows to set" on one row: the slider draws no value labels of its own (two
-    equal ones sat side by side over the one thumb, "5 5"); the caption just under it says the row,
+    equal ones sit side by side over the one thumb, "5 5"); the caption just under it says the row,
     and the range once the end moves on."""
     context = browser.new_context(viewport={"width": width, "height": height})
     context.set_default_timeout(60_000)

@@ -227,8 +227,8 @@ def _check_figures(charts: list[dict], where: str) -> None:
 
 def _check_floor_labels(charts: list[dict], where: str) -> None:
     """The label of the chance / majority-class floor (in the figure or its legend) lies on no
-    curve's point and on no other label: at the right end of its line it lay on RIM's curve, which
-    climbs to the floor under strong noise; at the left end, on the paper's variance."""
+    curve's point and on no other label (a label at the right end of its line lies on RIM's curve,
+    which climbs to the floor under strong noise; one at the left end, on the paper's variance)."""
     found = 0
     for i, g in enumerate(charts):
         labels = g["annotations"] + g["legend"]

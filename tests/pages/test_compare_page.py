@@ -458,5 +458,11 @@ def test_the_control_cells_still_training_are_named_at_the_controls(page_env, tm
     path.write_text(json.dumps(summary))
     at = open_tab(run_page(), "Paper's claims vs ours")
     assert not at.exception and not at.error
-    assert ("Still training, left out of the tables until all 5 seeds are in: MNIST RIM, random selection (2 of 5)."
-            in [c.value for c in at.caption])
+    captions = [c.value for c in at.caption]
+    note = "Still training, left out of the tables until all 5 seeds are in: MNIST RIM, random selection (2 of 5)."
+    assert captions.count(note) == 2  # at the controls and at the ablations, whose random-selection row it also leaves out
+    # the controls' caption names the controls its table holds (core.report.controls.controls_named): none here
+    assert not summary["tables"].get("controls")
+    said = next(c for c in captions if c.startswith("Not in the paper: ") and "gap = control" in c)
+    assert said.startswith("Not in the paper: none yet; gap = control − RIM")
+    assert "six parallel LSTMs of 32 and RIM's ablations" not in said

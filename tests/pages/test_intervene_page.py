@@ -65,7 +65,7 @@ def test_intervene_tab_controls_force_knock_out_and_reset(page_env):
 
 def test_row_ranges_are_said_in_words_under_their_sliders(page_env):
     """Each row slider (rows to set, rows to patch) draws no value labels of its own (``format``
-    blank: both ends on one row drew "1" "1" side by side over one thumb); the caption under it
+    blank: with both ends on one row, Streamlit's labels read "1" "1" side by side over one thumb); the caption under it
     says the rows: "Row 5 of 28", "Rows 3-9 of 28". Force acts on exactly those rows."""
     at = run_page(mech_more="Intervene", mech_t=5)
     assert not at.exception, at.exception

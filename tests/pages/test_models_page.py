@@ -264,8 +264,7 @@ def test_every_model_has_its_own_name_and_inspect_opens_the_row(page_env, monkey
     picker label is unique, and picking a row's name opens that row's model (same error)."""
     from core.paths import ROOT
 
-    if not (ROOT / "pretrained" / "manifest.json").is_file():
-        pytest.skip("no shipped pretrained models in this checkout")
+    assert (ROOT / "pretrained" / "manifest.json").is_file(), "the shipped models (pretrained/) are missing"
     monkeypatch.setenv("RIMSCOPE_PRETRAINED_DIR", str(ROOT / "pretrained"))
     at = run_page()
     assert not at.exception
@@ -292,8 +291,7 @@ def test_the_protocol_column_fits_and_inspect_names_the_protocol_in_full(page_en
     from core.paths import ROOT
     from core.report.fmt import PROTOCOL_SHORT, protocol_title
 
-    if not (ROOT / "pretrained" / "manifest.json").is_file():
-        pytest.skip("no shipped pretrained models in this checkout")
+    assert (ROOT / "pretrained" / "manifest.json").is_file(), "the shipped models (pretrained/) are missing"
     monkeypatch.setenv("RIMSCOPE_PRETRAINED_DIR", str(ROOT / "pretrained"))
     at = run_page()
     assert not at.exception

@@ -99,7 +99,7 @@ def test_page_loads_with_the_paper_noise_level(page_env):
     dashed = [s["y0"] for s in floors]
     assert dashed[0] == pytest.approx(90.0) and len(dashed) == 2 and 0 < dashed[1] < 90  # the sample is not balanced
     # the floors' labels are legend entries (one group: a click shows or hides both lines), not text
-    # on the plot, where the label at the line's right end lay on RIM's curve under strong noise
+    # on the plot, where a label at the line's right end lies on RIM's curve under strong noise
     assert not [a["text"] for a in layout["annotations"] if a["text"].startswith(("chance", "majority"))]
     labels = [s["name"] for s in floors if s.get("showlegend")]
     assert {s.get("legendgroup") for s in floors} == {"floors"}
