@@ -95,6 +95,8 @@ def test_a_long_grid_control_enters_the_tables_with_all_its_seeds():
     assert controls_named(build_tables(two)["controls"]) == ""
     short = [r for r in _rows("converged") if r["model"] != "rim_random" or r["seed"] < 2]
     assert training_note(short) == "" and tabulated(short) == short  # other grids: every run in, as trained
+    both = two + [r for r in _rows("converged") if r["model"] == "rim_random"]  # one folder, two protocols
+    assert [r["protocol"] for r in tabulated(both) if r["model"] == "rim_random"] == ["converged"] * 5
 
 
 def test_reproductions_controls_block_is_compact_and_names_the_full_table():

@@ -45,9 +45,12 @@ def training_cells(rows: list[dict]) -> dict[tuple[str, str], int]:
 
 
 def tabulated(rows: list[dict]) -> list[dict]:
-    """``rows`` less the runs of control cells still training (``training_cells``)."""
+    """``rows`` less the long-grid runs of control cells still training (``training_cells``); the same
+    control's runs of another protocol stay."""
     pending = training_cells(rows)
-    return [r for r in rows if (r.get("dataset"), r.get("model")) not in pending] if pending else rows
+    if not pending:
+        return rows
+    return [r for r in rows if r.get("protocol") not in LONG_PROTOCOLS or (r.get("dataset"), r.get("model")) not in pending]
 
 
 def training_note(rows: list[dict]) -> str:
