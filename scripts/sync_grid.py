@@ -12,6 +12,7 @@ so every finished run can land as it comes.
 
     .venv/bin/python -m scripts.sync_grid --from ../grid            # copy, then regenerate
     .venv/bin/python -m scripts.sync_grid --from ../grid --dry-run  # only list what it would copy
+    .venv/bin/python -m scripts.sync_grid --from ../grid --regenerate  # regenerate, even with nothing new
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from", dest="src", required=True, help="the checkout that trains the long grid")
     parser.add_argument("--dry-run", action="store_true", help="list the runs it would copy; change nothing")
     parser.add_argument("--no-regenerate", action="store_true", help="copy only")
+    parser.add_argument("--regenerate", action="store_true", help="regenerate even when no run is new")
     parser.add_argument("--data-dir", default=os.environ.get("RIMSCOPE_DATA_DIR"),
                         help="the data sets (the handwriting table and the shipped models' checks read them)")
     args = parser.parse_args(argv)
@@ -93,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     new = copy_new(src, ROOT, dry_run=args.dry_run)
     print(f"{'would copy' if args.dry_run else 'copied'} {len(new)} finished run(s)"
           + "".join(f"\n  {rel}" for rel in new))
-    if new and not args.dry_run and not args.no_regenerate:
+    if (new or args.regenerate) and not args.dry_run and not args.no_regenerate:
         regenerate(args.data_dir)
     return 0
 
