@@ -349,6 +349,10 @@ def test_controls_decision_names_every_measured_verdict_and_nothing_else():
     assert "all 6 active" not in text  # no measurable difference, not equivalent: nothing decided
     assert "RIM beats parallel LSTMs on" not in text  # Table 2's comparison is the answer's, not repeated
     assert "5 seeds each" in text
+    # the parameter-matched baselines of different sets (4 x 81, 4 x 60) decide in one clause, sets in order
+    both = [rows[0], row("cifar10", "parallel_lstm_h60", CONTROL_WORDS[1]), row("mnist", "parallel_lstm_h81", CONTROL_WORDS[1])]
+    assert controls_decision(both).startswith("The controls of why decide: parameter-matched parallel LSTMs beat RIM on "
+                                              "MNIST, CIFAR-10 (5 seeds each;")
     none = controls_decision([rows[0], row("mnist", "rim_all", CONTROL_WORDS[2])])
     assert none == "The controls of why decide nothing yet beyond the per-set verdicts above."
 

@@ -10,7 +10,7 @@ from . import fmt
 from .columns import TABLES, compact_markdown, markdown
 from .comparisons import Cells, _adopt_from, _floor_fields, adjust_family, compare
 from .markdown import family_note, floors_line
-from .paper import PAPER, VARIANT_NOTES, controls_for
+from .paper import DATASET_ORDER, PAPER, VARIANT_NOTES, controls_for
 from .stats import CANNOT_TELL, HOLDS, NOT_HOLDS, mean_sd, t_interval, tost
 
 # The equivalence margin of the controls (test-error points), fixed in code before the controls'
@@ -190,7 +190,7 @@ def _title(rows: list[dict], protocol: str) -> str:
 
 def controls_sentence(rows: list[dict]) -> str:
     """What the controls decide, from their verdicts and nothing more."""
-    parts, decided = [], []
+    parts, decided, kinds = [], [], {}  # kinds: the parameter-matched baselines of every set decide as one
     for name in dict.fromkeys(r["control"] for r in rows if r["control"] != "rim"):
         sel = [r for r in rows if r["control"] == name and "gap_verdict" in r]
         if not sel:
@@ -207,7 +207,10 @@ def controls_sentence(rows: list[dict]) -> str:
             by.setdefault(word, []).append(fmt.dataset_title(r["dataset"]))
         parts.append(f"{fmt.display_name(name)}: " + "; ".join(f"{w} on {', '.join(ds)}" for w, ds in by.items()))
         if name != "parallel_lstm":  # Table 2's comparison: the answer states it already
-            decided += _decided(name, sel, margin_words(_protocol(rows))[1])
+            kinds.setdefault("parallel_lstm_h" if name.startswith("parallel_lstm_h") else name, (name, []))[1].extend(sel)
+    for name, sel in kinds.values():
+        sel = sorted(sel, key=lambda r: DATASET_ORDER.index(r["dataset"]) if r["dataset"] in DATASET_ORDER else 99)
+        decided += _decided(name, sel, margin_words(_protocol(rows))[1])
     text = "Controls (RIM the reference; Holm over the controls table): " + ". ".join(parts) + "."
     if decided:
         n = sorted({int(r["seeds"]) for r in rows if r["control"] != "rim"})
