@@ -411,12 +411,12 @@ def reproduction_tables_view(sched: str, summary: dict) -> None:
                 "intervals stand beside it, labelled; they decide nothing. **Verdict**: ✅ holds, ❌ does not "
                 "hold, ❔ cannot tell at this number of seeds (*< 2 seeds*: no test yet). **Floors**: the error "
                 "of guessing at random / of always answering the test set's biggest class.")
+    controls, note = raw.get("controls") or [], training_note(summary.get("runs") or [])
     for name, (title, claim) in TABLE_INFO.items():
         st.subheader(title)
-        controls = raw.get("controls") or []
         st.caption(claim.format(margin=controls_margin_rule(controls), controls=controls_named(controls) or "none yet")
                    if name == "controls" else claim)
-        if name in ("controls", "ablations") and (note := training_note(summary.get("runs") or [])):
+        if name in ("controls", "ablations") and note:
             st.caption(note)
         df = frames[name]
         if df.empty:
