@@ -82,10 +82,7 @@ reproduce: $(VENV)/.app-installed
 	PY=$(PY) bash scripts/converged_grid.sh results/converged
 	PY=$(PY) bash scripts/controls_grid.sh results/converged results/budget
 	$(PY) -m scripts.long_grid
-	$(PY) -m core.reproduce tables --out results/long
-	$(PY) -m core.studies.handwriting generalisation --runs results/long/runs/mnist \
-		--runs results/budget-retrained/runs/mnist --out results/long/handwriting.csv
-	$(PY) -m core.reproduce docs
+	$(PY) -m scripts.sync_grid --regenerate  # its tables, handwriting table, shipped models, compute and the documents
 
 # the shipped models from the grids' results: each cell's median seed (REPRODUCTION.md, "Exact commands")
 pretrained: $(VENV)/.app-installed

@@ -13,6 +13,7 @@ so every finished run can land as it comes.
     .venv/bin/python -m scripts.sync_grid --from ../grid            # copy, then regenerate
     .venv/bin/python -m scripts.sync_grid --from ../grid --dry-run  # only list what it would copy
     .venv/bin/python -m scripts.sync_grid --from ../grid --regenerate  # regenerate, even with nothing new
+    .venv/bin/python -m scripts.sync_grid --regenerate  # regenerate only (make reproduce, after the grid)
 """
 
 from __future__ import annotations
@@ -78,13 +79,21 @@ def regenerate(data_dir: str | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--from", dest="src", required=True, help="the checkout that trains the long grid")
+    parser.add_argument("--from", dest="src", help="the checkout that trains the long grid (without it: "
+                                                   "nothing to copy; --regenerate regenerates here)")
     parser.add_argument("--dry-run", action="store_true", help="list the runs it would copy; change nothing")
     parser.add_argument("--no-regenerate", action="store_true", help="copy only")
     parser.add_argument("--regenerate", action="store_true", help="regenerate even when no run is new")
     parser.add_argument("--data-dir", default=os.environ.get("RIMSCOPE_DATA_DIR"),
                         help="the data sets (the handwriting table and the shipped models' checks read them)")
     args = parser.parse_args(argv)
+    if args.src is None:
+        if not args.regenerate or args.dry_run or args.no_regenerate:
+            print("nothing to do: give --from CHECKOUT (the one that trains the long grid) to bring its runs, "
+                  "or --regenerate alone to regenerate what reads the long grid here", file=sys.stderr)
+            return 2
+        regenerate(args.data_dir)
+        return 0
     src = Path(args.src).resolve()
     if not (src / "results").is_dir():
         print(f"{src}: no results/ folder there; --from is the checkout that runs scripts.long_grid", file=sys.stderr)

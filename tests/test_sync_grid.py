@@ -46,3 +46,26 @@ def test_a_wrong_source_gets_a_clear_message(tmp_path, capsys):
     assert main(["--from", str(tmp_path / "nowhere")]) == 2
     assert "no results/ folder there" in capsys.readouterr().err
     assert main(["--from", str(tmp_path), "--dry-run"]) == 2  # no results/ in it either
+
+
+def test_regenerate_alone_regenerates_here_and_nothing_else_is_accepted_without_a_source(monkeypatch, capsys):
+    import scripts.sync_grid as sync
+
+    calls = []
+    monkeypatch.setattr(sync, "regenerate", lambda data_dir: calls.append(data_dir))
+    monkeypatch.setattr(sync, "copy_new", lambda *a, **k: calls.append("copied") or [])
+    assert main(["--regenerate", "--data-dir", "/data"]) == 0
+    assert calls == ["/data"]  # regenerated here, nothing copied
+    for argv in ([], ["--dry-run"], ["--no-regenerate"], ["--regenerate", "--dry-run"]):
+        assert main(argv) == 2, argv
+        assert "give --from" in capsys.readouterr().err
+    assert calls == ["/data"]
+
+
+def test_make_reproduce_regenerates_through_sync_grid():
+    from core.paths import ROOT
+
+    recipe = ROOT.joinpath("Makefile").read_text().split("\nreproduce:", 1)[1].split("\n\n", 1)[0]
+    lines = [ln.strip() for ln in recipe.splitlines()[1:]]
+    assert lines.index("$(PY) -m scripts.long_grid") < next(
+        i for i, ln in enumerate(lines) if ln.startswith("$(PY) -m scripts.sync_grid --regenerate"))
