@@ -13,7 +13,13 @@ from core.report.answer import BUDGET_NOTE, read_answer, read_gap_rows, read_not
 from core.report.budget import BUDGET_SETS, CHECK_NOTE, check_frame, check_sentence, read_check
 from core.report.claims import CLAIMS_NOTE, GLANCE_LEGEND, claims_frame, display_csv, glance_frame, read_claims
 from core.report.comparisons import Cells
-from core.report.controls import controls_margin_rule, controls_named, training_note
+from core.report.controls import (
+    controls_margin_rule,
+    controls_named,
+    counted_in_only,
+    pending_note,
+    training_note,
+)
 from core.report.fmt import dataset_title as _ds_title
 from core.report.fmt import method_title, pct
 from core.report.frames import dataset_order, handwriting_table, reproduction_tables, runs_frame, spread_frame
@@ -418,6 +424,8 @@ def reproduction_tables_view(sched: str, summary: dict) -> None:
                    if name == "controls" else claim)
         if name in ("controls", "ablations") and note:
             st.caption(note)
+        if name == "controls" and (family := pending_note(controls)):
+            st.caption(f"{family} {counted_in_only(controls)}")
         df = frames[name]
         if df.empty:
             st.info("Not enough runs for this table yet (it needs RIM and the compared methods on a data set).")

@@ -118,3 +118,52 @@ def test_the_long_grids_margin_is_written_without_rounding():
     assert [margin(m) for m in (0.175, 0.35, 0.5, 1.0)] == ["0.175", "0.35", "0.50", "1.00"]
     rows = controls_table(Cells(_rows("converged-12k")), ["mnist"], table2(Cells(_rows("converged-12k")), ["mnist"]))
     assert "±0.175: " in "\n".join(controls_markdown(rows, compact=True))
+
+
+def test_the_long_grids_family_counts_its_planned_tests_not_yet_in():
+    from core.report.controls import pending_note, planned_pending
+    from core.report.markdown import family_note
+
+    rows = _rows("converged-12k")  # MNIST: RIM, the parallel LSTMs and random selection only
+    c = Cells(rows)
+    table = controls_table(c, ["mnist"], table2(c, ["mnist"]))
+    missing = [n for n in controls_for("mnist") if n not in ("parallel_lstm", "rim_random")]
+    assert len(missing) == 4 and planned_pending(table) == 2 * len(missing)
+    tested = [r for r in table for pre in ("gap", "equiv") if f"{pre}_p_holm" in r and not r.get(f"{pre}_family")]
+    assert {r["holm_m"] for r in table} == {len(tested) + 8} and {r["holm_pending"] for r in table} == {8}
+    random = next(r for r in table if r["control"] == "rim_random")
+    from core.report import stats
+    ps = [r[f"{pre}_p"] for r in table for pre in ("gap", "equiv") if f"{pre}_p_holm" in r and not r.get(f"{pre}_family")]
+    assert random["gap_p_holm"] == pytest.approx(stats.holm(ps + [1.0] * 8)[ps.index(random["gap_p"])])
+    assert "8 of them planned and not in yet" in family_note(table, "difference and equivalence tests")
+    assert pending_note(table).startswith(f"One Holm family: the {len(tested) + 8} difference and equivalence tests")
+    # the 4,000-iteration grid is complete as it stands: nothing pending, no note
+    short = controls_table(Cells(_rows("converged")), ["mnist"])
+    assert planned_pending(short) == 0 and "holm_pending" not in short[0] and pending_note(short) == ""
+    assert "planned" not in family_note(short)
+
+
+def test_the_planned_count_says_what_counting_only_the_tests_in_would_change():
+    from core.report.controls import counted_in_only
+
+    rim = [1.50, 1.52, 1.49, 1.51, 1.50]
+    spec = {"rim": rim, "parallel_lstm": [1.8, 1.75, 1.78, 1.76, 1.74],
+            "parallel_lstm_h81": [1.30, 1.32, 1.31, 1.29, 1.33]}  # clearly better, p tiny
+    rows = [{"dataset": "mnist", "model": m, "seed": s, "status": "completed", "health": "healthy",
+             "protocol": "converged-12k", "test_error": e / 100, "parameters": 1000}
+            for m, errs in spec.items() for s, e in enumerate(errs)]
+    c = Cells(rows)
+    table = controls_table(c, ["mnist"], table2(c, ["mnist"]))
+    matched = next(r for r in table if r["control"] == "parallel_lstm_h81")
+    assert matched["gap_verdict"] == "the control better"  # decided even with the pending tests counted
+    assert counted_in_only(table).endswith("counting only the 3 tests in, no verdict would change.")
+    # a borderline gap: rejected among the 3 tests in, not among the 11 planned
+    spec["parallel_lstm_h81"] = [1.46, 1.48, 1.46, 1.44, 1.49]
+    rows = [{**r, "test_error": spec[r["model"]][r["seed"]] / 100} for r in rows]
+    c = Cells(rows)
+    table = controls_table(c, ["mnist"], table2(c, ["mnist"]))
+    matched = next(r for r in table if r["control"] == "parallel_lstm_h81")
+    from core.report import stats
+    assert matched["gap_p"] * 3 < stats.ALPHA < matched["gap_p_holm"], matched["gap_p"]
+    assert matched["gap_verdict"] == "no measurable difference at this number of seeds"
+    assert "these would read: MNIST, Parallel LSTMs 4 × 81 (parameter-matched): the control better" in counted_in_only(table)

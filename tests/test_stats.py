@@ -9,6 +9,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st_h
 from scipy import stats as st
 
 from core.grid.cells import run_path
@@ -23,6 +25,28 @@ def test_holm_against_a_hand_example():
     adj = stats.holm([0.01, math.nan, None, 0.02])  # missing tests do not count in m
     assert adj[0] == pytest.approx(0.02) and adj[3] == pytest.approx(0.02) and np.isnan(adj[1]) and np.isnan(adj[2])
     assert len(stats.holm([])) == 0
+
+
+def test_holm_counts_pending_tests_as_never_rejected():
+    # pending tests are tests with p = 1 at the end of the order: the same adjusted p and levels
+    ps = [0.001, 0.02, 0.004]
+    assert stats.holm(ps, pending=3) == pytest.approx(stats.holm(ps + [1.0] * 3)[:3])
+    assert stats.holm_levels(ps, pending=3) == pytest.approx(stats.holm_levels(ps + [1.0] * 3)[:3])
+    assert stats.holm([0.01], pending=4)[0] == pytest.approx(0.05)  # m = 5
+    assert stats.holm_levels([0.001, 0.002], pending=2) == pytest.approx([1 - 0.05 / 4, 1 - 0.05 / 3])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st_h.lists(st_h.floats(1e-6, 1.0), min_size=1, max_size=12), st_h.lists(st_h.floats(1e-6, 1.0), max_size=12))
+def test_a_test_rejected_with_pending_ones_stays_rejected_whatever_they_bring(now, later):
+    # Holm is monotone in every p value: what is rejected while some tests are pending (p = 1) is
+    # rejected again once their real p values are in, and interval level and verdict agree
+    before = stats.holm(now, pending=len(later)) < stats.ALPHA
+    after = stats.holm(now + later)[: len(now)] < stats.ALPHA
+    assert not (before & ~after).any()
+    levels = stats.holm_levels(now, pending=len(later))
+    for p, lev, rejected in zip(now, levels, before, strict=True):
+        assert (p < 1 - lev) == rejected  # the test's p is below its step's alpha exactly when rejected
 
 
 def test_the_verdict_rule():

@@ -89,7 +89,7 @@ EFFECT_WORDS = ("forget bias 0 raises the error", "forget bias 0 lowers the erro
                 "no measurable effect at this number of seeds")
 
 
-def adjust_family(rows: list[dict], prefixes, words: dict | None = None) -> int:
+def adjust_family(rows: list[dict], prefixes, words: dict | None = None, pending: int = 0) -> int:
     """Holm-adjust every Welch test ``prefix`` of ``rows`` (one table = one family) and set its verdict.
 
     Adds ``<prefix>_p_holm``, ``<prefix>_level`` (the confidence level of the Holm step that decides
@@ -97,19 +97,23 @@ def adjust_family(rows: list[dict], prefixes, words: dict | None = None) -> int:
     that level: it excludes 0 exactly when the verdict rejects) and ``<prefix>_verdict``
     (``core.report.stats.verdict`` on the adjusted p; ``words``: prefix -> (above, below, neither)
     where the claim is worded otherwise). A test already decided in another table's family
-    (``<prefix>_family`` set) keeps that family's numbers. Each row gets ``holm_m``, the family's
-    number of tests, and ``family``. Returns it."""
+    (``<prefix>_family`` set) keeps that family's numbers. ``pending``: planned tests of the family
+    whose runs are not in yet (``core.report.stats.holm``: counted, never rejected). Each row gets
+    ``holm_m``, the family's number of tests (the pending ones included), and ``holm_pending`` where
+    some are. Returns ``holm_m``."""
     keys = [(r, pre) for r in rows for pre in prefixes if f"{pre}_p" in r and not r.get(f"{pre}_family")]
     ps = [r[f"{pre}_p"] for r, pre in keys]
-    adj, levels = holm(ps), holm_levels(ps)
+    adj, levels = holm(ps, pending), holm_levels(ps, pending=pending)
     for (r, pre), q, lev in zip(keys, adj, levels, strict=True):
         r[f"{pre}_p_holm"] = float(q)
         r[f"{pre}_level"] = float(lev)
         r[f"{pre}_ci_low"], r[f"{pre}_ci_high"] = t_interval(r[pre], r.get(f"{pre}_se", math.nan),
                                                               r.get(f"{pre}_df", math.nan), lev)
-    m = int(np.isfinite(adj).sum())
+    m = int(np.isfinite(adj).sum()) + max(0, int(pending))
     for r in rows:
         r["holm_m"] = m
+        if pending > 0:
+            r["holm_pending"] = int(pending)
         for pre in prefixes:
             if pre in r and not r.get(f"{pre}_family"):
                 r[f"{pre}_verdict"] = verdict(r[pre], r.get(f"{pre}_p_holm", math.nan), *(words or {}).get(pre, ()))

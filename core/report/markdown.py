@@ -3,6 +3,8 @@ the floors line."""
 
 from __future__ import annotations
 
+import math
+
 from . import fmt
 from .floors import floors
 from .paper import DATASET_ORDER
@@ -18,12 +20,22 @@ def family_note(rows: list[dict], what: str = "Welch tests", compact: bool = Fal
     """The sentence under a table: its Holm family, what the interval is and how the verdict follows;
     ``compact``: for the short columns, which show neither p values nor levels."""
     m = rows[0].get("holm_m", 0) if rows else 0
+    family = f"the {m} {what} of this table" + pending_words(rows)
     if compact:
-        return (f"One Holm-Bonferroni family: the {m} {what} of this table. Each interval is at the level of the "
+        return (f"One Holm-Bonferroni family: {family}. Each interval is at the level of the "
                 "Holm step that decides its test, so it excludes 0 exactly when the verdict is not \"cannot tell\".")
-    return (f"One Holm-Bonferroni family: the {m} {what} of this table; p = raw / Holm-adjusted. Each interval is at "
+    return (f"One Holm-Bonferroni family: {family}; p = raw / Holm-adjusted. Each interval is at "
             "the level of the Holm step that decides its test (in brackets), so it excludes 0 exactly when the "
             "verdict is not \"cannot tell\"; an unadjusted or seed-paired 95 % interval, where shown, decides nothing.")
+
+
+def pending_words(rows: list[dict]) -> str:
+    """", N of them planned and not in yet (...)" for a family with pending tests, else ""."""
+    k = rows[0].get("holm_pending") if rows else None
+    if not isinstance(k, (int, float)) or not math.isfinite(k) or k <= 0:
+        return ""
+    return (f", {int(k)} of them planned and not in yet (cells still training), counted as not rejected, so a verdict "
+            "here stands when they land and others can join it")
 
 
 def floors_line(datasets) -> str:

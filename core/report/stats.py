@@ -158,34 +158,39 @@ def pooled_se_df(pairs) -> tuple[float, float]:
     return math.sqrt(sum(parts)) / len(pairs), df
 
 
-def holm(pvalues) -> np.ndarray:
+def holm(pvalues, pending: int = 0) -> np.ndarray:
     """Holm-Bonferroni adjusted p-values of one family (NaN ones stay NaN and do not count).
 
-    Sorted ascending, the i-th smallest (from 0) becomes ``max over j <= i of min(1, (m − j) p_j)``."""
+    Sorted ascending, the i-th smallest (from 0) becomes ``max over j <= i of min(1, (m − j) p_j)``.
+    ``pending``: further tests of the family whose data are not in yet, counted with p = 1 (last in
+    the order, never rejected): m grows by them. Holm is monotone in every p value, so a test
+    rejected now stays rejected whatever p values the pending tests bring."""
     p = float_array(pvalues)
     out = np.full(len(p), math.nan)
     ok = np.flatnonzero(np.isfinite(p))
+    m = len(ok) + max(0, int(pending))
     running = 0.0
     for rank, i in enumerate(ok[np.argsort(p[ok], kind="stable")]):
-        running = max(running, min(1.0, (len(ok) - rank) * p[i]))
+        running = max(running, min(1.0, (m - rank) * p[i]))
         out[i] = running
     return out
 
 
-def holm_levels(pvalues, alpha: float = ALPHA) -> np.ndarray:
+def holm_levels(pvalues, alpha: float = ALPHA, pending: int = 0) -> np.ndarray:
     """The confidence level of the Holm step that decides each test of one family (NaN ones: NaN).
 
     Sorted ascending (rank i from 0, m finite tests), Holm rejects ranks 0..r-1 and stops at the
     first r with ``p > alpha / (m - r)``. A rejected test is decided at its own step (level
     ``1 - alpha / (m - i)``), every other at the stopping step (``1 - alpha / (m - r)``). The
     t-interval of a test at its level excludes 0 exactly when its Holm-adjusted p is below
-    ``alpha``, so interval and verdict never disagree."""
+    ``alpha``, so interval and verdict never disagree. ``pending`` as in ``holm`` (m counts them;
+    the stopping step is at the latest the first of them)."""
     p = float_array(pvalues)
     out = np.full(len(p), math.nan)
     ok = np.flatnonzero(np.isfinite(p))
-    m = len(ok)
+    m = len(ok) + max(0, int(pending))
     order = ok[np.argsort(p[ok], kind="stable")]
-    stop = m
+    stop = len(ok)
     for rank, i in enumerate(order):
         if not p[i] * (m - rank) < alpha:
             stop = rank

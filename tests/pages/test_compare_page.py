@@ -466,3 +466,27 @@ def test_the_control_cells_still_training_are_named_at_the_controls(page_env, tm
     said = next(c for c in captions if c.startswith("Not in the paper: ") and "gap = control" in c)
     assert said.startswith("Not in the paper: none yet; gap = control − RIM")
     assert "six parallel LSTMs of 32 and RIM's ablations" not in said
+
+
+def test_the_controls_family_with_planned_tests_not_in_yet_says_so(page_env, tmp_path, monkeypatch):
+    """A controls table whose Holm family counts planned tests still training says so at the table,
+    with what counting only the tests in would change."""
+    from core.report.controls import counted_in_only, pending_note
+
+    results = tmp_path / "results"
+    shutil.copytree(page_env["results"], results)
+    monkeypatch.setenv("RIMSCOPE_RESULTS_DIR", str(results))
+    path = results / "converged" / "summary.json"
+    summary = json.loads(path.read_text())
+    rows = json.loads((Path(__file__).resolve().parents[2] / "results" / "long" / "summary.json").read_text())
+    rows = rows["tables"]["controls"]  # the shipped long grid's controls (their family has pending tests) ...
+    for r in rows:  # ... or, once the grid is complete, the same table with 8 more planned
+        r.update(holm_m=r["holm_m"] + 8 * (not r.get("holm_pending")), holm_pending=r.get("holm_pending") or 8)
+    summary["tables"]["controls"] = rows
+    path.write_text(json.dumps(summary))
+    at = open_tab(run_page(), "Paper's claims vs ours")
+    assert not at.exception and not at.error
+    note = pending_note(rows)
+    assert note.startswith("One Holm family: the ") and f"{rows[0]['holm_pending']} of them planned and not in yet" in note
+    assert "counting only the" in counted_in_only(rows)
+    assert f"{note} {counted_in_only(rows)}" in [c.value for c in at.caption]
