@@ -407,6 +407,9 @@ def budget_verdicts(results, expanded: bool = False) -> None:
         st.caption(f"{BUDGET_NOTE} {floors_line(DATASET_ORDER)}")
 
 
+FAMILY_WHAT = {"controls": "difference and equivalence tests", "ablations": "Welch tests"}  # family_note's words
+
+
 def reproduction_tables_view(sched: str, summary: dict) -> None:
     """The paper's Tables 2-4 and our further tables, each with its caption, CSV and excluded runs."""
     frames = reproduction_tables(summary)
@@ -424,8 +427,8 @@ def reproduction_tables_view(sched: str, summary: dict) -> None:
                    if name == "controls" else claim)
         if name in ("controls", "ablations") and note:
             st.caption(note)
-        if name == "controls" and (family := pending_note(controls)):
-            st.caption(f"{family} {counted_in_only(controls)}")
+        if name in ("controls", "ablations") and (family := pending_note(raw.get(name) or [], FAMILY_WHAT[name])):
+            st.caption(f"{family} {counted_in_only(raw.get(name) or [], name)}")
         df = frames[name]
         if df.empty:
             st.info("Not enough runs for this table yet (it needs RIM and the compared methods on a data set).")

@@ -121,14 +121,16 @@ def test_the_long_grids_margin_is_written_without_rounding():
 
 
 def test_the_long_grids_family_counts_its_planned_tests_not_yet_in():
-    from core.report.controls import pending_note, planned_pending
+    from core.report.controls import long_plan, pending_note, planned_pending
     from core.report.markdown import family_note
 
     rows = _rows("converged-12k")  # MNIST: RIM, the parallel LSTMs and random selection only
     c = Cells(rows)
-    table = controls_table(c, ["mnist"], table2(c, ["mnist"]))
+    plan = long_plan(rows)
+    assert plan == {"mnist": controls_for("mnist")}
+    table = controls_table(c, ["mnist"], table2(c, ["mnist"]), plan)
     missing = [n for n in controls_for("mnist") if n not in ("parallel_lstm", "rim_random")]
-    assert len(missing) == 4 and planned_pending(table) == 2 * len(missing)
+    assert len(missing) == 4 and planned_pending(table, plan) == 2 * len(missing)
     tested = [r for r in table for pre in ("gap", "equiv") if f"{pre}_p_holm" in r and not r.get(f"{pre}_family")]
     assert {r["holm_m"] for r in table} == {len(tested) + 8} and {r["holm_pending"] for r in table} == {8}
     random = next(r for r in table if r["control"] == "rim_random")
@@ -138,13 +140,14 @@ def test_the_long_grids_family_counts_its_planned_tests_not_yet_in():
     assert "8 of them planned and not in yet" in family_note(table, "difference and equivalence tests")
     assert pending_note(table).startswith(f"One Holm family: the {len(tested) + 8} difference and equivalence tests")
     # the 4,000-iteration grid is complete as it stands: nothing pending, no note
-    short = controls_table(Cells(_rows("converged")), ["mnist"])
-    assert planned_pending(short) == 0 and "holm_pending" not in short[0] and pending_note(short) == ""
+    short = controls_table(Cells(_rows("converged")), ["mnist"], plan=long_plan(_rows("converged")))
+    assert long_plan(_rows("converged")) == {} and "holm_pending" not in short[0] and pending_note(short) == ""
     assert "planned" not in family_note(short)
 
 
 def test_the_planned_count_says_what_counting_only_the_tests_in_would_change():
     from core.report.controls import counted_in_only
+    from core.report.tables import build_tables
 
     rim = [1.50, 1.52, 1.49, 1.51, 1.50]
     spec = {"rim": rim, "parallel_lstm": [1.8, 1.75, 1.78, 1.76, 1.74],
@@ -152,18 +155,41 @@ def test_the_planned_count_says_what_counting_only_the_tests_in_would_change():
     rows = [{"dataset": "mnist", "model": m, "seed": s, "status": "completed", "health": "healthy",
              "protocol": "converged-12k", "test_error": e / 100, "parameters": 1000}
             for m, errs in spec.items() for s, e in enumerate(errs)]
-    c = Cells(rows)
-    table = controls_table(c, ["mnist"], table2(c, ["mnist"]))
+    table = build_tables(rows)["controls"]
     matched = next(r for r in table if r["control"] == "parallel_lstm_h81")
     assert matched["gap_verdict"] == "the control better"  # decided even with the pending tests counted
     assert counted_in_only(table).endswith("counting only the 3 tests in, no verdict would change.")
     # a borderline gap: rejected among the 3 tests in, not among the 11 planned
     spec["parallel_lstm_h81"] = [1.46, 1.48, 1.46, 1.44, 1.49]
     rows = [{**r, "test_error": spec[r["model"]][r["seed"]] / 100} for r in rows]
-    c = Cells(rows)
-    table = controls_table(c, ["mnist"], table2(c, ["mnist"]))
+    table = build_tables(rows)["controls"]
     matched = next(r for r in table if r["control"] == "parallel_lstm_h81")
     from core.report import stats
     assert matched["gap_p"] * 3 < stats.ALPHA < matched["gap_p_holm"], matched["gap_p"]
     assert matched["gap_verdict"] == "no measurable difference at this number of seeds"
     assert "these would read: MNIST, Parallel LSTMs 4 × 81 (parameter-matched): the control better" in counted_in_only(table)
+
+
+def test_the_long_grids_ablations_count_their_planned_variants_too():
+    from core.report.comparisons import ablation_table
+    from core.report.controls import counted_in_only, long_plan, planned_ablations
+    from core.report.tables import build_tables
+
+    rows = _rows("converged-12k")  # RIM, the parallel LSTMs and random selection at the long budget
+    assert planned_ablations(long_plan(rows)) == {"mnist": ["rim_random", "rim_all", "rim_alpha0"]}
+    table = build_tables(rows)["ablations"]
+    assert [r["variant"] for r in table] == ["rim", "rim_random", "parallel_lstm"]
+    assert {r["holm_pending"] for r in table} == {4}  # rim_all and rim_alpha0: gap and growth gap each
+    assert counted_in_only(table, "ablations").startswith("The planned count is a rule adopted")
+    # other grids tabulate what ran: nothing planned, nothing pending
+    assert planned_ablations(long_plan(_rows("converged"))) == {}
+    # a data set whose controls are all still training is planned already: when they land, no verdict
+    # given before is withdrawn
+    fm = [{**r, "dataset": "fashion_mnist", "protocol": "converged-24k"} for r in _rows("converged-24k")]
+    training = [r for r in fm if r["model"] != "rim_random" or r["seed"] < 2]
+    assert set(long_plan(rows + training)) == {"mnist", "fashion_mnist"}
+    both = build_tables(rows + training)
+    assert {r["holm_pending"] for r in both["ablations"]} == {4 + 6}
+    assert {r["holm_pending"] for r in both["controls"]} == {8 + 11}
+    assert "holm_pending" not in build_tables(_rows("converged"))["ablations"][0]
+    assert "holm_pending" not in ablation_table(Cells(rows), ["mnist"])[0]  # no plan given: the tests in

@@ -264,11 +264,13 @@ def fluctuation_table(c: Cells, datasets) -> list[dict]:
     return out
 
 
-def ablation_table(c: Cells, datasets, t2=None, t4=None) -> list[dict]:
+def ablation_table(c: Cells, datasets, t2=None, t4=None, planned=None) -> list[dict]:
     """Every ablation of rim (and parallel LSTMs) against the paper's rim, per data set.
 
     gap = variant − rim in test-error points (positive: the variant is worse, so the removed
-    part helped), growth gap likewise. Present only where rim and at least one variant ran."""
+    part helped), growth gap likewise. Present only where rim and at least one variant ran.
+    ``planned``: ``{data set: variants planned there}`` (``core.report.controls.planned_ablations``);
+    the two tests of each one not in yet count in the family as never rejected."""
     out = []
     for ds in datasets:
         rim = c.values(ds, "rim", "test_error")
@@ -291,7 +293,9 @@ def ablation_table(c: Cells, datasets, t2=None, t4=None) -> list[dict]:
                 _adopt_from(row, "gap", t2, ds, "gap", "Table 2")
                 _adopt_from(row, "growth_gap", t4, ds, "growth_gap_parallel_lstm", "Table 4")
             out.append(row)
-    adjust_family(out, ["gap", "growth_gap"], {"gap": ABLATION_WORDS, "growth_gap": ABLATION_WORDS})
+    pending = sum(2 for ds, names in (planned or {}).items() for v in names
+                  if v not in {r["variant"] for r in out if r["dataset"] == ds})
+    adjust_family(out, ["gap", "growth_gap"], {"gap": ABLATION_WORDS, "growth_gap": ABLATION_WORDS}, pending=pending)
     for r in out:
         if "gap_verdict" in r:
             r["verdict"] = r["gap_verdict"]

@@ -8,9 +8,9 @@ import math
 
 from . import fmt
 from .columns import TABLES, compact_markdown, markdown
-from .comparisons import Cells, _adopt_from, _floor_fields, adjust_family, compare
+from .comparisons import ABLATION_WORDS, Cells, _adopt_from, _floor_fields, adjust_family, compare
 from .markdown import family_note, floors_line, pending_words
-from .paper import DATASET_ORDER, PAPER, VARIANT_NOTES, controls_for
+from .paper import ABLATIONS, DATASET_ORDER, PAPER, VARIANT_NOTES, controls_for
 from .stats import CANNOT_TELL, HOLDS, NOT_HOLDS, holm, mean_sd, t_interval, tost, verdict
 
 # The equivalence margin of the controls (test-error points), fixed in code before the controls'
@@ -80,7 +80,7 @@ CONTROL_WORDS = ("RIM better", "the control better", "no measurable difference a
 EQUIV_WORDS = ("equivalent within the margin", "not equivalent", "equivalence not shown")
 
 
-def controls_table(c: Cells, datasets, t2=None) -> list[dict]:
+def controls_table(c: Cells, datasets, t2=None, plan: dict | None = None) -> list[dict]:
     """The controls of "why" (converged protocol, RIM the reference): gap = control − RIM in test-error
     points (positive: RIM better), one Holm family over the table's difference tests and its TOST
     equivalence tests (margin ``EQUIVALENCE_MARGIN``); the parallel LSTMs' difference test is Table
@@ -109,7 +109,8 @@ def controls_table(c: Cells, datasets, t2=None) -> list[dict]:
                 if name == "parallel_lstm":
                     _adopt_from(row, "gap", t2, ds, "gap", "Table 2")
             out.append(row)
-    adjust_family(out, ["gap", "equiv"], {"gap": CONTROL_WORDS, "equiv": EQUIV_WORDS}, pending=planned_pending(out))
+    adjust_family(out, ["gap", "equiv"], {"gap": CONTROL_WORDS, "equiv": EQUIV_WORDS},
+                  pending=planned_pending(out, plan or {}))
     plain = dict(zip((HOLDS, NOT_HOLDS, CANNOT_TELL), CONTROL_WORDS, strict=True))
     for r in out:
         if r.get("gap_family"):
@@ -122,40 +123,54 @@ def controls_table(c: Cells, datasets, t2=None) -> list[dict]:
     return out
 
 
-def planned_pending(rows: list[dict]) -> int:
-    """The tests of the long grid's controls table that are planned but not in ``rows`` yet: for each
-    data set the table shows at a long protocol, every control of ``controls_for`` without its row
-    (two tests each, difference and equivalence; the parallel LSTMs' equivalence alone, their
-    difference test being Table 2's). They count in the table's Holm family as never rejected
-    (``core.report.stats.holm``), so a verdict the table gives now stands when they land."""
-    n = 0
-    for ds in dict.fromkeys(r["dataset"] for r in rows if r.get("protocol") in LONG_PROTOCOLS):
-        have = {r["control"] for r in rows if r["dataset"] == ds}
-        n += sum(1 if name == "parallel_lstm" else 2 for name in controls_for(ds) if name not in have)
-    return n
+def long_plan(rows: list[dict]) -> dict[str, list[str]]:
+    """``{data set: its planned controls}`` of the long grid in ``rows`` (all of them, cells still
+    training included): every control of ``controls_for`` on each data set where the long grid has
+    a control run at all. The controls table's and the ablations' Holm families count the planned
+    tests not in yet as never rejected (``core.report.stats.holm``), so a verdict given while cells
+    train stands when they land; the other grids' tables count the tests they have."""
+    sets = {r["dataset"] for r in rows if r.get("protocol") in LONG_PROTOCOLS and r.get("model") not in MAIN_METHODS}
+    return {ds: controls_for(ds) for ds in DATASET_ORDER if ds in sets}
 
 
-def pending_note(rows: list[dict]) -> str:
+def planned_pending(table: list[dict], plan: dict) -> int:
+    """The planned controls tests not in ``table``: two per control (difference and equivalence), the
+    parallel LSTMs' equivalence alone (their difference test is Table 2's)."""
+    return sum(1 if name == "parallel_lstm" else 2 for ds, names in plan.items() for name in names
+               if name not in {r["control"] for r in table if r["dataset"] == ds})
+
+
+def planned_ablations(plan: dict) -> dict[str, list[str]]:
+    """The plan's ablations of RIM per data set (its controls that are RIM variants)."""
+    return {ds: [v for v in ABLATIONS if v.startswith("rim_") and v in names] for ds, names in plan.items()}
+
+
+# the tests of each table whose family can count planned tests: (prefix, verdict words, label)
+FAMILY_TESTS = {"controls": (("gap", CONTROL_WORDS, ""), ("equiv", EQUIV_WORDS, " (equivalence)")),
+                "ablations": (("gap", ABLATION_WORDS, ""), ("growth_gap", ABLATION_WORDS, " (growth under noise)"))}
+
+
+def pending_note(rows: list[dict], what: str = "difference and equivalence tests") -> str:
     """One sentence on the table's Holm family where some of its planned tests are not in yet, else ""."""
     words = pending_words(rows)
-    return f"One Holm family: the {rows[0]['holm_m']} difference and equivalence tests of this table{words}." if words else ""
+    return f"One Holm family: the {rows[0]['holm_m']} {what} of this table{words}." if words else ""
 
 
-def counted_in_only(rows: list[dict]) -> str:
+def counted_in_only(rows: list[dict], table: str = "controls") -> str:
     """Where the table's family counts planned tests not in yet: what counting only the tests in would
     change (a sensitivity line: the planned count is a rule adopted after the first control cells
     were in), else ""."""
     k = rows[0].get("holm_pending") if rows else None
     if not isinstance(k, (int, float)) or not math.isfinite(k) or k <= 0:
         return ""
-    keys = [(r, pre) for r in rows for pre in ("gap", "equiv")
-            if f"{pre}_p" in r and math.isfinite(r[f"{pre}_p"]) and not r.get(f"{pre}_family")]
-    words = {"gap": CONTROL_WORDS, "equiv": EQUIV_WORDS}
+    tests = {pre: (w, label) for pre, w, label in FAMILY_TESTS[table]}
+    keys = [(r, pre) for r in rows for pre in tests
+            if isinstance(r.get(f"{pre}_p"), (int, float)) and math.isfinite(r[f"{pre}_p"]) and not r.get(f"{pre}_family")]
     changed = []
     for (r, pre), q in zip(keys, holm([r[f"{pre}_p"] for r, pre in keys]), strict=True):
-        if (now := verdict(r[pre], q, *words[pre])) != r.get(f"{pre}_verdict"):
-            changed.append(f"{fmt.dataset_title(r['dataset'])}, {fmt.display_name(r['control'])}"
-                           f"{' (equivalence)' if pre == 'equiv' else ''}: {now}")
+        if (now := verdict(r[pre], q, *tests[pre][0])) != r.get(f"{pre}_verdict"):
+            changed.append(f"{fmt.dataset_title(r['dataset'])}, {fmt.display_name(r.get('control') or r['variant'])}"
+                           f"{tests[pre][1]}: {now}")
     head = f"The planned count is a rule adopted after the first control cells were in; counting only the {len(keys)} tests in"
     return head + (", no verdict would change." if not changed else ", these would read: " + "; ".join(changed) + ".")
 

@@ -38,7 +38,15 @@ from .comparisons import (
     table3,
     table4,
 )
-from .controls import controls_markdown, controls_table, tabulated, training_note
+from .controls import (
+    controls_markdown,
+    controls_table,
+    counted_in_only,
+    long_plan,
+    planned_ablations,
+    tabulated,
+    training_note,
+)
 from .convergence import IMPROVING, NOT_MEASURED, ends_before_cut, plateau
 from .floors import floors
 from .health import HEALTHY, health_of
@@ -114,14 +122,15 @@ def loss_fluctuation(loss, window: int = FLUCT_WINDOW) -> tuple[float, float]:
 
 def build_tables(rows: list[dict], include_unhealthy: bool = False) -> dict:
     """The tables as lists of dicts (errors in percent points), the claims table last."""
+    plan = long_plan(rows)  # the long grid's planned controls, cells still training included
     rows = tabulated(rows)  # a control cell of the long grid enters with all its seeds
     datasets = [d for d in DATASET_ORDER if any(r["dataset"] == d for r in rows)]
     c = Cells(rows, include_unhealthy)
     t = {"table2": table2(c, datasets), "table3": table3(c, datasets), "table4": table4(c, datasets),
          "fluctuation": fluctuation_table(c, datasets)}
     t["init_study"] = init_table(c, datasets, t["table2"])
-    t["ablations"] = ablation_table(c, datasets, t["table2"], t["table4"])
-    t["controls"] = controls_table(c, datasets, t["table2"])
+    t["ablations"] = ablation_table(c, datasets, t["table2"], t["table4"], planned=planned_ablations(plan))
+    t["controls"] = controls_table(c, datasets, t["table2"], plan)
     t["claims"] = claims_table(c, t)
     return t
 
@@ -296,7 +305,8 @@ def tables_markdown(t: dict, runs: list[dict], include_unhealthy: bool = False) 
     for k, (name, heading, text) in enumerate(sections):
         if k < 3 or t.get(name):  # Tables 2-4 always, the others when there are rows
             out += ([""] if k else []) + [heading, ""] + ([text, ""] if text else []) + markdown(TABLES[name], t[name])
-            out += ["", family_note(t[name])] + _excluded_md(ex[name], include_unhealthy)
+            sensitivity = counted_in_only(t[name], "ablations") if name == "ablations" else ""
+            out += ["", family_note(t[name]) + (f" {sensitivity}" if sensitivity else "")] + _excluded_md(ex[name], include_unhealthy)
             if name in ("table2", "table3", "table4"):
                 out += ["", convergence_line(*imp[name])]
     out += convergence_cells(rows)
