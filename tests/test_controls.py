@@ -137,7 +137,7 @@ def test_the_long_grids_family_counts_its_planned_tests_not_yet_in():
     from core.report import stats
     ps = [r[f"{pre}_p"] for r in table for pre in ("gap", "equiv") if f"{pre}_p_holm" in r and not r.get(f"{pre}_family")]
     assert random["gap_p_holm"] == pytest.approx(stats.holm(ps + [1.0] * 8)[ps.index(random["gap_p"])])
-    assert "8 of them planned and not in yet" in family_note(table, "difference and equivalence tests")
+    assert "8 of them planned and not run yet" in family_note(table, "difference and equivalence tests")
     assert pending_note(table).startswith(f"One Holm family: the {len(tested) + 8} difference and equivalence tests")
     # the 4,000-iteration grid is complete as it stands: nothing pending, no note
     short = controls_table(Cells(_rows("converged")), ["mnist"], plan=long_plan(_rows("converged")))
@@ -175,7 +175,8 @@ def test_the_long_grids_ablations_count_their_planned_variants_too():
     from core.report.controls import counted_in_only, long_plan, planned_ablations
     from core.report.tables import build_tables
 
-    rows = _rows("converged-12k")  # RIM, the parallel LSTMs and random selection at the long budget
+    rows = [{**r, "noisy_test_error": r["test_error"] + 0.01 + 0.001 * r["seed"] * (1 + len(r["model"]) % 3)}
+            for r in _rows("converged-12k")]  # RIM, the parallel LSTMs and random selection at the long budget
     assert planned_ablations(long_plan(rows)) == {"mnist": ["rim_random", "rim_all", "rim_alpha0"]}
     table = build_tables(rows)["ablations"]
     assert [r["variant"] for r in table] == ["rim", "rim_random", "parallel_lstm"]
@@ -185,7 +186,7 @@ def test_the_long_grids_ablations_count_their_planned_variants_too():
     assert planned_ablations(long_plan(_rows("converged"))) == {}
     # a data set whose controls are all still training is planned already: when they land, no verdict
     # given before is withdrawn
-    fm = [{**r, "dataset": "fashion_mnist", "protocol": "converged-24k"} for r in _rows("converged-24k")]
+    fm = [{**r, "dataset": "fashion_mnist", "protocol": "converged-24k"} for r in rows]
     training = [r for r in fm if r["model"] != "rim_random" or r["seed"] < 2]
     assert set(long_plan(rows + training)) == {"mnist", "fashion_mnist"}
     both = build_tables(rows + training)
@@ -193,3 +194,43 @@ def test_the_long_grids_ablations_count_their_planned_variants_too():
     assert {r["holm_pending"] for r in both["controls"]} == {8 + 11}
     assert "holm_pending" not in build_tables(_rows("converged"))["ablations"][0]
     assert "holm_pending" not in ablation_table(Cells(rows), ["mnist"])[0]  # no plan given: the tests in
+
+
+def test_the_plan_follows_the_budgets_before_any_control_runs_and_matches_the_grid():
+    from core.grid.long import cells
+    from core.report.controls import LONG_CONTROL_SETS, MAIN_METHODS, long_plan, read_budgets
+    from core.report.tables import build_tables
+
+    # the grid trains exactly the planned controls, on the planned sets, five seeds each
+    trained = {}
+    for c in cells(str(ROOT / "results")):
+        if c.model not in MAIN_METHODS and not c.model.startswith("parallel_lstm_s"):
+            trained.setdefault(c.dataset, set()).add((c.model, c.seed))
+    assert set(trained) == set(LONG_CONTROL_SETS)
+    for ds, got in trained.items():
+        assert got == {(m, s) for m in controls_for(ds) if m != "parallel_lstm" for s in range(5)}, ds
+    # with the budgets, a set is planned before its first control run, and only at its budget
+    budgets = {"mnist": "converged-12k", "fashion_mnist": "converged-24k"}
+    rim_only = [r for r in _rows("converged-12k") if r["model"] in ("rim", "parallel_lstm")]
+    fm_12k = [{**r, "dataset": "fashion_mnist"} for r in rim_only]  # Fashion-MNIST's 12,000-iteration check
+    assert long_plan(rim_only + fm_12k, budgets) == {"mnist": controls_for("mnist")}
+    assert long_plan(rim_only + fm_12k) == {}  # without the budgets: only where a control run exists
+    t = build_tables(rim_only + fm_12k, budgets=budgets)
+    assert not t["controls"]  # nothing to show yet, but the plan is there when the first cell lands
+    assert long_plan([{**r, "dataset": "animals10"} for r in rim_only], {"animals10": "converged-12k"}) == {}
+    shipped = read_budgets(ROOT / "results")
+    assert shipped and set(shipped) <= set(LONG_CONTROL_SETS) and set(shipped.values()) <= {"converged-12k", "converged-24k"}
+
+
+def test_a_planned_test_without_a_p_counts_as_pending():
+    from core.report.controls import long_plan, planned_pending
+
+    rows = _rows("converged-12k")
+    c = Cells(rows)
+    plan = long_plan(rows)
+    table = controls_table(c, ["mnist"], table2(c, ["mnist"]), plan)
+    before = planned_pending(table, plan)
+    for r in table:
+        if r["control"] == "rim_random":
+            r["gap_p"] = float("nan")  # a cell whose test could not run (too few healthy seeds)
+    assert planned_pending(table, plan) == before + 1

@@ -65,10 +65,11 @@ _PAPER_FIGURES = {
 
 @lru_cache(maxsize=8)
 def _grid(path: str, stamp: float) -> tuple[list, dict]:
+    from .controls import read_budgets
     from .tables import build_tables, load_results
 
     rows = load_results(Path(path))
-    return rows, build_tables(rows) if rows else {}
+    return rows, build_tables(rows, budgets=read_budgets(Path(path).resolve().parent)) if rows else {}
 
 
 def grid(path) -> tuple[list[dict], dict]:

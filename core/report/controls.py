@@ -5,10 +5,12 @@ over the table's difference and TOST equivalence tests; its Markdown and its one
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
+from ..paths import LONG_GRID
 from . import fmt
 from .columns import TABLES, compact_markdown, markdown
-from .comparisons import ABLATION_WORDS, Cells, _adopt_from, _floor_fields, adjust_family, compare
+from .comparisons import ABLATION_WORDS, Cells, _adopt_from, _floor_fields, adjust_family, compare, untested
 from .markdown import family_note, floors_line, pending_words
 from .paper import ABLATIONS, DATASET_ORDER, PAPER, VARIANT_NOTES, controls_for
 from .stats import CANNOT_TELL, HOLDS, NOT_HOLDS, holm, mean_sd, t_interval, tost, verdict
@@ -24,6 +26,7 @@ EQUIVALENCE_MARGIN = dict(PAPER["vs_parallel_gap"])
 # control run started (the grid trains the controls last); tests/test_controls.py checks that every
 # control record of the long grid was created after MARGIN_FIXED_AT.
 LONG_PROTOCOLS = ("converged-12k", "converged-24k")
+LONG_CONTROL_SETS = ("mnist", "fashion_mnist", "cifar10")  # the sets the long grid trains every control on
 LONG_EQUIVALENCE_MARGIN = {ds: gap / 2 for ds, gap in PAPER["vs_parallel_gap"].items()}
 MARGIN_FIXED_AT = "2026-12-06T08:50:00+0000"
 
@@ -123,21 +126,39 @@ def controls_table(c: Cells, datasets, t2=None, plan: dict | None = None) -> lis
     return out
 
 
-def long_plan(rows: list[dict]) -> dict[str, list[str]]:
-    """``{data set: its planned controls}`` of the long grid in ``rows`` (all of them, cells still
-    training included): every control of ``controls_for`` on each data set where the long grid has
-    a control run at all. The controls table's and the ablations' Holm families count the planned
-    tests not in yet as never rejected (``core.report.stats.holm``), so a verdict given while cells
-    train stands when they land; the other grids' tables count the tests they have."""
-    sets = {r["dataset"] for r in rows if r.get("protocol") in LONG_PROTOCOLS and r.get("model") not in MAIN_METHODS}
+def long_plan(rows: list[dict], budgets: dict[str, str] | None = None) -> dict[str, list[str]]:
+    """``{data set: its planned controls}`` of the long grid in a table of ``rows``: every control of
+    ``controls_for`` on each set of ``LONG_CONTROL_SETS`` whose RIM runs here are at its budget
+    (``budgets``: set -> protocol, from ``results/long/budgets.csv``: ``read_budgets``), so the plan
+    stands before the first control run; without ``budgets``, on each set where ``rows`` hold a
+    long-grid control run (cells still training included). The controls table's and the ablations'
+    Holm families count the planned tests not in yet as never rejected (``core.report.stats.holm``),
+    so a verdict given while cells train stands when they land; the other grids' tables count the
+    tests they have."""
+    if budgets is None:
+        sets = {r["dataset"] for r in rows if r.get("protocol") in LONG_PROTOCOLS and r.get("model") not in MAIN_METHODS}
+    else:
+        sets = {ds for ds in LONG_CONTROL_SETS if budgets.get(ds) in LONG_PROTOCOLS
+                and any(r["dataset"] == ds and r.get("model") == "rim" and r.get("protocol") == budgets[ds] for r in rows)}
     return {ds: controls_for(ds) for ds in DATASET_ORDER if ds in sets}
 
 
+def read_budgets(results) -> dict[str, str] | None:
+    """``{data set: the protocol of its long-grid budget}`` from ``<results>/long/budgets.csv``
+    (``core.grid.long.write_budgets``), or None where the file is not there."""
+    import csv
+
+    path = Path(results) / LONG_GRID / "budgets.csv"
+    if not path.is_file():
+        return None
+    with path.open(newline="") as f:
+        return {r["dataset"]: f"converged-{int(r['budget']) // 1000}k" for r in csv.DictReader(f) if r.get("budget")}
+
+
 def planned_pending(table: list[dict], plan: dict) -> int:
-    """The planned controls tests not in ``table``: two per control (difference and equivalence), the
-    parallel LSTMs' equivalence alone (their difference test is Table 2's)."""
-    return sum(1 if name == "parallel_lstm" else 2 for ds, names in plan.items() for name in names
-               if name not in {r["control"] for r in table if r["dataset"] == ds})
+    """The planned controls tests without a finite p in ``table``: two per control (difference and
+    equivalence), the parallel LSTMs' equivalence alone (their difference test is Table 2's)."""
+    return untested(table, plan, "control", lambda name: ("equiv",) if name == "parallel_lstm" else ("gap", "equiv"))
 
 
 def planned_ablations(plan: dict) -> dict[str, list[str]]:

@@ -30,12 +30,12 @@ def family_note(rows: list[dict], what: str = "Welch tests", compact: bool = Fal
 
 
 def pending_words(rows: list[dict]) -> str:
-    """", N of them planned and not in yet (...)" for a family with pending tests, else ""."""
+    """", N of them planned and not run yet (...)" for a family with pending tests, else ""."""
     k = rows[0].get("holm_pending") if rows else None
     if not isinstance(k, (int, float)) or not math.isfinite(k) or k <= 0:
         return ""
-    return (f", {int(k)} of them planned and not in yet (cells still training), counted as not rejected, so a verdict "
-            "here stands when they land and others can join it")
+    return (f", {int(k)} of them planned and not run yet (cells queued or training), counted as not rejected, so a "
+            "verdict here stands when they land and others can join it")
 
 
 def floors_line(datasets) -> str:

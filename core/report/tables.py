@@ -44,6 +44,7 @@ from .controls import (
     counted_in_only,
     long_plan,
     planned_ablations,
+    read_budgets,
     tabulated,
     training_note,
 )
@@ -120,9 +121,10 @@ def loss_fluctuation(loss, window: int = FLUCT_WINDOW) -> tuple[float, float]:
     return sd, (sd / level if level > 0 else math.nan)
 
 
-def build_tables(rows: list[dict], include_unhealthy: bool = False) -> dict:
-    """The tables as lists of dicts (errors in percent points), the claims table last."""
-    plan = long_plan(rows)  # the long grid's planned controls, cells still training included
+def build_tables(rows: list[dict], include_unhealthy: bool = False, budgets: dict | None = None) -> dict:
+    """The tables as lists of dicts (errors in percent points), the claims table last; ``budgets``:
+    the long grid's budget per set (``core.report.controls.read_budgets``), which fixes its plan."""
+    plan = long_plan(rows, budgets)  # the long grid's planned controls, before or while they train
     rows = tabulated(rows)  # a control cell of the long grid enters with all its seeds
     datasets = [d for d in DATASET_ORDER if any(r["dataset"] == d for r in rows)]
     c = Cells(rows, include_unhealthy)
@@ -339,7 +341,7 @@ def write_tables(out: Path, include_unhealthy: bool = False) -> dict:
     """Rebuild ``tables.md``, one CSV per table, ``runs.csv`` and ``summary.json`` in ``out``."""
     out = Path(out)
     rows = load_results(out)
-    t = build_tables(rows, include_unhealthy)
+    t = build_tables(rows, include_unhealthy, read_budgets(out.resolve().parent))
     (out / "tables.md").write_text(tables_markdown(t, rows, include_unhealthy))
     for name, table in t.items():
         if table:

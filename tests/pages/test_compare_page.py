@@ -487,6 +487,6 @@ def test_the_controls_family_with_planned_tests_not_in_yet_says_so(page_env, tmp
     at = open_tab(run_page(), "Paper's claims vs ours")
     assert not at.exception and not at.error
     note = pending_note(rows)
-    assert note.startswith("One Holm family: the ") and f"{rows[0]['holm_pending']} of them planned and not in yet" in note
+    assert note.startswith("One Holm family: the ") and f"{rows[0]['holm_pending']} of them planned and not run yet" in note
     assert "counting only the" in counted_in_only(rows)
     assert f"{note} {counted_in_only(rows)}" in [c.value for c in at.caption]
