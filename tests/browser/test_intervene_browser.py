@@ -110,7 +110,9 @@ def test_rows_to_set_on_one_row_read_as_one_row(browser, app_server, width, heig
         box.wait_for(timeout=SLOW_MS)
         settle(pg)
         box.scroll_into_view_if_needed()
-        assert box.evaluate(_THUMB_TEXTS) == ["", ""], f"{width}x{height}: the slider draws its own values"
+        thumbs = poll(lambda: box.evaluate(_THUMB_TEXTS) or None, WAIT_S,  # the slider's thumbs drawn (under load: late)
+                      what=f"{width}x{height}: the slider's two thumbs drawn")
+        assert thumbs == ["", ""], f"{width}x{height}: the slider draws its own values"
         said = pg.get_by_text("Row 5 of 28", exact=True)
         said.wait_for(timeout=WAIT_MS)
         slider, caption = box.bounding_box(), said.bounding_box()
