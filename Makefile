@@ -52,8 +52,9 @@ test: $(VENV)/.dev-installed
 	fi
 	$(PY) -m pytest -m "not slow" $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile,)
 
-# the tests marked slow (each a minute or more of processes killed and resumed, Ray clusters,
-# benchmarks run end to end); .ci/run runs them after make test
+# the tests marked slow (each a minute or more: processes killed and resumed, Ray clusters,
+# benchmarks run end to end, browser scenarios with a real training run or no network); .ci/run
+# runs them after make test
 test-slow: $(VENV)/.dev-installed
 	@$(MAKE) --no-print-directory $(VENV)/.browser-installed || [ "$${CI:-}" != "true" ]
 	$(PY) -m pytest -m slow $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile,)

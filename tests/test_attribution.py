@@ -85,6 +85,7 @@ def test_selection_attribution_matches_the_trace():
         attribution.selection_attribution(_shipped_or_built("parallel_lstm"), img, 3, 0)
 
 
+@pytest.mark.slow  # a minute or more end to end: make test-slow (CI runs it)
 def test_frozen_mask_attributions_are_complete_on_50_images():
     """With the image's own active mask held fixed the attributed logit is smooth along the
     path: completeness holds within the bound on 50 images of the bundled MNIST sample with the

@@ -115,6 +115,7 @@ def test_reproduction_block_from_the_csv(tmp_path):
             "cannot tell) | – |") in md
 
 
+@pytest.mark.slow  # a minute or more end to end: make test-slow (CI runs it)
 def test_the_study_runs_over_several_weight_files(tmp_path, capsys):
     """``python -m core.studies.interventions --weights``: one table per trained network (tiny
     models the test makes, the bundled sample), and the seed-level table across them."""

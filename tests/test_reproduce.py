@@ -100,6 +100,7 @@ def test_verdicts():
     assert stats_mod.verdict(0.3, math.nan) == "cannot tell (fewer than 2 seeds)"
 
 
+@pytest.mark.slow  # a minute or more end to end: make test-slow (CI runs it)
 def test_tiny_grid_end_to_end(tmp_path, monkeypatch):
     """Train a real 2 x 2 x 2 grid on tiny data, resume it, and build its tables."""
     data = tmp_path / "data" / "fashion_mnist"  # (MNIST would hold out images 0..9,999)

@@ -96,6 +96,7 @@ def _train(page, app_server, query: str = "") -> None:
     page.get_by_text("Your runs").first.wait_for()
 
 
+@pytest.mark.slow  # a minute or more end to end: make test-slow (CI runs it)
 def test_two_users_one_cannot_stop_the_others_run(browser, app_server, provider):
     store = RunStore(root=app_server["home"] / "runs", max_concurrent=0)
     ctx_a, alice = _context(browser)

@@ -23,7 +23,7 @@ import pytest
 
 from tests.browser.helpers import BROWSER
 
-pytestmark = BROWSER
+pytestmark = [*BROWSER, pytest.mark.slow]  # a minute or more in its namespace: make test-slow (CI runs it)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SENTENCE = "MNIST could not be downloaded: this machine has no internet connection."

@@ -32,6 +32,7 @@ def test_browser_present_under_ci():
         pytest.skip(f"browser tests skipped: {reason}")
 
 
+@pytest.mark.slow  # a minute or more end to end: make test-slow (CI runs it)
 @pytest.mark.browser
 @pytest.mark.skipif(BROWSER_MISSING is not None, reason=BROWSER_MISSING or "")
 def test_train_page_resumes_an_interrupted_run(page, app_server, screenshot):

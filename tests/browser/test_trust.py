@@ -122,6 +122,7 @@ def _open_train(page, app_server, owner: str, run_ids: list[str]) -> None:
         _card(page, rid).wait_for(timeout=WAIT_MS)
 
 
+@pytest.mark.slow  # a minute or more end to end: make test-slow (CI runs it)
 def test_stop_stops_the_run_under_the_pointer_while_another_changes_state(page, app_server, store):
     owner = "a1" * 8
     running = _long_run(store, owner, app_server["data_dir"])
@@ -144,6 +145,7 @@ def test_stop_stops_the_run_under_the_pointer_while_another_changes_state(page, 
         timeout=WAIT_MS)
 
 
+@pytest.mark.slow  # a minute or more end to end: make test-slow (CI runs it)
 def test_resume_resumes_the_run_under_the_pointer_while_another_changes_state(page, app_server, store):
     owner = "b2" * 8
     other = _long_run(store, owner, app_server["data_dir"])
