@@ -193,7 +193,6 @@ def test_shared_mechanisms_url_opens_the_same_view(page, browser, app_server, or
 # ------------------------------------------------------------------------------ Open in Models
 
 
-@pytest.mark.slow  # a minute or more end to end: make test-slow (CI runs it)
 def test_open_in_models_selects_the_run(page, app_server, screenshot):
     from core.runs.store import RunStore
     from core.training.config import TrainConfig
