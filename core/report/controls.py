@@ -11,7 +11,7 @@ from ..paths import LONG_GRID
 from . import fmt
 from .columns import TABLES, compact_markdown, markdown
 from .comparisons import ABLATION_WORDS, Cells, _adopt_from, _floor_fields, adjust_family, compare, untested
-from .markdown import family_note, floors_line, pending_words
+from .markdown import family_note, floors_line, pending_count, pending_words
 from .paper import ABLATIONS, DATASET_ORDER, PAPER, VARIANT_NOTES, controls_for
 from .stats import CANNOT_TELL, HOLDS, NOT_HOLDS, holm, mean_sd, t_interval, tost, verdict
 
@@ -181,8 +181,7 @@ def counted_in_only(rows: list[dict], table: str = "controls") -> str:
     """Where the table's family counts planned tests not in yet: what counting only the tests in would
     change (a sensitivity line: the planned count is a rule adopted after the first control cells
     were in), else ""."""
-    k = rows[0].get("holm_pending") if rows else None
-    if not isinstance(k, (int, float)) or not math.isfinite(k) or k <= 0:
+    if not pending_count(rows):
         return ""
     tests = {pre: (w, label) for pre, w, label in FAMILY_TESTS[table]}
     keys = [(r, pre) for r in rows for pre in tests

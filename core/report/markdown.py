@@ -29,12 +29,18 @@ def family_note(rows: list[dict], what: str = "Welch tests", compact: bool = Fal
             "verdict is not \"cannot tell\"; an unadjusted or seed-paired 95 % interval, where shown, decides nothing.")
 
 
+def pending_count(rows: list[dict]) -> int:
+    """The planned tests of a table's Holm family not run yet (``holm_pending``; 0 where none)."""
+    k = rows[0].get("holm_pending") if rows else None
+    return int(k) if isinstance(k, (int, float)) and math.isfinite(k) and k > 0 else 0
+
+
 def pending_words(rows: list[dict]) -> str:
     """", N of them planned and not run yet (...)" for a family with pending tests, else ""."""
-    k = rows[0].get("holm_pending") if rows else None
-    if not isinstance(k, (int, float)) or not math.isfinite(k) or k <= 0:
+    k = pending_count(rows)
+    if not k:
         return ""
-    return (f", {int(k)} of them planned and not run yet (cells queued or training), counted as not rejected, so a "
+    return (f", {k} of them planned and not run yet (cells queued or training), counted as not rejected, so a "
             "verdict here stands when they land and others can join it")
 
 
