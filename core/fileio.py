@@ -94,3 +94,27 @@ def read_json(path: Path):
         return json.loads(Path(path).read_text())
     except (OSError, ValueError):
         return None
+
+
+_DERIVED: dict[tuple[str, str], tuple[tuple[int, int, int], object]] = {}
+
+
+def derived_from_json(path: Path, derive: Callable[[dict], object], name: str):
+    """``derive(record)`` of the JSON object at ``path``, remembered per process until the file
+    changes (its modification time, size or inode): the reports read the same few hundred run
+    records many times over, and parsing them is most of their cost. ``name`` tells derivations
+    apart. None when the file is missing, unreadable or not a JSON object. The value is shared
+    between callers: treat it as read-only (copy before changing it)."""
+    path = Path(path)
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    sig, key = (st.st_mtime_ns, st.st_size, st.st_ino), (str(path), name)
+    hit = _DERIVED.get(key)
+    if hit is not None and hit[0] == sig:
+        return hit[1]
+    record = read_json(path)
+    value = derive(record) if isinstance(record, dict) else None
+    _DERIVED[key] = (sig, value)
+    return value

@@ -115,17 +115,18 @@ def test_the_points_double_only_for_a_smooth_function(monkeypatch):
     """The frozen function's points double until its gap is within the bound; the unfrozen one
     keeps the points asked for (its gap is the mask switches', which more points do not close)."""
     model = _shipped_or_built("rim")
+    monkeypatch.setattr(attribution, "MAX_STEPS", 64)  # the doubling rule, at a quarter of the points
     real, calls = attribution._ig, []
-    def ig(forward, image, baseline, steps):  # every integral but the last at 1,024 points misses by a lot
+    def ig(forward, image, baseline, steps):  # every integral but the last at MAX_STEPS points misses by a lot
         pixels, fx, fb = real(forward, image, baseline, steps)
         calls.append(steps)
         return (pixels if steps >= attribution.MAX_STEPS else pixels + 1.0), fx, fb
     monkeypatch.setattr(attribution, "_ig", ig)
-    a = attribution.prediction_attribution(model, _image(), steps=256)
-    assert calls == [256, 512, 1024] and a.steps == 1024
+    a = attribution.prediction_attribution(model, _image(), steps=16)
+    assert calls == [16, 32, 64] and a.steps == 64
     calls.clear()
-    b = attribution.prediction_attribution(model, _image(), steps=256, frozen=False)
-    assert calls == [256] and b.steps == 256 and not b.complete
+    b = attribution.prediction_attribution(model, _image(), steps=16, frozen=False)
+    assert calls == [16] and b.steps == 16 and not b.complete
 
 
 def test_selection_margin_against_the_competitor():

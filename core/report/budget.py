@@ -13,12 +13,12 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 
 import pandas as pd
 
+from ..fileio import derived_from_json
 from . import fmt
 from .comparisons import Cells, adjust_family, compare
 from .health import HEALTHY, health_of
@@ -123,11 +123,11 @@ def budget_rows(root="results") -> list[dict]:
 
 
 def _run_facts(path: Path) -> dict | None:
-    try:
-        meta = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-    if not isinstance(meta, dict) or meta.get("status") != "completed":
+    return derived_from_json(path, _facts_of, "budget.run_facts")
+
+
+def _facts_of(meta: dict) -> dict | None:
+    if meta.get("status") != "completed":
         return None
     m = meta.get("metrics") or {}
     return {"test_error": m.get("test_error"), "best_iteration": m.get("best_iteration"),
@@ -308,24 +308,26 @@ def stopping_facts(path, datasets=None) -> dict:
     configured), ``best_at_last`` (best validation at the last evaluation), each also ``by_dataset``."""
     out = {"runs": 0, "early_stops": 0, "best_at_last": 0, "by_dataset": {}}
     for p in sorted((Path(path) / "runs").glob("*/*.json")):
-        try:
-            meta = json.loads(p.read_text())
-        except (OSError, json.JSONDecodeError):
+        f = derived_from_json(p, _stopping_of, "budget.stopping")
+        if f is None or (datasets and f["dataset"] not in datasets):
             continue
-        ds = meta.get("dataset")
-        if not isinstance(meta, dict) or (datasets and ds not in datasets) or meta.get("status") != "completed":
-            continue
-        m, cfg = meta.get("metrics") or {}, meta.get("train_config") or {}
-        done, planned = m.get("iterations_done"), cfg.get("iterations")
-        evals = (meta.get("evals") or {}).get("iteration") or []
-        last = evals[-1] if evals else done
-        d = out["by_dataset"].setdefault(ds, {"runs": 0, "early_stops": 0, "best_at_last": 0})
+        d = out["by_dataset"].setdefault(f["dataset"], {"runs": 0, "early_stops": 0, "best_at_last": 0})
         for bucket in (out, d):
             bucket["runs"] += 1
-            bucket["early_stops"] += int(done is not None and planned is not None and done < planned)
-            bucket["best_at_last"] += int(m.get("best_iteration") is not None and m.get("best_iteration") == last)
+            bucket["early_stops"] += int(f["early_stop"])
+            bucket["best_at_last"] += int(f["best_at_last"])
     return out
 
+
+def _stopping_of(meta: dict) -> dict | None:
+    if meta.get("status") != "completed":
+        return None
+    m, cfg = meta.get("metrics") or {}, meta.get("train_config") or {}
+    done, planned = m.get("iterations_done"), cfg.get("iterations")
+    evals = (meta.get("evals") or {}).get("iteration") or []
+    last = evals[-1] if evals else done
+    return {"dataset": meta.get("dataset"), "early_stop": done is not None and planned is not None and done < planned,
+            "best_at_last": m.get("best_iteration") is not None and m.get("best_iteration") == last}
 
 CHECK_NOTE = ("Gap = other − RIM in points. Verdicts on the same seeds at both budgets, one Holm family per budget "
               "and seed set (the four comparisons); each interval at its Holm step's level (in brackets), so it "

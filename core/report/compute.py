@@ -9,9 +9,10 @@ are not) and the thread count and device each run records.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from pathlib import Path
+
+from ..fileio import derived_from_json
 
 
 def collect(results: Path) -> dict[str, dict]:
@@ -21,21 +22,28 @@ def collect(results: Path) -> dict[str, dict]:
     for path in sorted(results.rglob("runs/**/*.json")):
         rel = path.relative_to(results).as_posix()
         folder = rel.split("/runs/", 1)[0]
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        cost = derived_from_json(path, _cost, "compute.cost")
+        if cost is None:
             continue
-        seconds = (record.get("metrics") or {}).get("train_time_s")
-        if not isinstance(seconds, int | float):
-            continue
+        seconds, threads, device, torch = cost
         f = folders[folder]
         f["runs"] += 1
-        f["seconds"] += float(seconds)
-        f["threads"].add((record.get("train_config") or {}).get("threads"))
-        f["devices"].add((record.get("metrics") or {}).get("device") or "cpu")
-        if record.get("torch_version"):
-            f["torch"].add(record["torch_version"].split("+")[0])
+        f["seconds"] += seconds
+        f["threads"].add(threads)
+        f["devices"].add(device)
+        if torch:
+            f["torch"].add(torch)
     return dict(folders)
+
+
+def _cost(record: dict) -> tuple | None:
+    """(training seconds, threads, device, torch version) of one run record; None without a time."""
+    seconds = (record.get("metrics") or {}).get("train_time_s")
+    if not isinstance(seconds, int | float):
+        return None
+    torch = record.get("torch_version")
+    return (float(seconds), (record.get("train_config") or {}).get("threads"),
+            (record.get("metrics") or {}).get("device") or "cpu", torch.split("+")[0] if torch else None)
 
 
 def _hours(seconds: float) -> str:

@@ -17,26 +17,24 @@ from ..paths import LONG_GRID, RETRAINED
 from . import fmt
 from .floors import floors
 from .health import health_of
-from .tables import run_records, same_run
+from .tables import derived_records, same_run
 
 
 def health_facts(path) -> dict:
     """Runs of a grid by health class, the unhealthy ones named, and how many predict one class for
     (nearly) every test image (the largest predicted share at least 99.9 %)."""
-    recs = run_records(path)
+    recs = derived_records(path, _health_row, "facts.health")
     classes: Counter = Counter()
     named: dict[str, list[str]] = {}
     one_class = also = 0
     for m in recs:
-        h = health_of(m)
-        classes[h["health"]] += 1
-        if h["health"] != "healthy":
-            named.setdefault(h["health"], []).append(
-                f"{fmt.dataset_title(m['dataset'])} {fmt.display_name(m.get('variant') or m['model'])} seed {m['seed']}")
-            share = (m.get("health_measures") or {}).get("max_predicted_share")
+        classes[m["health"]] += 1
+        if m["health"] != "healthy":
+            named.setdefault(m["health"], []).append(
+                f"{fmt.dataset_title(m['dataset'])} {fmt.display_name(m['model'])} seed {m['seed']}")
+            share = m["max_predicted_share"]
             one_class += int(share is not None and share >= 0.999)
-            reasons = " ".join(h["health_reasons"] or [])
-            also += int(h["health"] == "diverged" and ("balanced accuracy" in reasons or "predicted" in reasons))
+            also += int(m["health"] == "diverged" and ("balanced accuracy" in m["reasons"] or "predicted" in m["reasons"]))
     return {"runs": len(recs), "classes": dict(classes), "named": named, "one_class_for_every_image": one_class,
             "diverged_and_collapsed": also}
 
@@ -132,11 +130,18 @@ def shipped_facts(pretrained="pretrained") -> list[dict]:
 def data_facts(path) -> dict:
     """Images per data set as the runs recorded them (train incl. validation, test)."""
     out = {}
-    for m in run_records(path):
-        src = m.get("data_source") or {}
-        if m["dataset"] not in out and src.get("n_train") is not None:
-            out[m["dataset"]] = {"train": int(src["n_train"]), "test": int(src.get("n_test") or 0)}
+    for m in derived_records(path, lambda r: (r["dataset"], r.get("data_source") or {}), "facts.data"):
+        ds, src = m
+        if ds not in out and src.get("n_train") is not None:
+            out[ds] = {"train": int(src["n_train"]), "test": int(src.get("n_test") or 0)}
     return out
+
+
+def _health_row(m: dict) -> dict:
+    h = health_of(m)
+    return {"dataset": m["dataset"], "model": m.get("variant") or m["model"], "seed": m["seed"], "health": h["health"],
+            "reasons": " ".join(h["health_reasons"] or []),
+            "max_predicted_share": (m.get("health_measures") or {}).get("max_predicted_share")}
 
 
 def facts(root="results", pretrained="pretrained") -> list[str]:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..fileio import json_safe
+from ..fileio import derived_from_json, json_safe
 from . import fmt
 from .columns import TABLES, markdown
 from .comparisons import (
@@ -75,25 +75,40 @@ def run_records(out: Path) -> list[dict]:
     return metas
 
 
+def derived_records(out: Path, derive, name: str) -> list:
+    """``derive(record)`` for every run JSON under ``out/runs`` (``<run>/<file>.json``, in path order)
+    that reads as a run (a dict with a ``dataset``), None results left out; each file's value is
+    derived once per process until the file changes (``core.fileio.derived_from_json``): treat the
+    values as read-only."""
+    def checked(meta: dict):
+        return derive(meta) if "dataset" in meta else None
+
+    values = (derived_from_json(p, checked, name) for p in sorted((Path(out) / "runs").glob("*/*.json")))
+    return [v for v in values if v is not None]
+
+
 def load_results(out: Path) -> list[dict]:
-    """One row per run JSON under ``out/runs``: what the tables use, with its health."""
-    rows = []
-    for meta in run_records(out):
-        m = meta.get("metrics", {})
-        h = health_of(meta)
-        pl = plateau(meta)
-        rows.append({"convergence": pl.state, "convergence_gain": pl.gain_points, "dataset": meta["dataset"], "model": meta.get("variant") or meta["model"], "seed": meta["seed"],
-                     "protocol": meta.get("protocol") or "paper", "status": meta.get("status"), "health": h["health"],
-                     "health_reasons": "; ".join(h["health_reasons"] or []),
-                     "health_checked": ", ".join(h["health_checked"] or []),
-                     "test_error": m.get("test_error"),
-                     "noisy_test_error": m.get("noisy_test_error"), "noise_draws": m.get("noise_draws"),
-                     "iterations": meta.get("train_config", {}).get("iterations"),
-                     "iterations_run": m.get("iterations_done"),
-                     "train_time_s": m.get("train_time_s"), "parameters": m.get("parameters")})
-        sd, rel = loss_fluctuation(meta.get("history", {}).get("loss") or [])
-        rows[-1].update(loss_fluct=sd, loss_fluct_rel=rel)
-    return rows
+    """One row per run under ``out/runs``: what the tables use, with its health (each caller gets
+    its own copies of the rows)."""
+    return [dict(row) for row in derived_records(out, _result_row, "tables.row")]
+
+
+def _result_row(meta: dict) -> dict:
+    m = meta.get("metrics", {})
+    h = health_of(meta)
+    pl = plateau(meta)
+    sd, rel = loss_fluctuation(meta.get("history", {}).get("loss") or [])
+    return {"convergence": pl.state, "convergence_gain": pl.gain_points, "dataset": meta["dataset"],
+            "model": meta.get("variant") or meta["model"], "seed": meta["seed"],
+            "protocol": meta.get("protocol") or "paper", "status": meta.get("status"), "health": h["health"],
+            "health_reasons": "; ".join(h["health_reasons"] or []),
+            "health_checked": ", ".join(h["health_checked"] or []),
+            "test_error": m.get("test_error"),
+            "noisy_test_error": m.get("noisy_test_error"), "noise_draws": m.get("noise_draws"),
+            "iterations": meta.get("train_config", {}).get("iterations"),
+            "iterations_run": m.get("iterations_done"),
+            "train_time_s": m.get("train_time_s"), "parameters": m.get("parameters"),
+            "loss_fluct": sd, "loss_fluct_rel": rel}
 
 
 FLUCT_WINDOW = 51  # iterations in the centred moving average that stands for the loss trend
