@@ -392,3 +392,42 @@ def test_a_control_claim_holds_only_where_rim_is_measurably_better_on_every_set(
     assert got["control_rim_all"]["verdict"] == CANNOT_TELL
     assert got["control_rim_all"]["detail"] == ("MNIST RIM better, 5 seeds; Fashion-MNIST no measurable difference, "
                                                 "equivalent ±0.50, 5 seeds")
+
+
+def test_each_family_note_names_the_verdicts_its_tables_give_when_nothing_is_shown():
+    """A table's note says its interval excludes 0 exactly when the verdict is not one of the words
+    it names (``core.report.tables.UNDECIDED``; the controls: their own word): every undecided
+    difference verdict in the shipped tables is among them, and the notes say so."""
+    from core.report.controls import CONTROL_WORDS
+    from core.report.markdown import family_note
+    from core.report.tables import UNDECIDED
+
+    checked = 0
+    for summary in sorted(RESULTS.rglob("summary.json")):
+        s = json.loads(summary.read_text())
+        text = (summary.parent / "tables.md").read_text()  # current: the test below
+        for name, rows in (s.get("tables") or {}).items():
+            if name == "claims" or not rows:
+                continue
+            words = (CONTROL_WORDS[2],) if name == "controls" else UNDECIDED.get(name, ("cannot tell",))
+            for v in {v for r in rows for k, v in r.items() if k.endswith("verdict") and not k.startswith("equiv")
+                      and isinstance(v, str) and _kind(v) == "neutral"}:
+                assert v.startswith(words), f"{summary.parent.name}/{name}: {v!r} is not one of {words}"
+                checked += 1
+            if name != "controls":
+                assert family_note(rows, undecided=words) in text, f"{summary.parent.name}/{name}: its note"
+    assert checked >= 10
+
+
+def test_every_shipped_tables_md_is_what_the_code_writes_from_its_runs():
+    from core.report.tables import rendered_tables
+
+    folders = sorted(p.parent for p in RESULTS.rglob("summary.json") if (p.parent / "runs").is_dir())
+    assert len(folders) >= 8
+    stale = []
+    for folder in folders:
+        summary = json.loads((folder / "summary.json").read_text())
+        text = rendered_tables(folder, summary.get("include_unhealthy", False))[2]
+        if not (folder / "tables.md").read_text().startswith(text):  # the budget grid's check follows its tables
+            stale.append(str(folder.relative_to(REPO)))
+    assert not stale, f"out of date (python -m core.reproduce tables --out <folder>): {stale}"

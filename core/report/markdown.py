@@ -16,17 +16,26 @@ def md_table(head: list[str], rows: list[list]) -> list[str]:
                                                                         for r in rows]
 
 
-def family_note(rows: list[dict], what: str = "Welch tests", compact: bool = False) -> str:
+def family_note(rows: list[dict], what: str = "Welch tests", compact: bool = False,
+                undecided: tuple[str, ...] = ("cannot tell",), equivalence: bool = False) -> str:
     """The sentence under a table: its Holm family, what the interval is and how the verdict follows;
-    ``compact``: for the short columns, which show neither p values nor levels."""
+    ``compact``: for the short columns, which show neither p values nor levels; ``undecided``: the
+    table's verdicts for a difference its test does not show; ``equivalence``: the family also holds
+    TOST equivalence tests, whose intervals are read against the margin, not 0."""
     m = rows[0].get("holm_m", 0) if rows else 0
     family = f"the {m} {what} of this table" + pending_words(rows)
+    not_shown = " or ".join(f'"{w}"' for w in undecided)
+    level = "the level of the Holm step that decides its test" + ("" if compact else " (in brackets)")
+    if equivalence:
+        rule = (f"Each difference interval is at {level}, so it excludes 0 exactly when its verdict is not "
+                f"{not_shown}; each equivalence interval is at 1 − 2 × the alpha of the Holm step that decides "
+                "its test, so it lies within ± the margin exactly when its verdict is \"equivalent within the margin\"")
+    else:
+        rule = f"Each interval is at {level}, so it excludes 0 exactly when the verdict is not {not_shown}"
     if compact:
-        return (f"One Holm-Bonferroni family: {family}. Each interval is at the level of the "
-                "Holm step that decides its test, so it excludes 0 exactly when the verdict is not \"cannot tell\".")
-    return (f"One Holm-Bonferroni family: {family}; p = raw / Holm-adjusted. Each interval is at "
-            "the level of the Holm step that decides its test (in brackets), so it excludes 0 exactly when the "
-            "verdict is not \"cannot tell\"; an unadjusted or seed-paired 95 % interval, where shown, decides nothing.")
+        return f"One Holm-Bonferroni family: {family}. {rule}."
+    return (f"One Holm-Bonferroni family: {family}; p = raw / Holm-adjusted. {rule}; an unadjusted or seed-paired "
+            "95 % interval, where shown, decides nothing.")
 
 
 def pending_count(rows: list[dict]) -> int:

@@ -29,6 +29,8 @@ from ..fileio import derived_from_json, json_safe
 from . import fmt
 from .columns import TABLES, markdown
 from .comparisons import (
+    ABLATION_WORDS,
+    EFFECT_WORDS,
     Cells,
     ablation_table,
     claims_table,
@@ -110,6 +112,10 @@ def _result_row(meta: dict) -> dict:
             "train_time_s": m.get("train_time_s"), "parameters": m.get("parameters"),
             "loss_fluct": sd, "loss_fluct_rel": rel}
 
+
+# each table's verdict for a difference its test does not show (the family note names it)
+# (the ablations' parallel-LSTM row carries Table 2's and Table 4's tests, the init study its gaps: "cannot tell")
+UNDECIDED = {"ablations": (ABLATION_WORDS[2], "cannot tell"), "init_study": (EFFECT_WORDS[2], "cannot tell")}
 
 FLUCT_WINDOW = 51  # iterations in the centred moving average that stands for the loss trend
 
@@ -323,7 +329,8 @@ def tables_markdown(t: dict, runs: list[dict], include_unhealthy: bool = False) 
         if k < 3 or t.get(name):  # Tables 2-4 always, the others when there are rows
             out += ([""] if k else []) + [heading, ""] + ([text, ""] if text else []) + markdown(TABLES[name], t[name])
             sensitivity = counted_in_only(t[name], "ablations") if name == "ablations" else ""
-            out += ["", family_note(t[name]) + (f" {sensitivity}" if sensitivity else "")] + _excluded_md(ex[name], include_unhealthy)
+            out += ["", family_note(t[name], undecided=UNDECIDED.get(name, ("cannot tell",)))
+                    + (f" {sensitivity}" if sensitivity else "")] + _excluded_md(ex[name], include_unhealthy)
             if name in ("table2", "table3", "table4"):
                 out += ["", convergence_line(*imp[name])]
     out += convergence_cells(rows)
@@ -352,12 +359,18 @@ def _write_csv(path: Path, rows: list[dict]) -> None:
             w.writerows([{k: _csv_value(v) for k, v in row.items()} for row in rows])
 
 
+def rendered_tables(out: Path, include_unhealthy: bool = False) -> tuple[dict, list[dict], str]:
+    """The tables of the runs under ``out``, their rows and ``tables.md``'s text, as written now."""
+    rows = load_results(out)
+    t = build_tables(rows, include_unhealthy, read_budgets(Path(out).resolve().parent))
+    return t, rows, tables_markdown(t, rows, include_unhealthy)
+
+
 def write_tables(out: Path, include_unhealthy: bool = False) -> dict:
     """Rebuild ``tables.md``, one CSV per table, ``runs.csv`` and ``summary.json`` in ``out``."""
     out = Path(out)
-    rows = load_results(out)
-    t = build_tables(rows, include_unhealthy, read_budgets(out.resolve().parent))
-    (out / "tables.md").write_text(tables_markdown(t, rows, include_unhealthy))
+    t, rows, text = rendered_tables(out, include_unhealthy)
+    (out / "tables.md").write_text(text)
     for name, table in t.items():
         if table:
             _write_csv(out / f"{name}.csv", table)
