@@ -32,6 +32,7 @@ Every server is isolated from the user's files:
   for MNIST RIM and parallel LSTMs with a manifest written like
   ``core.grid.export.export_pretrained`` writes it;
 * ``RIMSCOPE_MAX_CONCURRENT=1``;
+* the shared server's warm-up is off (``RIMSCOPE_WARMUP=0``; see ``app_server``);
 * its secrets are ``<root>/secrets.toml`` only (``--secrets.files``): empty, so no sign-in,
   unless ``running_server(root, secrets=...)`` writes one (tests/browser/test_auth.py); a
   developer's own ``.streamlit/secrets.toml`` never reaches a test server.
@@ -55,18 +56,22 @@ from tests.browser.server import (
 )
 
 
-def _serve(tmp_path_factory, name: str, launcher: str = "streamlit"):
+def _serve(tmp_path_factory, name: str, launcher: str = "streamlit", env_extra: dict | None = None):
     reason = browser_missing_reason()
     if reason:
         pytest.skip(reason)
-    with running_server(tmp_path_factory.mktemp(name), launcher=launcher) as server:
+    with running_server(tmp_path_factory.mktemp(name), launcher=launcher, env_extra=env_extra) as server:
         yield server
 
 
 @pytest.fixture(scope="session")
 def app_server(tmp_path_factory):
-    """The session's shared server: ``{"url", "home", "data_dir", "pretrained", "log"}``."""
-    yield from _serve(tmp_path_factory, "browser_app")
+    """The session's shared server: ``{"url", "home", "data_dir", "pretrained", "log"}``, its
+    warm-up off (``RIMSCOPE_WARMUP=0``): it fills caches for views no test opens, about 45
+    CPU-seconds per server on a suite that is CPU-bound, and each test opens its pages itself.
+    The fresh servers (``fresh_app_server``: the deep links, the run card, sign-in) run it as
+    ``make app`` does; tests/pages/test_warmup.py tests what it does."""
+    yield from _serve(tmp_path_factory, "browser_app", env_extra={"RIMSCOPE_WARMUP": "0"})
 
 
 @pytest.fixture(scope="module")
