@@ -329,6 +329,7 @@ def _stopping_of(meta: dict) -> dict | None:
     return {"dataset": meta.get("dataset"), "early_stop": done is not None and planned is not None and done < planned,
             "best_at_last": m.get("best_iteration") is not None and m.get("best_iteration") == last}
 
+
 CHECK_NOTE = ("Gap = other − RIM in points. Verdicts on the same seeds at both budgets, one Holm family per budget "
               "and seed set (the four comparisons); each interval at its Holm step's level (in brackets), so it "
               "excludes 0 exactly when the verdict is not \"cannot tell\". The table's verdict (all seeds at 4,000, "
