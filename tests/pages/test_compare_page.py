@@ -94,7 +94,8 @@ def test_compare_page_loads_with_curves_errors_tables_and_runs(page_env):
     assert {"⬇ table2 as CSV (all numbers)", "⬇ table3 as CSV (all numbers)", "⬇ table4 as CSV (all numbers)",
             "⬇ Runs as CSV", "⬇ Mean ± sd as CSV"} <= set(labels)
     # the controls' margin rule is the shown grid's (4,000 iterations: the paper's gap; the long grid: half of it)
-    assert any("Equivalence: TOST; the margin is the gap the paper claims for the method" in c for c in seen.captions)
+    assert any("Equivalence: TOST; the margin is the gap the paper claims for the method" in c
+               and "lies within ± the margin" in c for c in seen.captions)
     assert labels.count("⬇ HTML") == 4  # one per figure, PNG beside it when kaleido can render
     assert "⬇ PNG" not in labels  # a PNG is made only when asked (kaleido takes seconds)
     assert seen.buttons.count("🖼 Make PNG") in (0, 4)
