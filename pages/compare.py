@@ -89,7 +89,7 @@ TABLE_INFO = {
     "controls": ("Controls of why · RIM the reference",
                  "Not in the paper: {controls}; gap = control − RIM (positive: RIM better), n seeds per cell. "
                  "Equivalence: TOST; the margin is {margin}; equivalent when the equivalence interval (1 − 2 × the "
-                 "alpha of its Holm step) lies within ± the margin. A difference verdict is \"no measurable "
+                 "alpha of its Holm step; in the CSV download) lies within ± the margin. A difference verdict is \"no measurable "
                  "difference\" exactly when its interval contains 0."),
 }
 

@@ -112,18 +112,26 @@ def test_frozen_mask_attributions_are_complete_on_50_images():
 
 
 def test_the_points_double_only_for_a_smooth_function(monkeypatch):
-    """The frozen function's points double until its gap is within the bound; the unfrozen one
-    keeps the points asked for (its gap is the mask switches', which more points do not close)."""
+    """The frozen function's points double until its gap is within the bound, and never past
+    MAX_STEPS; the unfrozen one keeps the points asked for (its gap is the mask switches', which
+    more points do not close)."""
     model = _shipped_or_built("rim")
-    monkeypatch.setattr(attribution, "MAX_STEPS", 64)  # the doubling rule, at a quarter of the points
-    real, calls = attribution._ig, []
-    def ig(forward, image, baseline, steps):  # every integral but the last at MAX_STEPS points misses by a lot
+    monkeypatch.setattr(attribution, "MAX_STEPS", 64)  # the doubling rule, at a few points
+    real, calls, exact_from = attribution._ig, [], [None]
+    def ig(forward, image, baseline, steps):  # exact (complete) from ``exact_from`` points on, else off by a lot
         pixels, fx, fb = real(forward, image, baseline, steps)
         calls.append(steps)
-        return (pixels if steps >= attribution.MAX_STEPS else pixels + 1.0), fx, fb
+        if exact_from[0] is not None and steps >= exact_from[0]:
+            return pixels + (fx - fb - pixels.sum()) / pixels.size, fx, fb
+        return pixels + 1.0, fx, fb
     monkeypatch.setattr(attribution, "_ig", ig)
+    exact_from[0] = 32  # the gap closes at 32 points: the doubling stops there, below the cap
     a = attribution.prediction_attribution(model, _image(), steps=16)
-    assert calls == [16, 32, 64] and a.steps == 64
+    assert calls == [16, 32] and a.steps == 32 and a.complete
+    calls.clear()
+    exact_from[0] = None  # the gap never closes: the doubling stops at the cap
+    c = attribution.prediction_attribution(model, _image(), steps=16)
+    assert calls == [16, 32, 64] and c.steps == 64 and not c.complete
     calls.clear()
     b = attribution.prediction_attribution(model, _image(), steps=16, frozen=False)
     assert calls == [16] and b.steps == 16 and not b.complete

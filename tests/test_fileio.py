@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from core.fileio import derived_from_json, write_json
 from core.report import compute, tables
 
@@ -21,9 +23,23 @@ def test_a_derived_value_is_remembered_until_the_file_changes(tmp_path):
     write_json(path, {"n": 21})  # a new file (rename): the value follows it
     assert derived_from_json(path, derive, "double") == 42 and calls == [1, 21]
     stat = path.stat()
-    path.write_text(json.dumps({"n": 31}))  # rewritten in place, same size
+    path.write_text(json.dumps({"n": 31}))  # rewritten in place, same size, a later time
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
     assert derived_from_json(path, derive, "double") == 62
+    stat = path.stat()
+    path.write_text(json.dumps({"n": 4}))  # in place, the same time, another size
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert derived_from_json(path, derive, "double") == 8
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"n": 5}))  # another file (inode), the same size and time, moved in
+    os.utime(other, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    other.replace(path)
+    assert path.stat().st_mtime_ns == stat.st_mtime_ns and path.stat().st_size == len('{"n": 4}')
+    assert derived_from_json(path, derive, "double") == 10
+    n = len(calls)
+    assert derived_from_json(tmp_path / "." / "run.json", derive, "double") == 10 and len(calls) == n  # one file, one entry
+    with pytest.raises(ValueError, match="another derivation"):
+        derived_from_json(path, lambda r: 0, "double")
     path.write_text("{not json")
     assert derived_from_json(path, derive, "double") is None
     path.write_text("[1, 2]")  # JSON, not an object

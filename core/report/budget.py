@@ -147,7 +147,7 @@ def same_seed_rows(root="results") -> list[dict]:
         if long_ is None or short is None or long_["test_error"] is None or short["test_error"] is None:
             continue
         model, _, seed = p.stem.rpartition("_s")
-        out.append({"dataset": p.parent.name, "model": model, "seed": int(seed), "short": short, "long": long_,
+        out.append({"dataset": p.parent.name, "model": model, "seed": int(seed), "short": dict(short), "long": dict(long_),
                     "change": 100 * (long_["test_error"] - short["test_error"])})
     order = {m: i for i, m in enumerate(["rim", *(o for o, _ in BUDGET_COMPARISONS)])}
     return sorted(out, key=lambda r: (DATASET_ORDER.index(r["dataset"]) if r["dataset"] in DATASET_ORDER else 99,

@@ -208,7 +208,8 @@ def controls_markdown(rows: list[dict], compact: bool = False) -> list[str]:
               "and p values: the full table." if compact else " The parallel LSTMs' difference test is Table 2's (its "
               "family, its p): one comparison, one p.")
     sensitivity = counted_in_only(rows)
-    return out + ["", family_note(rows, "difference and equivalence tests", compact, (CONTROL_WORDS[2],), equivalence=True) + table2
+    return out + ["", family_note(rows, "difference and equivalence tests", compact, (CONTROL_WORDS[2], "cannot tell"),
+                              equivalence=True) + table2
                   + (f" {sensitivity}" if sensitivity else ""), "",
                   floors_line([r["dataset"] for r in rows]), "", controls_decision(rows)]
 

@@ -85,7 +85,7 @@ def derived_records(out: Path, derive, name: str) -> list:
     def checked(meta: dict):
         return derive(meta) if "dataset" in meta else None
 
-    values = (derived_from_json(p, checked, name) for p in sorted((Path(out) / "runs").glob("*/*.json")))
+    values = (derived_from_json(p, checked, name, owner=derive) for p in sorted((Path(out) / "runs").glob("*/*.json")))
     return [v for v in values if v is not None]
 
 
