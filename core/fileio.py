@@ -96,26 +96,24 @@ def read_json(path: Path):
         return None
 
 
-_DERIVED: dict[tuple[str, str], tuple[tuple[int, int, int], object]] = {}
-_DERIVERS: dict[str, object] = {}  # name -> the code of the derivation it stands for
+_DERIVED: dict[tuple, tuple[tuple[int, int, int], object]] = {}
 
 
 def derived_from_json(path: Path, derive: Callable[[dict], object], name: str, owner: Callable | None = None):
     """``derive(record)`` of the JSON object at ``path``, remembered per process until the file
     changes (its modification time, size or inode): the reports read the same few hundred run
-    records many times over, and parsing them is most of their cost. ``name`` stands for one
-    derivation (the code of ``owner``, default ``derive``: a name given to another raises
-    ValueError). None when the file is missing, unreadable or not a JSON object. The value is
-    shared between callers: treat it as read-only (copy before changing it)."""
-    code = getattr(owner or derive, "__code__", owner or derive)
-    if _DERIVERS.setdefault(name, code) is not code:
-        raise ValueError(f"derived_from_json: the name {name!r} already stands for another derivation")
+    records many times over, and parsing them is most of their cost. A value is kept under the
+    file, ``name`` and the code of ``owner`` (default ``derive``), so another derivation, or a
+    module reloaded after an edit, never gets it. None when the file is missing, unreadable or not
+    a JSON object. The value is shared between callers: treat it as read-only (copy before
+    changing it)."""
     path = Path(os.path.abspath(path))
     try:
         st = path.stat()
     except OSError:
         return None
-    sig, key = (st.st_mtime_ns, st.st_size, st.st_ino), (str(path), name)
+    fn = owner or derive
+    sig, key = (st.st_mtime_ns, st.st_size, st.st_ino), (str(path), name, getattr(fn, "__code__", fn))
     hit = _DERIVED.get(key)
     if hit is not None and hit[0] == sig:
         return hit[1]
