@@ -24,6 +24,7 @@ from .comparisons import Cells, adjust_family, compare
 from .health import HEALTHY, health_of
 from .markdown import floors_line, md_table
 from .paper import DATASET_ORDER
+from .tables import run_files
 
 BUDGET_SETS = ["mnist", "fashion_mnist"]
 BUDGET_SEEDS = [0, 1, 2]  # the check's design
@@ -307,7 +308,7 @@ def stopping_facts(path, datasets=None) -> dict:
     """Counts over a grid's run records: ``runs``, ``early_stops`` (fewer iterations done than
     configured), ``best_at_last`` (best validation at the last evaluation), each also ``by_dataset``."""
     out = {"runs": 0, "early_stops": 0, "best_at_last": 0, "by_dataset": {}}
-    for p in sorted((Path(path) / "runs").glob("*/*.json")):
+    for p in run_files(path):
         f = derived_from_json(p, _stopping_of, "budget.stopping")
         if f is None or (datasets and f["dataset"] not in datasets):
             continue

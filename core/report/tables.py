@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..fileio import derived_from_json, json_safe
+from ..fileio import derived_from_json, json_safe, read_json
 from . import fmt
 from .columns import TABLES, markdown
 from .comparisons import (
@@ -63,29 +63,25 @@ def same_run(first: dict, again: dict) -> bool:
             and first.get("evals", {}).get("val_acc") == again.get("evals", {}).get("val_acc"))
 
 
+def run_files(out: Path) -> list[Path]:
+    """The run JSONs under ``out/runs`` (``<run>/<file>.json``), in path order."""
+    return sorted((Path(out) / "runs").glob("*/*.json"))
+
+
 def run_records(out: Path) -> list[dict]:
-    """Every run JSON under ``out/runs`` (``<run>/<file>.json``, in path order) that reads as a run
-    (a dict with a ``dataset``); unreadable ones are left out."""
-    metas = []
-    for p in sorted((Path(out) / "runs").glob("*/*.json")):
-        try:
-            meta = json.loads(p.read_text())
-        except (OSError, json.JSONDecodeError):
-            continue
-        if isinstance(meta, dict) and "dataset" in meta:
-            metas.append(meta)
-    return metas
+    """Every run JSON of ``run_files(out)`` that reads as a run (a dict with a ``dataset``);
+    unreadable ones are left out."""
+    return [m for m in map(read_json, run_files(out)) if isinstance(m, dict) and "dataset" in m]
 
 
 def derived_records(out: Path, derive, name: str) -> list:
-    """``derive(record)`` for every run JSON under ``out/runs`` (``<run>/<file>.json``, in path order)
-    that reads as a run (a dict with a ``dataset``), None results left out; each file's value is
-    derived once per process until the file changes (``core.fileio.derived_from_json``): treat the
-    values as read-only."""
+    """``derive(record)`` for every run of ``run_files(out)`` that reads as a run (a dict with a
+    ``dataset``), None results left out; each file's value is derived once per process until the
+    file changes (``core.fileio.derived_from_json``): treat the values as read-only."""
     def checked(meta: dict):
         return derive(meta) if "dataset" in meta else None
 
-    values = (derived_from_json(p, checked, name, owner=derive) for p in sorted((Path(out) / "runs").glob("*/*.json")))
+    values = (derived_from_json(p, checked, name, owner=derive) for p in run_files(out))
     return [v for v in values if v is not None]
 
 
